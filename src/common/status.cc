@@ -1,0 +1,20 @@
+#include "common/status.h"
+
+namespace slotd {
+
+const char* Status::CodeName(Code code) {
+  switch (code) {
+    case Code::kOk: return "ok";
+    case Code::kInvalidArgument: return "invalid_argument";
+    case Code::kNotFound: return "not_found";
+    case Code::kConflict: return "conflict";
+    case Code::kResourceExhausted: return "insufficient_resources";
+    case Code::kFailedPrecondition: return "failed_precondition";
+    case Code::kUnavailable: return "unavailable";
+    case Code::kDeadlineExceeded: return "deadline_exceeded";
+    case Code::kInternal: return "internal";
+  }
+  return "internal";
+}
+
+}  // namespace slotd

@@ -1,0 +1,33 @@
+// Parsing and formatting of the value syntaxes shared by agent.toml and the
+// API: binary sizes ("512m", "2g"), durations ("250ms", "10s") and CPU core
+// lists ("0-3,8").
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace slotd {
+
+// Parses a size: a non-negative integer with an optional binary suffix
+// k, m, g, t (case-insensitive, optional trailing "b"/"ib"); a bare number is
+// bytes. On failure the message says what is accepted.
+Result<uint64_t> ParseSize(const std::string& text);
+
+// Formats bytes with the largest exact binary suffix ("256m", "1536k", "17").
+std::string FormatSize(uint64_t bytes);
+
+// Parses a duration: a non-negative integer with suffix ms, s, m or h.
+Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
+
+// Parses a core list ("0-3,8") into sorted, unique core numbers. Rejects empty
+// items, reversed ranges and numbers above 4095.
+Result<std::vector<int>> ParseCoreList(const std::string& text);
+
+// Formats sorted core numbers as a compact list ("0-3,8").
+std::string FormatCoreList(const std::vector<int>& cores);
+
+}  // namespace slotd

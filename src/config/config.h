@@ -1,0 +1,79 @@
+// agent.toml, parsed once into immutable structs.
+//
+// LoadConfig reads and validates the whole file and returns every problem it
+// finds, one per line, each naming the file, the line and the key path:
+//   agent.toml:12: container.port-range: start 31000 is above end 30000
+// Unknown sections and keys, wrong types and out-of-range values are errors.
+// Defaults that depend on the host (node name, cores, memory) are resolved
+// here, so a Config says exactly what the agent will use.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace slotd {
+
+struct AgentConfig {
+  std::string id;                 // [a-z0-9][a-z0-9._-]{0,63}
+  std::string node;               // default: the host name
+  std::string rpc_host;           // from rpc-listen-addr "host:port"
+  int rpc_port = 6001;            // 0: pick a free port
+  std::string ipc_base_path;      // default: /run/slotd/<id>
+  std::string var_base_path;      // default: /var/lib/slotd/<id>
+  std::optional<std::string> token_file;
+  std::string scaling_group = "default";
+};
+
+struct NodeConfig {
+  std::string claims_dir = "/run/slotd/node";
+};
+
+struct ContainerConfig {
+  std::string docker_host;        // default: $DOCKER_HOST, then unix:///var/run/docker.sock
+  int port_range_start = 30000;
+  int port_range_end = 30999;     // inclusive
+  std::string network = "none";   // none | host | bridge
+  std::string stats_type = "cgroup";  // cgroup | docker
+  std::chrono::milliseconds stop_timeout{10'000};
+};
+
+struct ResourceConfig {
+  int reserved_cpu = 1;            // cores kept for the OS when no allow-list is given
+  uint64_t reserved_mem = 1ull << 30;
+  std::vector<int> allowed_cores;  // resolved: the allow-list, or the agent's cpuset minus reserved
+  bool allowed_cores_explicit = false;
+  uint64_t memory_size = 0;        // resolved: the share, or node memory minus reserved
+  bool memory_size_explicit = false;
+};
+
+struct Config {
+  std::string path;  // the file it was read from
+  AgentConfig agent;
+  NodeConfig node;
+  ContainerConfig container;
+  ResourceConfig resource;
+};
+
+// Facts about the host that defaults are derived from. Tests pass their own.
+struct HostFacts {
+  std::string hostname;
+  std::vector<int> cpuset;   // cores this process may run on
+  uint64_t memory_bytes = 0; // total node memory
+  std::string docker_host_env;  // $DOCKER_HOST, empty if unset
+  // Reads the real host: gethostname, sched_getaffinity, /proc/meminfo, $DOCKER_HOST.
+  static HostFacts Detect();
+};
+
+// Parses and validates `path`. On failure the Status message holds every
+// problem, one per line, "<file>:<line>: <key.path>: <what is wrong>".
+Result<Config> LoadConfig(const std::string& path, const HostFacts& host = HostFacts::Detect());
+
+// Same, from text already in memory; `path` is used only in messages.
+Result<Config> ParseConfig(const std::string& text, const std::string& path, const HostFacts& host);
+
+}  // namespace slotd

@@ -1,0 +1,129 @@
+// ContainerEngine: the narrow interface between the agent and a container
+// runtime. DockerEngine (engine/docker/) speaks the Docker Engine API; a fake
+// in tests/ stands in for unit tests of the core.
+//
+// Every method is safe to call from several threads at once. Errors keep the
+// engine's own message; codes map as: connection failure -> kUnavailable,
+// HTTP 404 -> kNotFound, 409 -> kConflict, 400 -> kInvalidArgument, other ->
+// kInternal.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace slotd {
+
+using Labels = std::map<std::string, std::string>;
+
+// A host port bound to a container port (TCP).
+struct PortBinding {
+  int container_port = 0;
+  int host_port = 0;
+};
+
+// Everything needed to create one container.
+struct ContainerSpec {
+  std::string name;                  // container name; the engine refuses duplicates
+  std::string image;
+  std::vector<std::string> command;  // empty: the image's default
+  std::vector<std::string> env;      // "KEY=value"
+  Labels labels;
+  std::string cpuset_cpus;           // "0-3,8"; empty: no restriction
+  int64_t cpu_quota_us = 0;          // with cpu_period_us; 0: none
+  int64_t cpu_period_us = 0;
+  int64_t memory_bytes = 0;          // 0: no limit
+  std::string network_mode = "none";
+  std::vector<PortBinding> ports;
+  // Device requests (HostConfig.DeviceRequests): driver, ids, capabilities.
+  struct DeviceRequest {
+    std::string driver;
+    std::vector<std::string> device_ids;
+    std::vector<std::string> capabilities;
+  };
+  std::vector<DeviceRequest> device_requests;
+  std::vector<std::string> cdi_devices;  // CDI names, e.g. "nvidia.com/gpu=GPU-..."
+};
+
+// What the engine reports about one container (from list or inspect).
+struct ContainerInfo {
+  std::string id;
+  std::string name;      // without the leading "/"
+  std::string image;
+  Labels labels;
+  std::string state;     // created | running | paused | restarting | removing | exited | dead
+  bool running = false;
+  int exit_code = 0;     // meaningful when state is exited/dead; only inspect fills it
+  int pid = 0;           // init pid on the host when running; only inspect fills it
+  int64_t created_unix = 0;
+  std::string started_at;   // RFC 3339 from inspect; empty from list
+  std::string finished_at;  // RFC 3339 from inspect; empty from list
+  // From inspect only: what HostConfig holds, for checks.
+  std::string cpuset_cpus;
+  int64_t memory_bytes = 0;
+  std::vector<std::string> env;
+};
+
+// One event of the engine's event stream.
+struct EngineEvent {
+  std::string type;    // "container", "image", ...
+  std::string action;  // "create", "start", "die", "destroy", "oom", ...
+  std::string id;      // the actor id (container id)
+  Labels attributes;   // the actor's attributes: labels, name, image, exitCode
+  int64_t time_nano = 0;
+};
+
+// Output of a finished exec.
+struct ExecResult {
+  int exit_code = -1;
+  std::string stdout_text;
+  std::string stderr_text;
+};
+
+class ContainerEngine {
+ public:
+  virtual ~ContainerEngine() = default;
+
+  // Checks that the engine answers; returns its version string.
+  virtual Result<std::string> Version() = 0;
+
+  // Creates (does not start) a container; returns its id.
+  virtual Result<std::string> Create(const ContainerSpec& spec) = 0;
+  virtual Status Start(const std::string& id) = 0;
+  // Stops with SIGTERM, then SIGKILL after `timeout`. Stopping a stopped container is OK.
+  virtual Status Stop(const std::string& id, std::chrono::seconds timeout) = 0;
+  virtual Status Kill(const std::string& id, const std::string& signal = "KILL") = 0;
+  virtual Status Restart(const std::string& id, std::chrono::seconds timeout) = 0;
+  // Removes the container; `force` kills it first if running.
+  virtual Status Remove(const std::string& id, bool force) = 0;
+  virtual Result<ContainerInfo> Inspect(const std::string& id) = 0;
+
+  // Lists containers in every state whose labels match all `label_filters`
+  // ("key=value" or "key"), filtered by the engine, not here.
+  virtual Result<std::vector<ContainerInfo>> List(const std::vector<std::string>& label_filters) = 0;
+
+  // Runs `command` in a running container and waits for it, at most `timeout`
+  // (then kDeadlineExceeded). stdout and stderr are demultiplexed.
+  virtual Result<ExecResult> Exec(const std::string& id, const std::vector<std::string>& command,
+                                  std::chrono::seconds timeout) = 0;
+
+  // The container's output (stdout and stderr interleaved as text); tail <= 0: all.
+  virtual Result<std::string> Logs(const std::string& id, int tail) = 0;
+
+  // Streams events matching `label_filters` (and type=container), calling
+  // `on_event` for each, from the moment the stream is connected (on_connected
+  // is called then). Blocks until `stop` becomes true (returns OK) or the
+  // stream breaks (returns kUnavailable). Does not reconnect; the caller does.
+  virtual Status StreamEvents(const std::vector<std::string>& label_filters,
+                              const std::function<void()>& on_connected,
+                              const std::function<void(const EngineEvent&)>& on_event,
+                              const std::atomic<bool>& stop) = 0;
+};
+
+}  // namespace slotd
