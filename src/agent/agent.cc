@@ -1,0 +1,456 @@
+#include "agent/agent.h"
+
+#include <ctime>
+
+#include <spdlog/spdlog.h>
+
+#include "common/units.h"
+
+namespace slotd {
+
+using nlohmann::json;
+
+Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr<ResourcePlugin>> plugins,
+             EventHub& hub)
+    : config_(std::move(config)), engine_(engine), hub_(hub), plugins_(std::move(plugins)) {}
+
+std::vector<std::string> Agent::OwnerFilter() const {
+  return {std::string(label::kOwner) + "=" + config_.agent.id};
+}
+
+Kernel* Agent::Find(const std::string& kernel_id) {
+  auto it = kernels_.find(kernel_id);
+  return it == kernels_.end() ? nullptr : &it->second;
+}
+
+Status Agent::TakeResources(Kernel& kernel) {
+  if (kernel.holds_resources) return Status::Ok();
+  for (size_t i = 0; i < plugins_.size(); ++i) {
+    Status s = plugins_[i]->Claim(kernel.id(), kernel.allocation);
+    if (!s.ok()) {
+      for (size_t j = 0; j < i; ++j) plugins_[j]->Free(kernel.id());
+      return s;
+    }
+  }
+  kernel.holds_resources = true;
+  return Status::Ok();
+}
+
+void Agent::FreeResources(Kernel& kernel) {
+  for (auto& plugin : plugins_) plugin->Free(kernel.id());
+  kernel.holds_resources = false;
+}
+
+void Agent::Emit(const char* type, const Kernel& kernel, json extra) {
+  extra["type"] = type;
+  extra["agent_id"] = config_.agent.id;
+  extra["kernel_id"] = kernel.id();
+  extra["state"] = KernelStateName(kernel.state);
+  extra["time"] = static_cast<int64_t>(std::time(nullptr));
+  hub_.Publish(extra);
+}
+
+void Agent::MarkTerminated(Kernel& kernel, std::optional<int> exit_code, const std::string& reason) {
+  FreeResources(kernel);
+  kernel.state = KernelState::kTerminated;
+  kernel.exit_code = exit_code;
+  kernel.reason = reason;
+  spdlog::info("kernel {} terminated: {}", kernel.id(), reason);
+  Emit("kernel_terminated", kernel, {{"exit_code", exit_code ? json(*exit_code) : json(nullptr)}, {"reason", reason}});
+}
+
+void Agent::Forget(const std::string& kernel_id, const std::string& reason) {
+  Kernel* kernel = Find(kernel_id);
+  if (!kernel) return;
+  FreeResources(*kernel);
+  Kernel final_record = std::move(*kernel);
+  kernels_.erase(kernel_id);
+  removed_at_seq_[kernel_id] = ++seq_;
+  Emit("kernel_removed", final_record, {{"reason", reason}});
+}
+
+Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
+  Kernel kernel;
+  {
+    std::lock_guard lock(mutex_);
+    if (Kernel* existing = Find(request.kernel_id)) {
+      if (existing->request.Canonical() == request.Canonical()) return CreateOutcome{*existing, false};
+      return Status::Conflict("kernel " + request.kernel_id +
+                              " already exists with a different request; delete it first or use another kernel_id");
+    }
+    if (!request.resources.devices.empty()) {
+      return Status::InvalidArgument("resources." + request.resources.devices.begin()->first +
+                                     ": no plugin of this agent provides this slot type");
+    }
+    kernel.request = request;
+    kernel.agent_id = config_.agent.id;
+    kernel.created_at = static_cast<int64_t>(std::time(nullptr));
+    for (size_t i = 0; i < plugins_.size(); ++i) {
+      Status s = plugins_[i]->Allocate(request.kernel_id, request.resources, kernel.allocation);
+      if (!s.ok()) {
+        for (size_t j = 0; j < i; ++j) plugins_[j]->Free(request.kernel_id);
+        return s;
+      }
+    }
+    kernel.holds_resources = true;
+    kernels_[request.kernel_id] = kernel;  // PREPARING: reserves the id and the resources
+  }
+
+  ContainerSpec spec;
+  spec.name = ContainerName(config_.agent.id, request.kernel_id);
+  spec.image = request.image;
+  spec.command = request.command;
+  spec.labels = KernelLabels(kernel);
+  spec.network_mode = config_.container.network;
+  for (const auto& [name, value] : request.env) spec.env.push_back(name + "=" + value);
+  spec.env.push_back("SLOTD_KERNEL_ID=" + request.kernel_id);
+  spec.env.push_back("SLOTD_AGENT_ID=" + config_.agent.id);
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& plugin : plugins_) plugin->Apply(kernel.allocation, spec);
+  }
+
+  // Undo everything taken above; used on every failure path below.
+  auto abandon = [&](const Status& why, const std::string& container_id) -> Status {
+    if (!container_id.empty()) {
+      Status removed = engine_.Remove(container_id, /*force=*/true);
+      if (!removed.ok() && removed.code() != Status::Code::kNotFound)
+        spdlog::error("kernel {}: could not remove its half-created container {}: {}", request.kernel_id,
+                      container_id, removed.message());
+    }
+    std::lock_guard lock(mutex_);
+    if (Kernel* k = Find(request.kernel_id)) FreeResources(*k);
+    kernels_.erase(request.kernel_id);
+    removed_at_seq_[request.kernel_id] = ++seq_;
+    return why;
+  };
+
+  auto created = engine_.Create(spec);
+  if (!created.ok()) {
+    Status s = created.status();
+    if (s.code() == Status::Code::kNotFound)
+      s = Status::NotFound("image " + request.image + " not found on this node's engine (" + s.message() +
+                           "); build, load or pull it first");
+    else if (s.code() == Status::Code::kConflict)
+      s = Status::Conflict("a container named " + spec.name + " already exists (" + s.message() +
+                           "); it may be an older kernel with this id that the agent has not adopted yet — retry "
+                           "in a few seconds or use another kernel_id");
+    return abandon(s, "");
+  }
+  {
+    std::lock_guard lock(mutex_);
+    Kernel* k = Find(request.kernel_id);
+    k->container_id = *created;
+    k->container_seq = ++seq_;
+  }
+  Emit("kernel_created", kernel);
+  if (Status s = engine_.Start(*created); !s.ok()) return abandon(s.WithPrefix("starting the container"), *created);
+
+  std::lock_guard lock(mutex_);
+  Kernel* k = Find(request.kernel_id);
+  if (!k) return Status::Internal("kernel " + request.kernel_id + " vanished while it was being created");
+  if (k->state == KernelState::kPreparing) {
+    k->state = KernelState::kRunning;
+    Emit("kernel_started", *k);
+  }
+  return CreateOutcome{*k, true};
+}
+
+std::vector<Kernel> Agent::ListKernels() const {
+  std::lock_guard lock(mutex_);
+  std::vector<Kernel> out;
+  for (const auto& [id, kernel] : kernels_) out.push_back(kernel);
+  return out;
+}
+
+Result<Kernel> Agent::GetKernel(const std::string& kernel_id) const {
+  std::lock_guard lock(mutex_);
+  auto it = kernels_.find(kernel_id);
+  if (it == kernels_.end()) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
+  return it->second;
+}
+
+Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
+  KernelState previous;
+  std::string container_id;
+  {
+    std::lock_guard lock(mutex_);
+    Kernel* k = Find(kernel_id);
+    if (!k) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
+    if (k->state == KernelState::kPreparing || k->state == KernelState::kTerminating)
+      return Status::FailedPrecondition("kernel " + kernel_id + " is " + KernelStateName(k->state) +
+                                        "; retry when that finishes");
+    previous = k->state;
+    k->state = KernelState::kTerminating;
+    container_id = k->container_id;
+  }
+  auto timeout = std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
+  Status stopped = engine_.Stop(container_id, timeout);
+  std::optional<int> exit_code;
+  if (stopped.ok()) {
+    if (auto info = engine_.Inspect(container_id); info.ok()) exit_code = info->exit_code;
+  }
+  Status removed = stopped.ok() || stopped.code() == Status::Code::kNotFound ? engine_.Remove(container_id, true)
+                                                                              : stopped;
+  std::lock_guard lock(mutex_);
+  Kernel* k = Find(kernel_id);
+  if (!k) return Status::NotFound("kernel " + kernel_id + " was removed meanwhile");
+  if (!removed.ok() && removed.code() != Status::Code::kNotFound) {
+    k->state = previous;
+    return removed.WithPrefix("removing kernel " + kernel_id + " (kept with its resources)");
+  }
+  if (!k->exit_code) k->exit_code = exit_code;
+  k->state = KernelState::kTerminated;
+  if (k->reason.empty()) k->reason = "deleted";
+  Kernel final_record = *k;
+  final_record.holds_resources = false;
+  Forget(kernel_id, "deleted");
+  return final_record;
+}
+
+Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
+  std::string container_id;
+  bool was_running;
+  {
+    std::lock_guard lock(mutex_);
+    Kernel* k = Find(kernel_id);
+    if (!k) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
+    if (k->state == KernelState::kPreparing || k->state == KernelState::kTerminating || restarting_.count(kernel_id))
+      return Status::FailedPrecondition("kernel " + kernel_id + " is busy (" + KernelStateName(k->state) +
+                                        "); retry when that finishes");
+    if (Status s = TakeResources(*k); !s.ok())
+      return Status::ResourceExhausted("kernel " + kernel_id + " cannot be restarted: " + s.message());
+    was_running = k->state == KernelState::kRunning;
+    restarting_.insert(kernel_id);
+    container_id = k->container_id;
+  }
+  auto timeout = std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
+  Status s = engine_.Restart(container_id, timeout);
+  std::lock_guard lock(mutex_);
+  restarting_.erase(kernel_id);
+  Kernel* k = Find(kernel_id);
+  if (!k) return Status::NotFound("kernel " + kernel_id + " was removed while restarting");
+  if (!s.ok()) {
+    if (!was_running) FreeResources(*k);
+    return s.WithPrefix("restarting kernel " + kernel_id);
+  }
+  k->state = KernelState::kRunning;
+  k->exit_code.reset();
+  k->reason.clear();
+  Emit("kernel_started", *k);
+  return *k;
+}
+
+Result<ExecResult> Agent::Exec(const std::string& kernel_id, const std::vector<std::string>& command,
+                               std::chrono::seconds timeout) {
+  auto kernel = GetKernel(kernel_id);
+  if (!kernel.ok()) return kernel.status();
+  if (kernel->state != KernelState::kRunning)
+    return Status::FailedPrecondition("kernel " + kernel_id + " is " + KernelStateName(kernel->state) +
+                                      ", not RUNNING; exec needs a running kernel");
+  return engine_.Exec(kernel->container_id, command, timeout);
+}
+
+Result<std::string> Agent::Logs(const std::string& kernel_id, int tail) {
+  auto kernel = GetKernel(kernel_id);
+  if (!kernel.ok()) return kernel.status();
+  if (kernel->container_id.empty()) return std::string();
+  return engine_.Logs(kernel->container_id, tail);
+}
+
+json Agent::DescribeResources() const {
+  std::lock_guard lock(mutex_);
+  json out = json::object();
+  for (const auto& plugin : plugins_) out.update(plugin->Describe());
+  return out;
+}
+
+bool Agent::OnEngineEvent(const EngineEvent& event) {
+  if (event.type != "container") return false;
+  auto owner = event.attributes.find(label::kOwner);
+  if (owner == event.attributes.end() || owner->second != config_.agent.id) return false;  // never ours to touch
+  auto kid = event.attributes.find(label::kKernelId);
+  if (kid == event.attributes.end()) return false;
+  const std::string& action = event.action;
+
+  std::lock_guard lock(mutex_);
+  Kernel* k = Find(kid->second);
+  if (!k) return action == "create" || action == "start";
+  if (k->container_id != event.id) return false;  // an older container of a reused id
+  if (action == "oom") {
+    k->reason = "out of memory";
+  } else if (action == "die") {
+    if (k->state == KernelState::kTerminating || k->state == KernelState::kPreparing) return false;
+    if (restarting_.count(k->id())) return false;
+    std::optional<int> code;
+    if (auto it = event.attributes.find("exitCode"); it != event.attributes.end()) code = std::atoi(it->second.c_str());
+    std::string reason = k->reason == "out of memory" ? k->reason
+                                                      : "exited with code " + (code ? std::to_string(*code) : "?");
+    if (k->state != KernelState::kTerminated) MarkTerminated(*k, code, reason);
+  } else if (action == "start") {
+    if (k->state == KernelState::kTerminated || k->state == KernelState::kError) {
+      if (Status s = TakeResources(*k); s.ok()) {
+        k->state = KernelState::kRunning;
+        k->exit_code.reset();
+        k->reason.clear();
+        Emit("kernel_started", *k);
+      } else {
+        k->state = KernelState::kError;
+        k->reason = "container started outside slotd but its resources are taken: " + s.message();
+        spdlog::error("kernel {}: {}", k->id(), k->reason);
+      }
+    }
+  } else if (action == "destroy") {
+    if (k->state == KernelState::kTerminating || k->state == KernelState::kPreparing) return false;
+    spdlog::warn("kernel {}: its container was removed outside slotd; freeing its resources", k->id());
+    Forget(k->id(), "container removed outside slotd");
+  }
+  return false;
+}
+
+Status Agent::ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool strict) {
+  auto kid = info.labels.find(label::kKernelId);
+  if (kid == info.labels.end()) {
+    spdlog::warn("container {} carries owner label {} but no {}; leaving it alone", info.name, config_.agent.id,
+                  label::kKernelId);
+    return Status::Ok();
+  }
+  const std::string& kernel_id = kid->second;
+  bool running = info.state == "running" || info.state == "restarting" || info.state == "paused";
+
+  std::optional<int> exit_code;
+  if (!running) {
+    // Only an exited container's code is missing from the list; ask for it without the lock.
+    bool need_code;
+    {
+      std::lock_guard lock(mutex_);
+      Kernel* k = Find(kernel_id);
+      need_code = !k || (k->state == KernelState::kRunning && k->container_id == info.id);
+    }
+    if (need_code) {
+      auto inspected = engine_.Inspect(info.id);
+      if (inspected.ok()) exit_code = inspected->exit_code;
+    }
+  }
+
+  std::lock_guard lock(mutex_);
+  Kernel* k = Find(kernel_id);
+  if (k) {
+    if (k->container_id != info.id || k->state == KernelState::kPreparing ||
+        k->state == KernelState::kTerminating || restarting_.count(kernel_id))
+      return Status::Ok();
+    if (running && (k->state == KernelState::kTerminated || k->state == KernelState::kError)) {
+      if (TakeResources(*k).ok()) {
+        k->state = KernelState::kRunning;
+        k->exit_code.reset();
+        k->reason.clear();
+        Emit("kernel_started", *k);
+      }
+    } else if (!running && k->state == KernelState::kRunning) {
+      MarkTerminated(*k, exit_code, "exited with code " + (exit_code ? std::to_string(*exit_code) : "?") +
+                                        " (noticed on relist)");
+    }
+    return Status::Ok();
+  }
+
+  // Unknown: adopt, unless it was forgotten after this list began.
+  auto removed = removed_at_seq_.find(kernel_id);
+  if (removed != removed_at_seq_.end() && removed->second > list_seq) return Status::Ok();
+  auto restored = KernelFromContainer(info);
+  if (!restored.ok()) {
+    spdlog::error("cannot adopt container {}: {}", info.name, restored.status().message());
+    return strict ? restored.status() : Status::Ok();
+  }
+  Kernel kernel = std::move(*restored);
+  if (kernel.id() != kernel_id) {
+    spdlog::error("cannot adopt container {}: its labels disagree on the kernel id", info.name);
+    return Status::Ok();
+  }
+  kernel.container_seq = ++seq_;
+  if (running) {
+    if (Status s = TakeResources(kernel); !s.ok()) {
+      Status why = Status::FailedPrecondition("kernel " + kernel_id + " (container " + info.name +
+                                              "): its recorded allocation cannot be restored: " + s.message() +
+                                              ". Stop that container or fix this agent's config, then start again");
+      if (strict) return why;
+      kernel.state = KernelState::kError;
+      kernel.reason = why.message();
+      spdlog::error("{}", why.message());
+    } else {
+      kernel.state = KernelState::kRunning;
+    }
+  } else {
+    kernel.state = KernelState::kTerminated;
+    kernel.exit_code = exit_code;
+    kernel.reason = "exited with code " + (exit_code ? std::to_string(*exit_code) : "?");
+  }
+  spdlog::info("adopted kernel {} ({})", kernel_id, KernelStateName(kernel.state));
+  kernels_[kernel_id] = kernel;
+  return Status::Ok();
+}
+
+Status Agent::Relist() {
+  uint64_t list_seq;
+  {
+    std::lock_guard lock(mutex_);
+    list_seq = seq_;
+  }
+  auto listed = engine_.List(OwnerFilter());
+  if (!listed.ok()) {
+    list_ok_ = false;
+    return listed.status().WithPrefix("listing this agent's containers");
+  }
+  std::set<std::string> present;
+  for (const auto& info : *listed) {
+    if (info.labels.count(label::kOwner) == 0 || info.labels.at(label::kOwner) != config_.agent.id) continue;
+    present.insert(info.id);
+    if (Status s = ConvergeOn(info, list_seq, /*strict=*/false); !s.ok()) return s;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> vanished;
+    for (const auto& [id, k] : kernels_) {
+      bool settled = k.state != KernelState::kPreparing && k.state != KernelState::kTerminating &&
+                     !restarting_.count(id);
+      if (settled && k.container_seq <= list_seq && !present.count(k.container_id)) vanished.push_back(id);
+    }
+    for (const auto& id : vanished) {
+      spdlog::warn("kernel {}: its container vanished; freeing its resources", id);
+      Forget(id, "container vanished");
+    }
+    std::erase_if(removed_at_seq_, [&](const auto& entry) { return entry.second <= list_seq; });
+  }
+  list_ok_ = true;
+  last_sync_ns_ = Clock::now().time_since_epoch().count();
+  return Status::Ok();
+}
+
+Status Agent::Restore() {
+  auto listed = engine_.List(OwnerFilter());
+  if (!listed.ok()) return listed.status().WithPrefix("listing this agent's containers at start");
+  for (const auto& info : *listed) {
+    if (info.labels.count(label::kOwner) == 0 || info.labels.at(label::kOwner) != config_.agent.id) continue;
+    if (Status s = ConvergeOn(info, 0, /*strict=*/true); !s.ok()) return s;
+  }
+  list_ok_ = true;
+  last_sync_ns_ = Clock::now().time_since_epoch().count();
+  std::lock_guard lock(mutex_);
+  spdlog::info("restored {} kernel(s) from container labels", kernels_.size());
+  return Status::Ok();
+}
+
+double Agent::LastSyncAgeSeconds() const {
+  if (events_connected_) return 0.0;
+  int64_t last = last_sync_ns_;
+  if (last < 0) return -1.0;
+  return std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(last)).count();
+}
+
+bool Agent::EngineReachable() const { return list_ok_ || events_connected_; }
+
+void Agent::SetEventStreamConnected(bool connected) {
+  events_connected_ = connected;
+  if (!connected) list_ok_ = false;
+}
+
+}  // namespace slotd

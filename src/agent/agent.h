@@ -1,0 +1,118 @@
+// Agent: the core. Owns the kernel table and, through the resource plugins,
+// every allocation. The API asks it, it decides, the engine acts; what the
+// engine reports (events, relists) flows back in through OnEngineEvent and
+// Relist.
+//
+// Thread-safety: every public method may be called from any thread. mutex_
+// guards the kernel table and the plugins; engine calls are made without it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/event_hub.h"
+#include "agent/kernel.h"
+#include "config/config.h"
+#include "engine/container_engine.h"
+#include "resources/plugin.h"
+
+namespace slotd {
+
+class Agent {
+ public:
+  // `engine` and `hub` must outlive the agent.
+  Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr<ResourcePlugin>> plugins,
+        EventHub& hub);
+
+  // Rebuilds the kernel table from the owned containers' labels. Fails (and
+  // the agent must not serve) when the engine cannot be listed or a running
+  // kernel's allocation cannot be restored; the message names the kernel.
+  Status Restore();
+
+  // The outcome of a create: the kernel, and whether this call created it
+  // (false: an identical earlier request did).
+  struct CreateOutcome {
+    Kernel kernel;
+    bool created = false;
+  };
+  // Allocates, creates and starts a kernel. All-or-nothing: on any failure
+  // nothing stays allocated and no container is left behind. A repeat of the
+  // same request returns the existing kernel; a different request with the
+  // same id is kConflict; no room is kResourceExhausted; an unknown slot type
+  // is kInvalidArgument; an unknown image is kNotFound naming it.
+  Result<CreateOutcome> CreateKernel(const CreateRequest& request);
+
+  std::vector<Kernel> ListKernels() const;
+  Result<Kernel> GetKernel(const std::string& kernel_id) const;
+
+  // Stops and removes the container, then frees the kernel's resources and
+  // forgets it; returns the final record. If the engine fails, the kernel and
+  // its resources are kept and the error is returned.
+  Result<Kernel> DeleteKernel(const std::string& kernel_id);
+
+  // Restarts the container keeping its allocation (re-taking it if the kernel
+  // had terminated; kResourceExhausted if it was given away meanwhile).
+  Result<Kernel> RestartKernel(const std::string& kernel_id);
+
+  Result<ExecResult> Exec(const std::string& kernel_id, const std::vector<std::string>& command,
+                          std::chrono::seconds timeout);
+  Result<std::string> Logs(const std::string& kernel_id, int tail);
+
+  // Capacity, used and free per slot type, merged from the plugins.
+  nlohmann::json DescribeResources() const;
+
+  // Applies one event of the owner-filtered engine stream. Returns true when
+  // the event names an owned container the agent does not know, so a relist
+  // should run to adopt it.
+  bool OnEngineEvent(const EngineEvent& event);
+
+  // Lists the owned containers and converges the kernel table on them: adopts
+  // unknown ones, marks dead ones TERMINATED and frees them, forgets vanished
+  // ones. Frees nothing when the list fails.
+  Status Relist();
+
+  // Seconds since the last successful relist or event-stream connection; negative if never.
+  double LastSyncAgeSeconds() const;
+  // Whether the engine answered the last relist or the event stream is connected.
+  bool EngineReachable() const;
+  // Called by the event reader when its stream connects (true) or breaks (false).
+  void SetEventStreamConnected(bool connected);
+
+  const Config& config() const { return config_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  Kernel* Find(const std::string& kernel_id);            // requires mutex_
+  Status TakeResources(Kernel& kernel);                  // Claim for `kernel`; requires mutex_
+  void FreeResources(Kernel& kernel);                    // requires mutex_
+  void MarkTerminated(Kernel& kernel, std::optional<int> exit_code, const std::string& reason);  // requires mutex_
+  void Forget(const std::string& kernel_id, const std::string& reason);  // requires mutex_
+  void Emit(const char* type, const Kernel& kernel, nlohmann::json extra = nlohmann::json::object());
+  std::vector<std::string> OwnerFilter() const;
+  // Converges on one listed container; `strict` turns restore conflicts into errors.
+  Status ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool strict);  // requires mutex_ released
+
+  const Config config_;
+  ContainerEngine& engine_;
+  EventHub& hub_;
+
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<ResourcePlugin>> plugins_;  // guarded by mutex_
+  std::map<std::string, Kernel> kernels_;                 // guarded by mutex_
+  std::map<std::string, uint64_t> removed_at_seq_;        // guarded by mutex_: kernel id -> seq when forgotten
+  uint64_t seq_ = 0;                                      // guarded by mutex_: bumps on container create/forget
+  std::set<std::string> restarting_;                      // guarded by mutex_: kernels inside RestartKernel
+
+  std::atomic<int64_t> last_sync_ns_{-1};   // Clock time of the last good sync
+  std::atomic<bool> list_ok_{false};
+  std::atomic<bool> events_connected_{false};
+};
+
+}  // namespace slotd

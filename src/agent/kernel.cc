@@ -1,0 +1,235 @@
+#include "agent/kernel.h"
+
+#include <random>
+#include <regex>
+#include <set>
+
+#include "common/units.h"
+
+namespace slotd {
+namespace {
+
+using nlohmann::json;
+
+// Variables that select devices or identify the kernel; the agent sets them, users may not.
+const std::set<std::string> kReservedEnv = {
+    "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES", "SLOTD_KERNEL_ID",        "SLOTD_AGENT_ID",     "SLOTD_MOCK_DEVICES",
+    "SLOTD_MOCK_DEVICE_COUNT"};
+
+constexpr uint64_t kMinMemory = 6ull << 20;  // the engine refuses less
+
+Status Bad(const std::string& field, const std::string& what) {
+  return Status::InvalidArgument(field + ": " + what);
+}
+
+std::string GenerateKernelId() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[20];
+  snprintf(buf, sizeof buf, "k-%012llx", static_cast<unsigned long long>(rng() & 0xffffffffffffULL));
+  return buf;
+}
+
+Status ParseStringMap(const json& body, const char* field, std::map<std::string, std::string>& out) {
+  if (!body.contains(field)) return Status::Ok();
+  const json& j = body[field];
+  if (!j.is_object()) return Bad(field, "expected an object of string values");
+  for (const auto& [key, value] : j.items()) {
+    if (!value.is_string()) return Bad(std::string(field) + "." + key, "expected a string value");
+    out[key] = value.get<std::string>();
+  }
+  return Status::Ok();
+}
+
+Status ParseResources(const json& body, ResourceRequest& out) {
+  if (!body.contains("resources")) return Status::Ok();
+  const json& r = body["resources"];
+  if (!r.is_object()) return Bad("resources", "expected an object like {\"cpu\": 1, \"mem\": \"256m\"}");
+  for (const auto& [key, value] : r.items()) {
+    const std::string field = "resources." + key;
+    if (key == "cpu") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 4096)
+        return Bad(field, "expected a whole number of cores, at least 1");
+      out.cpu = value.get<int>();
+    } else if (key == "mem") {
+      if (value.is_number_unsigned()) {
+        out.mem_bytes = value.get<uint64_t>();
+      } else if (value.is_string()) {
+        auto size = ParseSize(value.get<std::string>());
+        if (!size.ok()) return Bad(field, size.status().message());
+        out.mem_bytes = *size;
+      } else {
+        return Bad(field, "expected a size like \"256m\" or a number of bytes");
+      }
+      if (out.mem_bytes < kMinMemory) return Bad(field, "must be at least 6m (the engine's minimum)");
+    } else if (key.size() > 7 && key.ends_with(".device")) {
+      if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > 1024)
+        return Bad(field, "expected a whole number of devices, 0 or more");
+      if (value.get<int>() > 0) out.devices[key] = value.get<int>();
+    } else {
+      return Bad(field, "unknown slot type; known: cpu, mem, <plugin>.device");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool IsValidKernelId(const std::string& id) {
+  static const std::regex kPattern("[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  return std::regex_match(id, kPattern);
+}
+
+Result<CreateRequest> ParseCreateRequest(const json& body) {
+  if (!body.is_object()) return Bad("request body", "expected a JSON object");
+  static const std::set<std::string> kKnown = {"kernel_id", "session_id", "image", "command",
+                                               "env",       "resources",  "ports", "labels"};
+  for (const auto& [key, value] : body.items()) {
+    if (!kKnown.count(key))
+      return Bad(key, "unknown field; known: kernel_id, session_id, image, command, env, resources, ports, labels");
+  }
+  CreateRequest req;
+  for (const char* field : {"kernel_id", "session_id"}) {
+    if (!body.contains(field)) continue;
+    if (!body[field].is_string() || !IsValidKernelId(body[field].get<std::string>()))
+      return Bad(field, "expected a string matching [A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  }
+  req.kernel_id = body.contains("kernel_id") ? body["kernel_id"].get<std::string>() : GenerateKernelId();
+  req.session_id = body.contains("session_id") ? body["session_id"].get<std::string>() : req.kernel_id;
+
+  if (!body.contains("image") || !body["image"].is_string() || body["image"].get<std::string>().empty())
+    return Bad("image", "required: the image to run, e.g. \"slotd-test/busybox:latest\"");
+  req.image = body["image"].get<std::string>();
+
+  if (body.contains("command")) {
+    const json& c = body["command"];
+    if (!c.is_array()) return Bad("command", "expected an array of strings");
+    for (const auto& arg : c) {
+      if (!arg.is_string()) return Bad("command", "expected an array of strings");
+      req.command.push_back(arg.get<std::string>());
+    }
+  }
+
+  if (Status s = ParseStringMap(body, "env", req.env); !s.ok()) return s;
+  static const std::regex kEnvName("[A-Za-z_][A-Za-z0-9_]*");
+  for (const auto& [name, value] : req.env) {
+    if (!std::regex_match(name, kEnvName)) return Bad("env." + name, "not a valid variable name");
+    if (kReservedEnv.count(name))
+      return Bad("env." + name, "is set by the agent from the kernel's allocation and may not be overridden");
+  }
+
+  if (Status s = ParseResources(body, req.resources); !s.ok()) return s;
+
+  if (body.contains("ports")) {
+    const json& p = body["ports"];
+    if (!p.is_array()) return Bad("ports", "expected an array of container port numbers");
+    std::set<int> seen;
+    for (const auto& port : p) {
+      if (!port.is_number_integer() || port.get<int64_t>() < 1 || port.get<int64_t>() > 65535)
+        return Bad("ports", "expected container port numbers between 1 and 65535");
+      if (!seen.insert(port.get<int>()).second) return Bad("ports", "port " + port.dump() + " is listed twice");
+      req.resources.ports.push_back(port.get<int>());
+    }
+  }
+
+  if (Status s = ParseStringMap(body, "labels", req.labels); !s.ok()) return s;
+  for (const auto& [key, value] : req.labels) {
+    if (key.rfind(label::kReservedPrefix, 0) == 0)
+      return Bad("labels." + key, "the ai.backend. prefix is reserved for the agent's own labels");
+  }
+  return req;
+}
+
+json CreateRequest::Canonical() const {
+  json res = {{"cpu", resources.cpu}, {"mem", resources.mem_bytes}};
+  for (const auto& [slot, count] : resources.devices) res[slot] = count;
+  return {{"kernel_id", kernel_id}, {"session_id", session_id}, {"image", image},
+          {"command", command},     {"env", env},               {"resources", res},
+          {"ports", resources.ports}, {"labels", labels}};
+}
+
+Result<CreateRequest> CreateRequestFromCanonical(const json& canonical) {
+  auto req = ParseCreateRequest(canonical);
+  if (!req.ok()) return req.status().WithPrefix("label " + std::string(label::kRequest));
+  return req;
+}
+
+const char* KernelStateName(KernelState state) {
+  switch (state) {
+    case KernelState::kPreparing: return "PREPARING";
+    case KernelState::kRunning: return "RUNNING";
+    case KernelState::kTerminating: return "TERMINATING";
+    case KernelState::kTerminated: return "TERMINATED";
+    case KernelState::kError: return "ERROR";
+  }
+  return "ERROR";
+}
+
+json Kernel::ToJson() const {
+  json ports = json::array();
+  for (const auto& p : allocation.ports) ports.push_back({{"container", p.container_port}, {"host", p.host_port}});
+  return {{"kernel_id", request.kernel_id},
+          {"session_id", request.session_id},
+          {"agent_id", agent_id},
+          {"container_id", container_id},
+          {"image", request.image},
+          {"command", request.command},
+          {"state", KernelStateName(state)},
+          {"exit_code", exit_code ? json(*exit_code) : json(nullptr)},
+          {"reason", reason},
+          {"allocations", allocation.ToJson()},
+          {"ports", ports},
+          {"labels", request.labels},
+          {"created_at", created_at}};
+}
+
+Labels KernelLabels(const Kernel& kernel) {
+  Labels labels(kernel.request.labels.begin(), kernel.request.labels.end());
+  labels[label::kOwner] = kernel.agent_id;
+  labels[label::kAgentId] = kernel.agent_id;
+  labels[label::kKernelId] = kernel.request.kernel_id;
+  labels[label::kSessionId] = kernel.request.session_id;
+  labels[label::kAllocations] = kernel.allocation.ToJson().dump();
+  labels[label::kRequest] = kernel.request.Canonical().dump();
+  return labels;
+}
+
+Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
+  auto get = [&](const char* key) -> Result<std::string> {
+    auto it = info.labels.find(key);
+    if (it == info.labels.end())
+      return Status::InvalidArgument("container " + info.name + " has no label " + key);
+    return it->second;
+  };
+  auto parse = [&](const char* key) -> Result<json> {
+    auto text = get(key);
+    if (!text.ok()) return text.status();
+    json j = json::parse(*text, nullptr, false);
+    if (j.is_discarded()) return Status::InvalidArgument("container " + info.name + ": label " + key + " is not JSON");
+    return j;
+  };
+  auto owner = get(label::kOwner);
+  auto request_json = parse(label::kRequest);
+  auto alloc_json = parse(label::kAllocations);
+  if (!owner.ok()) return owner.status();
+  if (!request_json.ok()) return request_json.status();
+  if (!alloc_json.ok()) return alloc_json.status();
+  auto request = CreateRequestFromCanonical(*request_json);
+  if (!request.ok()) return request.status().WithPrefix("container " + info.name);
+  auto allocation = Allocation::FromJson(*alloc_json);
+  if (!allocation.ok()) return allocation.status().WithPrefix("container " + info.name);
+
+  Kernel kernel;
+  kernel.request = std::move(*request);
+  kernel.agent_id = *owner;
+  kernel.container_id = info.id;
+  kernel.allocation = std::move(*allocation);
+  kernel.created_at = info.created_unix;
+  return kernel;
+}
+
+std::string ContainerName(const std::string& agent_id, const std::string& kernel_id) {
+  return "slotd-" + agent_id + "-" + kernel_id;
+}
+
+}  // namespace slotd

@@ -1,0 +1,89 @@
+// Kernels: what a user asks for (CreateRequest), what the agent knows about
+// one (Kernel), and their two serialised forms — the API's JSON and the
+// container labels that are the agent's only record.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "engine/container_engine.h"
+#include "resources/allocation.h"
+
+namespace slotd {
+
+// Label keys set on every container the agent creates.
+namespace label {
+inline constexpr char kOwner[] = "ai.backend.owner";
+inline constexpr char kAgentId[] = "ai.backend.agent-id";
+inline constexpr char kKernelId[] = "ai.backend.kernel-id";
+inline constexpr char kSessionId[] = "ai.backend.session-id";
+inline constexpr char kAllocations[] = "ai.backend.allocations";
+// The canonical create request, so a repeat can be told from a conflict after a restart.
+inline constexpr char kRequest[] = "ai.backend.slotd.request";
+inline constexpr char kReservedPrefix[] = "ai.backend.";
+}  // namespace label
+
+// A validated create request.
+struct CreateRequest {
+  std::string kernel_id;   // generated when the request has none
+  std::string session_id;  // defaults to the kernel id
+  std::string image;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  ResourceRequest resources;
+  std::map<std::string, std::string> labels;  // user labels, never "ai.backend.*"
+
+  // The request as canonical JSON (normalised sizes, sorted maps): two
+  // requests are "the same" exactly when these are equal.
+  nlohmann::json Canonical() const;
+};
+
+// Parses and validates an API create body. kInvalidArgument names the field:
+// "resources.mem: invalid size ..." / "kernel_id: must match ...".
+Result<CreateRequest> ParseCreateRequest(const nlohmann::json& body);
+
+// Restores a CreateRequest from its Canonical() form (label kRequest).
+Result<CreateRequest> CreateRequestFromCanonical(const nlohmann::json& canonical);
+
+// True when `id` is a valid kernel id: [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
+bool IsValidKernelId(const std::string& id);
+
+enum class KernelState { kPreparing, kRunning, kTerminating, kTerminated, kError };
+const char* KernelStateName(KernelState state);
+
+// What the agent knows about one kernel.
+struct Kernel {
+  CreateRequest request;
+  std::string agent_id;
+  std::string container_id;  // empty while PREPARING
+  KernelState state = KernelState::kPreparing;
+  std::optional<int> exit_code;
+  std::string reason;        // why it is TERMINATED or ERROR
+  Allocation allocation;
+  bool holds_resources = false;  // whether `allocation` is taken from the plugins now
+  int64_t created_at = 0;    // unix seconds
+  uint64_t container_seq = 0;  // the agent's mutation sequence when its container appeared
+
+  const std::string& id() const { return request.kernel_id; }
+  // The API form: kernel_id, session_id, agent_id, container_id, image,
+  // command, state, exit_code, reason, allocations, ports, labels, created_at.
+  nlohmann::json ToJson() const;
+};
+
+// The labels a kernel's container carries (owner, ids, allocations, request, user labels).
+Labels KernelLabels(const Kernel& kernel);
+
+// Rebuilds a kernel from an owned container's labels (state, exit code and
+// holds_resources are left for the caller). kInvalidArgument names the label.
+Result<Kernel> KernelFromContainer(const ContainerInfo& info);
+
+// The container name of a kernel: slotd-<agent-id>-<kernel-id>.
+std::string ContainerName(const std::string& agent_id, const std::string& kernel_id);
+
+}  // namespace slotd

@@ -1,0 +1,71 @@
+#include "agent/watcher.h"
+
+#include <spdlog/spdlog.h>
+
+namespace slotd {
+
+Watcher::Watcher(Agent& agent, ContainerEngine& engine, std::chrono::milliseconds relist_interval)
+    : agent_(agent), engine_(engine), relist_interval_(relist_interval) {}
+
+Watcher::~Watcher() { Stop(); }
+
+void Watcher::Start() {
+  events_thread_ = std::thread([this] { ReadEvents(); });
+  relist_thread_ = std::thread([this] { RelistLoop(); });
+}
+
+void Watcher::Stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (events_thread_.joinable()) events_thread_.join();
+  if (relist_thread_.joinable()) relist_thread_.join();
+}
+
+void Watcher::RequestRelist() {
+  {
+    std::lock_guard lock(mutex_);
+    relist_requested_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Watcher::ReadEvents() {
+  const std::vector<std::string> filter = {std::string(label::kOwner) + "=" + agent_.config().agent.id};
+  auto backoff = std::chrono::milliseconds(100);
+  while (!stop_) {
+    Status s = engine_.StreamEvents(
+        filter,
+        [&] {
+          agent_.SetEventStreamConnected(true);
+          backoff = std::chrono::milliseconds(100);
+          RequestRelist();  // covers whatever happened while the stream was down
+        },
+        [&](const EngineEvent& event) {
+          if (agent_.OnEngineEvent(event)) RequestRelist();
+        },
+        stop_);
+    agent_.SetEventStreamConnected(false);
+    if (stop_) break;
+    spdlog::warn("engine event stream broke ({}); reconnecting in {} ms", s.message(), backoff.count());
+    std::unique_lock lock(mutex_);
+    cv_.wait_for(lock, backoff, [&] { return stop_.load(); });
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+  }
+}
+
+void Watcher::RelistLoop() {
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait_for(lock, relist_interval_, [&] { return stop_.load() || relist_requested_; });
+      if (stop_) return;
+      relist_requested_ = false;
+    }
+    if (Status s = agent_.Relist(); !s.ok()) spdlog::warn("relist failed, keeping the last picture: {}", s.message());
+  }
+}
+
+}  // namespace slotd

@@ -1,0 +1,298 @@
+// slotctl: the command-line client of one slotd agent.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/http_client.h"
+#include "common/units.h"
+#include "config/config.h"
+
+namespace {
+
+using nlohmann::json;
+using slotd::HttpClient;
+using slotd::Status;
+
+// Where the agent is and how to talk to it; resolved from the global flags.
+struct Target {
+  std::string agent_url;
+  std::string socket_path;
+  std::string config_path;
+  std::string token_file;
+  bool json_output = false;
+};
+
+// Builds the client: --socket, else --agent, else --config (its unix socket
+// when this user can open it, else its rpc-listen-addr with its token), else
+// http://127.0.0.1:6001.
+slotd::Result<HttpClient> Connect(const Target& t) {
+  std::string token_file = t.token_file;
+  std::optional<HttpClient> client;
+  if (!t.socket_path.empty()) {
+    client = HttpClient::Unix(t.socket_path);
+  } else if (!t.agent_url.empty()) {
+    client = HttpClient::Tcp(t.agent_url);
+  } else if (!t.config_path.empty()) {
+    auto config = slotd::LoadConfig(t.config_path);
+    if (!config.ok()) return config.status();
+    std::string sock = config->agent.ipc_base_path + "/agent.sock";
+    if (access(sock.c_str(), R_OK | W_OK) == 0) {
+      client = HttpClient::Unix(sock);
+    } else {
+      client = HttpClient::Tcp("http://" + config->agent.rpc_host + ":" + std::to_string(config->agent.rpc_port));
+      if (token_file.empty() && config->agent.token_file) token_file = *config->agent.token_file;
+    }
+  } else {
+    client = HttpClient::Tcp("http://127.0.0.1:6001");
+  }
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    std::string token;
+    if (!in || !std::getline(in, token))
+      return Status::InvalidArgument("cannot read token file " + token_file);
+    while (!token.empty() && isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+    client->SetBearerToken(token);
+  }
+  return *client;
+}
+
+// Sends one request; returns the parsed JSON body (or {"text": body} when
+// `as_text`), or a Status carrying the agent's error message and HTTP status.
+slotd::Result<json> Call(const Target& t, const std::string& method, const std::string& path,
+                         const json& body = nullptr, std::chrono::seconds timeout = std::chrono::seconds(120),
+                         bool as_text = false) {
+  auto client = Connect(t);
+  if (!client.ok()) return client.status();
+  auto res = client->Request(method, path, body.is_null() ? "" : body.dump(), timeout);
+  if (!res.ok()) return res.status();
+  json parsed = json::parse(res->body, nullptr, false);
+  if (res->status >= 400) {
+    std::string message = parsed.is_object() && parsed.contains("error") ? parsed["error"].value("message", res->body)
+                                                                        : res->body;
+    return Status::InvalidArgument(message + " (HTTP " + std::to_string(res->status) + ")");
+  }
+  if (as_text) return json{{"text", res->body}};
+  if (parsed.is_discarded())
+    return Status::Internal("the agent at " + client->Describe() + " answered with something that is not JSON");
+  return parsed;
+}
+
+// Prints rows as an aligned table with a header.
+void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(header.size());
+  for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  auto print = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  };
+  print(header);
+  for (const auto& row : rows) print(row);
+}
+
+std::string Str(const json& j) {
+  if (j.is_null()) return "-";
+  if (j.is_string()) return j.get<std::string>();
+  return j.dump();
+}
+
+std::vector<std::string> KernelRow(const json& k) {
+  const json& a = k["allocations"];
+  std::vector<int> cores = a.value("cpu", std::vector<int>{});
+  std::string ports;
+  for (const auto& p : k["ports"]) ports += (ports.empty() ? "" : ",") + Str(p["host"]) + "->" + Str(p["container"]);
+  std::string devices;
+  for (const auto& [plugin, ids] : a["devices"].items())
+    for (const auto& id : ids) devices += (devices.empty() ? "" : ",") + id.get<std::string>();
+  return {Str(k["kernel_id"]),
+          Str(k["state"]),
+          Str(k["exit_code"]),
+          cores.empty() ? "-" : slotd::FormatCoreList(cores),
+          slotd::FormatSize(a.value("mem", uint64_t{0})),
+          devices.empty() ? "-" : devices,
+          ports.empty() ? "-" : ports,
+          Str(k["image"]),
+          Str(k["container_id"]).substr(0, 12)};
+}
+
+const std::vector<std::string> kKernelHeader = {"KERNEL", "STATE",   "EXIT",  "CORES",    "MEM",
+                                                "DEVICES", "PORTS", "IMAGE", "CONTAINER"};
+
+int Fail(const Status& s) {
+  std::cerr << "slotctl: " << s.message() << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"slotctl: talk to a slotd agent (its kernels, resources, logs)."};
+  app.require_subcommand(1);
+  Target t;
+  app.add_option("--agent", t.agent_url, "agent API base URL, e.g. http://127.0.0.1:6001");
+  app.add_option("--socket", t.socket_path, "agent unix socket, e.g. /run/slotd/gpu1-a/agent.sock");
+  app.add_option("--config", t.config_path, "read the agent's socket, address and token from its agent.toml");
+  app.add_option("--token-file", t.token_file, "file holding the API bearer token");
+  app.add_flag("--json", t.json_output, "print machine-readable JSON");
+
+  auto* info = app.add_subcommand("info", "show the agent, its slot capacity, use and devices");
+  auto* kernels = app.add_subcommand("kernels", "list this agent's kernels");
+
+  auto* run = app.add_subcommand("run", "create a kernel: slotctl run IMAGE -- CMD...");
+  std::string image, kernel_id, session_id, mem;
+  int cpu = 0;
+  std::vector<std::string> command, env, labels, devices;
+  std::vector<int> ports;
+  run->add_option("image", image, "image to run")->required();
+  run->add_option("command", command, "command and arguments (after --)");
+  run->add_option("--cpu", cpu, "whole CPU cores (default 1)");
+  run->add_option("--mem", mem, "memory, e.g. 256m (default 256m)");
+  run->add_option("--env", env, "KEY=VALUE, repeatable");
+  run->add_option("--id", kernel_id, "kernel id (default: generated)");
+  run->add_option("--session", session_id, "session id (default: the kernel id)");
+  run->add_option("--port", ports, "container port that needs a host port, repeatable");
+  run->add_option("--label", labels, "KEY=VALUE user label, repeatable");
+  run->add_option("--device", devices, "SLOT=COUNT device request, e.g. mock.device=1, repeatable");
+
+  auto* rm = app.add_subcommand("rm", "stop and remove kernels, freeing their resources");
+  std::vector<std::string> rm_ids;
+  rm->add_option("kernel", rm_ids, "kernel ids")->required();
+
+  auto* restart = app.add_subcommand("restart", "restart a kernel's container, keeping its allocation");
+  std::string restart_id;
+  restart->add_option("kernel", restart_id, "kernel id")->required();
+
+  auto* exec = app.add_subcommand("exec", "run a command in a kernel: slotctl exec ID -- CMD...");
+  std::string exec_id;
+  std::vector<std::string> exec_command;
+  int exec_timeout = 30;
+  exec->add_option("kernel", exec_id, "kernel id")->required();
+  exec->add_option("command", exec_command, "command and arguments (after --)")->required();
+  exec->add_option("--timeout", exec_timeout, "seconds before the command is abandoned");
+
+  auto* logs = app.add_subcommand("logs", "print a kernel's output");
+  std::string logs_id;
+  int tail = 0;
+  logs->add_option("kernel", logs_id, "kernel id")->required();
+  logs->add_option("--tail", tail, "only the last N lines");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (*info) {
+    auto r = Call(t, "GET", "/v1/agent");
+    if (!r.ok()) return Fail(r.status());
+    if (t.json_output) return std::cout << r->dump(2) << "\n", 0;
+    const json& a = *r;
+    std::cout << "agent " << Str(a["id"]) << " on node " << Str(a["node"]) << " (version " << Str(a["version"])
+              << ", pid " << Str(a["pid"]) << ")\n"
+              << "api " << Str(a["api_address"]) << ", socket " << Str(a["unix_socket"]) << ", ports "
+              << Str(a["port_range"][0]) << "-" << Str(a["port_range"][1]) << "\n\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& [slot, use] : a["resources"].items()) {
+      bool bytes = slot == "mem";
+      auto fmt = [&](const json& v) { return bytes ? slotd::FormatSize(v.get<uint64_t>()) : Str(v); };
+      std::string detail = use.contains("cores") ? "cores " + Str(use["cores"])
+                           : use.contains("range") ? "range " + Str(use["range"][0]) + "-" + Str(use["range"][1])
+                                                   : "";
+      rows.push_back({slot, fmt(use["capacity"]), fmt(use["used"]), fmt(use["free"]), detail});
+    }
+    PrintTable({"SLOT", "CAPACITY", "USED", "FREE", "DETAIL"}, rows);
+    return 0;
+  }
+  if (*kernels) {
+    auto r = Call(t, "GET", "/v1/kernels");
+    if (!r.ok()) return Fail(r.status());
+    if (t.json_output) return std::cout << (*r)["kernels"].dump(2) << "\n", 0;
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& k : (*r)["kernels"]) rows.push_back(KernelRow(k));
+    PrintTable(kKernelHeader, rows);
+    return 0;
+  }
+  if (*run) {
+    json body = {{"image", image}};
+    if (!command.empty()) body["command"] = command;
+    if (!kernel_id.empty()) body["kernel_id"] = kernel_id;
+    if (!session_id.empty()) body["session_id"] = session_id;
+    json resources = json::object();
+    if (cpu) resources["cpu"] = cpu;
+    if (!mem.empty()) resources["mem"] = mem;
+    auto split = [](const std::string& kv, const char* what) -> slotd::Result<std::pair<std::string, std::string>> {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return Status::InvalidArgument(std::string(what) + " \"" + kv + "\": expected KEY=VALUE");
+      return std::make_pair(kv.substr(0, eq), kv.substr(eq + 1));
+    };
+    for (const auto& d : devices) {
+      auto kv = split(d, "--device");
+      if (!kv.ok()) return Fail(kv.status());
+      char* end = nullptr;
+      long n = std::strtol(kv->second.c_str(), &end, 10);
+      if (*end != '\0') return Fail(Status::InvalidArgument("--device " + d + ": COUNT must be a whole number"));
+      resources[kv->first] = n;
+    }
+    if (!resources.empty()) body["resources"] = resources;
+    for (const auto& [flag, list, field] :
+         {std::tuple{"--env", &env, "env"}, std::tuple{"--label", &labels, "labels"}}) {
+      for (const auto& item : *list) {
+        auto kv = split(item, flag);
+        if (!kv.ok()) return Fail(kv.status());
+        body[field][kv->first] = kv->second;
+      }
+    }
+    if (!ports.empty()) body["ports"] = ports;
+    auto r = Call(t, "POST", "/v1/kernels", body);
+    if (!r.ok()) return Fail(r.status());
+    if (t.json_output) return std::cout << r->dump(2) << "\n", 0;
+    PrintTable(kKernelHeader, {KernelRow(*r)});
+    return 0;
+  }
+  if (*rm) {
+    int status = 0;
+    for (const auto& id : rm_ids) {
+      auto r = Call(t, "DELETE", "/v1/kernels/" + id);
+      if (!r.ok()) {
+        status = Fail(r.status());
+        continue;
+      }
+      if (t.json_output) std::cout << r->dump() << "\n";
+      else std::cout << "removed " << id << " (exit code " << Str((*r)["exit_code"]) << ")\n";
+    }
+    return status;
+  }
+  if (*restart) {
+    auto r = Call(t, "POST", "/v1/kernels/" + restart_id + "/restart");
+    if (!r.ok()) return Fail(r.status());
+    if (t.json_output) return std::cout << r->dump(2) << "\n", 0;
+    PrintTable(kKernelHeader, {KernelRow(*r)});
+    return 0;
+  }
+  if (*exec) {
+    auto r = Call(t, "POST", "/v1/kernels/" + exec_id + "/exec", {{"command", exec_command}, {"timeout_s", exec_timeout}},
+                  std::chrono::seconds(exec_timeout + 30));
+    if (!r.ok()) return Fail(r.status());
+    if (t.json_output) return std::cout << r->dump(2) << "\n", 0;
+    std::cout << (*r)["stdout"].get<std::string>();
+    std::cerr << (*r)["stderr"].get<std::string>();
+    return (*r)["exit_code"].get<int>();
+  }
+  if (*logs) {
+    auto r = Call(t, "GET", "/v1/kernels/" + logs_id + "/logs" + (tail > 0 ? "?tail=" + std::to_string(tail) : ""),
+                  nullptr, std::chrono::seconds(120), /*as_text=*/true);
+    if (!r.ok()) return Fail(r.status());
+    const std::string text = (*r)["text"].get<std::string>();
+    if (t.json_output) return std::cout << json{{"kernel_id", logs_id}, {"logs", text}}.dump() << "\n", 0;
+    std::cout << text;
+    return 0;
+  }
+  return 0;
+}

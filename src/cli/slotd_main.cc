@@ -1,0 +1,122 @@
+// slotd: the agent. `slotd --config FILE` runs one agent in the foreground.
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "agent/agent.h"
+#include "agent/watcher.h"
+#include "api/server.h"
+#include "common/lock_file.h"
+#include "config/config.h"
+#include "engine/docker/docker_engine.h"
+
+namespace {
+
+using slotd::Status;
+
+// Sets up stderr logging in `format` (text|json) at `level`.
+void SetUpLogging(const std::string& format, const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("slotd");
+  if (format == "json")
+    logger->set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%v"})");
+  else
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  logger->set_level(spdlog::level::from_str(level));
+  spdlog::set_default_logger(logger);
+}
+
+// Reads the bearer token: the file's first line, trimmed; errors name the file.
+slotd::Result<std::string> ReadToken(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::InvalidArgument("agent.token-file: cannot read " + path + ": " + strerror(errno));
+  std::string token;
+  std::getline(in, token);
+  while (!token.empty() && isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) return Status::InvalidArgument("agent.token-file: " + path + " is empty; put the token on its first line");
+  return token;
+}
+
+// Runs the agent until SIGTERM/SIGINT. Returns the process exit status.
+int RunAgent(const std::string& config_path) {
+  auto config = slotd::LoadConfig(config_path);
+  if (!config.ok()) {
+    std::cerr << "slotd: invalid configuration:\n" << config.status().message() << "\n";
+    return 2;
+  }
+  auto fail = [](const Status& s) {
+    spdlog::critical("cannot start: {}", s.message());
+    std::cerr << "slotd: cannot start: " << s.message() << "\n";
+    return 1;
+  };
+  const std::string& ipc = config->agent.ipc_base_path;
+  if (Status s = slotd::MakeDirs(ipc); !s.ok()) return fail(s);
+  auto lock = slotd::LockFile::Acquire(ipc + "/agent.lock");
+  if (!lock.ok())
+    return fail(lock.status().WithPrefix("another agent uses ipc-base-path " + ipc +
+                                         "; give each agent its own ipc-base-path"));
+
+  std::optional<std::string> token;
+  if (config->agent.token_file) {
+    auto read = ReadToken(*config->agent.token_file);
+    if (!read.ok()) return fail(read.status());
+    token = *read;
+  }
+
+  auto engine = slotd::DockerEngine::FromHost(config->container.docker_host);
+  if (!engine.ok()) return fail(engine.status().WithPrefix("container.docker-host"));
+  auto version = (*engine)->Version();
+  if (!version.ok())
+    return fail(version.status().WithPrefix("cannot reach the Docker engine at " + config->container.docker_host +
+                                            " (start it, or set container.docker-host or DOCKER_HOST)"));
+  spdlog::info("engine {} at {}", *version, config->container.docker_host);
+
+  // Block the stop signals before any thread starts, so only sigwait sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  slotd::EventHub hub;
+  slotd::Agent agent(*config, **engine, slotd::MakePlugins(*config), hub);
+  if (Status s = agent.Restore(); !s.ok()) return fail(s);
+
+  slotd::ApiServer api(agent, hub, token);
+  if (Status s = api.Bind(config->agent.rpc_host, config->agent.rpc_port, ipc + "/agent.sock"); !s.ok())
+    return fail(s);
+  slotd::Watcher watcher(agent, **engine, std::chrono::seconds(10));
+  watcher.Start();
+  api.Start();
+  spdlog::info("slotd ready: agent {} api http://{}:{} socket {}/agent.sock pid {}", config->agent.id,
+               config->agent.rpc_host, api.port(), ipc, getpid());
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  spdlog::info("received {}; shutting down (kernels keep running)", strsignal(signal_number));
+  api.Stop();
+  watcher.Stop();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"slotd: a compute-node agent that runs kernels in containers, each with an exclusive slice of the node.\n"
+               "Several agents can share one node; see docs/multi-agent.md."};
+  std::string config_path, log_format = "text", log_level = "info";
+  app.add_option("--config,-c", config_path, "the agent.toml of this agent")->required()->check(CLI::ExistingFile);
+  app.add_option("--log-format", log_format, "log format on stderr")->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--log-level", log_level, "least severe level logged")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  CLI11_PARSE(app, argc, argv);
+  SetUpLogging(log_format, log_level);
+  return RunAgent(config_path);
+}

@@ -1,0 +1,61 @@
+#include "resources/allocation.h"
+
+namespace slotd {
+
+bool Allocation::operator==(const Allocation& o) const {
+  auto port_eq = [](const PortBinding& a, const PortBinding& b) {
+    return a.container_port == b.container_port && a.host_port == b.host_port;
+  };
+  return cores == o.cores && mem_bytes == o.mem_bytes && devices == o.devices &&
+         std::equal(ports.begin(), ports.end(), o.ports.begin(), o.ports.end(), port_eq);
+}
+
+nlohmann::json Allocation::ToJson() const {
+  nlohmann::json ports_json = nlohmann::json::array();
+  for (const auto& p : ports) ports_json.push_back({{"container", p.container_port}, {"host", p.host_port}});
+  nlohmann::json devices_json = nlohmann::json::object();
+  for (const auto& [plugin, ids] : devices) devices_json[plugin] = ids;
+  return {{"cpu", cores}, {"mem", mem_bytes}, {"devices", devices_json}, {"ports", ports_json}};
+}
+
+Result<Allocation> Allocation::FromJson(const nlohmann::json& j) {
+  auto bad = [](const std::string& field, const std::string& want) {
+    return Status::InvalidArgument("allocations." + field + ": expected " + want);
+  };
+  if (!j.is_object()) return bad("", "a JSON object");
+  Allocation a;
+  if (j.contains("cpu")) {
+    if (!j["cpu"].is_array()) return bad("cpu", "an array of core numbers");
+    for (const auto& c : j["cpu"]) {
+      if (!c.is_number_integer() || c.get<int>() < 0) return bad("cpu", "an array of core numbers");
+      a.cores.push_back(c.get<int>());
+    }
+    std::sort(a.cores.begin(), a.cores.end());
+  }
+  if (j.contains("mem")) {
+    if (!j["mem"].is_number_unsigned()) return bad("mem", "a number of bytes");
+    a.mem_bytes = j["mem"].get<uint64_t>();
+  }
+  if (j.contains("devices")) {
+    if (!j["devices"].is_object()) return bad("devices", "an object of plugin -> device ids");
+    for (const auto& [plugin, ids] : j["devices"].items()) {
+      if (!ids.is_array()) return bad("devices." + plugin, "an array of device ids");
+      for (const auto& id : ids) {
+        if (!id.is_string()) return bad("devices." + plugin, "an array of device ids");
+        a.devices[plugin].push_back(id.get<std::string>());
+      }
+    }
+  }
+  if (j.contains("ports")) {
+    if (!j["ports"].is_array()) return bad("ports", "an array of {container, host}");
+    for (const auto& p : j["ports"]) {
+      if (!p.is_object() || !p.contains("container") || !p.contains("host") ||
+          !p["container"].is_number_integer() || !p["host"].is_number_integer())
+        return bad("ports", "an array of {container, host}");
+      a.ports.push_back({p["container"].get<int>(), p["host"].get<int>()});
+    }
+  }
+  return a;
+}
+
+}  // namespace slotd

@@ -1,0 +1,41 @@
+// Allocation: everything one kernel holds, in the form written to the
+// container's `ai.backend.allocations` label and read back on restore.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "engine/container_engine.h"
+
+namespace slotd {
+
+struct Allocation {
+  std::vector<int> cores;      // sorted CPU cores (cpu plugin)
+  uint64_t mem_bytes = 0;      // memory limit (memory plugin)
+  std::map<std::string, std::vector<std::string>> devices;  // plugin name -> device ids
+  std::vector<PortBinding> ports;  // host ports from the agent's port range
+
+  bool operator==(const Allocation&) const;
+
+  // The label form: {"cpu":[0,1],"mem":268435456,"devices":{...},"ports":[{"container":8080,"host":30001}]}.
+  nlohmann::json ToJson() const;
+  // Parses the label form; a malformed label is kInvalidArgument naming the field.
+  static Result<Allocation> FromJson(const nlohmann::json& j);
+};
+
+// What a kernel asks for: whole cores, memory bytes, and whole devices per slot type.
+struct ResourceRequest {
+  int cpu = 1;
+  uint64_t mem_bytes = 256ull << 20;
+  std::map<std::string, int> devices;  // slot type ("mock.device") -> count
+  std::vector<int> ports;              // container ports that need a host port
+
+  bool operator==(const ResourceRequest&) const = default;
+};
+
+}  // namespace slotd

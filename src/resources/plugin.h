@@ -1,0 +1,53 @@
+// ResourcePlugin: one kind of resource a kernel can hold (cpu cores, memory,
+// host ports, accelerator devices). Plugins are registered explicitly by
+// MakePlugins() and owned by the agent core.
+//
+// Thread-safety: none. The agent core calls every method under its own mutex,
+// so a plugin's allocation map has exactly one guard.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "config/config.h"
+#include "engine/container_engine.h"
+#include "resources/allocation.h"
+
+namespace slotd {
+
+class ResourcePlugin {
+ public:
+  virtual ~ResourcePlugin() = default;
+
+  // The plugin's name ("cpu", "mem", "ports", "mock").
+  virtual std::string Name() const = 0;
+
+  // Takes what `request` asks of this plugin for `kernel_id` and writes it
+  // into `out`. Takes nothing on failure: kResourceExhausted with a message
+  // like "insufficient cpu: requested 4, free 2 of 8".
+  virtual Status Allocate(const std::string& kernel_id, const ResourceRequest& request, Allocation& out) = 0;
+
+  // Takes exactly this plugin's part of `alloc` for `kernel_id` (restore from
+  // a label). Takes nothing on failure: kFailedPrecondition naming the item
+  // that is outside this agent's allow-list or already held by `holder`.
+  virtual Status Claim(const std::string& kernel_id, const Allocation& alloc) = 0;
+
+  // Frees everything `kernel_id` holds here; a no-op when it holds nothing.
+  virtual void Free(const std::string& kernel_id) = 0;
+
+  // Adds this plugin's container settings for `alloc` to `spec`.
+  virtual void Apply(const Allocation& alloc, ContainerSpec& spec) const = 0;
+
+  // For /v1/agent: {"<slot>": {"capacity", "used", "free"}, ...} plus, where
+  // the plugin has devices, "devices": [...]. Merged into one object by the core.
+  virtual nlohmann::json Describe() const = 0;
+};
+
+// Builds the plugins this config turns on, in allocation order: cpu, mem, ports.
+std::vector<std::unique_ptr<ResourcePlugin>> MakePlugins(const Config& config);
+
+}  // namespace slotd
