@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
+#include <iterator>
 #include <set>
 
 namespace slotd {
@@ -15,6 +17,15 @@ bool ParseUnsigned(const std::string& text, uint64_t& out) {
   return ec == std::errc() && ptr == text.data() + text.size();
 }
 
+// `s` without leading and trailing white space.
+std::string Trim(const std::string& s) {
+  auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  auto begin = std::find_if_not(s.begin(), s.end(), space);
+  auto end = std::find_if_not(s.rbegin(), std::make_reverse_iterator(begin), space).base();
+  return std::string(begin, end);
+}
+
+// `s` in lower case (ASCII).
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
@@ -27,8 +38,10 @@ Result<uint64_t> ParseSize(const std::string& text) {
                           "\": expected a number of bytes with an optional suffix k, m, g or t "
                           "(binary, e.g. 512m)";
   std::string s = Lower(text);
-  if (s.size() > 2 && s.compare(s.size() - 2, 2, "ib") == 0) s.resize(s.size() - 2);
-  else if (s.size() > 1 && s.back() == 'b' && !std::isdigit(static_cast<unsigned char>(s[s.size() - 2]))) s.pop_back();
+  // An optional "b" or "ib" after the unit letter: "512mb", "2GiB".
+  auto is_unit = [](char c) { return c == 'k' || c == 'm' || c == 'g' || c == 't'; };
+  if (s.size() > 2 && s.compare(s.size() - 2, 2, "ib") == 0 && is_unit(s[s.size() - 3])) s.resize(s.size() - 2);
+  else if (s.size() > 1 && s.back() == 'b' && is_unit(s[s.size() - 2])) s.pop_back();
   uint64_t shift = 0;
   if (!s.empty()) {
     switch (s.back()) {
@@ -73,7 +86,10 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
     s.pop_back();
   }
   uint64_t n = 0;
-  if (!ParseUnsigned(s, n) || n > UINT64_MAX / 3'600'000) return Status::InvalidArgument(bad);
+  if (!ParseUnsigned(s, n)) return Status::InvalidArgument(bad);
+  if (n > static_cast<uint64_t>(INT64_MAX) / factor) {
+    return Status::InvalidArgument("duration \"" + text + "\" is too long");
+  }
   return std::chrono::milliseconds(static_cast<int64_t>(n * factor));
 }
 
@@ -85,13 +101,13 @@ Result<std::vector<int>> ParseCoreList(const std::string& text) {
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
     std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    item.erase(std::remove_if(item.begin(), item.end(), [](unsigned char c) { return std::isspace(c); }), item.end());
+    item = Trim(item);
     if (item.empty()) return Status::InvalidArgument(prefix + "empty item; write cores like 0-3,8");
     size_t dash = item.find('-');
     uint64_t lo = 0, hi = 0;
     bool ok = dash == std::string::npos
                   ? (ParseUnsigned(item, lo) && (hi = lo, true))
-                  : (ParseUnsigned(item.substr(0, dash), lo) && ParseUnsigned(item.substr(dash + 1), hi));
+                  : (ParseUnsigned(Trim(item.substr(0, dash)), lo) && ParseUnsigned(Trim(item.substr(dash + 1)), hi));
     if (!ok) return Status::InvalidArgument(prefix + "\"" + item + "\" is not a core number or range like 0-3");
     if (hi < lo) return Status::InvalidArgument(prefix + "range \"" + item + "\" ends before it starts");
     if (hi > 4095) return Status::InvalidArgument(prefix + "core " + std::to_string(hi) + " is above 4095");

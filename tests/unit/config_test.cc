@@ -1,0 +1,668 @@
+// agent.toml parsing: every accepted key, the defaults derived from the host,
+// and the exact messages an operator sees for each kind of mistake.
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace slotd {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+// A 16-core, 64 GiB host named "testnode" without $DOCKER_HOST.
+HostFacts TestHost() {
+  HostFacts host;
+  host.hostname = "testnode";
+  for (int core = 0; core < 16; ++core) host.cpuset.push_back(core);
+  host.memory_bytes = 64 * kGiB;
+  return host;
+}
+
+std::vector<int> Range(int first, int last) {
+  std::vector<int> cores;
+  for (int core = first; core <= last; ++core) cores.push_back(core);
+  return cores;
+}
+
+Result<Config> Parse(const std::string& text, const HostFacts& host = TestHost()) {
+  return ParseConfig(text, "agent.toml", host);
+}
+
+// The error message for `text`, which must be refused as invalid.
+std::string ErrorOf(const std::string& text, const HostFacts& host = TestHost()) {
+  Result<Config> config = Parse(text, host);
+  if (config.ok()) {
+    ADD_FAILURE() << "accepted:\n" << text;
+    return "";
+  }
+  EXPECT_EQ(config.status().code(), Status::Code::kInvalidArgument);
+  return config.status().message();
+}
+
+const char* const kMinimal = "[agent]\nid = \"a1\"\n";
+
+// ---------------------------------------------------------------- valid files
+
+TEST(ConfigTest, MinimalFileResolvesEveryDefault) {
+  Result<Config> config = Parse(kMinimal);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->path, "agent.toml");
+
+  EXPECT_EQ(config->agent.id, "a1");
+  EXPECT_EQ(config->agent.node, "testnode");
+  EXPECT_EQ(config->agent.rpc_host, "127.0.0.1");
+  EXPECT_EQ(config->agent.rpc_port, 6001);
+  EXPECT_EQ(config->agent.ipc_base_path, "/run/slotd/a1");
+  EXPECT_EQ(config->agent.var_base_path, "/var/lib/slotd/a1");
+  EXPECT_FALSE(config->agent.token_file.has_value());
+  EXPECT_EQ(config->agent.scaling_group, "default");
+
+  EXPECT_EQ(config->node.claims_dir, "/run/slotd/node");
+
+  EXPECT_EQ(config->container.docker_host, "unix:///var/run/docker.sock");
+  EXPECT_EQ(config->container.port_range_start, 30000);
+  EXPECT_EQ(config->container.port_range_end, 30999);
+  EXPECT_EQ(config->container.network, "none");
+  EXPECT_EQ(config->container.stats_type, "cgroup");
+  EXPECT_EQ(config->container.stop_timeout, milliseconds(10'000));
+
+  EXPECT_EQ(config->resource.reserved_cpu, 1);
+  EXPECT_EQ(config->resource.reserved_mem, 1 * kGiB);
+  EXPECT_EQ(config->resource.allowed_cores, Range(0, 14));  // the last core is kept for the OS
+  EXPECT_FALSE(config->resource.allowed_cores_explicit);
+  EXPECT_EQ(config->resource.memory_size, 63 * kGiB);
+  EXPECT_FALSE(config->resource.memory_size_explicit);
+}
+
+TEST(ConfigTest, FullExampleFromTheSpec) {
+  const char* text = R"(
+[agent]
+id = "gpu1-a"                       # required
+node = "gpu1"
+rpc-listen-addr = "127.0.0.1:6001"
+ipc-base-path = "/run/slotd/gpu1-a"
+var-base-path = "/var/lib/slotd/gpu1-a"
+token-file = "/etc/slotd/gpu1-a.token"
+scaling-group = "default"
+
+[node]
+claims-dir = "/run/slotd/node"
+
+[container]
+docker-host = "unix:///var/run/docker.sock"
+port-range = [30000, 30999]
+network = "none"
+stats-type = "cgroup"
+stop-timeout = "10s"
+
+[resource]
+reserved-cpu = 1
+reserved-mem = "1g"
+
+[resource.cpu]
+allowed-cores = "0-7,15"
+
+[resource.memory]
+size = "32g"
+)";
+  Result<Config> config = Parse(text);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->agent.id, "gpu1-a");
+  EXPECT_EQ(config->agent.node, "gpu1");
+  EXPECT_EQ(config->agent.rpc_host, "127.0.0.1");
+  EXPECT_EQ(config->agent.rpc_port, 6001);
+  EXPECT_EQ(config->agent.ipc_base_path, "/run/slotd/gpu1-a");
+  EXPECT_EQ(config->agent.var_base_path, "/var/lib/slotd/gpu1-a");
+  EXPECT_EQ(config->agent.token_file, "/etc/slotd/gpu1-a.token");
+  EXPECT_EQ(config->agent.scaling_group, "default");
+  EXPECT_EQ(config->node.claims_dir, "/run/slotd/node");
+  EXPECT_EQ(config->container.docker_host, "unix:///var/run/docker.sock");
+  EXPECT_EQ(config->container.port_range_start, 30000);
+  EXPECT_EQ(config->container.port_range_end, 30999);
+  EXPECT_EQ(config->container.network, "none");
+  EXPECT_EQ(config->container.stats_type, "cgroup");
+  EXPECT_EQ(config->container.stop_timeout, milliseconds(10'000));
+  EXPECT_EQ(config->resource.reserved_cpu, 1);
+  EXPECT_EQ(config->resource.reserved_mem, 1 * kGiB);
+  std::vector<int> cores = Range(0, 7);
+  cores.push_back(15);
+  EXPECT_EQ(config->resource.allowed_cores, cores);
+  EXPECT_TRUE(config->resource.allowed_cores_explicit);
+  EXPECT_EQ(config->resource.memory_size, 32 * kGiB);
+  EXPECT_TRUE(config->resource.memory_size_explicit);
+}
+
+TEST(ConfigTest, OtherValuesOfEachKey) {
+  const char* text = R"(
+[agent]
+id = "0.team_b-2"
+rpc-listen-addr = "localhost:0"
+scaling-group = "gpu"
+[container]
+docker-host = "tcp://127.0.0.1:2375"
+port-range = [40000, 40000]
+network = "host"
+stats-type = "docker"
+stop-timeout = "250ms"
+[resource]
+reserved-mem = 2147483648
+[resource.memory]
+size = 1073741824
+)";
+  Result<Config> config = Parse(text);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->agent.id, "0.team_b-2");
+  EXPECT_EQ(config->agent.rpc_host, "localhost");
+  EXPECT_EQ(config->agent.rpc_port, 0);
+  EXPECT_EQ(config->agent.scaling_group, "gpu");
+  EXPECT_EQ(config->container.docker_host, "tcp://127.0.0.1:2375");
+  EXPECT_EQ(config->container.port_range_start, 40000);
+  EXPECT_EQ(config->container.port_range_end, 40000);
+  EXPECT_EQ(config->container.network, "host");
+  EXPECT_EQ(config->container.stats_type, "docker");
+  EXPECT_EQ(config->container.stop_timeout, milliseconds(250));
+  EXPECT_EQ(config->resource.reserved_mem, 2 * kGiB);
+  EXPECT_EQ(config->resource.memory_size, 1 * kGiB);
+}
+
+TEST(ConfigTest, DottedKeysAndInlineTablesAreTheSameSections) {
+  const char* text = R"(
+agent = { id = "a1", node = "n1" }
+resource.cpu.allowed-cores = "2-3"
+resource.memory.size = "4g"
+)";
+  Result<Config> config = Parse(text);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->agent.id, "a1");
+  EXPECT_EQ(config->agent.node, "n1");
+  EXPECT_EQ(config->resource.allowed_cores, Range(2, 3));
+  EXPECT_EQ(config->resource.memory_size, 4 * kGiB);
+}
+
+TEST(ConfigTest, LongestValidAgentIdIsAccepted) {
+  const std::string id = "a" + std::string(63, '9');
+  Result<Config> config = Parse("[agent]\nid = \"" + id + "\"\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->agent.id, id);
+  EXPECT_EQ(config->agent.ipc_base_path, "/run/slotd/" + id);
+}
+
+// ------------------------------------------------------------ host defaults
+
+TEST(ConfigTest, DockerHostDefaultsToTheEnvironment) {
+  HostFacts host = TestHost();
+  host.docker_host_env = "unix:///tmp/test/docker.sock";
+  Result<Config> config = Parse(kMinimal, host);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->container.docker_host, "unix:///tmp/test/docker.sock");
+
+  // The file wins over the environment.
+  config = Parse(std::string(kMinimal) + "[container]\ndocker-host = \"tcp://127.0.0.1:2375\"\n", host);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->container.docker_host, "tcp://127.0.0.1:2375");
+}
+
+TEST(ConfigTest, BadDockerHostInTheEnvironmentIsReportedWithoutALine) {
+  HostFacts host = TestHost();
+  host.docker_host_env = "/var/run/docker.sock";
+  EXPECT_EQ(ErrorOf(kMinimal, host),
+            "agent.toml: container.docker-host: the default comes from $DOCKER_HOST, and \"/var/run/docker.sock\" "
+            "must start with unix:// or tcp://, e.g. \"unix:///var/run/docker.sock\"; fix DOCKER_HOST or set "
+            "[container] docker-host");
+}
+
+TEST(ConfigTest, ReservedCpuComesOffTheEndOfTheCpuset) {
+  Result<Config> config = Parse(std::string(kMinimal) + "[resource]\nreserved-cpu = 4\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->resource.allowed_cores, Range(0, 11));
+
+  config = Parse(std::string(kMinimal) + "[resource]\nreserved-cpu = 0\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->resource.allowed_cores, Range(0, 15));
+
+  HostFacts host = TestHost();
+  host.cpuset = {9, 3, 5, 1};  // unordered, as a caller might build it
+  config = Parse(std::string(kMinimal) + "[resource]\nreserved-cpu = 2\n", host);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->resource.allowed_cores, (std::vector<int>{1, 3}));
+}
+
+TEST(ConfigTest, ReservingEveryCoreIsRefused) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\nreserved-cpu = 16\n"),
+            "agent.toml:4: resource.reserved-cpu: reserving 16 of the 16 cores in this agent's cpuset (0-15) leaves "
+            "none for kernels; lower reserved-cpu or set [resource.cpu] allowed-cores");
+}
+
+TEST(ConfigTest, DefaultReservationOnASingleCoreHostIsRefusedWithoutALine) {
+  HostFacts host = TestHost();
+  host.cpuset = {3};
+  EXPECT_EQ(ErrorOf(kMinimal, host),
+            "agent.toml: resource.reserved-cpu: reserving 1 of the 1 cores in this agent's cpuset (3) leaves none "
+            "for kernels; lower reserved-cpu or set [resource.cpu] allowed-cores");
+}
+
+TEST(ConfigTest, AnAllowListMakesReservedCpuIrrelevant) {
+  Result<Config> config =
+      Parse(std::string(kMinimal) + "[resource]\nreserved-cpu = 16\n[resource.cpu]\nallowed-cores = \"0-15\"\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->resource.allowed_cores, Range(0, 15));
+  EXPECT_TRUE(config->resource.allowed_cores_explicit);
+}
+
+TEST(ConfigTest, ReservedMemComesOffNodeMemory) {
+  Result<Config> config = Parse(std::string(kMinimal) + "[resource]\nreserved-mem = \"4g\"\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->resource.memory_size, 60 * kGiB);
+  EXPECT_FALSE(config->resource.memory_size_explicit);
+
+  config = Parse(std::string(kMinimal) + "[resource]\nreserved-mem = 0\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->resource.memory_size, 64 * kGiB);
+}
+
+TEST(ConfigTest, ReservingAllMemoryIsRefused) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\nreserved-mem = \"64g\"\n"),
+            "agent.toml:4: resource.reserved-mem: reserving 64g leaves none of this node's memory of 64g for "
+            "kernels; lower reserved-mem or set [resource.memory] size");
+}
+
+TEST(ConfigTest, MemoryShareMayNotExceedTheNode) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.memory]\nsize = \"128g\"\n"),
+            "agent.toml:4: resource.memory.size: 128g is more than this node's memory of 64g; lower it");
+  // Memory that is not a whole number of GiB is also given rounded.
+  HostFacts host = TestHost();
+  host.memory_bytes = 24684084ull * 1024;
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.memory]\nsize = \"30g\"\n", host),
+            "agent.toml:4: resource.memory.size: 30g is more than this node's memory of 24684084k (about 23.5g); "
+            "lower it");
+  // The whole node is allowed; reserved-mem does not apply to an explicit share.
+  Result<Config> config = Parse(std::string(kMinimal) + "[resource.memory]\nsize = \"64g\"\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->resource.memory_size, 64 * kGiB);
+}
+
+TEST(ConfigTest, AllowListMustBeInsideTheCpuset) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cpu]\nallowed-cores = \"14-17,20\"\n"),
+            "agent.toml:4: resource.cpu.allowed-cores: cores 16-17,20 are not in this agent's cpuset (0-15); list "
+            "only cores from it");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cpu]\nallowed-cores = \"16\"\n"),
+            "agent.toml:4: resource.cpu.allowed-cores: core 16 is not in this agent's cpuset (0-15); list only "
+            "cores from it");
+}
+
+TEST(ConfigTest, NodeNameDefaultsToTheHostName) {
+  HostFacts host = TestHost();
+  host.hostname = "";
+  EXPECT_EQ(ErrorOf(kMinimal, host),
+            "agent.toml: agent.node: the host name is unknown, so there is no default; set [agent] node");
+  Result<Config> config = Parse(std::string(kMinimal) + "node = \"n7\"\n", host);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->agent.node, "n7");
+}
+
+// ------------------------------------------------------ unknown sections/keys
+
+TEST(ConfigTest, LaterPluginSectionsAreUnknownInThisVersion) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "\n[resource.cuda]\nallowed-devices = [\"0\"]\n"),
+            "agent.toml:4: resource.cuda: unknown section; known sections: agent, node, container, resource, "
+            "resource.cpu, resource.memory");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[[resource.mock]]\nid = \"mock0\"\n"),
+            "agent.toml:3: resource.mock: unknown section; known sections: agent, node, container, resource, "
+            "resource.cpu, resource.memory");
+}
+
+TEST(ConfigTest, UnknownTopLevelAndNestedSections) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[agnet]\nid = \"x\"\n"),
+            "agent.toml:3: agnet: unknown section; known sections: agent, node, container, resource, resource.cpu, "
+            "resource.memory");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[agent.extra]\nx = 1\n"),
+            "agent.toml:3: agent.extra: unknown section; known sections: agent, node, container, resource, "
+            "resource.cpu, resource.memory");
+}
+
+TEST(ConfigTest, UnknownKeyListsTheKnownKeysOfItsSection) {
+  EXPECT_EQ(ErrorOf("[agent]\nid = \"a1\"\n\n  idd = \"a1\"\n"),
+            "agent.toml:4: agent.idd: unknown key; known keys of [agent]: id, node, rpc-listen-addr, ipc-base-path, "
+            "var-base-path, token-file, scaling-group");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[node]\nclaims_dir = \"/x\"\n"),
+            "agent.toml:4: node.claims_dir: unknown key; known keys of [node]: claims-dir");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nports = [1, 2]\n"),
+            "agent.toml:4: container.ports: unknown key; known keys of [container]: docker-host, port-range, "
+            "network, stats-type, stop-timeout");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\nreserved-gpu = 1\n"),
+            "agent.toml:4: resource.reserved-gpu: unknown key; known keys of [resource]: reserved-cpu, reserved-mem");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cpu]\ncores = \"0\"\n"),
+            "agent.toml:4: resource.cpu.cores: unknown key; known keys of [resource.cpu]: allowed-cores");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.memory]\nlimit = \"1g\"\n"),
+            "agent.toml:4: resource.memory.limit: unknown key; known keys of [resource.memory]: size");
+}
+
+TEST(ConfigTest, KeysOutsideAnySectionAreUnknown) {
+  EXPECT_EQ(ErrorOf("id = \"a1\"\n" + std::string(kMinimal)),
+            "agent.toml:1: id: unknown key; keys belong in one of the sections agent, node, container, resource, "
+            "resource.cpu, resource.memory");
+}
+
+TEST(ConfigTest, OddKeysAreQuotedInThePath) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "\"a.b\" = 1\n"),
+            "agent.toml:3: agent.\"a.b\": unknown key; known keys of [agent]: id, node, rpc-listen-addr, "
+            "ipc-base-path, var-base-path, token-file, scaling-group");
+}
+
+// ---------------------------------------------------------------- wrong types
+
+TEST(ConfigTest, WrongTypesNameWhatWasExpectedAndFound) {
+  EXPECT_EQ(ErrorOf("[agent]\n\nid = 3\n"), "agent.toml:3: agent.id: expected a string, found an integer");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "node = true\n"),
+            "agent.toml:3: agent.node: expected a string, found a boolean");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "token-file = [\"/a\"]\n"),
+            "agent.toml:3: agent.token-file: expected a string, found an array");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\nreserved-cpu = 1.5\n"),
+            "agent.toml:4: resource.reserved-cpu: expected an integer, found a floating-point number");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\nreserved-mem = 1979-05-27\n"),
+            "agent.toml:4: resource.reserved-mem: expected a size (a string like \"32g\" or an integer of bytes), "
+            "found a date");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nstop-timeout = 10\n"),
+            "agent.toml:4: container.stop-timeout: expected a duration string like \"10s\", found an integer");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cpu]\nallowed-cores = [0, 1]\n"),
+            "agent.toml:4: resource.cpu.allowed-cores: expected a core list string like \"0-7,16\", found an array");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[agent.scaling-group]\nname = \"x\"\n"),
+            "agent.toml:3: agent.scaling-group: expected a string, found a table");
+}
+
+TEST(ConfigTest, KnownSectionThatIsNotATable) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "container = \"docker\"\n"),
+            "agent.toml:3: agent.container: unknown key; known keys of [agent]: id, node, rpc-listen-addr, "
+            "ipc-base-path, var-base-path, token-file, scaling-group");
+  EXPECT_EQ(ErrorOf("container = 1\n" + std::string(kMinimal)),
+            "agent.toml:1: container: expected a table, found an integer");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\ncpu = 4\n"),
+            "agent.toml:4: resource.cpu: expected a table, found an integer");
+  // An [agent] that is not a table is one problem, not also a missing id.
+  EXPECT_EQ(ErrorOf("agent = \"a1\"\n"), "agent.toml:1: agent: expected a table, found a string");
+}
+
+// ------------------------------------------------------------- [agent] values
+
+TEST(ConfigTest, AgentIdIsRequired) {
+  EXPECT_EQ(ErrorOf("[agent]\nnode = \"n1\"\n"),
+            "agent.toml:1: agent.id: missing; every agent needs an id that is unique in the cluster, e.g. [agent] "
+            "id = \"gpu1-a\"");
+  EXPECT_EQ(ErrorOf(""),
+            "agent.toml: agent.id: missing; every agent needs an id that is unique in the cluster, e.g. [agent] id = "
+            "\"gpu1-a\"");
+}
+
+TEST(ConfigTest, AgentIdMustMatchThePattern) {
+  const std::string advice =
+      "\" is not a valid agent id; use 1 to 64 characters of a-z, 0-9, '.', '_' and '-', starting with a letter "
+      "or digit";
+  for (const std::string& id : std::vector<std::string>{"", "Gpu1", "-a", ".a", "_a", "a/b", "a b", "a\\u00e9",
+                                                       std::string(65, 'a')}) {
+    Result<Config> config = Parse("[agent]\nid = \"" + id + "\"\n");
+    ASSERT_FALSE(config.ok()) << id;
+    EXPECT_EQ(config.status().message().rfind("agent.toml:2: agent.id: \"", 0), 0) << config.status().message();
+    EXPECT_NE(config.status().message().find(advice), std::string::npos) << config.status().message();
+  }
+  EXPECT_EQ(ErrorOf("[agent]\nid = \"Gpu1\"\n"), "agent.toml:2: agent.id: \"Gpu1" + advice);
+}
+
+TEST(ConfigTest, RpcListenAddrIsIpv4OrLocalhostAndAPort) {
+  auto error_of = [](const std::string& addr) {
+    return ErrorOf(std::string(kMinimal) + "rpc-listen-addr = \"" + addr + "\"\n");
+  };
+  EXPECT_EQ(error_of("6001"),
+            "agent.toml:3: agent.rpc-listen-addr: \"6001\" is not host:port; write it like \"127.0.0.1:6001\"");
+  EXPECT_EQ(error_of("example.com:6001"),
+            "agent.toml:3: agent.rpc-listen-addr: host \"example.com\" in \"example.com:6001\" is not an IPv4 "
+            "address or \"localhost\"; write it like \"127.0.0.1:6001\"");
+  EXPECT_EQ(error_of("[::1]:6001"),
+            "agent.toml:3: agent.rpc-listen-addr: host \"[::1]\" in \"[::1]:6001\" is not an IPv4 address or "
+            "\"localhost\"; write it like \"127.0.0.1:6001\"");
+  EXPECT_EQ(error_of(":6001"),
+            "agent.toml:3: agent.rpc-listen-addr: host \"\" in \":6001\" is not an IPv4 address or \"localhost\"; "
+            "write it like \"127.0.0.1:6001\"");
+  EXPECT_EQ(error_of("127.0.0.1:65536"),
+            "agent.toml:3: agent.rpc-listen-addr: port \"65536\" in \"127.0.0.1:65536\" is not a number from 0 to "
+            "65535 (0 picks a free port)");
+  for (const std::string bad : {"127.0.0.1:", "127.0.0.1:-1", "127.0.0.1:+80", "127.0.0.1:1x", "127.0.0.1:999999",
+                                "256.0.0.1:80", "127.1:80"}) {
+    Result<Config> config = Parse(std::string(kMinimal) + "rpc-listen-addr = \"" + bad + "\"\n");
+    EXPECT_FALSE(config.ok()) << bad;
+  }
+
+  Result<Config> config = Parse(std::string(kMinimal) + "rpc-listen-addr = \"0.0.0.0:65535\"\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->agent.rpc_host, "0.0.0.0");
+  EXPECT_EQ(config->agent.rpc_port, 65535);
+}
+
+TEST(ConfigTest, PathsMustBeAbsolute) {
+  const char* text = R"([agent]
+id = "a1"
+ipc-base-path = "run/slotd/a1"
+var-base-path = ""
+token-file = "./token"
+[node]
+claims-dir = "claims"
+)";
+  EXPECT_EQ(ErrorOf(text),
+            "agent.toml:3: agent.ipc-base-path: \"run/slotd/a1\" is not an absolute path; write the full path "
+            "starting with /\n"
+            "agent.toml:4: agent.var-base-path: \"\" is not an absolute path; write the full path starting with /\n"
+            "agent.toml:5: agent.token-file: \"./token\" is not an absolute path; write the full path starting "
+            "with /\n"
+            "agent.toml:7: node.claims-dir: \"claims\" is not an absolute path; write the full path starting with /");
+}
+
+TEST(ConfigTest, NamesMayNotBeEmpty) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "node = \"\"\nscaling-group = \"\"\n"),
+            "agent.toml:3: agent.node: must not be empty\n"
+            "agent.toml:4: agent.scaling-group: must not be empty");
+}
+
+// --------------------------------------------------------- [container] values
+
+TEST(ConfigTest, DockerHostNeedsAKnownScheme) {
+  auto error_of = [](const std::string& host) {
+    return ErrorOf(std::string(kMinimal) + "[container]\ndocker-host = \"" + host + "\"\n");
+  };
+  EXPECT_EQ(error_of("http://127.0.0.1:2375"),
+            "agent.toml:4: container.docker-host: \"http://127.0.0.1:2375\" must start with unix:// or tcp://, e.g. "
+            "\"unix:///var/run/docker.sock\"");
+  EXPECT_EQ(error_of("unix://docker.sock"),
+            "agent.toml:4: container.docker-host: \"unix://docker.sock\" needs an absolute socket path after "
+            "unix://, e.g. \"unix:///var/run/docker.sock\"");
+  EXPECT_EQ(error_of("tcp://"),
+            "agent.toml:4: container.docker-host: \"tcp://\" needs host:port after tcp://, e.g. "
+            "\"tcp://127.0.0.1:2375\"");
+}
+
+TEST(ConfigTest, PortRangeIsTwoOrderedPorts) {
+  auto error_of = [](const std::string& range) {
+    return ErrorOf(std::string(kMinimal) + "[container]\nport-range = " + range + "\n");
+  };
+  EXPECT_EQ(error_of("[31000, 30000]"), "agent.toml:4: container.port-range: start 31000 is above end 30000");
+  EXPECT_EQ(error_of("[0, 100]"), "agent.toml:4: container.port-range: start port 0 is out of range; use 1 to 65535");
+  EXPECT_EQ(error_of("[30000, 65536]"),
+            "agent.toml:4: container.port-range: end port 65536 is out of range; use 1 to 65535");
+  EXPECT_EQ(error_of("[1, 2, 3]"),
+            "agent.toml:4: container.port-range: expected two integers [start, end], found 3 items");
+  EXPECT_EQ(error_of("[]"),
+            "agent.toml:4: container.port-range: expected two integers [start, end], found 0 items");
+  EXPECT_EQ(error_of("[30000, \"30999\"]"),
+            "agent.toml:4: container.port-range: end must be an integer, found a string");
+  EXPECT_EQ(error_of("\"30000-30999\""),
+            "agent.toml:4: container.port-range: expected an array of two integers [start, end], found a string");
+}
+
+TEST(ConfigTest, NetworkAndStatsTypeAreChoices) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nnetwork = \"overlay\"\nstats-type = \"nvml\"\n"),
+            "agent.toml:4: container.network: \"overlay\" is not one of none, host, bridge\n"
+            "agent.toml:5: container.stats-type: \"nvml\" is not one of cgroup, docker");
+}
+
+TEST(ConfigTest, StopTimeoutIsADuration) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nstop-timeout = \"10\"\n"),
+            "agent.toml:4: container.stop-timeout: invalid duration \"10\": expected a number with ms, s, m or h "
+            "(e.g. 10s)");
+  Result<Config> config = Parse(std::string(kMinimal) + "[container]\nstop-timeout = \"2m\"\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->container.stop_timeout, milliseconds(120'000));
+}
+
+// ---------------------------------------------------------- [resource] values
+
+TEST(ConfigTest, ReservedCpuIsANonNegativeCount) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\nreserved-cpu = -1\n"),
+            "agent.toml:4: resource.reserved-cpu: -1 is out of range; use 0 to 4096");
+}
+
+TEST(ConfigTest, SizesAreStringsOrBytes) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\nreserved-mem = \"1 gig\"\n"),
+            "agent.toml:4: resource.reserved-mem: invalid size \"1 gig\": expected a number of bytes with an "
+            "optional suffix k, m, g or t (binary, e.g. 512m)");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\nreserved-mem = -5\n"),
+            "agent.toml:4: resource.reserved-mem: size -5 is negative; give bytes or a size like \"32g\"");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.memory]\nsize = \"0\"\n"),
+            "agent.toml:4: resource.memory.size: must be above 0");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.memory]\nsize = 1.5\n"),
+            "agent.toml:4: resource.memory.size: expected a size (a string like \"32g\" or an integer of bytes), "
+            "found a floating-point number");
+}
+
+TEST(ConfigTest, MalformedCoreListsQuoteTheParser) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cpu]\nallowed-cores = \"3-1\"\n"),
+            "agent.toml:4: resource.cpu.allowed-cores: invalid core list \"3-1\": range \"3-1\" ends before it "
+            "starts");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cpu]\nallowed-cores = \"\"\n"),
+            "agent.toml:4: resource.cpu.allowed-cores: invalid core list \"\": it is empty; write cores like 0-3,8");
+}
+
+// ----------------------------------------------------- collection and syntax
+
+TEST(ConfigTest, EveryProblemIsReportedInFileOrder) {
+  const char* text = R"([resource.memory]
+size = "1p"
+
+[agent]
+id = 7
+frobnicate = true
+
+[container]
+port-range = [31000, 30000]
+network = "nat"
+
+[resource.cuda]
+allowed-devices = ["0"]
+
+[resource]
+reserved-cpu = "two"
+)";
+  HostFacts host = TestHost();
+  host.docker_host_env = "npipe:////./pipe/docker_engine";
+  EXPECT_EQ(ErrorOf(text, host),
+            "agent.toml:2: resource.memory.size: invalid size \"1p\": expected a number of bytes with an optional "
+            "suffix k, m, g or t (binary, e.g. 512m)\n"
+            "agent.toml:5: agent.id: expected a string, found an integer\n"
+            "agent.toml:6: agent.frobnicate: unknown key; known keys of [agent]: id, node, rpc-listen-addr, "
+            "ipc-base-path, var-base-path, token-file, scaling-group\n"
+            "agent.toml:9: container.port-range: start 31000 is above end 30000\n"
+            "agent.toml:10: container.network: \"nat\" is not one of none, host, bridge\n"
+            "agent.toml:12: resource.cuda: unknown section; known sections: agent, node, container, resource, "
+            "resource.cpu, resource.memory\n"
+            "agent.toml:16: resource.reserved-cpu: expected an integer, found a string\n"
+            "agent.toml: container.docker-host: the default comes from $DOCKER_HOST, and "
+            "\"npipe:////./pipe/docker_engine\" must start with unix:// or tcp://, e.g. "
+            "\"unix:///var/run/docker.sock\"; fix DOCKER_HOST or set [container] docker-host");
+}
+
+TEST(ConfigTest, TomlSyntaxErrorsGiveLineAndColumn) {
+  EXPECT_EQ(ErrorOf("[agent]\nid = \"a1\"\nnode = \n"),
+            "agent.toml:3:8: invalid TOML: Error while parsing key-value pair: expected value, saw '\\n'");
+  EXPECT_EQ(ErrorOf("[agent]\nid = \"a1\"\nid = \"a2\"\n"),
+            "agent.toml:3:6: invalid TOML: Error while parsing key-value pair: cannot redefine existing string "
+            "'id'");
+  const std::string unterminated = ErrorOf("[agent\nid = \"a1\"\n");
+  EXPECT_EQ(unterminated.rfind("agent.toml:1:", 0), 0) << unterminated;
+  EXPECT_NE(unterminated.find("invalid TOML: "), std::string::npos) << unterminated;
+}
+
+// -------------------------------------------------------------- LoadConfig
+
+class LoadConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/slotd-config-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    unlink((dir_ + "/agent.toml").c_str());
+    rmdir(dir_.c_str());
+  }
+
+  // Writes `text` to <dir>/agent.toml and returns its path.
+  std::string Write(const std::string& text) {
+    const std::string path = dir_ + "/agent.toml";
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(LoadConfigTest, ReadsTheFileAndNamesItInMessages) {
+  const std::string path = Write(kMinimal);
+  Result<Config> config = LoadConfig(path, TestHost());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->path, path);
+  EXPECT_EQ(config->agent.id, "a1");
+
+  Write("[agent]\nid = 1\n");
+  config = LoadConfig(path, TestHost());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(), path + ":2: agent.id: expected a string, found an integer");
+}
+
+TEST_F(LoadConfigTest, MissingOrUnreadableFile) {
+  Result<Config> config = LoadConfig(dir_ + "/absent.toml", TestHost());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(), "cannot read config file " + dir_ + "/absent.toml: No such file or directory");
+
+  config = LoadConfig(dir_, TestHost());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(), "cannot read config file " + dir_ + ": Is a directory");
+}
+
+// ----------------------------------------------------------- HostFacts::Detect
+
+TEST(HostFactsTest, DetectReadsThisHost) {
+  const char* saved = getenv("DOCKER_HOST");
+  const std::string saved_value = saved ? saved : "";
+  setenv("DOCKER_HOST", "unix:///tmp/detect-test.sock", 1);
+  HostFacts host = HostFacts::Detect();
+  if (saved) setenv("DOCKER_HOST", saved_value.c_str(), 1);
+  else unsetenv("DOCKER_HOST");
+
+  EXPECT_FALSE(host.hostname.empty());
+  EXPECT_FALSE(host.cpuset.empty());
+  EXPECT_TRUE(std::is_sorted(host.cpuset.begin(), host.cpuset.end()));
+  EXPECT_GT(host.memory_bytes, 0u);
+  EXPECT_EQ(host.memory_bytes % 1024, 0u);  // MemTotal is given in KiB
+  EXPECT_EQ(host.docker_host_env, "unix:///tmp/detect-test.sock");
+}
+
+}  // namespace
+}  // namespace slotd
