@@ -1,0 +1,302 @@
+#include "common/http_client.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+namespace slotd {
+namespace {
+
+// Most of an error body that is quoted in a Status message.
+constexpr size_t kMaxErrorBody = 64 * 1024;
+// How often Stream checks its stop flag while no data arrives.
+constexpr int kStreamPollMs = 100;
+
+// curl_global_init is not thread-safe; a function-local static runs it once.
+void EnsureCurlInitialized() {
+  static const CURLcode init = curl_global_init(CURL_GLOBAL_DEFAULT);
+  (void)init;
+}
+
+struct EasyDeleter {
+  void operator()(CURL* easy) const { curl_easy_cleanup(easy); }
+};
+using EasyHandle = std::unique_ptr<CURL, EasyDeleter>;
+
+struct SlistDeleter {
+  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+};
+using HeaderList = std::unique_ptr<curl_slist, SlistDeleter>;
+
+struct MultiDeleter {
+  void operator()(CURLM* multi) const { curl_multi_cleanup(multi); }
+};
+using MultiHandle = std::unique_ptr<CURLM, MultiDeleter>;
+
+// An easy handle set up for one request, with what must outlive it.
+struct PreparedRequest {
+  EasyHandle easy;
+  HeaderList headers;
+  char error[CURL_ERROR_SIZE] = {0};
+};
+
+bool MethodCarriesBody(const std::string& method) {
+  return method == "POST" || method == "PUT" || method == "PATCH";
+}
+
+// Text for a failed transfer: curl's short reason and, when it has one, its
+// detailed message.
+std::string CurlErrorText(CURLcode code, const char* detail) {
+  std::string text = curl_easy_strerror(code);
+  if (detail != nullptr && detail[0] != '\0') {
+    std::string d = detail;
+    while (!d.empty() && (d.back() == '\n' || d.back() == '\r')) d.pop_back();
+    if (d != text) text += " (" + d + ")";
+  }
+  return text;
+}
+
+size_t AppendToString(char* data, size_t size, size_t count, void* user) {
+  static_cast<std::string*>(user)->append(data, size * count);
+  return size * count;
+}
+
+}  // namespace
+
+HttpClient::HttpClient(bool unix_socket, std::string target, std::string description)
+    : unix_socket_(unix_socket), target_(std::move(target)), description_(std::move(description)) {}
+
+HttpClient HttpClient::Unix(std::string socket_path) {
+  std::string description = "unix socket " + socket_path;
+  return HttpClient(true, std::move(socket_path), std::move(description));
+}
+
+HttpClient HttpClient::Tcp(std::string base_url) {
+  while (!base_url.empty() && base_url.back() == '/') base_url.pop_back();
+  std::string description = base_url;
+  return HttpClient(false, std::move(base_url), std::move(description));
+}
+
+void HttpClient::SetBearerToken(std::string token) { bearer_token_ = std::move(token); }
+
+namespace {
+
+// Builds an easy handle for `method` `path` with `body` against the target.
+// Returns null only when curl cannot allocate a handle.
+std::unique_ptr<PreparedRequest> Prepare(bool unix_socket, const std::string& target,
+                                         const std::string& bearer_token, const std::string& method,
+                                         const std::string& path, const std::string& body) {
+  EnsureCurlInitialized();
+  auto req = std::make_unique<PreparedRequest>();
+  req->easy.reset(curl_easy_init());
+  if (!req->easy) return nullptr;
+  CURL* easy = req->easy.get();
+
+  std::string url;
+  if (unix_socket) {
+    curl_easy_setopt(easy, CURLOPT_UNIX_SOCKET_PATH, target.c_str());
+    url = "http://localhost" + path;
+  } else {
+    url = target + path;
+    curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+  }
+  curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method.c_str());
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, req->error);
+
+  curl_slist* headers = nullptr;
+  // Never wait for "100 Continue" before sending a large body.
+  headers = curl_slist_append(headers, "Expect:");
+  if (!bearer_token.empty()) {
+    headers = curl_slist_append(headers, ("Authorization: Bearer " + bearer_token).c_str());
+  }
+  // No body: suppress curl's default form Content-Type on a body-less POST.
+  headers =
+      curl_slist_append(headers, body.empty() ? "Content-Type:" : "Content-Type: application/json");
+  req->headers.reset(headers);
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+
+  if (!body.empty() || MethodCarriesBody(method)) {
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    curl_easy_setopt(easy, CURLOPT_COPYPOSTFIELDS, body.c_str());
+  }
+  return req;
+}
+
+}  // namespace
+
+Result<HttpResponse> HttpClient::Request(const std::string& method,
+                                         const std::string& path_and_query, const std::string& body,
+                                         std::chrono::milliseconds timeout) const {
+  const std::string where = method + " " + path_and_query + " on " + description_;
+  auto req = Prepare(unix_socket_, target_, bearer_token_, method, path_and_query, body);
+  if (!req) return Status::Internal(where + ": cannot allocate a curl handle");
+  CURL* easy = req->easy.get();
+
+  HttpResponse response;
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &AppendToString);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(std::max<int64_t>(1, timeout.count())));
+
+  const CURLcode code = curl_easy_perform(easy);
+  if (code == CURLE_OPERATION_TIMEDOUT) {
+    // Sent the request: the server was too slow. Did not: it cannot be reached.
+    long request_bytes = 0;
+    curl_easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &request_bytes);
+    if (request_bytes > 0) {
+      return Status::DeadlineExceeded(where + ": no complete response within " +
+                                      std::to_string(timeout.count()) + " ms");
+    }
+  }
+  if (code != CURLE_OK) {
+    return Status::Unavailable(where + " failed: " + CurlErrorText(code, req->error));
+  }
+  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &response.status);
+  return response;
+}
+
+namespace {
+
+// State shared by Stream and its curl callbacks; lives on Stream's stack.
+struct StreamState {
+  CURL* easy = nullptr;
+  const std::function<void()>* on_connected = nullptr;
+  const std::function<bool(std::string_view)>* on_chunk = nullptr;
+  long status = 0;         // the final response's status, once headers ended
+  bool connected = false;  // a 2xx response's headers have arrived
+  bool stopped_by_callback = false;
+  std::string error_body;  // start of a non-2xx body
+};
+
+size_t StreamHeader(char* data, size_t size, size_t count, void* user) {
+  auto* state = static_cast<StreamState*>(user);
+  const std::string_view line(data, size * count);
+  if (line == "\r\n" || line == "\n") {  // the end of one header block
+    long status = 0;
+    curl_easy_getinfo(state->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 200) {  // 1xx blocks are followed by the real one
+      state->status = status;
+      if (status < 300 && !state->connected) {
+        state->connected = true;
+        if (*state->on_connected) (*state->on_connected)();
+      }
+    }
+  }
+  return size * count;
+}
+
+size_t StreamBody(char* data, size_t size, size_t count, void* user) {
+  auto* state = static_cast<StreamState*>(user);
+  const size_t n = size * count;
+  if (!state->connected) {
+    if (state->error_body.size() < kMaxErrorBody) {
+      state->error_body.append(data, std::min(n, kMaxErrorBody - state->error_body.size()));
+    }
+    return n;
+  }
+  if (!(*state->on_chunk)(std::string_view(data, n))) {
+    state->stopped_by_callback = true;
+    return 0;  // fewer bytes than given: curl aborts the transfer
+  }
+  return n;
+}
+
+}  // namespace
+
+Status HttpClient::Stream(const std::string& method, const std::string& path_and_query,
+                          const std::string& body, const std::function<void()>& on_connected,
+                          const std::function<bool(std::string_view chunk)>& on_chunk,
+                          const std::atomic<bool>& stop) const {
+  const std::string where = method + " " + path_and_query + " on " + description_;
+  auto req = Prepare(unix_socket_, target_, bearer_token_, method, path_and_query, body);
+  MultiHandle multi(curl_multi_init());
+  if (!req || !multi) return Status::Internal(where + ": cannot allocate a curl handle");
+  CURL* easy = req->easy.get();
+
+  StreamState state;
+  state.easy = easy;
+  state.on_connected = &on_connected;
+  state.on_chunk = &on_chunk;
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &StreamHeader);
+  curl_easy_setopt(easy, CURLOPT_HEADERDATA, &state);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &StreamBody);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &state);
+
+  curl_multi_add_handle(multi.get(), easy);
+  CURLcode result = CURLE_OK;
+  bool done = false;
+  while (!done) {
+    if (stop.load()) break;
+    int running = 0;
+    const CURLMcode mc = curl_multi_perform(multi.get(), &running);
+    if (mc != CURLM_OK) {
+      curl_multi_remove_handle(multi.get(), easy);
+      return Status::Internal(where + ": curl_multi_perform failed: " + curl_multi_strerror(mc));
+    }
+    int queued = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi.get(), &queued)) {
+      if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy) {
+        result = msg->data.result;
+        done = true;
+      }
+    }
+    if (!done && !stop.load()) curl_multi_poll(multi.get(), nullptr, 0, kStreamPollMs, nullptr);
+  }
+  curl_multi_remove_handle(multi.get(), easy);
+
+  if (!done || state.stopped_by_callback) return Status::Ok();
+  if (result != CURLE_OK) {
+    return Status::Unavailable(where + " failed: " + CurlErrorText(result, req->error));
+  }
+  if (!state.connected) {
+    return StatusForHttpError(
+        state.status, where + ": HTTP " + std::to_string(state.status) + ": " + state.error_body);
+  }
+  return Status::Unavailable(where + ": the server ended the stream");
+}
+
+Status StatusForHttpError(long http_status, std::string message) {
+  switch (http_status) {
+    case 400:
+      return Status::InvalidArgument(std::move(message));
+    case 401:
+    case 403:
+      return Status::FailedPrecondition(std::move(message));
+    case 404:
+      return Status::NotFound(std::move(message));
+    case 409:
+      return Status::Conflict(std::move(message));
+    case 422:
+      return Status::ResourceExhausted(std::move(message));
+    case 503:
+      return Status::Unavailable(std::move(message));
+    case 504:
+      return Status::DeadlineExceeded(std::move(message));
+    default:
+      return Status::Internal(std::move(message));
+  }
+}
+
+std::string UrlEncode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') || u == '-' ||
+        u == '.' || u == '_' || u == '~') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 0xF];
+    }
+  }
+  return out;
+}
+
+}  // namespace slotd

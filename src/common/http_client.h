@@ -1,0 +1,89 @@
+// HttpClient: a small HTTP/1.1 client on libcurl, for the Docker Engine API
+// (over its unix socket) and for slotctl talking to an agent (unix socket or
+// TCP). Two kinds of call: Request (one exchange, the whole body returned)
+// and Stream (a long-lived response delivered chunk by chunk until the caller
+// stops it).
+//
+// Thread-safety: a const HttpClient may be used from any number of threads at
+// once; every call uses its own curl handle and connection. SetBearerToken
+// must not run concurrently with calls.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace slotd {
+
+// One complete HTTP response. Any status code counts as a response; only
+// transport failures are errors.
+struct HttpResponse {
+  long status = 0;
+  std::string body;
+};
+
+class HttpClient {
+ public:
+  // A client for the server listening on the unix socket `socket_path`.
+  static HttpClient Unix(std::string socket_path);
+  // A client for the server at `base_url` ("http://127.0.0.1:6001"; a
+  // trailing "/" is ignored).
+  static HttpClient Tcp(std::string base_url);
+
+  // Sends "Authorization: Bearer <token>" with every later call; empty: none.
+  void SetBearerToken(std::string token);
+
+  // Where this client connects, for messages: "unix socket /run/x.sock" or
+  // the base URL.
+  const std::string& Describe() const { return description_; }
+
+  // Sends `method` (GET, POST, PUT, DELETE, ...) to `path_and_query`
+  // ("/v1/kernels?x=1"; the caller escapes it, see UrlEncode) and waits for
+  // the whole response. A non-empty `body` is sent as application/json; POST,
+  // PUT and PATCH always carry a Content-Length (0 for no body).
+  // Errors: kUnavailable when the server cannot be reached or the connection
+  // breaks (the message names the target and curl's reason);
+  // kDeadlineExceeded when the exchange takes longer than `timeout`.
+  Result<HttpResponse> Request(const std::string& method, const std::string& path_and_query,
+                               const std::string& body = "",
+                               std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+
+  // Sends a request and delivers the body of a 2xx response as it arrives:
+  // `on_connected` is called once, when the response headers have arrived
+  // (before any chunk, even if no body byte ever comes), then `on_chunk` for
+  // each piece of the body, split wherever the network split it. No timeout.
+  // Returns OK when `stop` becomes true (noticed within ~100 ms, also while no
+  // data flows) or when `on_chunk` returns false; kUnavailable when the
+  // connection fails, breaks or the server ends the body; for a non-2xx
+  // status, the status StatusForHttpError gives, with the response body in
+  // the message (on_connected is not called then). The callbacks run on the
+  // calling thread.
+  Status Stream(const std::string& method, const std::string& path_and_query,
+                const std::string& body, const std::function<void()>& on_connected,
+                const std::function<bool(std::string_view chunk)>& on_chunk,
+                const std::atomic<bool>& stop) const;
+
+ private:
+  HttpClient(bool unix_socket, std::string target, std::string description);
+
+  bool unix_socket_;  // true: target_ is a socket path; false: a base URL
+  std::string target_;
+  std::string description_;  // see Describe()
+  std::string bearer_token_;
+};
+
+// Maps an HTTP error status to a Status carrying `message`: 400 ->
+// kInvalidArgument, 401/403 -> kFailedPrecondition, 404 -> kNotFound, 409 ->
+// kConflict, 422 -> kResourceExhausted, 503 -> kUnavailable, 504 ->
+// kDeadlineExceeded, anything else -> kInternal.
+Status StatusForHttpError(long http_status, std::string message);
+
+// Percent-encodes everything but unreserved characters (RFC 3986: A-Z a-z
+// 0-9 - . _ ~), for one query value or path segment.
+std::string UrlEncode(std::string_view text);
+
+}  // namespace slotd

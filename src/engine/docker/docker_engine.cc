@@ -1,0 +1,484 @@
+#include "engine/docker/docker_engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <utility>
+
+namespace slotd {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Every path starts with the API version this client speaks.
+constexpr const char* kApi = "/v1.41";
+// Time allowed for a plain API call.
+constexpr std::chrono::seconds kCallTimeout(60);
+// Time allowed beyond a stop/restart grace period for the engine to answer.
+constexpr std::chrono::seconds kStopSlack(30);
+
+// --- JSON access that never throws: missing or mistyped fields read as empty.
+
+const json* Field(const json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  const auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+const json& ObjectField(const json& j, const char* key) {
+  static const json kEmpty = json::object();
+  const json* f = Field(j, key);
+  return f != nullptr && f->is_object() ? *f : kEmpty;
+}
+
+std::string StringField(const json& j, const char* key) {
+  const json* f = Field(j, key);
+  return f != nullptr && f->is_string() ? f->get<std::string>() : std::string();
+}
+
+int64_t IntField(const json& j, const char* key) {
+  const json* f = Field(j, key);
+  return f != nullptr && f->is_number_integer() ? f->get<int64_t>() : 0;
+}
+
+bool BoolField(const json& j, const char* key) {
+  const json* f = Field(j, key);
+  return f != nullptr && f->is_boolean() && f->get<bool>();
+}
+
+// An object of strings (labels, attributes); other values are skipped.
+Labels StringMapField(const json& j, const char* key) {
+  Labels out;
+  for (const auto& [k, v] : ObjectField(j, key).items()) {
+    if (v.is_string()) out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
+std::vector<std::string> StringListField(const json& j, const char* key) {
+  std::vector<std::string> out;
+  const json* f = Field(j, key);
+  if (f == nullptr || !f->is_array()) return out;
+  for (const auto& v : *f) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+// Serialises without throwing: invalid UTF-8 in user text becomes U+FFFD.
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+Result<json> ParseJson(const std::string& body, const std::string& what) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return Status::Internal(what + ": the engine sent malformed JSON: " + body.substr(0, 200));
+  }
+  return j;
+}
+
+// Seconds since the epoch of an RFC 3339 UTC time ("2024-05-01T12:34:56.1Z");
+// 0 when it does not parse.
+int64_t ParseRfc3339(const std::string& text) {
+  std::tm tm{};
+  if (std::sscanf(text.c_str(), "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
+    return 0;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+std::string StripSlash(std::string name) {
+  if (!name.empty() && name.front() == '/') name.erase(0, 1);
+  return name;
+}
+
+std::string ContainerPath(const std::string& id) {
+  return std::string(kApi) + "/containers/" + UrlEncode(id);
+}
+
+// The `filters` query value for label filters (and more keys in `extra`).
+std::string LabelFilters(const std::vector<std::string>& label_filters,
+                         json extra = json::object()) {
+  if (!label_filters.empty()) extra["label"] = label_filters;
+  return UrlEncode(Dump(extra));
+}
+
+std::string JoinCommand(const std::vector<std::string>& command) {
+  std::string out;
+  for (const auto& part : command) {
+    if (!out.empty()) out += ' ';
+    out += part;
+  }
+  return out;
+}
+
+}  // namespace
+
+Status DemultiplexDockerStream(std::string_view stream, std::string& out, std::string& err) {
+  size_t pos = 0;
+  while (pos < stream.size()) {
+    if (stream.size() - pos < 8) {
+      return Status::Internal("docker output stream: frame header cut short at byte " +
+                              std::to_string(pos));
+    }
+    const auto* h = reinterpret_cast<const unsigned char*>(stream.data() + pos);
+    if (h[0] > 2 || h[1] != 0 || h[2] != 0 || h[3] != 0) {
+      return Status::Internal("docker output stream: malformed frame header at byte " +
+                              std::to_string(pos) + " (was the container created with a TTY?)");
+    }
+    const size_t size = (size_t{h[4]} << 24) | (size_t{h[5]} << 16) | (size_t{h[6]} << 8) | h[7];
+    pos += 8;
+    if (stream.size() - pos < size) {
+      return Status::Internal("docker output stream: frame at byte " + std::to_string(pos - 8) +
+                              " announces " + std::to_string(size) + " bytes, " +
+                              std::to_string(stream.size() - pos) + " remain");
+    }
+    (h[0] == 2 ? err : out).append(stream.substr(pos, size));
+    pos += size;
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// The engine's error for a non-2xx `response` to the operation `what`,
+// keeping the engine's own message.
+Status EngineError(const std::string& what, const HttpClient& http, const HttpResponse& response) {
+  std::string message;
+  const json j = json::parse(response.body, nullptr, false);
+  if (!j.is_discarded()) message = StringField(j, "message");
+  if (message.empty()) message = response.body.substr(0, 500);
+  while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) message.pop_back();
+  return StatusForHttpError(response.status, what + ": " + message + " (Docker engine at " +
+                                                 http.Describe() + ", HTTP " +
+                                                 std::to_string(response.status) + ")");
+}
+
+// Sends one call; OK for a 2xx status and for any status in `also_ok`;
+// otherwise the engine's error, prefixed with `what`.
+Result<HttpResponse> Call(const HttpClient& http, const std::string& what,
+                          const std::string& method, const std::string& path,
+                          const std::string& body = "",
+                          std::chrono::milliseconds timeout = kCallTimeout,
+                          std::initializer_list<long> also_ok = {}) {
+  auto response = http.Request(method, path, body, timeout);
+  if (!response.ok()) return response.status().WithPrefix(what);
+  const long status = response->status;
+  if (status >= 200 && status < 300) return response;
+  for (const long ok : also_ok) {
+    if (status == ok) return response;
+  }
+  return EngineError(what, http, *response);
+}
+
+}  // namespace
+
+DockerEngine::DockerEngine(HttpClient http) : http_(std::move(http)) {}
+
+Result<std::unique_ptr<DockerEngine>> DockerEngine::FromHost(const std::string& docker_host) {
+  const std::string unix_prefix = "unix://";
+  const std::string tcp_prefix = "tcp://";
+  if (docker_host.rfind(unix_prefix, 0) == 0 && docker_host.size() > unix_prefix.size()) {
+    return std::unique_ptr<DockerEngine>(
+        new DockerEngine(HttpClient::Unix(docker_host.substr(unix_prefix.size()))));
+  }
+  if (docker_host.rfind(tcp_prefix, 0) == 0 && docker_host.size() > tcp_prefix.size()) {
+    return std::unique_ptr<DockerEngine>(
+        new DockerEngine(HttpClient::Tcp("http://" + docker_host.substr(tcp_prefix.size()))));
+  }
+  return Status::InvalidArgument("docker host \"" + docker_host +
+                                 "\": expected unix:///path/to/docker.sock or tcp://HOST:PORT");
+}
+
+void DockerEngine::Count(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++calls_by_container_[id];
+}
+
+std::map<std::string, int> DockerEngine::CallsByContainer() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return calls_by_container_;
+}
+
+Result<std::string> DockerEngine::Version() {
+  const std::string what = "Docker engine version";
+  auto response = Call(http_, what, "GET", std::string(kApi) + "/version");
+  if (!response.ok()) return response.status();
+  auto j = ParseJson(response->body, what);
+  if (!j.ok()) return j.status();
+  std::string version = StringField(*j, "Version");
+  if (version.empty())
+    return Status::Internal(what + ": the answer has no Version: " + response->body);
+  return version;
+}
+
+Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
+  const std::string what =
+      "create container \"" + spec.name + "\" from image \"" + spec.image + "\"";
+  json host = {{"NetworkMode", spec.network_mode}};
+  if (!spec.cpuset_cpus.empty()) host["CpusetCpus"] = spec.cpuset_cpus;
+  if (spec.cpu_quota_us > 0) {
+    host["CpuQuota"] = spec.cpu_quota_us;
+    host["CpuPeriod"] = spec.cpu_period_us;
+  }
+  if (spec.memory_bytes > 0) {
+    host["Memory"] = spec.memory_bytes;
+    host["MemorySwap"] = spec.memory_bytes;
+  }
+  json config = {{"Image", spec.image}, {"Env", spec.env}, {"Labels", spec.labels}};
+  if (!spec.command.empty()) config["Cmd"] = spec.command;
+  if (!spec.ports.empty()) {
+    json exposed = json::object();
+    json bindings = json::object();
+    for (const auto& p : spec.ports) {
+      const std::string key = std::to_string(p.container_port) + "/tcp";
+      exposed[key] = json::object();
+      bindings[key] = json::array({{{"HostIp", ""}, {"HostPort", std::to_string(p.host_port)}}});
+    }
+    config["ExposedPorts"] = exposed;
+    host["PortBindings"] = bindings;
+  }
+  json requests = json::array();
+  for (const auto& d : spec.device_requests) {
+    json caps = json::array();
+    if (!d.capabilities.empty()) caps.push_back(d.capabilities);
+    requests.push_back({{"Driver", d.driver}, {"DeviceIDs", d.device_ids}, {"Capabilities", caps}});
+  }
+  if (!spec.cdi_devices.empty()) {
+    requests.push_back(
+        {{"Driver", "cdi"}, {"DeviceIDs", spec.cdi_devices}, {"Capabilities", json::array()}});
+  }
+  if (!requests.empty()) host["DeviceRequests"] = requests;
+  config["HostConfig"] = host;
+
+  std::string path = std::string(kApi) + "/containers/create";
+  if (!spec.name.empty()) path += "?name=" + UrlEncode(spec.name);
+  auto response = Call(http_, what, "POST", path, Dump(config));
+  if (!response.ok()) return response.status();
+  auto j = ParseJson(response->body, what);
+  if (!j.ok()) return j.status();
+  std::string id = StringField(*j, "Id");
+  if (id.empty()) return Status::Internal(what + ": the answer has no Id: " + response->body);
+  for (const auto& warning : StringListField(*j, "Warnings")) {
+    spdlog::warn("{}: engine warning: {}", what, warning);
+  }
+  Count(id);
+  return id;
+}
+
+Status DockerEngine::Start(const std::string& id) {
+  Count(id);
+  return Call(http_, "start container " + id, "POST", ContainerPath(id) + "/start", "",
+              kCallTimeout, {304})
+      .status();
+}
+
+Status DockerEngine::Stop(const std::string& id, std::chrono::seconds timeout) {
+  Count(id);
+  return Call(http_, "stop container " + id, "POST",
+              ContainerPath(id) + "/stop?t=" + std::to_string(timeout.count()), "",
+              timeout + kStopSlack, {304})
+      .status();
+}
+
+Status DockerEngine::Kill(const std::string& id, const std::string& signal) {
+  Count(id);
+  return Call(http_, "kill container " + id + " with " + signal, "POST",
+              ContainerPath(id) + "/kill?signal=" + UrlEncode(signal))
+      .status();
+}
+
+Status DockerEngine::Restart(const std::string& id, std::chrono::seconds timeout) {
+  Count(id);
+  return Call(http_, "restart container " + id, "POST",
+              ContainerPath(id) + "/restart?t=" + std::to_string(timeout.count()), "",
+              timeout + kStopSlack)
+      .status();
+}
+
+Status DockerEngine::Remove(const std::string& id, bool force) {
+  Count(id);
+  return Call(http_, "remove container " + id, "DELETE",
+              ContainerPath(id) + "?v=0&force=" + (force ? "1" : "0"))
+      .status();
+}
+
+Result<ContainerInfo> DockerEngine::Inspect(const std::string& id) {
+  Count(id);
+  const std::string what = "inspect container " + id;
+  auto response = Call(http_, what, "GET", ContainerPath(id) + "/json");
+  if (!response.ok()) return response.status();
+  auto parsed = ParseJson(response->body, what);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
+  const json& config = ObjectField(j, "Config");
+  const json& state = ObjectField(j, "State");
+  const json& host = ObjectField(j, "HostConfig");
+
+  ContainerInfo info;
+  info.id = StringField(j, "Id");
+  info.name = StripSlash(StringField(j, "Name"));
+  info.image = StringField(config, "Image");
+  info.labels = StringMapField(config, "Labels");
+  info.state = StringField(state, "Status");
+  info.running = BoolField(state, "Running");
+  info.exit_code = static_cast<int>(IntField(state, "ExitCode"));
+  info.pid = static_cast<int>(IntField(state, "Pid"));
+  info.created_unix = ParseRfc3339(StringField(j, "Created"));
+  info.started_at = StringField(state, "StartedAt");
+  info.finished_at = StringField(state, "FinishedAt");
+  info.cpuset_cpus = StringField(host, "CpusetCpus");
+  info.memory_bytes = IntField(host, "Memory");
+  info.env = StringListField(config, "Env");
+  return info;
+}
+
+Result<std::vector<ContainerInfo>> DockerEngine::List(
+    const std::vector<std::string>& label_filters) {
+  const std::string what = "list containers";
+  std::string path = std::string(kApi) + "/containers/json?all=1";
+  if (!label_filters.empty()) path += "&filters=" + LabelFilters(label_filters);
+  auto response = Call(http_, what, "GET", path);
+  if (!response.ok()) return response.status();
+  auto parsed = ParseJson(response->body, what);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->is_array()) {
+    return Status::Internal(what + ": the engine sent no array: " + response->body.substr(0, 200));
+  }
+  std::vector<ContainerInfo> out;
+  for (const json& c : *parsed) {
+    ContainerInfo info;
+    info.id = StringField(c, "Id");
+    const auto names = StringListField(c, "Names");
+    if (!names.empty()) info.name = StripSlash(names.front());
+    info.image = StringField(c, "Image");
+    info.labels = StringMapField(c, "Labels");
+    info.state = StringField(c, "State");
+    info.running = info.state == "running";
+    info.created_unix = IntField(c, "Created");
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+Result<ExecResult> DockerEngine::Exec(const std::string& id,
+                                      const std::vector<std::string>& command,
+                                      std::chrono::seconds timeout) {
+  Count(id);
+  const std::string what = "exec \"" + JoinCommand(command) + "\" in container " + id;
+  const auto deadline = Clock::now() + timeout;
+  const Status late =
+      Status::DeadlineExceeded(what + ": did not finish within " + std::to_string(timeout.count()) +
+                               " s; the command may still be running in the container");
+  // Time left before the deadline, or nothing when it has passed.
+  auto left = [&]() -> std::optional<std::chrono::milliseconds> {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (ms.count() <= 0) return std::nullopt;
+    return ms;
+  };
+  auto with_deadline = [&](const Status& s) {
+    return s.code() == Status::Code::kDeadlineExceeded ? late : s;
+  };
+
+  const json create = {{"AttachStdin", false},
+                       {"AttachStdout", true},
+                       {"AttachStderr", true},
+                       {"Tty", false},
+                       {"Cmd", command}};
+  auto remaining = left();
+  if (!remaining) return late;
+  auto created = Call(http_, what, "POST", ContainerPath(id) + "/exec", Dump(create), *remaining);
+  if (!created.ok()) return with_deadline(created.status());
+  auto created_json = ParseJson(created->body, what);
+  if (!created_json.ok()) return created_json.status();
+  const std::string exec_id = StringField(*created_json, "Id");
+  if (exec_id.empty()) return Status::Internal(what + ": the answer has no Id: " + created->body);
+  const std::string exec_path = std::string(kApi) + "/exec/" + UrlEncode(exec_id);
+
+  // The engine answers the start with the multiplexed output until the
+  // command's streams close.
+  remaining = left();
+  if (!remaining) return late;
+  auto started = Call(http_, what, "POST", exec_path + "/start",
+                      Dump({{"Detach", false}, {"Tty", false}}), *remaining);
+  if (!started.ok()) return with_deadline(started.status());
+  ExecResult result;
+  Status demux = DemultiplexDockerStream(started->body, result.stdout_text, result.stderr_text);
+  if (!demux.ok()) return demux.WithPrefix(what);
+
+  // The output can end a moment before the engine records the exit code.
+  while (true) {
+    remaining = left();
+    if (!remaining) return late;
+    auto inspected = Call(http_, what, "GET", exec_path + "/json", "", *remaining);
+    if (!inspected.ok()) return with_deadline(inspected.status());
+    auto j = ParseJson(inspected->body, what);
+    if (!j.ok()) return j.status();
+    if (!BoolField(*j, "Running")) {
+      const json* code = Field(*j, "ExitCode");
+      if (code == nullptr || !code->is_number_integer()) {
+        return Status::Internal(what + ": the engine reports no exit code: " + inspected->body);
+      }
+      result.exit_code = code->get<int>();
+      return result;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+Result<std::string> DockerEngine::Logs(const std::string& id, int tail) {
+  Count(id);
+  const std::string what = "logs of container " + id;
+  auto response = Call(http_, what, "GET",
+                       ContainerPath(id) + "/logs?stdout=1&stderr=1&tail=" +
+                           (tail > 0 ? std::to_string(tail) : std::string("all")));
+  if (!response.ok()) return response.status();
+  std::string text;
+  Status demux = DemultiplexDockerStream(response->body, text, text);
+  if (!demux.ok()) return demux.WithPrefix(what);
+  return text;
+}
+
+Status DockerEngine::StreamEvents(const std::vector<std::string>& label_filters,
+                                  const std::function<void()>& on_connected,
+                                  const std::function<void(const EngineEvent&)>& on_event,
+                                  const std::atomic<bool>& stop) {
+  const std::string path = std::string(kApi) + "/events?filters=" +
+                           LabelFilters(label_filters, {{"type", json::array({"container"})}});
+  std::string pending;  // an event line not yet complete
+  auto on_chunk = [&](std::string_view chunk) {
+    pending.append(chunk);
+    size_t start = 0;
+    for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+      const std::string_view line(pending.data() + start, nl - start);
+      if (line.find_first_not_of(" \r\t") == std::string_view::npos) continue;
+      const json j = json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) {
+        spdlog::warn("Docker event stream on {}: skipping a malformed event: {}", http_.Describe(),
+                     std::string(line.substr(0, 200)));
+        continue;
+      }
+      EngineEvent event;
+      event.type = StringField(j, "Type");
+      event.action = StringField(j, "Action");
+      const json& actor = ObjectField(j, "Actor");
+      event.id = StringField(actor, "ID");
+      event.attributes = StringMapField(actor, "Attributes");
+      event.time_nano = IntField(j, "timeNano");
+      on_event(event);
+    }
+    pending.erase(0, start);
+    return true;
+  };
+  return http_.Stream("GET", path, "", on_connected, on_chunk, stop)
+      .WithPrefix("Docker event stream");
+}
+
+}  // namespace slotd

@@ -1,0 +1,82 @@
+// DockerEngine: ContainerEngine over the Docker Engine API, version 1.41
+// (Docker 20.10 and later), on a unix socket or plain TCP.
+//
+// Thread-safety: every method may be called from several threads at once.
+// Errors follow container_engine.h and always keep the engine's own message.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "common/http_client.h"
+#include "engine/container_engine.h"
+
+namespace slotd {
+
+class DockerEngine : public ContainerEngine {
+ public:
+  // Connects lazily to `docker_host`: "unix:///path/docker.sock" or
+  // "tcp://HOST:PORT" (spoken as plain http). Nothing is sent until the first
+  // call. kInvalidArgument for any other form.
+  static Result<std::unique_ptr<DockerEngine>> FromHost(const std::string& docker_host);
+
+  Result<std::string> Version() override;
+  // Sets Image, Cmd, Env, Labels, ExposedPorts and HostConfig (CpusetCpus,
+  // CpuQuota/CpuPeriod, Memory with MemorySwap equal to it so that the limit
+  // cannot be exceeded through swap, NetworkMode, PortBindings on every host
+  // address, DeviceRequests). API 1.41 has no CDI field: each CDI name is sent
+  // as a DeviceRequest with Driver "cdi", which engines with CDI support
+  // (Docker 25+) resolve and older ones refuse at start.
+  // kNotFound when the image is missing; kConflict when the name is taken.
+  Result<std::string> Create(const ContainerSpec& spec) override;
+  // Starting a running container is OK.
+  Status Start(const std::string& id) override;
+  Status Stop(const std::string& id, std::chrono::seconds timeout) override;
+  // kConflict when the container is not running.
+  Status Kill(const std::string& id, const std::string& signal = "KILL") override;
+  Status Restart(const std::string& id, std::chrono::seconds timeout) override;
+  // Keeps anonymous volumes (v=0).
+  Status Remove(const std::string& id, bool force) override;
+  Result<ContainerInfo> Inspect(const std::string& id) override;
+  // An empty `label_filters` lists every container of the engine.
+  Result<std::vector<ContainerInfo>> List(const std::vector<std::string>& label_filters) override;
+  // A command still running at `timeout` keeps running in the container (the
+  // API cannot kill an exec); only the wait ends. kConflict when the
+  // container is not running.
+  Result<ExecResult> Exec(const std::string& id, const std::vector<std::string>& command,
+                          std::chrono::seconds timeout) override;
+  Result<std::string> Logs(const std::string& id, int tail) override;
+  // `action` is kept as the engine sends it ("exec_start: sh -c ..." too).
+  Status StreamEvents(const std::vector<std::string>& label_filters,
+                      const std::function<void()>& on_connected,
+                      const std::function<void(const EngineEvent&)>& on_event,
+                      const std::atomic<bool>& stop) override;
+
+  // For benchmarks and tests: how many calls named each container, by the id
+  // or name given to the call (Create counts under the new id). List,
+  // Version and StreamEvents name no container and are not counted.
+  std::map<std::string, int> CallsByContainer() const;
+
+ private:
+  explicit DockerEngine(HttpClient http);
+
+  // Records one call naming `id`.
+  void Count(const std::string& id);
+
+  const HttpClient http_;  // constant after construction
+
+  mutable std::mutex mutex_;
+  std::map<std::string, int> calls_by_container_;  // guarded by mutex_
+};
+
+// Splits a Docker multiplexed stream (8-byte frame headers: stream byte 1 =
+// stdout, 2 = stderr, 0 = stdin echo counted as stdout; 3 zero bytes; size as
+// big-endian uint32) into `out` and `err`; `err` may be the same string as
+// `out` to interleave them. kInternal when a header is malformed or a frame
+// is cut short.
+Status DemultiplexDockerStream(std::string_view stream, std::string& out, std::string& err);
+
+}  // namespace slotd
