@@ -59,7 +59,7 @@ void Agent::MarkTerminated(Kernel& kernel, std::optional<int> exit_code, const s
   Emit("kernel_terminated", kernel, {{"exit_code", exit_code ? json(*exit_code) : json(nullptr)}, {"reason", reason}});
 }
 
-void Agent::Forget(const std::string& kernel_id, const std::string& reason) {
+void Agent::Forget(std::string kernel_id, const std::string& reason) {
   Kernel* kernel = Find(kernel_id);
   if (!kernel) return;
   FreeResources(*kernel);

@@ -93,7 +93,7 @@ class Agent {
   Status TakeResources(Kernel& kernel);                  // Claim for `kernel`; requires mutex_
   void FreeResources(Kernel& kernel);                    // requires mutex_
   void MarkTerminated(Kernel& kernel, std::optional<int> exit_code, const std::string& reason);  // requires mutex_
-  void Forget(const std::string& kernel_id, const std::string& reason);  // requires mutex_
+  void Forget(std::string kernel_id, const std::string& reason);  // requires mutex_; by value: callers pass ids of the kernel it erases
   void Emit(const char* type, const Kernel& kernel, nlohmann::json extra = nlohmann::json::object());
   std::vector<std::string> OwnerFilter() const;
   // Converges on one listed container; `strict` turns restore conflicts into errors.

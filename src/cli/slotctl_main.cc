@@ -157,12 +157,12 @@ int main(int argc, char** argv) {
   run->add_option("command", command, "command and arguments (after --)");
   run->add_option("--cpu", cpu, "whole CPU cores (default 1)");
   run->add_option("--mem", mem, "memory, e.g. 256m (default 256m)");
-  run->add_option("--env", env, "KEY=VALUE, repeatable");
+  run->add_option("--env", env, "KEY=VALUE, repeatable")->allow_extra_args(false);
   run->add_option("--id", kernel_id, "kernel id (default: generated)");
   run->add_option("--session", session_id, "session id (default: the kernel id)");
-  run->add_option("--port", ports, "container port that needs a host port, repeatable");
-  run->add_option("--label", labels, "KEY=VALUE user label, repeatable");
-  run->add_option("--device", devices, "SLOT=COUNT device request, e.g. mock.device=1, repeatable");
+  run->add_option("--port", ports, "container port that needs a host port, repeatable")->allow_extra_args(false);
+  run->add_option("--label", labels, "KEY=VALUE user label, repeatable")->allow_extra_args(false);
+  run->add_option("--device", devices, "SLOT=COUNT device request, e.g. mock.device=1, repeatable")->allow_extra_args(false);
 
   auto* rm = app.add_subcommand("rm", "stop and remove kernels, freeing their resources");
   std::vector<std::string> rm_ids;

@@ -1,0 +1,214 @@
+#include "integration/harness.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "agent/kernel.h"
+
+extern char** environ;
+
+namespace slotd::testing {
+
+std::string DockerHost() {
+  const char* host = std::getenv("DOCKER_HOST");
+  if (!host || !*host) {
+    fprintf(stderr,
+            "integration tests need a Docker engine: set DOCKER_HOST (scripts/test starts a private one)\n");
+    std::abort();
+  }
+  return host;
+}
+
+DockerEngine& Engine() {
+  static std::unique_ptr<DockerEngine> engine = [] {
+    auto e = DockerEngine::FromHost(DockerHost());
+    if (!e.ok()) {
+      fprintf(stderr, "DOCKER_HOST: %s\n", e.status().message().c_str());
+      std::abort();
+    }
+    return std::move(*e);
+  }();
+  return *engine;
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/slotd-it.XXXXXX";
+  path_ = mkdtemp(tmpl);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string RunTag() { return "p" + std::to_string(getpid()); }
+
+CommandResult RunCommand(const std::vector<std::string>& argv) {
+  TempDir dir;
+  std::string out_path = dir.path() + "/out", err_path = dir.path() + "/err";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  CommandResult result;
+  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) {
+    result.err = "cannot run " + argv[0];
+    return result;
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = ReadFile(out_path);
+  result.err = ReadFile(err_path);
+  return result;
+}
+
+CommandResult Slotctl(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {std::string(SLOTD_BIN_DIR) + "/slotctl"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
+AgentProcess::AgentProcess(AgentOptions options) : options_(std::move(options)) {
+  config_path_ = dir_.path() + "/agent.toml";
+  socket_path_ = dir_.path() + "/ipc/agent.sock";
+  log_path_ = dir_.path() + "/slotd.log";
+  std::string token_line;
+  if (!options_.token.empty()) {
+    WriteFile(dir_.path() + "/token", options_.token + "\n");
+    token_line = "token-file = \"" + dir_.path() + "/token\"\n";
+  }
+  WriteFile(config_path_, "[agent]\n"
+                          "id = \"" + options_.id + "\"\n"
+                          "rpc-listen-addr = \"127.0.0.1:0\"\n"
+                          "ipc-base-path = \"" + dir_.path() + "/ipc\"\n"
+                          "var-base-path = \"" + dir_.path() + "/var\"\n" + token_line +
+                          "[node]\n"
+                          "claims-dir = \"" + dir_.path() + "/claims\"\n"
+                          "[container]\n"
+                          "docker-host = \"" + DockerHost() + "\"\n"
+                          "port-range = [" + std::to_string(options_.port_first) + ", " +
+                          std::to_string(options_.port_last) + "]\n"
+                          "stop-timeout = \"1s\"\n"
+                          "[resource.cpu]\n"
+                          "allowed-cores = \"" + options_.cores + "\"\n"
+                          "[resource.memory]\n"
+                          "size = \"" + options_.memory + "\"\n" + options_.extra_toml);
+}
+
+AgentProcess::~AgentProcess() {
+  Kill(SIGKILL);
+  auto listed = Engine().List({std::string(label::kOwner) + "=" + options_.id});
+  if (listed.ok())
+    for (const auto& c : *listed) (void)Engine().Remove(c.id, true);
+}
+
+bool AgentProcess::Start() {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  std::string bin = std::string(SLOTD_BIN_DIR) + "/slotd";
+  std::vector<char*> args = {bin.data(), const_cast<char*>("--config"), config_path_.data(),
+                             const_cast<char*>("--log-level"), const_cast<char*>("debug"), nullptr};
+  if (posix_spawn(&pid_, bin.c_str(), &actions, nullptr, args.data(), environ) != 0) return false;
+  posix_spawn_file_actions_destroy(&actions);
+  static const std::regex kReady(R"(slotd ready: agent \S+ api http://[0-9.]+:([0-9]+) )");
+  for (int i = 0; i < 300; ++i) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      pid_ = -1;
+      return false;
+    }
+    std::smatch m;
+    std::string text = log();
+    std::string::const_iterator from = text.begin();
+    std::string last_port;
+    while (std::regex_search(from, text.cend(), m, kReady)) {
+      last_port = m[1];
+      from = m[0].second;
+    }
+    if (!last_port.empty() && Call("GET", "/health").status == 200) {
+      port_ = std::stoi(last_port);
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+void AgentProcess::Kill(int signal) {
+  if (pid_ <= 0) return;
+  ::kill(pid_, signal);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  pid_ = -1;
+}
+
+std::string AgentProcess::log() const { return ReadFile(log_path_); }
+
+HttpResponse AgentProcess::Call(const std::string& method, const std::string& path, const std::string& body,
+                                bool tcp, const std::string& token) const {
+  HttpClient client = tcp ? HttpClient::Tcp("http://127.0.0.1:" + std::to_string(port_)) : HttpClient::Unix(socket_path_);
+  if (!token.empty()) client.SetBearerToken(token);
+  auto res = client.Request(method, path, body, std::chrono::seconds(60));
+  if (!res.ok()) return HttpResponse{0, res.status().message()};
+  return *res;
+}
+
+nlohmann::json AgentProcess::CallJson(const std::string& method, const std::string& path, const nlohmann::json& body,
+                                      long expect) const {
+  HttpResponse res = Call(method, path, body.is_null() ? "" : body.dump());
+  EXPECT_EQ(res.status, expect) << method << " " << path << " -> " << res.body;
+  nlohmann::json parsed = nlohmann::json::parse(res.body, nullptr, false);
+  return parsed.is_discarded() ? nlohmann::json{{"raw", res.body}} : parsed;
+}
+
+nlohmann::json AgentProcess::CreateKernel(const nlohmann::json& request) const {
+  return CallJson("POST", "/v1/kernels", request, 201);
+}
+
+nlohmann::json AgentProcess::WaitForState(const std::string& kernel_id, const std::string& state,
+                                          std::chrono::milliseconds limit) const {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  nlohmann::json last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    HttpResponse res = Call("GET", "/v1/kernels/" + kernel_id);
+    last = nlohmann::json::parse(res.body, nullptr, false);
+    if (res.status == 200 && last.value("state", "") == state) return last;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "kernel " << kernel_id << " did not reach " << state << "; last seen: " << last.dump();
+  return last;
+}
+
+}  // namespace slotd::testing

@@ -1,0 +1,109 @@
+// Test harness for integration tests: real slotd/slotctl processes against
+// the real engine at $DOCKER_HOST (scripts/test starts a private one).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/http_client.h"
+#include "engine/docker/docker_engine.h"
+
+namespace slotd::testing {
+
+inline constexpr char kTestImage[] = "slotd-test/busybox:latest";
+
+// $DOCKER_HOST; aborts the test binary with advice when unset.
+std::string DockerHost();
+
+// The engine at $DOCKER_HOST, for checks and for acting behind the agent's back.
+DockerEngine& Engine();
+
+// A fresh directory under /tmp, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Writes `text` to `path`.
+void WriteFile(const std::string& path, const std::string& text);
+std::string ReadFile(const std::string& path);
+
+// A unique id fragment for this test process ("p1234").
+std::string RunTag();
+
+// Result of running a command to completion.
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs argv (no shell), capturing stdout and stderr.
+CommandResult RunCommand(const std::vector<std::string>& argv);
+// Runs build/bin/slotctl with `args`.
+CommandResult Slotctl(const std::vector<std::string>& args);
+
+// Settings for one agent's agent.toml.
+struct AgentOptions {
+  std::string id;
+  std::string cores = "0";    // allowed-cores
+  std::string memory = "1g";  // resource.memory.size
+  int port_first = 32000;
+  int port_last = 32009;
+  std::string token;          // non-empty: write a token-file
+  std::string extra_toml;     // appended verbatim
+};
+
+// One slotd process with its own directory, config and log.
+class AgentProcess {
+ public:
+  explicit AgentProcess(AgentOptions options);
+  ~AgentProcess();  // SIGKILLs the process if still running, removes the agent's containers
+
+  // Starts slotd and waits until it serves /health; false if it exited first
+  // (then exit_code() and log() tell why).
+  bool Start();
+  void Kill(int signal);        // sends `signal` and reaps the process
+  int exit_code() const { return exit_code_; }
+  std::string log() const;
+  const std::string& config_path() const { return config_path_; }
+  const std::string& socket_path() const { return socket_path_; }
+  const std::string& dir() const { return dir_.path(); }
+  const AgentOptions& options() const { return options_; }
+  pid_t pid() const { return pid_; }
+  int port() const { return port_; }  // TCP port parsed from the ready line
+
+  // Calls the API over the unix socket (or TCP when `tcp`); returns status and body.
+  HttpResponse Call(const std::string& method, const std::string& path, const std::string& body = "",
+                    bool tcp = false, const std::string& token = "") const;
+  // Calls and parses JSON; fails the test when the status is not `expect`.
+  nlohmann::json CallJson(const std::string& method, const std::string& path, const nlohmann::json& body,
+                          long expect) const;
+  // Creates a kernel and returns its record (expects 201).
+  nlohmann::json CreateKernel(const nlohmann::json& request) const;
+  // Polls GET /v1/kernels/{id} until its state is `state`, up to `limit`.
+  nlohmann::json WaitForState(const std::string& kernel_id, const std::string& state,
+                              std::chrono::milliseconds limit = std::chrono::seconds(10)) const;
+
+ private:
+  AgentOptions options_;
+  TempDir dir_;
+  std::string config_path_;
+  std::string socket_path_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace slotd::testing
