@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,30 @@ struct ContainerConfig {
   std::chrono::milliseconds stop_timeout{10'000};
 };
 
+// One device of the config-defined mock accelerator ([resource.mock] devices).
+struct MockDevice {
+  std::string id;              // unique among the mock devices, e.g. "mock0"
+  uint64_t memory_bytes = 0;
+  int processing_units = 0;
+  int numa_node = 0;
+};
+
+// [resource.mock]: present means the mock plugin is on.
+struct MockConfig {
+  std::vector<MockDevice> devices;          // every declared device, in file order
+  std::vector<std::string> allowed_devices; // resolved: the allow-list, or every declared id
+  bool allowed_devices_explicit = false;
+};
+
+// [resource.cuda]: present means the CUDA plugin is on. Entries are
+// normalised to UUIDs by the plugin at start, against the GPUs NVML reports.
+struct CudaConfig {
+  std::vector<std::string> allowed_devices;  // UUIDs or decimal indices as written; empty: every visible GPU
+  bool allowed_devices_explicit = false;
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string attach = "device-requests";    // device-requests | env | cdi
+};
+
 struct ResourceConfig {
   int reserved_cpu = 1;            // cores kept for the OS when no allow-list is given
   uint64_t reserved_mem = 1ull << 30;
@@ -49,6 +74,8 @@ struct ResourceConfig {
   bool allowed_cores_explicit = false;
   uint64_t memory_size = 0;        // resolved: the share, or node memory minus reserved
   bool memory_size_explicit = false;
+  std::optional<MockConfig> mock;
+  std::optional<CudaConfig> cuda;
 };
 
 struct Config {
@@ -63,6 +90,7 @@ struct Config {
 struct HostFacts {
   std::string hostname;
   std::vector<int> cpuset;   // cores this process may run on
+  std::map<int, int> core_numa_node;  // core -> NUMA node; a core missing here is on node 0
   uint64_t memory_bytes = 0; // total node memory
   std::string docker_host_env;  // $DOCKER_HOST, empty if unset
   // Reads the real host: gethostname, sched_getaffinity, /proc/meminfo, $DOCKER_HOST.
