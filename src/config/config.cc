@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <span>
@@ -28,7 +29,7 @@ namespace {
 
 // The sections this version accepts, in the order messages list them.
 constexpr std::string_view kSections[] = {"agent", "node", "container", "resource", "resource.cpu",
-                                          "resource.memory"};
+                                          "resource.memory", "resource.cuda", "resource.mock"};
 
 // The keys each section accepts, in the order messages and docs/config.md list them.
 constexpr std::string_view kAgentKeys[] = {"id", "node", "rpc-listen-addr", "ipc-base-path",
@@ -38,14 +39,23 @@ constexpr std::string_view kContainerKeys[] = {"docker-host", "port-range", "net
 constexpr std::string_view kResourceKeys[] = {"reserved-cpu", "reserved-mem"};
 constexpr std::string_view kCpuKeys[] = {"allowed-cores"};
 constexpr std::string_view kMemoryKeys[] = {"size"};
+constexpr std::string_view kCudaKeys[] = {"allowed-devices", "nvml-library", "attach"};
+constexpr std::string_view kMockKeys[] = {"devices", "allowed-devices"};
+// The keys of one table in [resource.mock] devices.
+constexpr std::string_view kMockDeviceKeys[] = {"id", "memory", "processing-units", "numa-node"};
 
 // The values container.network and container.stats-type accept.
 constexpr std::string_view kNetworks[] = {"none", "host", "bridge"};
 constexpr std::string_view kStatsTypes[] = {"cgroup", "docker"};
+// How resource.cuda.attach gives a container its GPUs.
+constexpr std::string_view kAttachModes[] = {"device-requests", "env", "cdi"};
 
 // The Docker Engine socket used when neither the file nor $DOCKER_HOST names one.
 constexpr const char* kDefaultDockerHost = "unix:///var/run/docker.sock";
 constexpr int kMaxCores = 4096;  // the highest core number ParseCoreList accepts, plus one
+constexpr int kMaxNumaNodes = 1024;  // Linux's largest MAX_NUMNODES; node numbers are below it
+// Where the kernel lists each NUMA node's cores, as node<N>/cpulist.
+constexpr const char* kNumaNodeDir = "/sys/devices/system/node";
 
 // The keys of a known section; empty for the top level and unknown sections.
 std::span<const std::string_view> KeysOf(std::string_view section) {
@@ -55,6 +65,8 @@ std::span<const std::string_view> KeysOf(std::string_view section) {
   if (section == "resource") return kResourceKeys;
   if (section == "resource.cpu") return kCpuKeys;
   if (section == "resource.memory") return kMemoryKeys;
+  if (section == "resource.cuda") return kCudaKeys;
+  if (section == "resource.mock") return kMockKeys;
   return {};
 }
 
@@ -63,8 +75,9 @@ bool Contains(std::span<const std::string_view> list, std::string_view item) {
   return std::find(list.begin(), list.end(), item) != list.end();
 }
 
-// "a, b, c".
-std::string JoinList(std::span<const std::string_view> list) {
+// "a, b, c", from any list of strings.
+template <typename Strings>
+std::string JoinList(const Strings& list) {
   std::string out;
   for (std::string_view item : list) {
     if (!out.empty()) out += ", ";
@@ -104,6 +117,24 @@ bool IsValidAgentId(const std::string& id) {
   if (id.empty() || id.size() > 64 || !lower_or_digit(id[0])) return false;
   return std::all_of(id.begin(), id.end(),
                      [&](char c) { return lower_or_digit(c) || c == '.' || c == '_' || c == '-'; });
+}
+
+// True for [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
+bool IsValidMockDeviceId(const std::string& id) {
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  if (id.empty() || id.size() > 64 || !alnum(id[0])) return false;
+  return std::all_of(id.begin(), id.end(), [&](char c) { return alnum(c) || c == '.' || c == '_' || c == '-'; });
+}
+
+// True for a GPU as nvidia-smi -L names it: an index without leading zeros
+// ("0", "12") or a UUID ("GPU-" followed by hex digits and dashes).
+bool IsGpuIndexOrUuid(const std::string& entry) {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (!entry.empty() && std::all_of(entry.begin(), entry.end(), digit)) return entry == "0" || entry[0] != '0';
+  constexpr std::string_view kUuidPrefix = "GPU-";
+  if (entry.size() <= kUuidPrefix.size() || entry.rfind(kUuidPrefix, 0) != 0) return false;
+  return std::all_of(entry.begin() + kUuidPrefix.size(), entry.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == '-'; });
 }
 
 // Why a docker-host value is unusable, or empty if it is fine.
@@ -173,11 +204,16 @@ class Validator {
   // Typed readers: the value, or nullopt after reporting why it is unusable.
   std::optional<std::string> String(const Field& field);
   std::optional<int64_t> Integer(const Field& field);
+  std::optional<int64_t> IntegerIn(const Field& field, int64_t min, int64_t max);
   std::optional<std::string> NonEmptyString(const Field& field);
   std::optional<std::string> AbsolutePath(const Field& field);
   std::optional<std::string> OneOf(const Field& field, std::span<const std::string_view> choices);
   std::optional<uint64_t> Size(const Field& field);
   std::optional<std::chrono::milliseconds> Duration(const Field& field);
+  // The items of the array at `field`, each as a Field whose path is
+  // "<key.path>[<index>]", counted from 0; nullopt after reporting a value
+  // that is not an array of `what`, or an empty one (`if_empty` advises).
+  std::optional<std::vector<Field>> Items(const Field& field, std::string_view what, std::string_view if_empty);
 
   // Section readers: fill their part of the Config with the file's values or
   // the defaults, reporting every unusable value.
@@ -187,6 +223,14 @@ class Validator {
   void ReadContainer(const toml::table& root, ContainerConfig& container);
   void ReadPortRange(const Field& field, ContainerConfig& container);
   void ReadResource(const toml::table& root, ResourceConfig& resource);
+  void ReadCuda(const toml::table& root, ResourceConfig& resource);
+  void ReadMock(const toml::table& root, ResourceConfig& resource);
+  // Reads resource.mock.devices into mock.devices. Returns false when some
+  // device's id is unknown (not a table, id missing or not a string), so the
+  // allow-list cannot be checked against the declared ids.
+  bool ReadMockDevices(const Field& field, MockConfig& mock);
+  // Reads one table of resource.mock.devices; false when its id is unknown.
+  bool ReadMockDevice(const Field& field, const MockConfig& mock, MockDevice& device);
 
   // Sets allowed_cores from [resource.cpu] allowed-cores, else from the cpuset
   // minus its last reserved_cpu cores. `reserved_ok` is false when
@@ -263,6 +307,16 @@ std::optional<int64_t> Validator::Integer(const Field& field) {
   return std::nullopt;
 }
 
+std::optional<int64_t> Validator::IntegerIn(const Field& field, int64_t min, int64_t max) {
+  std::optional<int64_t> value = Integer(field);
+  if (value && (*value < min || *value > max)) {
+    Report(field, std::to_string(*value) + " is out of range; use " + std::to_string(min) + " to " +
+                      std::to_string(max));
+    return std::nullopt;
+  }
+  return value;
+}
+
 std::optional<std::string> Validator::NonEmptyString(const Field& field) {
   std::optional<std::string> value = String(field);
   if (value && value->empty()) {
@@ -316,6 +370,24 @@ std::optional<std::chrono::milliseconds> Validator::Duration(const Field& field)
   if (duration.ok()) return *duration;
   Report(field, duration.status().message());
   return std::nullopt;
+}
+
+std::optional<std::vector<Field>> Validator::Items(const Field& field, std::string_view what,
+                                                   std::string_view if_empty) {
+  const toml::array* array = field.node->as_array();
+  if (array == nullptr) {
+    Report(field, "expected an array of " + std::string(what) + ", found " + TypeName(*field.node));
+    return std::nullopt;
+  }
+  if (array->empty()) {
+    Report(field, "is empty; " + std::string(if_empty));
+    return std::nullopt;
+  }
+  std::vector<Field> items;
+  for (size_t i = 0; i < array->size(); ++i) {
+    items.push_back(Field{array->get(i), field.path + "[" + std::to_string(i) + "]"});
+  }
+  return items;
 }
 
 void Validator::ReadAgent(const toml::table& root, AgentConfig& agent) {
@@ -470,13 +542,9 @@ void Validator::ReadResource(const toml::table& root, ResourceConfig& resource) 
   const std::optional<Field> reserved_cpu = Find(section, "resource", "reserved-cpu");
   bool reserved_cpu_ok = true;
   if (reserved_cpu) {
-    std::optional<int64_t> cores = Integer(*reserved_cpu);
+    std::optional<int64_t> cores = IntegerIn(*reserved_cpu, 0, kMaxCores);
     reserved_cpu_ok = cores.has_value();
-    if (cores && (*cores < 0 || *cores > kMaxCores)) {
-      Report(*reserved_cpu, std::to_string(*cores) + " is out of range; use 0 to " + std::to_string(kMaxCores));
-      reserved_cpu_ok = false;
-    }
-    if (reserved_cpu_ok) resource.reserved_cpu = static_cast<int>(*cores);
+    if (cores) resource.reserved_cpu = static_cast<int>(*cores);
   }
 
   const std::optional<Field> reserved_mem = Find(section, "resource", "reserved-mem");
@@ -489,6 +557,8 @@ void Validator::ReadResource(const toml::table& root, ResourceConfig& resource) 
 
   ResolveCores(root, reserved_cpu, reserved_cpu_ok, resource);
   ResolveMemory(root, reserved_mem, reserved_mem_ok, resource);
+  ReadCuda(root, resource);
+  ReadMock(root, resource);
 }
 
 void Validator::ResolveCores(const toml::table& root, const std::optional<Field>& reserved_field, bool reserved_ok,
@@ -562,6 +632,158 @@ void Validator::ResolveMemory(const toml::table& root, const std::optional<Field
   resource.memory_size_explicit = false;
 }
 
+void Validator::ReadCuda(const toml::table& root, ResourceConfig& resource) {
+  const toml::table* section = SectionTable(root, "resource.cuda");
+  if (section == nullptr) return;  // the plugin is off
+  CudaConfig cuda;
+
+  if (std::optional<Field> field = Find(section, "resource.cuda", "allowed-devices")) {
+    cuda.allowed_devices_explicit = true;
+    std::optional<std::vector<Field>> items =
+        Items(*field, "GPU UUIDs or indices like [\"GPU-6f3c1a2b-...\", \"1\"]",
+              "list at least one GPU, or leave allowed-devices out to use every visible GPU");
+    for (const Field& item : items.value_or(std::vector<Field>{})) {
+      if (const auto* number = item.node->as_integer()) {
+        const std::string index = std::to_string(number->get());
+        Report(item, "expected a string, found the integer " + index + "; quote GPU indices: \"" + index + "\"");
+        continue;
+      }
+      std::optional<std::string> entry = String(item);
+      if (!entry) continue;
+      if (!IsGpuIndexOrUuid(*entry)) {
+        Report(item, "\"" + *entry +
+                         "\" is neither a GPU UUID like \"GPU-6f3c1a2b-...\" nor an index like \"1\"; copy them "
+                         "from nvidia-smi -L");
+      } else if (std::find(cuda.allowed_devices.begin(), cuda.allowed_devices.end(), *entry) !=
+                 cuda.allowed_devices.end()) {
+        Report(item, "\"" + *entry + "\" is already listed; list each GPU once");
+      } else {
+        cuda.allowed_devices.push_back(*entry);
+      }
+    }
+  }
+
+  if (std::optional<Field> field = Find(section, "resource.cuda", "nvml-library")) {
+    std::optional<std::string> library = NonEmptyString(*field);
+    if (library && library->front() != '/' && library->find('/') != std::string::npos) {
+      Report(*field, "\"" + *library +
+                         "\" is a relative path; give a library name like \"libnvidia-ml.so.1\" or an absolute path");
+    } else if (library) {
+      cuda.nvml_library = *library;
+    }
+  }
+  if (std::optional<Field> field = Find(section, "resource.cuda", "attach")) {
+    if (std::optional<std::string> attach = OneOf(*field, kAttachModes)) cuda.attach = *attach;
+  }
+  resource.cuda = std::move(cuda);
+}
+
+void Validator::ReadMock(const toml::table& root, ResourceConfig& resource) {
+  const toml::table* section = SectionTable(root, "resource.mock");
+  if (section == nullptr) return;  // the plugin is off
+  MockConfig mock;
+
+  bool ids_known = false;  // every device's id was read, so the allow-list can be checked against them
+  if (std::optional<Field> field = Find(section, "resource.mock", "devices")) {
+    ids_known = ReadMockDevices(*field, mock);
+  } else {
+    Report(&section->source(), "resource.mock.devices",
+           "missing; declare the mock devices, e.g. devices = [{ id = \"mock0\", memory = \"16g\" }]");
+  }
+  std::vector<std::string> declared;
+  for (const MockDevice& device : mock.devices) declared.push_back(device.id);
+
+  if (std::optional<Field> field = Find(section, "resource.mock", "allowed-devices")) {
+    mock.allowed_devices_explicit = true;
+    std::optional<std::vector<Field>> items =
+        Items(*field, "device ids like [\"mock0\"]",
+              "list at least one device, or leave allowed-devices out to use every declared device");
+    for (const Field& item : items.value_or(std::vector<Field>{})) {
+      std::optional<std::string> id = String(item);
+      if (!id) continue;
+      if (std::find(mock.allowed_devices.begin(), mock.allowed_devices.end(), *id) != mock.allowed_devices.end()) {
+        Report(item, "\"" + *id + "\" is already listed; list each device once");
+      } else if (ids_known && std::find(declared.begin(), declared.end(), *id) == declared.end()) {
+        Report(item, "\"" + *id + "\" is not a declared device; list ids from resource.mock.devices: " +
+                         JoinList(declared));
+      } else {
+        mock.allowed_devices.push_back(*id);
+      }
+    }
+  } else {
+    mock.allowed_devices = declared;
+  }
+  resource.mock = std::move(mock);
+}
+
+bool Validator::ReadMockDevices(const Field& field, MockConfig& mock) {
+  std::optional<std::vector<Field>> items =
+      Items(field, "device tables like [{ id = \"mock0\", memory = \"16g\" }]",
+            "declare at least one device, or remove [resource.mock] to turn the mock plugin off");
+  if (!items) return false;
+  bool ids_known = true;
+  for (const Field& item : *items) {
+    MockDevice device;
+    ids_known = ReadMockDevice(item, mock, device) && ids_known;
+    mock.devices.push_back(std::move(device));
+  }
+  return ids_known;
+}
+
+bool Validator::ReadMockDevice(const Field& field, const MockConfig& mock, MockDevice& device) {
+  const toml::table* table = field.node->as_table();
+  if (table == nullptr) {
+    Report(field, "expected a table like { id = \"mock0\", memory = \"16g\" }, found " + TypeName(*field.node));
+    return false;
+  }
+  for (auto&& [key, node] : *table) {
+    if (!Contains(kMockDeviceKeys, key.str())) {
+      Report(&key.source(), field.path + "." + KeyPart(key.str()),
+             "unknown key; known keys of a mock device: " + JoinList(kMockDeviceKeys));
+    }
+  }
+
+  bool id_known = false;
+  if (std::optional<Field> id_field = Find(table, field.path, "id")) {
+    if (std::optional<std::string> id = String(*id_field)) {
+      id_known = true;
+      device.id = *id;
+      auto same_id = std::find_if(mock.devices.begin(), mock.devices.end(),
+                                  [&](const MockDevice& other) { return other.id == *id; });
+      if (!IsValidMockDeviceId(*id)) {
+        Report(*id_field, "\"" + *id +
+                              "\" is not a valid device id; use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and "
+                              "'-', starting with a letter or digit");
+      } else if (same_id != mock.devices.end()) {
+        Report(*id_field, "\"" + *id + "\" is also the id of resource.mock.devices[" +
+                              std::to_string(same_id - mock.devices.begin()) + "]; give each device its own id");
+      }
+    }
+  } else {
+    Report(&table->source(), field.path + ".id", "missing; give every device an id, e.g. id = \"mock0\"");
+  }
+
+  if (std::optional<Field> memory_field = Find(table, field.path, "memory")) {
+    std::optional<uint64_t> memory = Size(*memory_field);
+    if (memory && *memory == 0) Report(*memory_field, "must be above 0");
+    else if (memory) device.memory_bytes = *memory;
+  } else {
+    Report(&table->source(), field.path + ".memory",
+           "missing; give every device its memory, e.g. memory = \"16g\"");
+  }
+
+  device.processing_units = 1;
+  if (std::optional<Field> units_field = Find(table, field.path, "processing-units")) {
+    std::optional<int64_t> units = IntegerIn(*units_field, 1, std::numeric_limits<int>::max());
+    if (units) device.processing_units = static_cast<int>(*units);
+  }
+  if (std::optional<Field> node_field = Find(table, field.path, "numa-node")) {
+    std::optional<int64_t> node = IntegerIn(*node_field, 0, kMaxNumaNodes - 1);
+    if (node) device.numa_node = static_cast<int>(*node);
+  }
+  return id_known;
+}
+
 Result<Config> Validator::Run(const toml::table& root) {
   Config config;
   config.path = file_;
@@ -612,6 +834,29 @@ Result<std::string> ReadFile(const std::string& path) {
   return text;
 }
 
+// Maps every core to its NUMA node from `<node_dir>/node<N>/cpulist`. Empty
+// when the directory is missing (a kernel without NUMA); a node without
+// cores (memory only) adds nothing.
+std::map<int, int> ReadCoreNumaNodes(const std::string& node_dir) {
+  std::map<int, int> core_numa_node;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(node_dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= 4 || name.rfind("node", 0) != 0 ||
+        !std::all_of(name.begin() + 4, name.end(), [](unsigned char c) { return std::isdigit(c); })) {
+      continue;
+    }
+    const int node = std::atoi(name.c_str() + 4);
+    std::ifstream file(entry.path() / "cpulist");
+    std::string cpulist;
+    if (!std::getline(file, cpulist)) continue;
+    Result<std::vector<int>> cores = ParseCoreList(cpulist);
+    if (!cores.ok()) continue;
+    for (int core : *cores) core_numa_node[core] = node;
+  }
+  return core_numa_node;
+}
+
 }  // namespace
 
 HostFacts HostFacts::Detect() {
@@ -628,6 +873,8 @@ HostFacts HostFacts::Detect() {
     }
   }
   if (set != nullptr) CPU_FREE(set);
+
+  facts.core_numa_node = ReadCoreNumaNodes(kNumaNodeDir);
 
   std::ifstream meminfo("/proc/meminfo");
   for (std::string line; std::getline(meminfo, line);) {

@@ -83,6 +83,8 @@ TEST(ConfigTest, MinimalFileResolvesEveryDefault) {
   EXPECT_FALSE(config->resource.allowed_cores_explicit);
   EXPECT_EQ(config->resource.memory_size, 63 * kGiB);
   EXPECT_FALSE(config->resource.memory_size_explicit);
+  EXPECT_FALSE(config->resource.cuda.has_value());  // absent sections: the plugins are off
+  EXPECT_FALSE(config->resource.mock.has_value());
 }
 
 TEST(ConfigTest, FullExampleFromTheSpec) {
@@ -115,6 +117,18 @@ allowed-cores = "0-7,15"
 
 [resource.memory]
 size = "32g"
+
+[resource.cuda]
+allowed-devices = ["GPU-6f3c1a2b-9d4e-4f5a-8b6c-7d8e9f0a1b2c", "1"] # UUIDs or indices
+nvml-library = "libnvidia-ml.so.1"
+attach = "device-requests"
+
+[resource.mock]                     # config-defined accelerator for tests and demos
+devices = [
+  { id = "mock0", memory = "16g", processing-units = 108, numa-node = 0 },
+  { id = "mock1", memory = "16g", processing-units = 108, numa-node = 1 },
+]
+allowed-devices = ["mock0"]         # default: all mock devices
 )";
   Result<Config> config = Parse(text);
   ASSERT_TRUE(config.ok()) << config.status().message();
@@ -141,6 +155,27 @@ size = "32g"
   EXPECT_TRUE(config->resource.allowed_cores_explicit);
   EXPECT_EQ(config->resource.memory_size, 32 * kGiB);
   EXPECT_TRUE(config->resource.memory_size_explicit);
+
+  ASSERT_TRUE(config->resource.cuda.has_value());
+  EXPECT_EQ(config->resource.cuda->allowed_devices,
+            (std::vector<std::string>{"GPU-6f3c1a2b-9d4e-4f5a-8b6c-7d8e9f0a1b2c", "1"}));
+  EXPECT_TRUE(config->resource.cuda->allowed_devices_explicit);
+  EXPECT_EQ(config->resource.cuda->nvml_library, "libnvidia-ml.so.1");
+  EXPECT_EQ(config->resource.cuda->attach, "device-requests");
+
+  ASSERT_TRUE(config->resource.mock.has_value());
+  const std::vector<MockDevice>& devices = config->resource.mock->devices;
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0].id, "mock0");
+  EXPECT_EQ(devices[0].memory_bytes, 16 * kGiB);
+  EXPECT_EQ(devices[0].processing_units, 108);
+  EXPECT_EQ(devices[0].numa_node, 0);
+  EXPECT_EQ(devices[1].id, "mock1");
+  EXPECT_EQ(devices[1].memory_bytes, 16 * kGiB);
+  EXPECT_EQ(devices[1].processing_units, 108);
+  EXPECT_EQ(devices[1].numa_node, 1);
+  EXPECT_EQ(config->resource.mock->allowed_devices, std::vector<std::string>{"mock0"});
+  EXPECT_TRUE(config->resource.mock->allowed_devices_explicit);
 }
 
 TEST(ConfigTest, OtherValuesOfEachKey) {
@@ -313,22 +348,13 @@ TEST(ConfigTest, NodeNameDefaultsToTheHostName) {
 
 // ------------------------------------------------------ unknown sections/keys
 
-TEST(ConfigTest, LaterPluginSectionsAreUnknownInThisVersion) {
-  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "\n[resource.cuda]\nallowed-devices = [\"0\"]\n"),
-            "agent.toml:4: resource.cuda: unknown section; known sections: agent, node, container, resource, "
-            "resource.cpu, resource.memory");
-  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[[resource.mock]]\nid = \"mock0\"\n"),
-            "agent.toml:3: resource.mock: unknown section; known sections: agent, node, container, resource, "
-            "resource.cpu, resource.memory");
-}
-
 TEST(ConfigTest, UnknownTopLevelAndNestedSections) {
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[agnet]\nid = \"x\"\n"),
             "agent.toml:3: agnet: unknown section; known sections: agent, node, container, resource, resource.cpu, "
-            "resource.memory");
+            "resource.memory, resource.cuda, resource.mock");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[agent.extra]\nx = 1\n"),
             "agent.toml:3: agent.extra: unknown section; known sections: agent, node, container, resource, "
-            "resource.cpu, resource.memory");
+            "resource.cpu, resource.memory, resource.cuda, resource.mock");
 }
 
 TEST(ConfigTest, UnknownKeyListsTheKnownKeysOfItsSection) {
@@ -351,7 +377,7 @@ TEST(ConfigTest, UnknownKeyListsTheKnownKeysOfItsSection) {
 TEST(ConfigTest, KeysOutsideAnySectionAreUnknown) {
   EXPECT_EQ(ErrorOf("id = \"a1\"\n" + std::string(kMinimal)),
             "agent.toml:1: id: unknown key; keys belong in one of the sections agent, node, container, resource, "
-            "resource.cpu, resource.memory");
+            "resource.cpu, resource.memory, resource.cuda, resource.mock");
 }
 
 TEST(ConfigTest, OddKeysAreQuotedInThePath) {
@@ -550,6 +576,248 @@ TEST(ConfigTest, MalformedCoreListsQuoteTheParser) {
             "agent.toml:4: resource.cpu.allowed-cores: invalid core list \"\": it is empty; write cores like 0-3,8");
 }
 
+// ------------------------------------------------------ [resource.cuda] values
+
+TEST(ConfigTest, EmptyCudaSectionTurnsThePluginOnWithDefaults) {
+  for (const std::string section : {"[resource.cuda]\n", "[resource]\ncuda = {}\n"}) {
+    Result<Config> config = Parse(std::string(kMinimal) + section);
+    ASSERT_TRUE(config.ok()) << config.status().message();
+    ASSERT_TRUE(config->resource.cuda.has_value()) << section;
+    EXPECT_TRUE(config->resource.cuda->allowed_devices.empty());  // every visible GPU
+    EXPECT_FALSE(config->resource.cuda->allowed_devices_explicit);
+    EXPECT_EQ(config->resource.cuda->nvml_library, "libnvidia-ml.so.1");
+    EXPECT_EQ(config->resource.cuda->attach, "device-requests");
+    EXPECT_FALSE(config->resource.mock.has_value());
+  }
+}
+
+TEST(ConfigTest, CudaKeysTakeTheirValues) {
+  Result<Config> config = Parse(std::string(kMinimal) + R"([resource.cuda]
+allowed-devices = ["3", "GPU-ABCDEF01-2345", "0"]
+nvml-library = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+attach = "cdi"
+)");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  // Kept as written, in file order; the plugin resolves them against the GPUs it finds.
+  EXPECT_EQ(config->resource.cuda->allowed_devices, (std::vector<std::string>{"3", "GPU-ABCDEF01-2345", "0"}));
+  EXPECT_TRUE(config->resource.cuda->allowed_devices_explicit);
+  EXPECT_EQ(config->resource.cuda->nvml_library, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
+  EXPECT_EQ(config->resource.cuda->attach, "cdi");
+
+  config = Parse(std::string(kMinimal) + "[resource.cuda]\nnvml-library = \"libnvidia-ml.so\"\nattach = \"env\"\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->resource.cuda->nvml_library, "libnvidia-ml.so");
+  EXPECT_EQ(config->resource.cuda->attach, "env");
+}
+
+TEST(ConfigTest, CudaAllowedDevicesAreQuotedIndicesOrUuids) {
+  auto error_of = [](const std::string& list) {
+    return ErrorOf(std::string(kMinimal) + "[resource.cuda]\nallowed-devices = " + list + "\n");
+  };
+  EXPECT_EQ(error_of("[0, \"1\", 2]"),
+            "agent.toml:4: resource.cuda.allowed-devices[0]: expected a string, found the integer 0; quote GPU "
+            "indices: \"0\"\n"
+            "agent.toml:4: resource.cuda.allowed-devices[2]: expected a string, found the integer 2; quote GPU "
+            "indices: \"2\"");
+  EXPECT_EQ(error_of("[true]"), "agent.toml:4: resource.cuda.allowed-devices[0]: expected a string, found a boolean");
+  const std::string advice =
+      "\" is neither a GPU UUID like \"GPU-6f3c1a2b-...\" nor an index like \"1\"; copy them from nvidia-smi -L";
+  EXPECT_EQ(error_of("[\"gpu0\"]"), "agent.toml:4: resource.cuda.allowed-devices[0]: \"gpu0" + advice);
+  for (const std::string bad : {"", "01", "-1", "GPU-", "GPU-xyz", "MIG-6f3c1a2b", "gpu-6f3c1a2b", " 1"}) {
+    EXPECT_EQ(error_of("[\"" + bad + "\"]"), "agent.toml:4: resource.cuda.allowed-devices[0]: \"" + bad + advice);
+  }
+  EXPECT_EQ(error_of("[\"1\", \"GPU-6f3c\", \"1\", \"GPU-6f3c\"]"),
+            "agent.toml:4: resource.cuda.allowed-devices[2]: \"1\" is already listed; list each GPU once\n"
+            "agent.toml:4: resource.cuda.allowed-devices[3]: \"GPU-6f3c\" is already listed; list each GPU once");
+  EXPECT_EQ(error_of("[]"),
+            "agent.toml:4: resource.cuda.allowed-devices: is empty; list at least one GPU, or leave allowed-devices "
+            "out to use every visible GPU");
+  EXPECT_EQ(error_of("\"0\""),
+            "agent.toml:4: resource.cuda.allowed-devices: expected an array of GPU UUIDs or indices like "
+            "[\"GPU-6f3c1a2b-...\", \"1\"], found a string");
+}
+
+TEST(ConfigTest, CudaLibraryAndAttachMode) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + R"([resource.cuda]
+nvml-library = ""
+attach = "volume"
+)"),
+            "agent.toml:4: resource.cuda.nvml-library: must not be empty\n"
+            "agent.toml:5: resource.cuda.attach: \"volume\" is not one of device-requests, env, cdi");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cuda]\nnvml-library = \"lib/libnvidia-ml.so.1\"\n"),
+            "agent.toml:4: resource.cuda.nvml-library: \"lib/libnvidia-ml.so.1\" is a relative path; give a library "
+            "name like \"libnvidia-ml.so.1\" or an absolute path");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cuda]\nnvml-library = 1\n"),
+            "agent.toml:4: resource.cuda.nvml-library: expected a string, found an integer");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cuda]\ndevices = [\"0\"]\n"),
+            "agent.toml:4: resource.cuda.devices: unknown key; known keys of [resource.cuda]: allowed-devices, "
+            "nvml-library, attach");
+}
+
+// ------------------------------------------------------ [resource.mock] values
+
+TEST(ConfigTest, MockDeviceDefaultsAndAllowList) {
+  Result<Config> config = Parse(std::string(kMinimal) + R"([resource.mock]
+devices = [{ id = "m0", memory = "1g" }, { id = "M.1_x-2", memory = 1048576, processing-units = 4, numa-node = 3 }]
+)");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  ASSERT_TRUE(config->resource.mock.has_value());
+  EXPECT_FALSE(config->resource.cuda.has_value());
+  const std::vector<MockDevice>& devices = config->resource.mock->devices;
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0].id, "m0");
+  EXPECT_EQ(devices[0].memory_bytes, 1 * kGiB);
+  EXPECT_EQ(devices[0].processing_units, 1);
+  EXPECT_EQ(devices[0].numa_node, 0);
+  EXPECT_EQ(devices[1].id, "M.1_x-2");
+  EXPECT_EQ(devices[1].memory_bytes, 1u << 20);
+  EXPECT_EQ(devices[1].processing_units, 4);
+  EXPECT_EQ(devices[1].numa_node, 3);
+  // Without an allow-list the agent uses every declared device.
+  EXPECT_EQ(config->resource.mock->allowed_devices, (std::vector<std::string>{"m0", "M.1_x-2"}));
+  EXPECT_FALSE(config->resource.mock->allowed_devices_explicit);
+
+  // An allow-list keeps its own order.
+  config = Parse(std::string(kMinimal) + R"([resource.mock]
+devices = [{ id = "m0", memory = "1g" }, { id = "m1", memory = "1g" }, { id = "m2", memory = "1g" }]
+allowed-devices = ["m2", "m0"]
+)");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->resource.mock->allowed_devices, (std::vector<std::string>{"m2", "m0"}));
+  EXPECT_TRUE(config->resource.mock->allowed_devices_explicit);
+}
+
+TEST(ConfigTest, MockDevicesMayBeAnArrayOfTables) {
+  Result<Config> config = Parse(std::string(kMinimal) + R"([[resource.mock.devices]]
+id = "m0"
+memory = "2g"
+[[resource.mock.devices]]
+id = "m1"
+memory = "2g"
+processing-units = 2147483647
+numa-node = 1023
+)");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  ASSERT_EQ(config->resource.mock->devices.size(), 2u);
+  EXPECT_EQ(config->resource.mock->devices[1].id, "m1");
+  EXPECT_EQ(config->resource.mock->devices[1].processing_units, 2147483647);
+  EXPECT_EQ(config->resource.mock->devices[1].numa_node, 1023);
+}
+
+TEST(ConfigTest, MockSectionNeedsDevices) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.mock]\n"),
+            "agent.toml:3: resource.mock.devices: missing; declare the mock devices, e.g. devices = [{ id = "
+            "\"mock0\", memory = \"16g\" }]");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.mock]\ndevices = []\n"),
+            "agent.toml:4: resource.mock.devices: is empty; declare at least one device, or remove [resource.mock] "
+            "to turn the mock plugin off");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.mock]\ndevices = \"mock0\"\n"),
+            "agent.toml:4: resource.mock.devices: expected an array of device tables like [{ id = \"mock0\", memory "
+            "= \"16g\" }], found a string");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.mock]\ndevices = [\"mock0\"]\n"),
+            "agent.toml:4: resource.mock.devices[0]: expected a table like { id = \"mock0\", memory = \"16g\" }, "
+            "found a string");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.mock]\ndevices = [{ id = \"m0\", memory = \"1g\" }]\n"
+                                            "count = 2\n"),
+            "agent.toml:5: resource.mock.count: unknown key; known keys of [resource.mock]: devices, "
+            "allowed-devices");
+}
+
+TEST(ConfigTest, MockDeviceKeysAreChecked) {
+  const char* text = R"([agent]
+id = "a1"
+[resource.mock]
+devices = [
+  { id = "mock0", memory = "16g" },
+  { id = "mock1", memory = "16g", colour = "red" },
+  { memory = "16g" },
+  { id = "mock3" },
+  { id = "mock 4", memory = "1 gig" },
+  { id = "mock0", memory = "0", processing-units = 0, numa-node = -1 },
+  { id = 6, memory = 1.5, processing-units = "8", numa-node = 1024 },
+]
+)";
+  EXPECT_EQ(ErrorOf(text),
+            "agent.toml:6: resource.mock.devices[1].colour: unknown key; known keys of a mock device: id, memory, "
+            "processing-units, numa-node\n"
+            "agent.toml:7: resource.mock.devices[2].id: missing; give every device an id, e.g. id = \"mock0\"\n"
+            "agent.toml:8: resource.mock.devices[3].memory: missing; give every device its memory, e.g. memory = "
+            "\"16g\"\n"
+            "agent.toml:9: resource.mock.devices[4].id: \"mock 4\" is not a valid device id; use 1 to 64 characters "
+            "of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit\n"
+            "agent.toml:9: resource.mock.devices[4].memory: invalid size \"1 gig\": expected a number of bytes with "
+            "an optional suffix k, m, g or t (binary, e.g. 512m)\n"
+            "agent.toml:10: resource.mock.devices[5].id: \"mock0\" is also the id of resource.mock.devices[0]; give "
+            "each device its own id\n"
+            "agent.toml:10: resource.mock.devices[5].memory: must be above 0\n"
+            "agent.toml:10: resource.mock.devices[5].processing-units: 0 is out of range; use 1 to 2147483647\n"
+            "agent.toml:10: resource.mock.devices[5].numa-node: -1 is out of range; use 0 to 1023\n"
+            "agent.toml:11: resource.mock.devices[6].id: expected a string, found an integer\n"
+            "agent.toml:11: resource.mock.devices[6].memory: expected a size (a string like \"32g\" or an integer of "
+            "bytes), found a floating-point number\n"
+            "agent.toml:11: resource.mock.devices[6].processing-units: expected an integer, found a string\n"
+            "agent.toml:11: resource.mock.devices[6].numa-node: 1024 is out of range; use 0 to 1023");
+}
+
+TEST(ConfigTest, MockDeviceIdPattern) {
+  auto error_of = [](const std::string& id) {
+    return ErrorOf(std::string(kMinimal) + "[resource.mock]\ndevices = [{ id = \"" + id + "\", memory = \"1g\" }]\n");
+  };
+  const std::string advice =
+      "\" is not a valid device id; use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a "
+      "letter or digit";
+  for (const std::string& id : std::vector<std::string>{"", "-m", ".m", "_m", "m/0", "m:0", std::string(65, 'm')}) {
+    EXPECT_EQ(error_of(id), "agent.toml:4: resource.mock.devices[0].id: \"" + id + advice);
+  }
+  Result<Config> config =
+      Parse(std::string(kMinimal) + "[resource.mock]\ndevices = [{ id = \"Z" + std::string(63, '9') +
+            "\", memory = \"1g\" }]\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->resource.mock->devices[0].id, "Z" + std::string(63, '9'));
+}
+
+TEST(ConfigTest, MockAllowListNamesDeclaredDevicesOnce) {
+  auto error_of = [](const std::string& list) {
+    return ErrorOf(std::string(kMinimal) +
+                   "[resource.mock]\ndevices = [{ id = \"mock0\", memory = \"1g\" }, { id = \"mock1\", memory = "
+                   "\"1g\" }]\nallowed-devices = " +
+                   list + "\n");
+  };
+  EXPECT_EQ(error_of("[\"mock0\", \"mock2\", \"mock0\"]"),
+            "agent.toml:5: resource.mock.allowed-devices[1]: \"mock2\" is not a declared device; list ids from "
+            "resource.mock.devices: mock0, mock1\n"
+            "agent.toml:5: resource.mock.allowed-devices[2]: \"mock0\" is already listed; list each device once");
+  EXPECT_EQ(error_of("[0]"), "agent.toml:5: resource.mock.allowed-devices[0]: expected a string, found an integer");
+  EXPECT_EQ(error_of("[]"),
+            "agent.toml:5: resource.mock.allowed-devices: is empty; list at least one device, or leave "
+            "allowed-devices out to use every declared device");
+  EXPECT_EQ(error_of("\"mock0\""),
+            "agent.toml:5: resource.mock.allowed-devices: expected an array of device ids like [\"mock0\"], found a "
+            "string");
+}
+
+TEST(ConfigTest, MockAllowListIsNotCheckedAgainstDevicesWithUnknownIds) {
+  // A device without a usable id is one problem; the allow-list cannot be judged, so it adds none.
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + R"([resource.mock]
+devices = [{ id = "mock0", memory = "1g" }, { memory = "1g" }]
+allowed-devices = ["mock1"]
+)"),
+            "agent.toml:4: resource.mock.devices[1].id: missing; give every device an id, e.g. id = \"mock0\"");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.mock]\ndevices = 3\nallowed-devices = [\"mock1\"]\n"),
+            "agent.toml:4: resource.mock.devices: expected an array of device tables like [{ id = \"mock0\", memory "
+            "= \"16g\" }], found an integer");
+}
+
+TEST(ConfigTest, UnknownResourceSectionListsThePluginSections) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.rocm]\nallowed-devices = [\"0\"]\n"),
+            "agent.toml:3: resource.rocm: unknown section; known sections: agent, node, container, resource, "
+            "resource.cpu, resource.memory, resource.cuda, resource.mock");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\ncuda = true\n"),
+            "agent.toml:4: resource.cuda: expected a table, found a boolean");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[[resource.mock]]\nid = \"mock0\"\n"),
+            "agent.toml:3: resource.mock: expected a table, found an array");
+}
+
 // ----------------------------------------------------- collection and syntax
 
 TEST(ConfigTest, EveryProblemIsReportedInFileOrder) {
@@ -565,7 +833,10 @@ port-range = [31000, 30000]
 network = "nat"
 
 [resource.cuda]
-allowed-devices = ["0"]
+allowed-devices = [0]
+
+[resource.gpu]
+count = 1
 
 [resource]
 reserved-cpu = "two"
@@ -580,9 +851,11 @@ reserved-cpu = "two"
             "ipc-base-path, var-base-path, token-file, scaling-group\n"
             "agent.toml:9: container.port-range: start 31000 is above end 30000\n"
             "agent.toml:10: container.network: \"nat\" is not one of none, host, bridge\n"
-            "agent.toml:12: resource.cuda: unknown section; known sections: agent, node, container, resource, "
-            "resource.cpu, resource.memory\n"
-            "agent.toml:16: resource.reserved-cpu: expected an integer, found a string\n"
+            "agent.toml:13: resource.cuda.allowed-devices[0]: expected a string, found the integer 0; quote GPU "
+            "indices: \"0\"\n"
+            "agent.toml:15: resource.gpu: unknown section; known sections: agent, node, container, resource, "
+            "resource.cpu, resource.memory, resource.cuda, resource.mock\n"
+            "agent.toml:19: resource.reserved-cpu: expected an integer, found a string\n"
             "agent.toml: container.docker-host: the default comes from $DOCKER_HOST, and "
             "\"npipe:////./pipe/docker_engine\" must start with unix:// or tcp://, e.g. "
             "\"unix:///var/run/docker.sock\"; fix DOCKER_HOST or set [container] docker-host");
@@ -662,6 +935,21 @@ TEST(HostFactsTest, DetectReadsThisHost) {
   EXPECT_GT(host.memory_bytes, 0u);
   EXPECT_EQ(host.memory_bytes % 1024, 0u);  // MemTotal is given in KiB
   EXPECT_EQ(host.docker_host_env, "unix:///tmp/detect-test.sock");
+}
+
+TEST(HostFactsTest, DetectMapsCoresToTheirNumaNodes) {
+  HostFacts host = HostFacts::Detect();
+  std::ifstream node0("/sys/devices/system/node/node0/cpulist");
+  if (!node0) {
+    EXPECT_TRUE(host.core_numa_node.empty());  // no NUMA directory: every core counts as node 0
+    return;
+  }
+  // Every core this process may run on is online, so some node lists it.
+  for (int core : host.cpuset) EXPECT_EQ(host.core_numa_node.count(core), 1u) << "core " << core;
+  for (const auto& [core, node] : host.core_numa_node) {
+    std::ifstream cpulist("/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
+    EXPECT_TRUE(cpulist.good()) << "core " << core << " on node " << node;
+  }
 }
 
 }  // namespace
