@@ -1,0 +1,229 @@
+#include "resources/nvml.h"
+
+#include <dlfcn.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <type_traits>
+#include <utility>
+
+namespace slotd {
+
+NvmlApi::~NvmlApi() = default;
+
+namespace {
+
+// ---- The part of NVML's C ABI that slotd uses, declared here from NVIDIA's
+// public API reference so that no NVIDIA header is needed to build.
+
+using nvmlReturn_t = int;  // an enum in C: 0 is success, anything else an error
+constexpr nvmlReturn_t kNvmlSuccess = 0;
+
+struct nvmlDevice_st;                   // opaque; only NVML looks inside
+using nvmlDevice_t = nvmlDevice_st*;
+
+// Device memory in bytes.
+struct nvmlMemory_t {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+// PCI attributes (the layout since nvmlDeviceGetPciInfo_v2). The unversioned
+// nvmlDeviceGetPciInfo fills only a shorter, older layout whose first 16 bytes
+// are its bus id, which lands in busIdLegacy here.
+struct nvmlPciInfo_t {
+  char busIdLegacy[16];         // "dddd:bb:dd.f", NUL-terminated
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;     // device id << 16 | vendor id
+  unsigned int pciSubSystemId;
+  char busId[32];               // "dddddddd:bb:dd.f", NUL-terminated
+};
+
+// Buffer sizes NVML documents as always large enough
+// (NVML_DEVICE_UUID_V2_BUFFER_SIZE, NVML_DEVICE_NAME_V2_BUFFER_SIZE).
+constexpr unsigned int kUuidBufferSize = 96;
+constexpr unsigned int kNameBufferSize = 96;
+
+// The entry points, resolved by ResolveFunctions. To use another NVML call,
+// add a member here and one line there.
+struct NvmlFunctions {
+  nvmlReturn_t (*init)() = nullptr;                                            // nvmlInit_v2
+  nvmlReturn_t (*shutdown)() = nullptr;                                        // nvmlShutdown
+  const char* (*error_string)(nvmlReturn_t) = nullptr;                         // nvmlErrorString
+  nvmlReturn_t (*get_count)(unsigned int*) = nullptr;                          // nvmlDeviceGetCount_v2
+  nvmlReturn_t (*get_handle_by_index)(unsigned int, nvmlDevice_t*) = nullptr;  // nvmlDeviceGetHandleByIndex_v2
+  nvmlReturn_t (*get_uuid)(nvmlDevice_t, char*, unsigned int) = nullptr;       // nvmlDeviceGetUUID
+  nvmlReturn_t (*get_name)(nvmlDevice_t, char*, unsigned int) = nullptr;       // nvmlDeviceGetName
+  nvmlReturn_t (*get_memory_info)(nvmlDevice_t, nvmlMemory_t*) = nullptr;      // nvmlDeviceGetMemoryInfo
+  nvmlReturn_t (*get_minor_number)(nvmlDevice_t, unsigned int*) = nullptr;     // nvmlDeviceGetMinorNumber
+  nvmlReturn_t (*get_pci_info)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;        // nvmlDeviceGetPciInfo_v3/_v2/(v1)
+  nvmlReturn_t (*get_numa_node_id)(nvmlDevice_t, unsigned int*) = nullptr;     // nvmlDeviceGetNumaNodeId; optional
+};
+
+// Closes a dlopen handle.
+struct DlClose {
+  void operator()(void* handle) const { dlclose(handle); }
+};
+using LibraryHandle = std::unique_ptr<void, DlClose>;
+
+// Fills `fns` from `handle`. Fails naming the first required symbol missing.
+Status ResolveFunctions(void* handle, const std::string& library, NvmlFunctions& fns) {
+  std::string missing;
+  auto optional = [&](auto& slot, const char* symbol) {
+    if (slot == nullptr) slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(handle, symbol));
+  };
+  auto required = [&](auto& slot, const char* symbol) {
+    optional(slot, symbol);
+    if (slot == nullptr && missing.empty()) missing = symbol;
+  };
+  required(fns.init, "nvmlInit_v2");
+  required(fns.shutdown, "nvmlShutdown");
+  required(fns.error_string, "nvmlErrorString");
+  required(fns.get_count, "nvmlDeviceGetCount_v2");
+  required(fns.get_handle_by_index, "nvmlDeviceGetHandleByIndex_v2");
+  required(fns.get_uuid, "nvmlDeviceGetUUID");
+  required(fns.get_name, "nvmlDeviceGetName");
+  required(fns.get_memory_info, "nvmlDeviceGetMemoryInfo");
+  required(fns.get_minor_number, "nvmlDeviceGetMinorNumber");
+  optional(fns.get_pci_info, "nvmlDeviceGetPciInfo_v3");  // newest first; each fills nvmlPciInfo_t
+  optional(fns.get_pci_info, "nvmlDeviceGetPciInfo_v2");
+  required(fns.get_pci_info, "nvmlDeviceGetPciInfo");
+  optional(fns.get_numa_node_id, "nvmlDeviceGetNumaNodeId");  // drivers since 2023 only
+  if (missing.empty()) return Status::Ok();
+  return Status::FailedPrecondition("NVML library \"" + library + "\" has no symbol " + missing +
+                                    ": it is not libnvidia-ml, or its driver is too old. Set "
+                                    "resource.cuda.nvml-library to the NVIDIA driver's libnvidia-ml.so.1.");
+}
+
+// A NUL-terminated string from a fixed-size buffer that NVML may fill to the end.
+std::string FromBuffer(const char* buffer, size_t size) { return std::string(buffer, strnlen(buffer, size)); }
+
+// NvmlApi over a dlopen'ed libnvidia-ml on which nvmlInit_v2 succeeded.
+class DlNvml final : public NvmlApi {
+ public:
+  DlNvml(std::string library, LibraryHandle handle, const NvmlFunctions& fns)
+      : library_(std::move(library)), handle_(std::move(handle)), fns_(fns) {}
+
+  // Shuts NVML down; handle_ is closed after, as members are destroyed.
+  ~DlNvml() override { fns_.shutdown(); }
+
+  const std::string& LibraryPath() const override { return library_; }
+
+  Result<std::vector<GpuInfo>> Devices() override {
+    unsigned int count = 0;
+    if (Status s = Check(fns_.get_count(&count), "nvmlDeviceGetCount_v2"); !s.ok()) return s;
+    std::vector<GpuInfo> gpus;
+    for (unsigned int i = 0; i < count; ++i) {
+      Result<GpuInfo> gpu = Device(i);
+      if (!gpu.ok()) return gpu.status();
+      gpus.push_back(std::move(gpu).value());
+    }
+    return gpus;
+  }
+
+ private:
+  // Everything slotd knows of GPU `index`.
+  Result<GpuInfo> Device(unsigned int index) {
+    const std::string gpu = "(GPU " + std::to_string(index) + ")";
+    GpuInfo info;
+    info.index = static_cast<int>(index);
+
+    nvmlDevice_t device = nullptr;
+    if (Status s = Check(fns_.get_handle_by_index(index, &device), "nvmlDeviceGetHandleByIndex_v2" + gpu); !s.ok()) {
+      return s;
+    }
+    char uuid[kUuidBufferSize] = {};
+    if (Status s = Check(fns_.get_uuid(device, uuid, kUuidBufferSize), "nvmlDeviceGetUUID" + gpu); !s.ok()) return s;
+    info.uuid = FromBuffer(uuid, sizeof uuid);
+
+    char name[kNameBufferSize] = {};
+    if (Status s = Check(fns_.get_name(device, name, kNameBufferSize), "nvmlDeviceGetName" + gpu); !s.ok()) return s;
+    info.name = FromBuffer(name, sizeof name);
+
+    nvmlMemory_t memory = {};
+    if (Status s = Check(fns_.get_memory_info(device, &memory), "nvmlDeviceGetMemoryInfo" + gpu); !s.ok()) return s;
+    info.memory_bytes = memory.total;
+
+    unsigned int minor = 0;
+    if (Status s = Check(fns_.get_minor_number(device, &minor), "nvmlDeviceGetMinorNumber" + gpu); !s.ok()) return s;
+    info.minor = static_cast<int>(minor);
+
+    nvmlPciInfo_t pci = {};
+    if (Status s = Check(fns_.get_pci_info(device, &pci), "nvmlDeviceGetPciInfo" + gpu); !s.ok()) return s;
+    info.pci_bus_id = FromBuffer(pci.busId, sizeof pci.busId);
+    if (info.pci_bus_id.empty()) info.pci_bus_id = FromBuffer(pci.busIdLegacy, sizeof pci.busIdLegacy);
+
+    unsigned int node = 0;
+    if (fns_.get_numa_node_id != nullptr && fns_.get_numa_node_id(device, &node) == kNvmlSuccess) {
+      info.numa_node = static_cast<int>(node);
+    } else {
+      info.numa_node = PciNumaNode(info.pci_bus_id);
+    }
+    return info;
+  }
+
+  // OK for success, else kUnavailable "<call> failed: <NVML's text>".
+  Status Check(nvmlReturn_t rc, const std::string& call) const {
+    if (rc == kNvmlSuccess) return Status::Ok();
+    const char* text = fns_.error_string(rc);
+    return Status::Unavailable(call + " failed: " + (text != nullptr ? text : "NVML error " + std::to_string(rc)));
+  }
+
+  const std::string library_;
+  const LibraryHandle handle_;
+  const NvmlFunctions fns_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<NvmlApi>> LoadNvml(const std::string& library) {
+  LibraryHandle handle(dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL));
+  if (handle == nullptr) {
+    const char* error = dlerror();
+    return Status::FailedPrecondition("cannot load NVML from \"" + library + "\": " +
+                                      (error != nullptr ? error : "unknown error") +
+                                      ". Install the NVIDIA driver (it provides libnvidia-ml.so.1), or set "
+                                      "resource.cuda.nvml-library to its path, or remove [resource.cuda] on a "
+                                      "node without NVIDIA GPUs.");
+  }
+  NvmlFunctions fns;
+  if (Status s = ResolveFunctions(handle.get(), library, fns); !s.ok()) return s;
+  if (nvmlReturn_t rc = fns.init(); rc != kNvmlSuccess) {
+    const char* text = fns.error_string(rc);
+    return Status::FailedPrecondition("nvmlInit_v2 failed (NVML library \"" + library + "\"): " +
+                                      (text != nullptr ? text : "NVML error " + std::to_string(rc)) +
+                                      ". Check that the NVIDIA kernel driver is loaded (nvidia-smi tells).");
+  }
+  return std::unique_ptr<NvmlApi>(std::make_unique<DlNvml>(library, std::move(handle), fns));
+}
+
+int PciNumaNode(const std::string& pci_bus_id, const std::string& pci_devices_dir) {
+  // NVML writes the domain with 8 hex digits, sysfs with 4: re-format it.
+  const size_t colon = pci_bus_id.find(':');
+  if (colon == std::string::npos || colon == 0 || pci_bus_id.find('/') != std::string::npos) return 0;
+  unsigned long domain = 0;
+  try {
+    size_t used = 0;
+    domain = std::stoul(pci_bus_id.substr(0, colon), &used, 16);
+    if (used != colon) return 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+  char prefix[24];
+  std::snprintf(prefix, sizeof prefix, "%04lx", domain);
+  std::string address = prefix + pci_bus_id.substr(colon);
+  for (char& c : address) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+
+  std::ifstream file(pci_devices_dir + "/" + address + "/numa_node");
+  int node = -1;
+  if (!(file >> node) || node < 0) return 0;
+  return node;
+}
+
+}  // namespace slotd

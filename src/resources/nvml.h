@@ -1,0 +1,64 @@
+// NvmlApi: the narrow edge between slotd and NVIDIA's management library.
+//
+// LoadNvml() opens libnvidia-ml with dlopen at run time, so slotd builds and
+// runs without any NVIDIA header, SDK or driver; only a node with
+// [resource.cuda] needs the library. The tests load a small fake
+// libnvidia-ml (tests/fake_nvml) through the same code.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace slotd {
+
+// One GPU as NVML reports it.
+struct GpuInfo {
+  int index = 0;             // NVML's device index (0..count-1), as nvidia-smi numbers it
+  std::string uuid;          // "GPU-6f3c…"
+  std::string name;          // product name, e.g. "NVIDIA H100 80GB HBM3"
+  uint64_t memory_bytes = 0; // total device memory
+  int minor = 0;             // N of /dev/nvidiaN
+  std::string pci_bus_id;    // as NVML reports it, e.g. "00000000:17:00.0"
+  // nvmlDeviceGetNumaNodeId's answer where the driver gives one (only where the
+  // GPU's memory is itself a NUMA node, e.g. Grace Hopper); else the node of the
+  // GPU's PCI device from sysfs (PciNumaNode); 0 when the host does not say.
+  int numa_node = 0;
+};
+
+// The NVML calls slotd makes. One instance owns one NVML initialisation: it
+// is initialised when LoadNvml returns it and shut down when destroyed.
+//
+// Thread-safety: the methods may be called from any thread at the same time
+// (NVML itself is thread-safe; the instance holds no mutable state).
+class NvmlApi {
+ public:
+  virtual ~NvmlApi();
+
+  // The library path or name this instance was loaded from, as given to LoadNvml.
+  virtual const std::string& LibraryPath() const = 0;
+
+  // Every GPU NVML sees, in index order. On an NVML error: kUnavailable naming
+  // the call and NVML's own text, e.g. "nvmlDeviceGetUUID(GPU 1) failed: GPU is lost".
+  virtual Result<std::vector<GpuInfo>> Devices() = 0;
+};
+
+// Opens `library` (a file name searched like any shared library, or a path)
+// and initialises NVML. Errors (kFailedPrecondition), written as advice:
+//  - the library cannot be opened: names it, dlerror's text, and what to do;
+//  - a required entry point is missing: names the symbol and the library;
+//  - nvmlInit_v2 fails: names the call and nvmlErrorString's text.
+// Thread-safety: may be called from any thread.
+Result<std::unique_ptr<NvmlApi>> LoadNvml(const std::string& library);
+
+// The NUMA node of the PCI device `pci_bus_id` (NVML's "00000000:17:00.0" or
+// the short "0000:17:00.0" form, any case), read from
+// `<pci_devices_dir>/<dddd:bb:dd.f>/numa_node`. A missing or unreadable file,
+// or -1 (the host has no NUMA information), gives 0.
+// Thread-safety: may be called from any thread.
+int PciNumaNode(const std::string& pci_bus_id, const std::string& pci_devices_dir = "/sys/bus/pci/devices");
+
+}  // namespace slotd

@@ -1,0 +1,218 @@
+// The NVML loader through the fake libnvidia-ml (tests/fake_nvml): the real
+// dlopen/dlsym code, GPUs from a JSON file, and every error message.
+#include "resources/nvml.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace slotd {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+// A private temp directory, removed at the end; points SLOTD_FAKE_NVML_FILE
+// at `gpus.json` inside it.
+class NvmlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string templ = (fs::temp_directory_path() / "slotd-nvml-XXXXXX").string();
+    ASSERT_NE(mkdtemp(templ.data()), nullptr);
+    dir_ = templ;
+    file_ = (dir_ / "gpus.json").string();
+    setenv("SLOTD_FAKE_NVML_FILE", file_.c_str(), 1);
+  }
+  void TearDown() override {
+    unsetenv("SLOTD_FAKE_NVML_FILE");
+    fs::remove_all(dir_);
+  }
+
+  // Writes `text` to `path`, creating its directories.
+  static void Write(const fs::path& path, const std::string& text) {
+    fs::create_directories(path.parent_path());
+    std::ofstream(path) << text;
+  }
+
+  fs::path dir_;
+  std::string file_;
+};
+
+constexpr const char* kThreeGpus = R"({
+  "gpus": [
+    {"uuid": "GPU-00000000-1111-2222-3333-444444444444", "name": "Fake H100 80GB HBM3", "memory": "80g",
+     "minor": 0, "pci_bus_id": "00000000:17:00.0", "numa_node": 0},
+    {"uuid": "GPU-55555555-6666-7777-8888-999999999999", "name": "Fake H100 80GB HBM3", "memory": 85899345920,
+     "minor": 3, "pci_bus_id": "00000000:B1:00.0", "numa_node": 1},
+    {"uuid": "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "name": "Fake L4", "memory": "24g",
+     "minor": 7, "pci_bus_id": "00000001:CA:00.0", "numa_node": 3}
+  ]
+})";
+
+TEST_F(NvmlTest, DiscoversEveryGpuWithAllFields) {
+  Write(file_, kThreeGpus);
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_TRUE(nvml.ok()) << nvml.status().message();
+  EXPECT_EQ((*nvml)->LibraryPath(), SLOTD_FAKE_NVML_PATH);
+
+  Result<std::vector<GpuInfo>> gpus = (*nvml)->Devices();
+  ASSERT_TRUE(gpus.ok()) << gpus.status().message();
+  ASSERT_EQ(gpus->size(), 3u);
+  const GpuInfo& first = (*gpus)[0];
+  EXPECT_EQ(first.index, 0);
+  EXPECT_EQ(first.uuid, "GPU-00000000-1111-2222-3333-444444444444");
+  EXPECT_EQ(first.name, "Fake H100 80GB HBM3");
+  EXPECT_EQ(first.memory_bytes, 80 * kGiB);
+  EXPECT_EQ(first.minor, 0);
+  EXPECT_EQ(first.pci_bus_id, "00000000:17:00.0");
+  EXPECT_EQ(first.numa_node, 0);
+  const GpuInfo& second = (*gpus)[1];
+  EXPECT_EQ(second.index, 1);
+  EXPECT_EQ(second.uuid, "GPU-55555555-6666-7777-8888-999999999999");
+  EXPECT_EQ(second.memory_bytes, 80 * kGiB);
+  EXPECT_EQ(second.minor, 3);
+  EXPECT_EQ(second.pci_bus_id, "00000000:B1:00.0");
+  EXPECT_EQ(second.numa_node, 1);
+  const GpuInfo& third = (*gpus)[2];
+  EXPECT_EQ(third.index, 2);
+  EXPECT_EQ(third.name, "Fake L4");
+  EXPECT_EQ(third.memory_bytes, 24 * kGiB);
+  EXPECT_EQ(third.minor, 7);
+  EXPECT_EQ(third.pci_bus_id, "00000001:CA:00.0");
+  EXPECT_EQ(third.numa_node, 3);
+}
+
+TEST_F(NvmlTest, ReReadsTheFileAtEveryLoad) {
+  Write(file_, kThreeGpus);
+  {
+    Result<std::unique_ptr<NvmlApi>> first = LoadNvml(SLOTD_FAKE_NVML_PATH);
+    ASSERT_TRUE(first.ok()) << first.status().message();
+  }  // shuts NVML down and closes the library
+
+  Write(file_, R"({"gpus": [{"uuid": "GPU-only", "name": "Fake A100", "memory": "40g"},
+                            {"uuid": "GPU-second", "name": "Fake A100", "memory": "40g"}]})");
+  Result<std::unique_ptr<NvmlApi>> second = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  Result<std::vector<GpuInfo>> gpus = (*second)->Devices();
+  ASSERT_TRUE(gpus.ok()) << gpus.status().message();
+  ASSERT_EQ(gpus->size(), 2u);
+  EXPECT_EQ((*gpus)[0].uuid, "GPU-only");
+  EXPECT_EQ((*gpus)[1].uuid, "GPU-second");
+  EXPECT_EQ((*gpus)[1].minor, 1);  // the fake's defaults
+  EXPECT_EQ((*gpus)[1].pci_bus_id, "00000000:02:00.0");
+}
+
+TEST_F(NvmlTest, NumaNodeFallsBackToSysfsWhenNvmlCannotTell) {
+  // Without a numa_node the fake's nvmlDeviceGetNumaNodeId says "Not
+  // Supported", as most hosts do; the loader then reads sysfs, where a bus id
+  // that is not this machine's gives node 0.
+  Write(file_, R"({"gpus": [{"uuid": "GPU-x", "name": "Fake", "memory": "1g", "pci_bus_id": "0000ABCD:EE:1F.7"}]})");
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_TRUE(nvml.ok()) << nvml.status().message();
+  Result<std::vector<GpuInfo>> gpus = (*nvml)->Devices();
+  ASSERT_TRUE(gpus.ok()) << gpus.status().message();
+  ASSERT_EQ(gpus->size(), 1u);
+  EXPECT_EQ((*gpus)[0].numa_node, 0);
+}
+
+TEST_F(NvmlTest, PciNumaNodeReadsSysfs) {
+  const fs::path devices = dir_ / "devices";
+  Write(devices / "0000:17:00.0" / "numa_node", "1\n");
+  Write(devices / "0001:ca:00.0" / "numa_node", "3\n");
+  Write(devices / "0000:b1:00.0" / "numa_node", "-1\n");
+  EXPECT_EQ(PciNumaNode("00000000:17:00.0", devices.string()), 1);  // NVML's 8-digit domain
+  EXPECT_EQ(PciNumaNode("0000:17:00.0", devices.string()), 1);      // the legacy 4-digit one
+  EXPECT_EQ(PciNumaNode("00000001:CA:00.0", devices.string()), 3);  // upper-case hex
+  EXPECT_EQ(PciNumaNode("00000000:B1:00.0", devices.string()), 0);  // -1: no NUMA information
+  EXPECT_EQ(PciNumaNode("00000000:99:00.0", devices.string()), 0);  // no such device
+  EXPECT_EQ(PciNumaNode("garbage", devices.string()), 0);
+  EXPECT_EQ(PciNumaNode("", devices.string()), 0);
+}
+
+TEST_F(NvmlTest, MissingLibraryGivesAdvice) {
+  const std::string library = (dir_ / "libnvidia-ml.so.1").string();
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(library);
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_EQ(nvml.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(nvml.status().message(),
+            "cannot load NVML from \"" + library + "\": " + library +
+                ": cannot open shared object file: No such file or directory. Install the NVIDIA driver (it "
+                "provides libnvidia-ml.so.1), or set resource.cuda.nvml-library to its path, or remove "
+                "[resource.cuda] on a node without NVIDIA GPUs.");
+}
+
+TEST_F(NvmlTest, LibraryWithoutNvmlNamesTheSymbol) {
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml("libc.so.6");
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_EQ(nvml.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(nvml.status().message(), HasSubstr("NVML library \"libc.so.6\" has no symbol nvmlInit_v2"));
+  EXPECT_THAT(nvml.status().message(), HasSubstr("resource.cuda.nvml-library"));
+}
+
+TEST_F(NvmlTest, MissingFakeFileIsNamed) {
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_THAT(nvml.status().message(), HasSubstr("nvmlInit_v2 failed"));
+  EXPECT_THAT(nvml.status().message(),
+              HasSubstr("cannot read SLOTD_FAKE_NVML_FILE \"" + file_ + "\": No such file or directory"));
+}
+
+TEST_F(NvmlTest, BadFakeFileIsNamed) {
+  Write(file_, R"({"gpus": [{"uuid": "GPU-x", "name": "Fake", "memory": -1}]})");
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_THAT(nvml.status().message(), HasSubstr("SLOTD_FAKE_NVML_FILE \"" + file_ + "\": gpus[0] needs \"memory\""));
+
+  Write(file_, "{not json");
+  nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_THAT(nvml.status().message(), HasSubstr("SLOTD_FAKE_NVML_FILE \"" + file_ + "\" is not valid"));
+}
+
+TEST_F(NvmlTest, UnsetFakeFileIsExplained) {
+  unsetenv("SLOTD_FAKE_NVML_FILE");
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_THAT(nvml.status().message(), HasSubstr("SLOTD_FAKE_NVML_FILE is not set"));
+}
+
+TEST_F(NvmlTest, NvmlErrorsNameTheCallAndNvmlsText) {
+  Write(file_, R"({"gpus": [{"uuid": "GPU-a", "name": "Fake", "memory": "1g"},
+                            {"uuid": "GPU-b", "name": "Fake", "memory": "1g"}],
+                   "fail": {"nvmlDeviceGetName": 15}})");
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_TRUE(nvml.ok()) << nvml.status().message();
+  Result<std::vector<GpuInfo>> gpus = (*nvml)->Devices();
+  ASSERT_FALSE(gpus.ok());
+  EXPECT_EQ(gpus.status().code(), Status::Code::kUnavailable);
+  EXPECT_EQ(gpus.status().message(), "nvmlDeviceGetName(GPU 0) failed: GPU is lost");
+}
+
+TEST_F(NvmlTest, InitErrorNamesTheCallAndNvmlsText) {
+  Write(file_, R"({"gpus": [], "fail": {"nvmlInit_v2": 9}})");
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_EQ(nvml.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(nvml.status().message(),
+              HasSubstr("nvmlInit_v2 failed (NVML library \"" + std::string(SLOTD_FAKE_NVML_PATH) +
+                        "\"): Driver Not Loaded"));
+}
+
+TEST_F(NvmlTest, NoGpusIsAnEmptyList) {
+  Write(file_, R"({"gpus": []})");
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_TRUE(nvml.ok()) << nvml.status().message();
+  Result<std::vector<GpuInfo>> gpus = (*nvml)->Devices();
+  ASSERT_TRUE(gpus.ok()) << gpus.status().message();
+  EXPECT_TRUE(gpus->empty());
+}
+
+}  // namespace
+}  // namespace slotd
