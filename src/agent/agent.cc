@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include <spdlog/spdlog.h>
@@ -16,6 +17,32 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
 
 std::vector<std::string> Agent::OwnerFilter() const {
   return {std::string(label::kOwner) + "=" + config_.agent.id};
+}
+
+std::optional<int> Agent::ChooseNumaNode(const ResourceRequest& request) const {
+  std::vector<std::pair<int, std::map<int, int>>> needs;  // wanted units, free units per node
+  std::set<int> nodes;
+  for (const auto& plugin : plugins_) {
+    int wanted = plugin->Wanted(request);
+    if (wanted == 0) continue;
+    needs.emplace_back(wanted, plugin->FreeByNumaNode());
+    for (const auto& [node, free] : needs.back().second) nodes.insert(node);
+  }
+  for (int node : nodes) {
+    bool fits = std::all_of(needs.begin(), needs.end(), [&](const auto& need) {
+      auto it = need.second.find(node);
+      return it != need.second.end() && it->second >= need.first;
+    });
+    if (fits) return node;
+  }
+  return std::nullopt;
+}
+
+std::string Agent::SlotTypes() const {
+  std::string slots = "cpu, mem";
+  for (const auto& plugin : plugins_)
+    if (!plugin->DeviceSlot().empty()) slots += ", " + plugin->DeviceSlot();
+  return slots;
 }
 
 Kernel* Agent::Find(const std::string& kernel_id) {
@@ -78,13 +105,17 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
       return Status::Conflict("kernel " + request.kernel_id +
                               " already exists with a different request; delete it first or use another kernel_id");
     }
-    if (!request.resources.devices.empty()) {
-      return Status::InvalidArgument("resources." + request.resources.devices.begin()->first +
-                                     ": no plugin of this agent provides this slot type");
+    for (const auto& [slot, count] : request.resources.devices) {
+      bool provided = std::any_of(plugins_.begin(), plugins_.end(),
+                                  [&, slot = slot](const auto& plugin) { return plugin->DeviceSlot() == slot; });
+      if (!provided)
+        return Status::InvalidArgument("resources." + slot + ": this agent has no such device plugin (its slots: " +
+                                       SlotTypes() + ")");
     }
     kernel.request = request;
     kernel.agent_id = config_.agent.id;
     kernel.created_at = static_cast<int64_t>(std::time(nullptr));
+    kernel.allocation.numa_node = ChooseNumaNode(request.resources);
     for (size_t i = 0; i < plugins_.size(); ++i) {
       Status s = plugins_[i]->Allocate(request.kernel_id, request.resources, kernel.allocation);
       if (!s.ok()) {
@@ -369,9 +400,11 @@ Status Agent::ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool stri
   kernel.container_seq = ++seq_;
   if (running) {
     if (Status s = TakeResources(kernel); !s.ok()) {
-      Status why = Status::FailedPrecondition("kernel " + kernel_id + " (container " + info.name +
-                                              "): its recorded allocation cannot be restored: " + s.message() +
-                                              ". Stop that container or fix this agent's config, then start again");
+      Status why = Status::FailedPrecondition(
+          "kernel " + kernel_id + " (container " + info.name + ") cannot be restored: " + s.message() +
+          ". Its container still holds what its ai.backend.allocations label records; either give this agent "
+          "those resources back in its config, or remove the container (docker rm -f " + info.name +
+          "), then start the agent again");
       if (strict) return why;
       kernel.state = KernelState::kError;
       kernel.reason = why.message();

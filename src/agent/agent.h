@@ -90,6 +90,10 @@ class Agent {
   using Clock = std::chrono::steady_clock;
 
   Kernel* Find(const std::string& kernel_id);            // requires mutex_
+  // The lowest NUMA node with room for all of `request`'s topology-bound
+  // units (cores, devices); nullopt when none has. Requires mutex_.
+  std::optional<int> ChooseNumaNode(const ResourceRequest& request) const;
+  std::string SlotTypes() const;                         // "cpu, mem, mock.device"; requires mutex_
   Status TakeResources(Kernel& kernel);                  // Claim for `kernel`; requires mutex_
   void FreeResources(Kernel& kernel);                    // requires mutex_
   void MarkTerminated(Kernel& kernel, std::optional<int> exit_code, const std::string& reason);  // requires mutex_

@@ -52,7 +52,7 @@ Status ParseResources(const json& body, ResourceRequest& out) {
         return Bad(field, "expected a whole number of cores, at least 1");
       out.cpu = value.get<int>();
     } else if (key == "mem") {
-      if (value.is_number_unsigned()) {
+      if (value.is_number_integer() && value.get<int64_t>() >= 0) {
         out.mem_bytes = value.get<uint64_t>();
       } else if (value.is_string()) {
         auto size = ParseSize(value.get<std::string>());

@@ -207,6 +207,23 @@ int main(int argc, char** argv) {
       rows.push_back({slot, fmt(use["capacity"]), fmt(use["used"]), fmt(use["free"]), detail});
     }
     PrintTable({"SLOT", "CAPACITY", "USED", "FREE", "DETAIL"}, rows);
+    std::vector<std::vector<std::string>> device_rows;
+    for (const auto& [slot, use] : a["resources"].items()) {
+      if (!use.contains("devices")) continue;
+      for (const auto& d : use["devices"]) {
+        std::string props;
+        for (const auto& [key, value] : d.items()) {
+          if (key == "id" || key == "numa_node" || key == "held_by") continue;
+          std::string shown = key == "memory" ? slotd::FormatSize(value.get<uint64_t>()) : Str(value);
+          props += (props.empty() ? "" : " ") + key + "=" + shown;
+        }
+        device_rows.push_back({slot, Str(d["id"]), Str(d["numa_node"]), Str(d["held_by"]), props});
+      }
+    }
+    if (!device_rows.empty()) {
+      std::cout << "\n";
+      PrintTable({"SLOT", "DEVICE", "NUMA", "HELD BY", "PROPERTIES"}, device_rows);
+    }
     return 0;
   }
   if (*kernels) {

@@ -45,7 +45,8 @@ slotd::Result<std::string> ReadToken(const std::string& path) {
 
 // Runs the agent until SIGTERM/SIGINT. Returns the process exit status.
 int RunAgent(const std::string& config_path) {
-  auto config = slotd::LoadConfig(config_path);
+  const slotd::HostFacts host = slotd::HostFacts::Detect();
+  auto config = slotd::LoadConfig(config_path, host);
   if (!config.ok()) {
     std::cerr << "slotd: invalid configuration:\n" << config.status().message() << "\n";
     return 2;
@@ -85,8 +86,11 @@ int RunAgent(const std::string& config_path) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  auto plugins = slotd::MakePlugins(*config, host);
+  if (!plugins.ok()) return fail(plugins.status());
+
   slotd::EventHub hub;
-  slotd::Agent agent(*config, **engine, slotd::MakePlugins(*config), hub);
+  slotd::Agent agent(*config, **engine, std::move(*plugins), hub);
   if (Status s = agent.Restore(); !s.ok()) return fail(s);
 
   slotd::ApiServer api(agent, hub, token);

@@ -1,12 +1,14 @@
 #include "resources/allocation.h"
 
+#include <algorithm>
+
 namespace slotd {
 
 bool Allocation::operator==(const Allocation& o) const {
   auto port_eq = [](const PortBinding& a, const PortBinding& b) {
     return a.container_port == b.container_port && a.host_port == b.host_port;
   };
-  return cores == o.cores && mem_bytes == o.mem_bytes && devices == o.devices &&
+  return cores == o.cores && mem_bytes == o.mem_bytes && devices == o.devices && numa_node == o.numa_node &&
          std::equal(ports.begin(), ports.end(), o.ports.begin(), o.ports.end(), port_eq);
 }
 
@@ -15,7 +17,9 @@ nlohmann::json Allocation::ToJson() const {
   for (const auto& p : ports) ports_json.push_back({{"container", p.container_port}, {"host", p.host_port}});
   nlohmann::json devices_json = nlohmann::json::object();
   for (const auto& [plugin, ids] : devices) devices_json[plugin] = ids;
-  return {{"cpu", cores}, {"mem", mem_bytes}, {"devices", devices_json}, {"ports", ports_json}};
+  nlohmann::json j = {{"cpu", cores}, {"mem", mem_bytes}, {"devices", devices_json}, {"ports", ports_json}};
+  if (numa_node) j["numa_node"] = *numa_node;
+  return j;
 }
 
 Result<Allocation> Allocation::FromJson(const nlohmann::json& j) {
@@ -33,7 +37,7 @@ Result<Allocation> Allocation::FromJson(const nlohmann::json& j) {
     std::sort(a.cores.begin(), a.cores.end());
   }
   if (j.contains("mem")) {
-    if (!j["mem"].is_number_unsigned()) return bad("mem", "a number of bytes");
+    if (!j["mem"].is_number_integer() || j["mem"].get<int64_t>() < 0) return bad("mem", "a number of bytes");
     a.mem_bytes = j["mem"].get<uint64_t>();
   }
   if (j.contains("devices")) {
@@ -54,6 +58,10 @@ Result<Allocation> Allocation::FromJson(const nlohmann::json& j) {
         return bad("ports", "an array of {container, host}");
       a.ports.push_back({p["container"].get<int>(), p["host"].get<int>()});
     }
+  }
+  if (j.contains("numa_node")) {
+    if (!j["numa_node"].is_number_integer() || j["numa_node"].get<int>() < 0) return bad("numa_node", "a node number");
+    a.numa_node = j["numa_node"].get<int>();
   }
   return a;
 }

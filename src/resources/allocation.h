@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,10 +20,14 @@ struct Allocation {
   uint64_t mem_bytes = 0;      // memory limit (memory plugin)
   std::map<std::string, std::vector<std::string>> devices;  // plugin name -> device ids
   std::vector<PortBinding> ports;  // host ports from the agent's port range
+  // The NUMA node the placement preferred (the node of its devices and cores
+  // when one node could hold them all); unset when no single node could.
+  std::optional<int> numa_node;
 
   bool operator==(const Allocation&) const;
 
-  // The label form: {"cpu":[0,1],"mem":268435456,"devices":{...},"ports":[{"container":8080,"host":30001}]}.
+  // The label form: {"cpu":[0,1],"mem":268435456,"devices":{"mock":["mock0"]},
+  // "ports":[{"container":8080,"host":30001}],"numa_node":0}.
   nlohmann::json ToJson() const;
   // Parses the label form; a malformed label is kInvalidArgument naming the field.
   static Result<Allocation> FromJson(const nlohmann::json& j);

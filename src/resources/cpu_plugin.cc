@@ -1,17 +1,38 @@
 #include "resources/cpu_plugin.h"
 
+#include <algorithm>
+
 #include "common/units.h"
 
 namespace slotd {
 
-CpuPlugin::CpuPlugin(std::vector<int> allowed_cores) : allowed_(allowed_cores.begin(), allowed_cores.end()) {}
+CpuPlugin::CpuPlugin(std::vector<int> allowed_cores, std::map<int, int> core_numa_node)
+    : allowed_(allowed_cores.begin(), allowed_cores.end()), core_numa_node_(std::move(core_numa_node)) {}
+
+int CpuPlugin::NodeOf(int core) const {
+  auto it = core_numa_node_.find(core);
+  return it == core_numa_node_.end() ? 0 : it->second;
+}
+
+std::map<int, int> CpuPlugin::FreeByNumaNode() const {
+  std::map<int, int> free;
+  for (int core : allowed_)
+    if (!holder_.count(core)) ++free[NodeOf(core)];
+  return free;
+}
 
 Status CpuPlugin::Allocate(const std::string& kernel_id, const ResourceRequest& request, Allocation& out) {
   std::vector<int> picked;
-  for (int core : allowed_) {
-    if (static_cast<int>(picked.size()) == request.cpu) break;
-    if (!holder_.count(core)) picked.push_back(core);
+  // Two passes: the preferred node's cores, then any.
+  for (bool preferred_pass : {true, false}) {
+    for (int core : allowed_) {
+      if (static_cast<int>(picked.size()) == request.cpu) break;
+      if (holder_.count(core) || std::find(picked.begin(), picked.end(), core) != picked.end()) continue;
+      if (preferred_pass && (!out.numa_node || NodeOf(core) != *out.numa_node)) continue;
+      picked.push_back(core);
+    }
   }
+  std::sort(picked.begin(), picked.end());
   if (static_cast<int>(picked.size()) < request.cpu) {
     size_t free = allowed_.size() - holder_.size();
     return Status::ResourceExhausted("insufficient cpu: requested " + std::to_string(request.cpu) + ", free " +

@@ -6,6 +6,7 @@
 // so a plugin's allocation map has exactly one guard.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,8 +28,9 @@ class ResourcePlugin {
   virtual std::string Name() const = 0;
 
   // Takes what `request` asks of this plugin for `kernel_id` and writes it
-  // into `out`. Takes nothing on failure: kResourceExhausted with a message
-  // like "insufficient cpu: requested 4, free 2 of 8".
+  // into `out`, preferring `out.numa_node` when set. Takes nothing on
+  // failure: kResourceExhausted with a message like
+  // "insufficient cpu: requested 4, free 2 of 8".
   virtual Status Allocate(const std::string& kernel_id, const ResourceRequest& request, Allocation& out) = 0;
 
   // Takes exactly this plugin's part of `alloc` for `kernel_id` (restore from
@@ -42,12 +44,25 @@ class ResourcePlugin {
   // Adds this plugin's container settings for `alloc` to `spec`.
   virtual void Apply(const Allocation& alloc, ContainerSpec& spec) const = 0;
 
-  // For /v1/agent: {"<slot>": {"capacity", "used", "free"}, ...} plus, where
-  // the plugin has devices, "devices": [...]. Merged into one object by the core.
+  // For /v1/agent: {"<slot>": {"capacity", "used", "free", ...}}, with a
+  // "devices" list under the slot where the plugin has devices. Merged into
+  // one object by the core.
   virtual nlohmann::json Describe() const = 0;
+
+  // The device slot type this plugin serves ("mock.device"); empty for none.
+  virtual std::string DeviceSlot() const { return ""; }
+
+  // For topology-aware placement: how many units `request` needs from this
+  // plugin, and how many are free on each NUMA node. Plugins without
+  // topology (memory, ports) return 0 and an empty map.
+  virtual int Wanted(const ResourceRequest& request) const { return 0; }
+  virtual std::map<int, int> FreeByNumaNode() const { return {}; }
 };
 
-// Builds the plugins this config turns on, in allocation order: cpu, mem, ports.
-std::vector<std::unique_ptr<ResourcePlugin>> MakePlugins(const Config& config);
+// Builds the plugins this config turns on, in allocation order: device
+// plugins (cuda, mock), cpu, mem, ports. Fails when a device plugin cannot
+// start (NVML missing, an allow-list entry that matches no device); the
+// message names the section and says what to do.
+Result<std::vector<std::unique_ptr<ResourcePlugin>>> MakePlugins(const Config& config, const HostFacts& host);
 
 }  // namespace slotd

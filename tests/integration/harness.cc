@@ -101,11 +101,18 @@ AgentProcess::AgentProcess(AgentOptions options) : options_(std::move(options)) 
   config_path_ = dir_.path() + "/agent.toml";
   socket_path_ = dir_.path() + "/ipc/agent.sock";
   log_path_ = dir_.path() + "/slotd.log";
+  if (!options_.token.empty()) WriteFile(dir_.path() + "/token", options_.token + "\n");
+  WriteConfig();
+}
+
+void AgentProcess::SetExtraToml(std::string extra_toml) {
+  options_.extra_toml = std::move(extra_toml);
+  WriteConfig();
+}
+
+void AgentProcess::WriteConfig() const {
   std::string token_line;
-  if (!options_.token.empty()) {
-    WriteFile(dir_.path() + "/token", options_.token + "\n");
-    token_line = "token-file = \"" + dir_.path() + "/token\"\n";
-  }
+  if (!options_.token.empty()) token_line = "token-file = \"" + dir_.path() + "/token\"\n";
   WriteFile(config_path_, "[agent]\n"
                           "id = \"" + options_.id + "\"\n"
                           "rpc-listen-addr = \"127.0.0.1:0\"\n"

@@ -70,6 +70,9 @@ class AgentProcess {
   explicit AgentProcess(AgentOptions options);
   ~AgentProcess();  // SIGKILLs the process if still running, removes the agent's containers
 
+  // Replaces options().extra_toml and rewrites the config (takes effect at the next Start).
+  void SetExtraToml(std::string extra_toml);
+
   // Starts slotd and waits until it serves /health; false if it exited first
   // (then exit_code() and log() tell why).
   bool Start();
@@ -96,6 +99,8 @@ class AgentProcess {
                               std::chrono::milliseconds limit = std::chrono::seconds(10)) const;
 
  private:
+  void WriteConfig() const;
+
   AgentOptions options_;
   TempDir dir_;
   std::string config_path_;
