@@ -1,0 +1,374 @@
+#include "testing/fake_engine.h"
+
+#include <cstdio>
+#include <ctime>
+#include <utility>
+
+namespace slotd {
+namespace {
+
+// The logical clock starts here (2023-11-14T22:13:20Z) so times look real.
+constexpr int64_t kEpochUnix = 1'700'000'000;
+constexpr int64_t kNanosPerSecond = 1'000'000'000;
+
+int64_t UnixSeconds(int64_t clock_ns) { return kEpochUnix + clock_ns / kNanosPerSecond; }
+
+std::string Rfc3339(int64_t clock_ns) {
+  std::time_t t = static_cast<std::time_t>(UnixSeconds(clock_ns));
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+FakeEngine::FakeEngine() : images_{kDefaultImage} {}
+
+// ------------------------------------------------------------ private helpers
+
+FakeEngine::Container* FakeEngine::Resolve(const std::string& id_or_name) {
+  return const_cast<Container*>(std::as_const(*this).Resolve(id_or_name));
+}
+
+const FakeEngine::Container* FakeEngine::Resolve(const std::string& id_or_name) const {
+  if (auto it = containers_.find(id_or_name); it != containers_.end()) return &it->second;
+  if (auto it = names_.find(id_or_name); it != names_.end()) return &containers_.at(it->second);
+  return nullptr;
+}
+
+Status FakeEngine::Enter(Method method) {
+  ++calls_[method];
+  auto it = failures_.find(method);
+  if (it == failures_.end() || it->second.empty()) return Status::Ok();
+  Status failure = std::move(it->second.front());
+  it->second.pop_front();
+  return failure;
+}
+
+Result<FakeEngine::Container*> FakeEngine::EnterFor(Method method, const std::string& id_or_name) {
+  Container* c = Resolve(id_or_name);
+  ++calls_for_[c ? c->info.id : id_or_name];
+  if (Status s = Enter(method); !s.ok()) return s;
+  if (!c) return Status::NotFound("No such container: " + id_or_name);
+  return c;
+}
+
+EngineEvent FakeEngine::Emit(const Container& c, const std::string& action, std::optional<int> exit_code) {
+  clock_ns_ += kNanosPerSecond;
+  EngineEvent event;
+  event.type = "container";
+  event.action = action;
+  event.id = c.info.id;
+  event.attributes = c.info.labels;
+  event.attributes["name"] = c.info.name;
+  event.attributes["image"] = c.info.image;
+  if (exit_code) event.attributes["exitCode"] = std::to_string(*exit_code);
+  event.time_nano = kEpochUnix * kNanosPerSecond + clock_ns_;
+  if (events_.size() == kEventLogSize) events_.pop_front();
+  events_.push_back(event);
+  for (Subscriber* sub : subscribers_) {
+    if (Matches(c.info.labels, sub->filters)) sub->pending.push_back(event);
+  }
+  events_cv_.notify_all();
+  return event;
+}
+
+void FakeEngine::Run(Container& c) {
+  c.info.state = "running";
+  c.info.running = true;
+  c.info.exit_code = 0;
+  c.info.pid = static_cast<int>(10'000 + next_id_++);
+  c.info.started_at = Rfc3339(clock_ns_);
+  c.info.finished_at.clear();
+  Emit(c, "start");
+}
+
+EngineEvent FakeEngine::Exit(Container& c, int exit_code, bool killed) {
+  if (killed) Emit(c, "kill");
+  c.info.state = "exited";
+  c.info.running = false;
+  c.info.exit_code = exit_code;
+  c.info.pid = 0;
+  c.info.finished_at = Rfc3339(clock_ns_);
+  return Emit(c, "die", exit_code);
+}
+
+EngineEvent FakeEngine::Destroy(Container& c) {
+  if (c.info.running) Exit(c, kKillExitCode, /*killed=*/true);
+  EngineEvent destroyed = Emit(c, "destroy");
+  names_.erase(c.info.name);
+  containers_.erase(c.info.id);  // `c` dangles from here
+  return destroyed;
+}
+
+Result<std::string> FakeEngine::Make(const ContainerSpec& spec) {
+  if (const Container* existing = Resolve(spec.name))
+    return Status::Conflict("Conflict. The container name \"/" + spec.name + "\" is already in use by container \"" +
+                            existing->info.id + "\". You have to remove (or rename) that container to be able to "
+                            "reuse that name.");
+  if (!images_.count(spec.image)) return Status::NotFound("No such image: " + spec.image);
+  char id[65];  // fixed-width hex of a counter: map order is creation order
+  std::snprintf(id, sizeof id, "%064llx", static_cast<unsigned long long>(next_id_++));
+  Container c;
+  c.spec = spec;
+  c.info.id = id;
+  c.info.name = spec.name;
+  c.info.image = spec.image;
+  c.info.labels = spec.labels;
+  c.info.state = "created";
+  c.info.created_unix = UnixSeconds(clock_ns_);
+  c.info.cpuset_cpus = spec.cpuset_cpus;
+  c.info.memory_bytes = spec.memory_bytes;
+  c.info.env = spec.env;
+  names_[spec.name] = id;
+  Container& stored = containers_[id] = std::move(c);
+  Emit(stored, "create");
+  return std::string(id);
+}
+
+bool FakeEngine::Matches(const Labels& labels, const std::vector<std::string>& filters) {
+  for (const std::string& filter : filters) {
+    size_t eq = filter.find('=');
+    auto it = labels.find(filter.substr(0, eq));
+    if (it == labels.end()) return false;
+    if (eq != std::string::npos && it->second != filter.substr(eq + 1)) return false;
+  }
+  return true;
+}
+
+// ------------------------------------------------------------ ContainerEngine
+
+Result<std::string> FakeEngine::Version() {
+  std::lock_guard lock(mutex_);
+  if (Status s = Enter(Method::kVersion); !s.ok()) return s;
+  return std::string("fake");
+}
+
+Result<std::string> FakeEngine::Create(const ContainerSpec& spec) {
+  std::lock_guard lock(mutex_);
+  if (Status s = Enter(Method::kCreate); !s.ok()) return s;
+  return Make(spec);
+}
+
+Status FakeEngine::Start(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto c = EnterFor(Method::kStart, id);
+  if (!c.ok()) return c.status();
+  if (!(*c)->info.running) Run(**c);
+  return Status::Ok();
+}
+
+Status FakeEngine::Stop(const std::string& id, std::chrono::seconds /*timeout*/) {
+  std::lock_guard lock(mutex_);
+  auto c = EnterFor(Method::kStop, id);
+  if (!c.ok()) return c.status();
+  if ((*c)->info.running) {
+    Exit(**c, kStopExitCode, /*killed=*/true);
+    Emit(**c, "stop");
+  }
+  return Status::Ok();
+}
+
+Status FakeEngine::Kill(const std::string& id, const std::string& /*signal*/) {
+  std::lock_guard lock(mutex_);
+  auto c = EnterFor(Method::kKill, id);
+  if (!c.ok()) return c.status();
+  if (!(*c)->info.running)
+    return Status::Conflict("Cannot kill container: " + id + ": container " + (*c)->info.id + " is not running");
+  Exit(**c, kKillExitCode, /*killed=*/true);
+  return Status::Ok();
+}
+
+Status FakeEngine::Restart(const std::string& id, std::chrono::seconds /*timeout*/) {
+  std::lock_guard lock(mutex_);
+  auto c = EnterFor(Method::kRestart, id);
+  if (!c.ok()) return c.status();
+  if ((*c)->info.running) {
+    Exit(**c, kStopExitCode, /*killed=*/true);
+    Emit(**c, "stop");
+  }
+  Run(**c);
+  Emit(**c, "restart");
+  return Status::Ok();
+}
+
+Status FakeEngine::Remove(const std::string& id, bool force) {
+  std::lock_guard lock(mutex_);
+  auto c = EnterFor(Method::kRemove, id);
+  if (!c.ok()) return c.status();
+  if ((*c)->info.running && !force)
+    return Status::Conflict("You cannot remove a running container " + (*c)->info.id +
+                            ". Stop the container before attempting removal or force remove");
+  Destroy(**c);
+  return Status::Ok();
+}
+
+Result<ContainerInfo> FakeEngine::Inspect(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto c = EnterFor(Method::kInspect, id);
+  if (!c.ok()) return c.status();
+  return (*c)->info;
+}
+
+Result<std::vector<ContainerInfo>> FakeEngine::List(const std::vector<std::string>& label_filters) {
+  std::lock_guard lock(mutex_);
+  if (Status s = Enter(Method::kList); !s.ok()) return s;
+  std::vector<ContainerInfo> out;
+  for (const auto& [id, c] : containers_) {
+    const ContainerInfo& full = c.info;
+    if (!Matches(full.labels, label_filters)) continue;
+    ++calls_for_[id];
+    ContainerInfo listed;  // what Docker's list carries, nothing more
+    listed.id = full.id;
+    listed.name = full.name;
+    listed.image = full.image;
+    listed.labels = full.labels;
+    listed.state = full.state;
+    listed.running = full.running;
+    listed.created_unix = full.created_unix;
+    out.push_back(std::move(listed));
+  }
+  return out;
+}
+
+Result<ExecResult> FakeEngine::Exec(const std::string& id, const std::vector<std::string>& command,
+                                    std::chrono::seconds /*timeout*/) {
+  std::lock_guard lock(mutex_);
+  auto c = EnterFor(Method::kExec, id);
+  if (!c.ok()) return c.status();
+  if (!(*c)->info.running) return Status::Conflict("Container " + (*c)->info.id + " is not running");
+  ExecResult result;
+  result.exit_code = 0;
+  for (size_t i = 0; i < command.size(); ++i) result.stdout_text += (i ? " " : "") + command[i];
+  result.stdout_text += "\n";
+  return result;
+}
+
+Result<std::string> FakeEngine::Logs(const std::string& id, int tail) {
+  std::lock_guard lock(mutex_);
+  auto c = EnterFor(Method::kLogs, id);
+  if (!c.ok()) return c.status();
+  const std::string& text = (*c)->logs;
+  if (tail <= 0) return text;
+  // Walk back over `tail` line ends, not counting the one that ends the text.
+  size_t start = text.size();
+  if (start > 0 && text[start - 1] == '\n') --start;
+  for (int lines = 0; start > 0; --start) {
+    if (text[start - 1] == '\n' && ++lines == tail) break;
+  }
+  return text.substr(start);
+}
+
+Status FakeEngine::StreamEvents(const std::vector<std::string>& label_filters,
+                                const std::function<void()>& on_connected,
+                                const std::function<void(const EngineEvent&)>& on_event,
+                                const std::atomic<bool>& stop) {
+  Subscriber sub;
+  sub.filters = label_filters;
+  {
+    std::lock_guard lock(mutex_);
+    if (Status s = Enter(Method::kStreamEvents); !s.ok()) return s;
+    subscribers_.insert(&sub);
+  }
+  on_connected();
+  std::unique_lock lock(mutex_);
+  while (true) {
+    // `stop` has no way to wake us, so look at it every 10 ms.
+    events_cv_.wait_for(lock, std::chrono::milliseconds(10), [&] { return stop.load() || !sub.pending.empty(); });
+    if (stop) break;
+    std::deque<EngineEvent> batch = std::exchange(sub.pending, {});
+    lock.unlock();
+    for (const EngineEvent& event : batch) on_event(event);
+    lock.lock();
+  }
+  subscribers_.erase(&sub);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- test controls
+
+void FakeEngine::AddImage(const std::string& image) {
+  std::lock_guard lock(mutex_);
+  images_.insert(image);
+}
+
+void FakeEngine::FailNext(Method method, Status status) {
+  std::lock_guard lock(mutex_);
+  failures_[method].push_back(std::move(status));
+}
+
+Result<EngineEvent> FakeEngine::KillBehindBack(const std::string& id, int exit_code) {
+  std::lock_guard lock(mutex_);
+  Container* c = Resolve(id);
+  if (!c) return Status::NotFound("No such container: " + id);
+  if (!c->info.running) return Status::FailedPrecondition("container " + id + " is not running");
+  return Exit(*c, exit_code, /*killed=*/false);
+}
+
+Result<EngineEvent> FakeEngine::RemoveBehindBack(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  Container* c = Resolve(id);
+  if (!c) return Status::NotFound("No such container: " + id);
+  return Destroy(*c);
+}
+
+Result<std::string> FakeEngine::AddContainer(const std::string& name, const Labels& labels, bool running,
+                                             int exit_code, const std::string& image) {
+  std::lock_guard lock(mutex_);
+  ContainerSpec spec;
+  spec.name = name;
+  spec.image = image;
+  spec.labels = labels;
+  auto id = Make(spec);
+  if (!id.ok()) return id;
+  Container& c = containers_.at(*id);
+  Run(c);
+  if (!running) Exit(c, exit_code, /*killed=*/false);
+  return id;
+}
+
+void FakeEngine::SetLogs(const std::string& id, const std::string& text) {
+  std::lock_guard lock(mutex_);
+  if (Container* c = Resolve(id)) c->logs = text;
+}
+
+int FakeEngine::CallsFor(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  const Container* c = Resolve(id);
+  auto it = calls_for_.find(c ? c->info.id : id);
+  return it == calls_for_.end() ? 0 : it->second;
+}
+
+int FakeEngine::CallCount(Method method) const {
+  std::lock_guard lock(mutex_);
+  auto it = calls_.find(method);
+  return it == calls_.end() ? 0 : it->second;
+}
+
+std::optional<ContainerInfo> FakeEngine::Peek(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  const Container* c = Resolve(id);
+  if (!c) return std::nullopt;
+  return c->info;
+}
+
+std::optional<ContainerSpec> FakeEngine::SpecOf(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  const Container* c = Resolve(id);
+  if (!c) return std::nullopt;
+  return c->spec;
+}
+
+size_t FakeEngine::ContainerCount() const {
+  std::lock_guard lock(mutex_);
+  return containers_.size();
+}
+
+std::vector<EngineEvent> FakeEngine::Events() const {
+  std::lock_guard lock(mutex_);
+  return {events_.begin(), events_.end()};
+}
+
+}  // namespace slotd

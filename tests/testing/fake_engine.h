@@ -1,0 +1,187 @@
+// FakeEngine: an in-memory ContainerEngine for unit tests and benchmarks of
+// the agent core. No Docker, no processes: a container is a record in a map.
+//
+// It behaves like the Docker Engine where the core can tell the difference:
+//  - Create refuses a duplicate name (kConflict) and an image it does not
+//    know (kNotFound); it does not start the container.
+//  - Methods taking an id accept the container's id or its name; an unknown
+//    one is kNotFound.
+//  - List applies the label filters itself, like the engine's server-side
+//    filter ("key=value" or "key", all must match), returns every state, and
+//    leaves exit_code, pid, started/finished times and HostConfig fields
+//    empty: only Inspect fills them, as with Docker.
+//  - Every change emits the events Docker would (create, start, kill, die
+//    with "exitCode", stop, restart, destroy), with the container's labels,
+//    "name" and "image" as attributes. They go to open StreamEvents
+//    subscribers whose label filters match, and to a bounded log (Events()).
+//
+// Deterministic: ids come from a counter, times from a logical clock that
+// advances one second per event, and nothing runs in the background. Only StreamEvents blocks (in its caller's
+// thread) until its `stop` flag is set.
+//
+// Thread-safe: mutex_ guards all state, so a benchmark may drive it from
+// several threads.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/container_engine.h"
+
+namespace slotd {
+
+class FakeEngine : public ContainerEngine {
+ public:
+  // The ContainerEngine methods, for FailNext and CallCount.
+  enum class Method { kVersion, kCreate, kStart, kStop, kKill, kRestart, kRemove, kInspect, kList, kExec, kLogs,
+                      kStreamEvents };
+
+  // The image every test kernel uses; known from the start.
+  static constexpr char kDefaultImage[] = "slotd-test/busybox:latest";
+  // Exit code a container gets from Stop (SIGTERM honoured).
+  static constexpr int kStopExitCode = 143;
+  // Exit code a container gets from Kill, and from Remove(force) while running (SIGKILL).
+  static constexpr int kKillExitCode = 137;
+
+  FakeEngine();
+
+  // ---- ContainerEngine
+
+  // Returns "fake".
+  Result<std::string> Version() override;
+  // Stores the container in state "created"; emits "create".
+  Result<std::string> Create(const ContainerSpec& spec) override;
+  // Runs it; a running container is left as is (Docker's 304). Emits "start".
+  Status Start(const std::string& id) override;
+  // Exits a running container with kStopExitCode (emits "kill", "die", "stop"); a stopped one is OK.
+  Status Stop(const std::string& id, std::chrono::seconds timeout) override;
+  // Exits a running container with kKillExitCode (emits "kill", "die"); kConflict when it is not running.
+  Status Kill(const std::string& id, const std::string& signal = "KILL") override;
+  // Stops it if running, then starts it (emits those events, then "restart").
+  Status Restart(const std::string& id, std::chrono::seconds timeout) override;
+  // Deletes it (emits "destroy"); a running one needs `force` (else kConflict) and is killed first.
+  Status Remove(const std::string& id, bool force) override;
+  // Everything known about the container, HostConfig fields included.
+  Result<ContainerInfo> Inspect(const std::string& id) override;
+  // Containers matching every filter, in creation order, with list-only fields.
+  Result<std::vector<ContainerInfo>> List(const std::vector<std::string>& label_filters) override;
+  // Echoes the command: exit code 0, stdout the arguments joined by spaces and a newline.
+  // kConflict when the container is not running.
+  Result<ExecResult> Exec(const std::string& id, const std::vector<std::string>& command,
+                          std::chrono::seconds timeout) override;
+  // The text set by SetLogs, its last `tail` lines when tail > 0.
+  Result<std::string> Logs(const std::string& id, int tail) override;
+  // Calls on_connected, then on_event (in this thread, without the fake's
+  // lock held) for each event emitted from then on whose container matches
+  // `label_filters`, until `stop` is set (checked at least every 10 ms);
+  // returns OK then.
+  Status StreamEvents(const std::vector<std::string>& label_filters, const std::function<void()>& on_connected,
+                      const std::function<void(const EngineEvent&)>& on_event,
+                      const std::atomic<bool>& stop) override;
+
+  // ---- Test controls. None of them counts as a call.
+
+  // Makes `image` known to Create.
+  void AddImage(const std::string& image);
+
+  // Makes the next call of `method` fail with `status` (which must not be OK)
+  // without any effect. Several calls queue up, one failure per call.
+  void FailNext(Method method, Status status);
+
+  // The container exits on its own with `exit_code`, as if its process ended
+  // or was killed by someone else; returns the "die" event it emits.
+  // kNotFound for an unknown container, kFailedPrecondition when it is not running.
+  Result<EngineEvent> KillBehindBack(const std::string& id, int exit_code);
+
+  // The container is removed by someone else (`docker rm -f`); returns the
+  // "destroy" event (a running one also emits "kill" and "die" before it).
+  Result<EngineEvent> RemoveBehindBack(const std::string& id);
+
+  // Puts a container there as someone else would (another agent, a user, or
+  // this agent before a crash): `labels` are arbitrary; running, or exited
+  // with `exit_code`. Emits "create" and "start" (then "die" when not
+  // running). Returns its id.
+  // kConflict when the name is taken.
+  Result<std::string> AddContainer(const std::string& name, const Labels& labels, bool running = true,
+                                   int exit_code = 0, const std::string& image = kDefaultImage);
+
+  // Sets the text Logs returns for the container.
+  void SetLogs(const std::string& id, const std::string& text);
+
+  // How many ContainerEngine calls named this container (by id or name),
+  // plus how many times List returned it. 0 for one the engine never saw.
+  int CallsFor(const std::string& id) const;
+
+  // How many times `method` was called, failed calls included.
+  int CallCount(Method method) const;
+
+  // The container as Inspect would show it, or nullopt; by id or name.
+  std::optional<ContainerInfo> Peek(const std::string& id) const;
+
+  // The spec the container was created from, or nullopt; by id or name.
+  std::optional<ContainerSpec> SpecOf(const std::string& id) const;
+
+  // How many containers exist, in any state.
+  size_t ContainerCount() const;
+
+  // The events emitted so far, oldest first (the last kEventLogSize of them).
+  std::vector<EngineEvent> Events() const;
+
+  // How many events Events() keeps, so that a long benchmark stays small.
+  static constexpr size_t kEventLogSize = 10'000;
+
+ private:
+  // One container: how it was made and what it is now.
+  struct Container {
+    ContainerSpec spec;
+    ContainerInfo info;  // the Inspect view
+    std::string logs;
+  };
+  // One open StreamEvents call.
+  struct Subscriber {
+    std::vector<std::string> filters;
+    std::deque<EngineEvent> pending;
+  };
+
+  // The container named by id or name, or nullptr. Requires mutex_.
+  Container* Resolve(const std::string& id_or_name);
+  const Container* Resolve(const std::string& id_or_name) const;
+  // Counts a call of `method` and pops its queued failure, if any. Requires mutex_.
+  Status Enter(Method method);
+  // Enter, then resolves `id_or_name` and counts the call against it. Requires mutex_.
+  Result<Container*> EnterFor(Method method, const std::string& id_or_name);
+  // Emits `action` for `c` to the log and matching subscribers. Requires mutex_.
+  EngineEvent Emit(const Container& c, const std::string& action, std::optional<int> exit_code = std::nullopt);
+  // Sets `c` running; emits "start". Requires mutex_.
+  void Run(Container& c);
+  // Exits running `c` with `exit_code`; emits "kill" first when `killed`, then "die". Requires mutex_.
+  EngineEvent Exit(Container& c, int exit_code, bool killed);
+  // Deletes `c` (exiting it first if running); emits "destroy". Requires mutex_.
+  EngineEvent Destroy(Container& c);
+  // Creates a container in state "created". Requires mutex_.
+  Result<std::string> Make(const ContainerSpec& spec);
+  // Whether `labels` satisfy every "key=value" / "key" filter.
+  static bool Matches(const Labels& labels, const std::vector<std::string>& filters);
+
+  mutable std::mutex mutex_;
+  std::condition_variable events_cv_;            // signalled on every Emit
+  std::set<std::string> images_;                 // guarded by mutex_
+  std::map<std::string, Container> containers_;  // guarded by mutex_: id -> container, in creation order
+  std::map<std::string, std::string> names_;     // guarded by mutex_: name -> id
+  std::map<Method, std::deque<Status>> failures_;  // guarded by mutex_: queued FailNext
+  std::map<std::string, int> calls_for_;         // guarded by mutex_: container id -> calls
+  std::map<Method, int> calls_;                  // guarded by mutex_: method -> calls
+  std::deque<EngineEvent> events_;               // guarded by mutex_: the last kEventLogSize events
+  std::set<Subscriber*> subscribers_;            // guarded by mutex_: open StreamEvents calls
+  uint64_t next_id_ = 1;                         // guarded by mutex_: for container ids and pids
+  int64_t clock_ns_ = 0;                         // guarded by mutex_: logical time, +1 s per event
+};
+
+}  // namespace slotd

@@ -1,0 +1,704 @@
+// The agent core through the in-memory FakeEngine: what a kernel gets and how
+// its container is labelled, all-or-nothing creation, convergence on engine
+// events and relists, restore after a crash, and that a container of another
+// owner is never touched. The fake is synchronous, so every test drives the
+// core directly (OnEngineEvent, Relist) instead of waiting for threads.
+#include "agent/agent.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testing/fake_engine.h"
+
+namespace slotd {
+namespace {
+
+using nlohmann::json;
+using Method = FakeEngine::Method;
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+
+// Agent "a1": cores 0-3, 1 GiB, host ports 30000-30009.
+Config TestConfig() {
+  Config config;
+  config.agent.id = "a1";
+  config.agent.node = "testnode";
+  config.resource.allowed_cores = {0, 1, 2, 3};
+  config.resource.allowed_cores_explicit = true;
+  config.resource.memory_size = kGiB;
+  config.resource.memory_size_explicit = true;
+  config.container.port_range_start = 30000;
+  config.container.port_range_end = 30009;
+  config.container.stop_timeout = std::chrono::seconds(1);
+  return config;
+}
+
+// A create request for kernel `id` running `sleep 3600`; `extra` adds or
+// replaces top-level fields of the body.
+CreateRequest Request(const std::string& id, json resources = {{"cpu", 1}}, json extra = json::object()) {
+  json body = {{"kernel_id", id},
+               {"image", FakeEngine::kDefaultImage},
+               {"command", json::array({"sleep", "3600"})},
+               {"resources", std::move(resources)}};
+  body.update(extra);
+  Result<CreateRequest> req = ParseCreateRequest(body);
+  EXPECT_TRUE(req.ok()) << req.status().message();
+  return *req;
+}
+
+// The labels `agent_id`'s agent would have put on kernel `id` holding `cores` and `mem`.
+Labels OwnedLabels(const std::string& id, std::vector<int> cores, uint64_t mem = 256 * kMiB,
+                   const std::string& agent_id = "a1") {
+  Kernel kernel;
+  kernel.request = Request(id, {{"cpu", static_cast<int>(cores.size())}, {"mem", mem}});
+  kernel.agent_id = agent_id;
+  kernel.allocation.cores = std::move(cores);
+  kernel.allocation.mem_bytes = mem;
+  return KernelLabels(kernel);
+}
+
+// Every event queued on `sub` now.
+std::vector<json> Drain(EventHub::Subscription& sub) {
+  std::vector<json> events;
+  while (auto event = sub.Next(std::chrono::milliseconds(0))) events.push_back(std::move(*event));
+  return events;
+}
+
+// The "type" of each event.
+std::vector<std::string> Types(const std::vector<json>& events) {
+  std::vector<std::string> types;
+  for (const json& e : events) types.push_back(e["type"]);
+  return types;
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  // A fresh agent over the same engine and hub, as after a restart of slotd.
+  std::unique_ptr<Agent> NewAgent() {
+    auto plugins = MakePlugins(config_, HostFacts{});
+    EXPECT_TRUE(plugins.ok()) << plugins.status().message();
+    return std::make_unique<Agent>(config_, engine_, std::move(*plugins), hub_);
+  }
+
+  // Creates kernel `request`, which must succeed.
+  Kernel MustCreate(const CreateRequest& request, Agent* agent = nullptr) {
+    auto out = (agent ? agent : agent_.get())->CreateKernel(request);
+    EXPECT_TRUE(out.ok()) << request.kernel_id << ": " << out.status().message();
+    return out.ok() ? out->kernel : Kernel{};
+  }
+
+  // What `agent` reports as used of `slot` ("cpu", "mem", "ports").
+  static uint64_t Used(const Agent& agent, const std::string& slot) {
+    return agent.DescribeResources()[slot]["used"].get<uint64_t>();
+  }
+  uint64_t Used(const std::string& slot) const { return Used(*agent_, slot); }
+
+  // Asserts that nothing at all is allocated.
+  void ExpectNothingHeld() const {
+    EXPECT_EQ(Used("cpu"), 0u);
+    EXPECT_EQ(Used("mem"), 0u);
+    EXPECT_EQ(Used("ports"), 0u);
+  }
+
+  // The kernel's current state.
+  KernelState StateOf(const std::string& kernel_id) const {
+    auto k = agent_->GetKernel(kernel_id);
+    EXPECT_TRUE(k.ok()) << k.status().message();
+    return k.ok() ? k->state : KernelState::kError;
+  }
+
+  FakeEngine engine_;
+  EventHub hub_;
+  Config config_ = TestConfig();
+  std::unique_ptr<Agent> agent_ = NewAgent();
+};
+
+// ---------------------------------------------------------------------- create
+
+TEST_F(AgentTest, CreateAllocatesAndLabelsTheContainer) {
+  Result<Agent::CreateOutcome> out = agent_->CreateKernel(
+      Request("k1", {{"cpu", 2}, {"mem", "256m"}},
+              {{"session_id", "s1"}, {"env", {{"FOO", "bar"}}}, {"ports", json::array({8080})},
+               {"labels", {{"team", "vision"}}}}));
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_TRUE(out->created);
+  const Kernel& k = out->kernel;
+  EXPECT_EQ(k.state, KernelState::kRunning);
+  EXPECT_EQ(k.allocation.cores, (std::vector<int>{0, 1}));
+  EXPECT_EQ(k.allocation.mem_bytes, 256 * kMiB);
+  ASSERT_EQ(k.allocation.ports.size(), 1u);
+  EXPECT_EQ(k.allocation.ports[0].container_port, 8080);
+  EXPECT_EQ(k.allocation.ports[0].host_port, 30000);
+
+  std::optional<ContainerInfo> info = engine_.Peek(k.container_id);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->name, "slotd-a1-k1");
+  EXPECT_TRUE(info->running);
+  EXPECT_EQ(info->labels.at("ai.backend.owner"), "a1");
+  EXPECT_EQ(info->labels.at("ai.backend.agent-id"), "a1");
+  EXPECT_EQ(info->labels.at("ai.backend.kernel-id"), "k1");
+  EXPECT_EQ(info->labels.at("ai.backend.session-id"), "s1");
+  EXPECT_EQ(info->labels.at("team"), "vision");
+  EXPECT_EQ(json::parse(info->labels.at("ai.backend.allocations")), k.allocation.ToJson());
+
+  std::optional<ContainerSpec> spec = engine_.SpecOf(k.container_id);
+  ASSERT_TRUE(spec.has_value());
+  EXPECT_EQ(spec->image, FakeEngine::kDefaultImage);
+  EXPECT_EQ(spec->command, (std::vector<std::string>{"sleep", "3600"}));
+  EXPECT_EQ(spec->cpuset_cpus, "0-1");
+  EXPECT_EQ(spec->memory_bytes, static_cast<int64_t>(256 * kMiB));
+  ASSERT_EQ(spec->ports.size(), 1u);
+  EXPECT_EQ(spec->ports[0].host_port, 30000);
+  EXPECT_EQ(spec->network_mode, "none");
+  for (const char* var : {"FOO=bar", "SLOTD_KERNEL_ID=k1", "SLOTD_AGENT_ID=a1"})
+    EXPECT_NE(std::find(spec->env.begin(), spec->env.end(), var), spec->env.end()) << var;
+
+  EXPECT_EQ(Used("cpu"), 2u);
+  EXPECT_EQ(Used("mem"), 256 * kMiB);
+  EXPECT_EQ(Used("ports"), 1u);
+  auto listed = agent_->GetKernel("k1");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->container_id, k.container_id);
+}
+
+TEST_F(AgentTest, KernelsGetDisjointCores) {
+  Kernel a = MustCreate(Request("k1", {{"cpu", 2}}));
+  Kernel b = MustCreate(Request("k2", {{"cpu", 2}}));
+  EXPECT_EQ(a.allocation.cores, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b.allocation.cores, (std::vector<int>{2, 3}));
+  EXPECT_EQ(engine_.SpecOf(b.container_id)->cpuset_cpus, "2-3");
+}
+
+TEST_F(AgentTest, EngineCreateFailureLeavesNothingAllocated) {
+  engine_.FailNext(Method::kCreate, Status::Unavailable("engine unreachable"));
+  auto out = agent_->CreateKernel(Request("k1", {{"cpu", 2}}, {{"ports", json::array({8080})}}));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), Status::Code::kUnavailable);
+  ExpectNothingHeld();
+  EXPECT_EQ(agent_->GetKernel("k1").status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(engine_.ContainerCount(), 0u);
+
+  // The id is free again: the same request now succeeds.
+  auto again = agent_->CreateKernel(Request("k1", {{"cpu", 2}}, {{"ports", json::array({8080})}}));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(again->created);
+}
+
+TEST_F(AgentTest, EngineStartFailureRemovesTheContainerAndFreesEverything) {
+  engine_.FailNext(Method::kStart, Status::Internal("error gathering device information"));
+  auto out = agent_->CreateKernel(Request("k1", {{"cpu", 2}}, {{"ports", json::array({8080})}}));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), Status::Code::kInternal);
+  EXPECT_NE(out.status().message().find("error gathering device information"), std::string::npos);
+  EXPECT_EQ(engine_.CallCount(Method::kRemove), 1);
+  EXPECT_EQ(engine_.ContainerCount(), 0u);
+  ExpectNothingHeld();
+  EXPECT_EQ(agent_->GetKernel("k1").status().code(), Status::Code::kNotFound);
+
+  auto again = agent_->CreateKernel(Request("k1", {{"cpu", 2}}, {{"ports", json::array({8080})}}));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->kernel.allocation.cores, (std::vector<int>{0, 1}));
+}
+
+TEST_F(AgentTest, UnknownImageIsNotFoundNamingTheImage) {
+  CreateRequest req = Request("k1");
+  req.image = "nope/missing:1";
+  auto out = agent_->CreateKernel(req);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(out.status().message().find("nope/missing:1"), std::string::npos) << out.status().message();
+  ExpectNothingHeld();
+}
+
+TEST_F(AgentTest, OverCapacityIsResourceExhaustedAndTakesNothing) {
+  MustCreate(Request("k1", {{"cpu", 3}, {"mem", "256m"}}));
+
+  auto cpu = agent_->CreateKernel(Request("k2", {{"cpu", 2}}));
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_EQ(cpu.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_EQ(cpu.status().message(), "insufficient cpu: requested 2, free 1 of 4");
+
+  // Cores are taken before memory: a memory shortfall must give the core back.
+  auto mem = agent_->CreateKernel(Request("k3", {{"cpu", 1}, {"mem", "1g"}}));
+  ASSERT_FALSE(mem.ok());
+  EXPECT_EQ(mem.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_EQ(mem.status().message(), "insufficient mem: requested 1g, free 768m of 1g");
+
+  EXPECT_EQ(Used("cpu"), 3u);
+  EXPECT_EQ(Used("mem"), 256 * kMiB);
+  EXPECT_EQ(engine_.CallCount(Method::kCreate), 1);
+  EXPECT_EQ(agent_->GetKernel("k2").status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(agent_->GetKernel("k3").status().code(), Status::Code::kNotFound);
+}
+
+TEST_F(AgentTest, UnknownDeviceSlotIsInvalidArgumentNamingIt) {
+  auto out = agent_->CreateKernel(Request("k1", {{"cpu", 1}, {"mock.device", 1}}));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("resources.mock.device"), std::string::npos) << out.status().message();
+  ExpectNothingHeld();
+}
+
+TEST_F(AgentTest, RepeatOfTheSameRequestReturnsTheExistingKernel) {
+  Kernel first = MustCreate(Request("k1", {{"cpu", 1}, {"mem", "256m"}}));
+  auto repeat = agent_->CreateKernel(Request("k1", {{"cpu", 1}, {"mem", uint64_t{268435456}}}));
+  ASSERT_TRUE(repeat.ok()) << repeat.status().message();
+  EXPECT_FALSE(repeat->created);
+  EXPECT_EQ(repeat->kernel.container_id, first.container_id);
+  EXPECT_EQ(repeat->kernel.allocation, first.allocation);
+  EXPECT_EQ(engine_.CallCount(Method::kCreate), 1);
+  EXPECT_EQ(Used("cpu"), 1u);
+}
+
+TEST_F(AgentTest, SameIdWithADifferentRequestIsConflict) {
+  Kernel first = MustCreate(Request("k1", {{"cpu", 1}}));
+  auto other = agent_->CreateKernel(Request("k1", {{"cpu", 2}}));
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), Status::Code::kConflict);
+  EXPECT_NE(other.status().message().find("k1"), std::string::npos);
+  EXPECT_EQ(agent_->GetKernel("k1")->allocation, first.allocation);
+  EXPECT_EQ(Used("cpu"), 1u);
+  EXPECT_EQ(engine_.CallCount(Method::kCreate), 1);
+}
+
+// --------------------------------------------------------------- engine events
+
+TEST_F(AgentTest, DieEventMarksTerminatedWithTheExitCodeAndFreesAtOnce) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}, {{"ports", json::array({8080})}}));
+  Result<EngineEvent> died = engine_.KillBehindBack(k.container_id, 3);
+  ASSERT_TRUE(died.ok());
+  EXPECT_FALSE(agent_->OnEngineEvent(*died));
+
+  auto after = agent_->GetKernel("k1");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state, KernelState::kTerminated);
+  EXPECT_EQ(after->exit_code, 3);
+  EXPECT_FALSE(after->holds_resources);
+  ExpectNothingHeld();
+  EXPECT_EQ(MustCreate(Request("k2", {{"cpu", 4}})).allocation.cores, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST_F(AgentTest, DestroyEventForgetsTheKernelAndFreesIt) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
+  Result<EngineEvent> destroyed = engine_.RemoveBehindBack(k.container_id);
+  ASSERT_TRUE(destroyed.ok());
+  EXPECT_FALSE(agent_->OnEngineEvent(*destroyed));
+  EXPECT_EQ(agent_->GetKernel("k1").status().code(), Status::Code::kNotFound);
+  ExpectNothingHeld();
+}
+
+TEST_F(AgentTest, EventOfAnUnknownOwnedContainerAsksForARelist) {
+  Result<std::string> id = engine_.AddContainer("slotd-a1-k7", OwnedLabels("k7", {1}));
+  ASSERT_TRUE(id.ok());
+  std::vector<EngineEvent> events = engine_.Events();
+  ASSERT_EQ(events.back().action, "start");
+  EXPECT_TRUE(agent_->OnEngineEvent(events.back()));
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_EQ(StateOf("k7"), KernelState::kRunning);
+}
+
+// The engine's own events of an agent-driven restart reach the agent after
+// RestartKernel returned when the event reader lags. Its "die" must not
+// give the kernel's cores away: between it and the following "start",
+// another create could take them and two containers would share a core.
+//
+// KNOWN CORE BUG (reported, not fixed here): agent.cc OnEngineEvent, "die"
+// branch, only ignores a die while restarting_ holds the kernel; once
+// RestartKernel has returned, the stale die of the restart marks the RUNNING
+// kernel TERMINATED and frees its cores.
+TEST_F(AgentTest, LateDieEventOfARestartDoesNotFreeTheKernel) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
+  size_t before = engine_.Events().size();
+  ASSERT_TRUE(agent_->RestartKernel("k1").ok());
+  std::vector<EngineEvent> events = engine_.Events();
+  auto die = std::find_if(events.begin() + before, events.end(), [](const auto& e) { return e.action == "die"; });
+  ASSERT_NE(die, events.end());
+
+  agent_->OnEngineEvent(*die);
+  EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
+  EXPECT_EQ(Used("cpu"), 2u);
+  auto stolen = agent_->CreateKernel(Request("k2", {{"cpu", 4}}));
+  EXPECT_FALSE(stolen.ok()) << "k2 got cores " << stolen->kernel.allocation.ToJson()["cpu"].dump()
+                            << " while k1's container runs on " << engine_.SpecOf(k.container_id)->cpuset_cpus;
+}
+
+// -------------------------------------------------------------------- relist
+
+TEST_F(AgentTest, FailedListFreesNothing) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
+  ASSERT_TRUE(engine_.RemoveBehindBack(k.container_id).ok());  // the event is lost
+  engine_.FailNext(Method::kList, Status::Unavailable("engine unreachable"));
+
+  Status s = agent_->Relist();
+  EXPECT_EQ(s.code(), Status::Code::kUnavailable);
+  EXPECT_FALSE(agent_->EngineReachable());
+  EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
+  EXPECT_EQ(Used("cpu"), 2u);
+}
+
+TEST_F(AgentTest, RelistForgetsAKernelWhoseContainerVanished) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
+  auto sub = hub_.Subscribe();
+  ASSERT_TRUE(engine_.RemoveBehindBack(k.container_id).ok());  // the event is lost
+
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_TRUE(agent_->EngineReachable());
+  EXPECT_EQ(agent_->GetKernel("k1").status().code(), Status::Code::kNotFound);
+  ExpectNothingHeld();
+  std::vector<json> events = Drain(*sub);
+  ASSERT_EQ(Types(events), (std::vector<std::string>{"kernel_removed"}));
+  EXPECT_EQ(events[0]["kernel_id"], "k1");
+}
+
+TEST_F(AgentTest, RelistNoticesADeathTheStreamMissed) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
+  ASSERT_TRUE(engine_.KillBehindBack(k.container_id, 7).ok());  // the event is lost
+  ASSERT_TRUE(agent_->Relist().ok());
+  auto after = agent_->GetKernel("k1");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state, KernelState::kTerminated);
+  EXPECT_EQ(after->exit_code, 7);
+  ExpectNothingHeld();
+}
+
+TEST_F(AgentTest, RelistAdoptsAnUnknownRunningOwnedContainerWithItsAllocation) {
+  Labels labels = OwnedLabels("k5", {2, 3}, 512 * kMiB);
+  Result<std::string> id = engine_.AddContainer("slotd-a1-k5", labels);
+  ASSERT_TRUE(id.ok());
+
+  ASSERT_TRUE(agent_->Relist().ok());
+  auto k = agent_->GetKernel("k5");
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ(k->state, KernelState::kRunning);
+  EXPECT_EQ(k->container_id, *id);
+  EXPECT_EQ(k->allocation.ToJson(), json::parse(labels.at("ai.backend.allocations")));
+  EXPECT_TRUE(k->holds_resources);
+  EXPECT_EQ(Used("cpu"), 2u);
+  EXPECT_EQ(Used("mem"), 512 * kMiB);
+
+  EXPECT_EQ(MustCreate(Request("k6", {{"cpu", 2}})).allocation.cores, (std::vector<int>{0, 1}));
+  EXPECT_EQ(agent_->CreateKernel(Request("k7", {{"cpu", 1}})).status().code(), Status::Code::kResourceExhausted);
+}
+
+TEST_F(AgentTest, RelistAdoptsAnExitedOwnedContainerAsTerminatedHoldingNothing) {
+  ASSERT_TRUE(engine_.AddContainer("slotd-a1-k5", OwnedLabels("k5", {2, 3}), /*running=*/false, 2).ok());
+  ASSERT_TRUE(agent_->Relist().ok());
+  auto k = agent_->GetKernel("k5");
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ(k->state, KernelState::kTerminated);
+  EXPECT_EQ(k->exit_code, 2);
+  EXPECT_FALSE(k->holds_resources);
+  ExpectNothingHeld();
+}
+
+// A TERMINATED kernel's container started again by someone else while its
+// cores went to another kernel: the relist must not leave the record saying
+// TERMINATED while the container runs on another kernel's core. The event
+// path (OnEngineEvent "start") marks such a kernel ERROR with the reason.
+//
+// KNOWN CORE BUG (reported, not fixed here): agent.cc ConvergeOn, the branch
+// `running && (kTerminated || kError)`, ignores TakeResources' failure and
+// leaves the kernel TERMINATED, unlike OnEngineEvent's "start" branch.
+TEST_F(AgentTest, RelistMarksErrorAKernelRestartedBehindTheBackWhoseCoresAreTaken) {
+  Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
+  agent_->OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 0));
+  EXPECT_EQ(MustCreate(Request("k2", {{"cpu", 1}})).allocation.cores, k1.allocation.cores);
+  ASSERT_TRUE(engine_.Start(k1.container_id).ok());  // `docker start`; the event is lost
+
+  ASSERT_TRUE(agent_->Relist().ok());
+  auto k = agent_->GetKernel("k1");
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->state, KernelState::kError);
+  EXPECT_NE(k->reason.find("cpu core 0"), std::string::npos) << k->reason;
+  EXPECT_EQ(Used("cpu"), 1u);
+}
+
+// ------------------------------------------------------------- foreign owners
+
+TEST_F(AgentTest, ForeignContainerIsNeverListedAdoptedOrTouched) {
+  // Another agent's kernel, on our core 0, under a name that looks like ours.
+  Result<std::string> foreign = engine_.AddContainer("slotd-a1-k9", OwnedLabels("k9", {0}, 256 * kMiB, "a2"));
+  ASSERT_TRUE(foreign.ok());
+
+  ASSERT_TRUE(agent_->Restore().ok());
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_TRUE(agent_->ListKernels().empty());
+  ExpectNothingHeld();
+
+  // Its events are not ours, even when fed to the agent.
+  Result<EngineEvent> died = engine_.KillBehindBack(*foreign, 1);
+  ASSERT_TRUE(died.ok());
+  EXPECT_FALSE(agent_->OnEngineEvent(*died));
+  // An event that claims our owner only prompts a relist, which does not list it.
+  EngineEvent spoofed = *died;
+  spoofed.action = "start";
+  spoofed.attributes["ai.backend.owner"] = "a1";
+  EXPECT_TRUE(agent_->OnEngineEvent(spoofed));
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_TRUE(agent_->ListKernels().empty());
+
+  // Creating k9 clashes with its name: a conflict, and the container stays.
+  auto clash = agent_->CreateKernel(Request("k9"));
+  ASSERT_FALSE(clash.ok());
+  EXPECT_EQ(clash.status().code(), Status::Code::kConflict);
+  EXPECT_EQ(agent_->DeleteKernel("k9").status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(agent_->RestartKernel("k9").status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(agent_->Logs("k9", 0).status().code(), Status::Code::kNotFound);
+  ExpectNothingHeld();
+
+  EXPECT_TRUE(engine_.Peek(*foreign).has_value());
+  EXPECT_EQ(engine_.CallsFor(*foreign), 0);
+}
+
+// ------------------------------------------------------------------- restore
+
+TEST_F(AgentTest, RestoreRefusesTwoRunningContainersClaimingTheSameCore) {
+  ASSERT_TRUE(engine_.AddContainer("slotd-a1-k1", OwnedLabels("k1", {1})).ok());
+  ASSERT_TRUE(engine_.AddContainer("slotd-a1-k2", OwnedLabels("k2", {1})).ok());  // listed second
+
+  std::unique_ptr<Agent> agent = NewAgent();
+  Status s = agent->Restore();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(s.message().find("kernel k2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("cpu core 1 is already held by kernel k1"), std::string::npos) << s.message();
+}
+
+TEST_F(AgentTest, RestoreRefusesACoreOutsideTheAllowList) {
+  ASSERT_TRUE(engine_.AddContainer("slotd-a1-k1", OwnedLabels("k1", {6})).ok());
+  Status s = NewAgent()->Restore();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("kernel k1"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("cpu core 6"), std::string::npos) << s.message();
+}
+
+TEST_F(AgentTest, RestoreFailsWhenTheEngineCannotBeListed) {
+  engine_.FailNext(Method::kList, Status::Unavailable("engine unreachable"));
+  Status s = agent_->Restore();
+  EXPECT_EQ(s.code(), Status::Code::kUnavailable);
+  EXPECT_FALSE(agent_->EngineReachable());
+}
+
+TEST_F(AgentTest, RestoreAfterACrashRebuildsTheSameKernelsAndAllocations) {
+  Kernel k1 = MustCreate(Request("k1", {{"cpu", 2}, {"mem", "512m"}}, {{"ports", json::array({8080})}}));
+  Kernel k2 = MustCreate(Request("k2", {{"cpu", 1}}));
+  Kernel k3 = MustCreate(Request("k3", {{"cpu", 1}}));
+  ASSERT_TRUE(engine_.KillBehindBack(k3.container_id, 5).ok());  // dies while the agent is down
+  agent_.reset();
+
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  std::vector<Kernel> kernels = agent_->ListKernels();
+  ASSERT_EQ(kernels.size(), 3u);
+  for (const Kernel& before : {k1, k2}) {
+    auto after = agent_->GetKernel(before.id());
+    ASSERT_TRUE(after.ok()) << before.id();
+    EXPECT_EQ(after->state, KernelState::kRunning);
+    EXPECT_EQ(after->container_id, before.container_id);
+    EXPECT_EQ(after->allocation, before.allocation);
+    EXPECT_EQ(after->request.Canonical(), before.request.Canonical());
+  }
+  auto dead = agent_->GetKernel("k3");
+  ASSERT_TRUE(dead.ok());
+  EXPECT_EQ(dead->state, KernelState::kTerminated);
+  EXPECT_EQ(dead->exit_code, 5);
+  EXPECT_EQ(Used("cpu"), 3u);
+  EXPECT_EQ(Used("mem"), 512 * kMiB + 256 * kMiB);
+  EXPECT_EQ(Used("ports"), 1u);
+
+  // A repeat is still recognised, and the dead kernel's core is free.
+  auto repeat = agent_->CreateKernel(k1.request);
+  ASSERT_TRUE(repeat.ok());
+  EXPECT_FALSE(repeat->created);
+  EXPECT_EQ(MustCreate(Request("k4", {{"cpu", 1}})).allocation.cores, k3.allocation.cores);
+}
+
+// -------------------------------------------------------------------- delete
+
+TEST_F(AgentTest, DeleteStopsRemovesAndFrees) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}, {{"ports", json::array({8080})}}));
+  auto deleted = agent_->DeleteKernel("k1");
+  ASSERT_TRUE(deleted.ok()) << deleted.status().message();
+  EXPECT_EQ(deleted->state, KernelState::kTerminated);
+  EXPECT_EQ(deleted->exit_code, FakeEngine::kStopExitCode);
+  EXPECT_FALSE(deleted->holds_resources);
+  EXPECT_FALSE(engine_.Peek(k.container_id).has_value());
+  ExpectNothingHeld();
+  EXPECT_EQ(agent_->DeleteKernel("k1").status().code(), Status::Code::kNotFound);
+}
+
+TEST_F(AgentTest, DeleteKeepsTheKernelAndItsResourcesWhenTheEngineCannotRemoveIt) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
+  engine_.FailNext(Method::kRemove, Status::Internal("driver failed to remove root filesystem"));
+  auto failed = agent_->DeleteKernel("k1");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), Status::Code::kInternal);
+  EXPECT_NE(failed.status().message().find("driver failed to remove root filesystem"), std::string::npos);
+  EXPECT_TRUE(agent_->GetKernel("k1").ok());
+  EXPECT_EQ(Used("cpu"), 2u);
+  EXPECT_TRUE(engine_.Peek(k.container_id).has_value());
+
+  // Once the engine cooperates, the same call finishes the job.
+  ASSERT_TRUE(agent_->DeleteKernel("k1").ok());
+  ExpectNothingHeld();
+  EXPECT_FALSE(engine_.Peek(k.container_id).has_value());
+}
+
+TEST_F(AgentTest, DeleteKeepsTheKernelWhenTheEngineCannotStopIt) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
+  engine_.FailNext(Method::kStop, Status::Unavailable("engine unreachable"));
+  auto failed = agent_->DeleteKernel("k1");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), Status::Code::kUnavailable);
+  EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
+  EXPECT_EQ(Used("cpu"), 2u);
+  EXPECT_EQ(engine_.CallCount(Method::kRemove), 0);
+  EXPECT_TRUE(engine_.Peek(k.container_id)->running);
+}
+
+// ------------------------------------------------------------------- restart
+
+TEST_F(AgentTest, RestartOfATerminatedKernelRetakesItsAllocation) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}, {{"ports", json::array({8080})}}));
+  agent_->OnEngineEvent(*engine_.KillBehindBack(k.container_id, 1));
+  ASSERT_EQ(StateOf("k1"), KernelState::kTerminated);
+  ExpectNothingHeld();
+
+  auto restarted = agent_->RestartKernel("k1");
+  ASSERT_TRUE(restarted.ok()) << restarted.status().message();
+  EXPECT_EQ(restarted->state, KernelState::kRunning);
+  EXPECT_FALSE(restarted->exit_code.has_value());
+  EXPECT_EQ(restarted->allocation, k.allocation);
+  EXPECT_EQ(Used("cpu"), 2u);
+  EXPECT_EQ(Used("ports"), 1u);
+  EXPECT_TRUE(engine_.Peek(k.container_id)->running);
+}
+
+TEST_F(AgentTest, RestartFailsWhenItsCoreWasGivenAway) {
+  Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
+  agent_->OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 1));
+  MustCreate(Request("k2", {{"cpu", 1}}));  // takes k1's core 0
+
+  auto restarted = agent_->RestartKernel("k1");
+  ASSERT_FALSE(restarted.ok());
+  EXPECT_EQ(restarted.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(restarted.status().message().find("cpu core 0 is already held by kernel k2"), std::string::npos)
+      << restarted.status().message();
+  EXPECT_EQ(StateOf("k1"), KernelState::kTerminated);
+  EXPECT_EQ(Used("cpu"), 1u);
+  EXPECT_EQ(engine_.CallCount(Method::kRestart), 0);
+}
+
+TEST_F(AgentTest, RestartThatFailsPartWayGivesBackWhatItRetook) {
+  MustCreate(Request("k0", {{"cpu", 1}}));                          // core 0
+  Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}, {"mem", "512m"}}));  // core 1
+  agent_->OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 1));
+  ASSERT_TRUE(agent_->DeleteKernel("k0").ok());
+  MustCreate(Request("k2", {{"cpu", 1}, {"mem", "768m"}}));  // core 0 and most of the memory
+
+  auto restarted = agent_->RestartKernel("k1");  // core 1 is free, 512m is not
+  ASSERT_FALSE(restarted.ok());
+  EXPECT_EQ(restarted.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_EQ(Used("cpu"), 1u);
+  EXPECT_EQ(Used("mem"), 768 * kMiB);
+}
+
+TEST_F(AgentTest, RestartOfARunningKernelKeepsItsAllocation) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
+  auto restarted = agent_->RestartKernel("k1");
+  ASSERT_TRUE(restarted.ok()) << restarted.status().message();
+  EXPECT_EQ(restarted->state, KernelState::kRunning);
+  EXPECT_EQ(restarted->allocation, k.allocation);
+  EXPECT_EQ(Used("cpu"), 2u);
+  EXPECT_EQ(engine_.CallsFor(k.container_id), 2);  // Start at create, then Restart
+}
+
+// ------------------------------------------------------------ exec and logs
+
+TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {
+  Kernel k = MustCreate(Request("k1"));
+  auto exec = agent_->Exec("k1", {"echo", "hi"}, std::chrono::seconds(5));
+  ASSERT_TRUE(exec.ok()) << exec.status().message();
+  EXPECT_EQ(exec->exit_code, 0);
+  EXPECT_EQ(exec->stdout_text, "echo hi\n");
+
+  engine_.SetLogs(k.container_id, "one\ntwo\nthree\n");
+  EXPECT_EQ(*agent_->Logs("k1", 2), "two\nthree\n");
+  EXPECT_EQ(*agent_->Logs("k1", 0), "one\ntwo\nthree\n");
+
+  agent_->OnEngineEvent(*engine_.KillBehindBack(k.container_id, 0));
+  EXPECT_EQ(agent_->Exec("k1", {"true"}, std::chrono::seconds(5)).status().code(),
+            Status::Code::kFailedPrecondition);
+  EXPECT_EQ(*agent_->Logs("k1", 0), "one\ntwo\nthree\n");  // a dead kernel's output stays readable
+}
+
+// -------------------------------------------------------------- event hub
+
+TEST_F(AgentTest, LifecycleEventsArePublishedOnTheHub) {
+  auto sub = hub_.Subscribe();
+  Kernel k = MustCreate(Request("k1"));
+  agent_->OnEngineEvent(*engine_.KillBehindBack(k.container_id, 9));
+  ASSERT_TRUE(agent_->DeleteKernel("k1").ok());
+
+  std::vector<json> events = Drain(*sub);
+  ASSERT_EQ(Types(events), (std::vector<std::string>{"kernel_created", "kernel_started", "kernel_terminated",
+                                                     "kernel_removed"}));
+  for (const json& e : events) {
+    EXPECT_EQ(e["kernel_id"], "k1");
+    EXPECT_EQ(e["agent_id"], "a1");
+  }
+  EXPECT_EQ(events[1]["state"], "RUNNING");
+  EXPECT_EQ(events[2]["state"], "TERMINATED");
+  EXPECT_EQ(events[2]["exit_code"], 9);
+  EXPECT_NE(events[2]["reason"].get<std::string>().find("9"), std::string::npos);
+}
+
+// ---------------------------------------------------------- the event stream
+
+// The owner-filtered stream, as the watcher reads it, carries this agent's
+// events and none of another owner's.
+TEST_F(AgentTest, OwnerFilteredStreamCarriesOnlyThisAgentsEvents) {
+  Kernel k = MustCreate(Request("k1"));
+  Result<std::string> foreign = engine_.AddContainer("slotd-a2-k1", OwnedLabels("k1", {0}, 256 * kMiB, "a2"));
+  ASSERT_TRUE(foreign.ok());
+  std::atomic<bool> stop{false};
+  std::promise<void> connected, ours_died;
+  std::vector<EngineEvent> seen;  // written by the stream thread until ours_died is set
+  std::thread reader([&] {
+    engine_.StreamEvents(
+        {"ai.backend.owner=a1"}, [&] { connected.set_value(); },
+        [&](const EngineEvent& e) {
+          seen.push_back(e);
+          agent_->OnEngineEvent(e);
+          if (e.id == k.container_id && e.action == "die") ours_died.set_value();
+        },
+        stop);
+  });
+  connected.get_future().wait();
+
+  // No ASSERT until the reader is joined.
+  EXPECT_TRUE(engine_.KillBehindBack(*foreign, 1).ok());
+  EXPECT_TRUE(engine_.KillBehindBack(k.container_id, 4).ok());
+  std::future<void> done = ours_died.get_future();
+  bool delivered = done.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  stop = true;
+  reader.join();
+
+  ASSERT_TRUE(delivered);
+  ASSERT_EQ(seen.size(), 1u);  // events are delivered in order: the foreign ones came before
+  EXPECT_EQ(seen[0].attributes.at("exitCode"), "4");
+  EXPECT_EQ(StateOf("k1"), KernelState::kTerminated);
+  EXPECT_EQ(engine_.CallsFor(*foreign), 0);
+}
+
+}  // namespace
+}  // namespace slotd

@@ -1,0 +1,318 @@
+// Create requests and kernel records: every malformed field is refused with a
+// message naming it, equivalent requests are "the same" (so a repeat is not a
+// conflict), and a kernel survives the trip through its container labels.
+#include "agent/kernel.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace slotd {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+// A valid body; tests change one field of it.
+json ValidBody() {
+  return {{"kernel_id", "k-0001"},
+          {"session_id", "s-01"},
+          {"image", "slotd-test/busybox:latest"},
+          {"command", {"sleep", "3600"}},
+          {"env", {{"FOO", "bar"}}},
+          {"resources", {{"cpu", 2}, {"mem", "256m"}, {"mock.device", 1}}},
+          {"ports", json::array({8080})},
+          {"labels", {{"team", "vision"}}}};
+}
+
+// The message of the refusal of `body`, which must be kInvalidArgument.
+std::string ErrorOf(const json& body) {
+  Result<CreateRequest> req = ParseCreateRequest(body);
+  if (req.ok()) {
+    ADD_FAILURE() << "accepted: " << body.dump();
+    return "";
+  }
+  EXPECT_EQ(req.status().code(), Status::Code::kInvalidArgument) << req.status().message();
+  return req.status().message();
+}
+
+// ValidBody with `field` set to `value`.
+json With(const std::string& field, json value) {
+  json body = ValidBody();
+  body[field] = std::move(value);
+  return body;
+}
+
+// ValidBody with resources.`slot` set to `value`.
+json WithResource(const std::string& slot, json value) {
+  json body = ValidBody();
+  body["resources"][slot] = std::move(value);
+  return body;
+}
+
+// Whether `message` starts with "<field>: ".
+testing::AssertionResult Names(const std::string& message, const std::string& field) {
+  if (message.rfind(field + ": ", 0) == 0) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << "\"" << message << "\" does not start with \"" << field << ": \"";
+}
+
+// ------------------------------------------------------------- valid requests
+
+TEST(ParseCreateRequestTest, ReadsEveryFieldOfTheSpecExample) {
+  Result<CreateRequest> req = ParseCreateRequest(ValidBody());
+  ASSERT_TRUE(req.ok()) << req.status().message();
+  EXPECT_EQ(req->kernel_id, "k-0001");
+  EXPECT_EQ(req->session_id, "s-01");
+  EXPECT_EQ(req->image, "slotd-test/busybox:latest");
+  EXPECT_EQ(req->command, (std::vector<std::string>{"sleep", "3600"}));
+  EXPECT_EQ(req->env.at("FOO"), "bar");
+  EXPECT_EQ(req->resources.cpu, 2);
+  EXPECT_EQ(req->resources.mem_bytes, 256 * kMiB);
+  EXPECT_EQ(req->resources.devices.at("mock.device"), 1);
+  EXPECT_EQ(req->resources.ports, (std::vector<int>{8080}));
+  EXPECT_EQ(req->labels.at("team"), "vision");
+}
+
+TEST(ParseCreateRequestTest, OnlyTheImageIsRequired) {
+  Result<CreateRequest> req = ParseCreateRequest({{"image", "slotd-test/busybox:latest"}});
+  ASSERT_TRUE(req.ok()) << req.status().message();
+  EXPECT_TRUE(IsValidKernelId(req->kernel_id)) << req->kernel_id;
+  EXPECT_EQ(req->session_id, req->kernel_id);
+  EXPECT_EQ(req->resources.cpu, 1);
+  EXPECT_EQ(req->resources.mem_bytes, 256 * kMiB);
+  EXPECT_TRUE(req->command.empty());
+  EXPECT_TRUE(req->resources.ports.empty());
+
+  Result<CreateRequest> other = ParseCreateRequest({{"image", "slotd-test/busybox:latest"}});
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->kernel_id, req->kernel_id);  // generated ids do not repeat
+}
+
+TEST(ParseCreateRequestTest, AZeroDeviceCountAsksForNoDevice) {
+  Result<CreateRequest> req = ParseCreateRequest(WithResource("mock.device", 0));
+  ASSERT_TRUE(req.ok()) << req.status().message();
+  EXPECT_TRUE(req->resources.devices.empty());
+}
+
+TEST(ParseCreateRequestTest, AcceptsKernelIdsOfUpTo64Characters) {
+  EXPECT_TRUE(ParseCreateRequest(With("kernel_id", std::string(64, 'a'))).ok());
+  EXPECT_TRUE(ParseCreateRequest(With("kernel_id", "A.b_c-9")).ok());
+}
+
+// ----------------------------------------------------------- refused requests
+
+TEST(ParseCreateRequestTest, RefusesABodyThatIsNotAnObject) {
+  EXPECT_TRUE(Names(ErrorOf(json::array({1, 2})), "request body"));
+}
+
+TEST(ParseCreateRequestTest, RefusesKernelIdsOffThePattern) {
+  for (const json& id : {json("-starts-with-dash"), json(""), json(std::string(65, 'a')), json("has space"),
+                         json("slash/y"), json(42)}) {
+    SCOPED_TRACE(id.dump());
+    std::string message = ErrorOf(With("kernel_id", id));
+    EXPECT_TRUE(Names(message, "kernel_id"));
+    EXPECT_NE(message.find("[A-Za-z0-9][A-Za-z0-9._-]{0,63}"), std::string::npos) << message;
+  }
+  EXPECT_TRUE(Names(ErrorOf(With("session_id", ".hidden")), "session_id"));
+}
+
+TEST(ParseCreateRequestTest, RefusesAMissingOrEmptyImage) {
+  json body = ValidBody();
+  body.erase("image");
+  EXPECT_TRUE(Names(ErrorOf(body), "image"));
+  EXPECT_TRUE(Names(ErrorOf(With("image", "")), "image"));
+  EXPECT_TRUE(Names(ErrorOf(With("image", 7)), "image"));
+}
+
+TEST(ParseCreateRequestTest, RefusesACommandThatIsNotAListOfStrings) {
+  EXPECT_TRUE(Names(ErrorOf(With("command", "sleep 3600")), "command"));
+  EXPECT_TRUE(Names(ErrorOf(With("command", json::array({"sleep", 3600}))), "command"));
+}
+
+TEST(ParseCreateRequestTest, RefusesEnvThatSelectsDevicesOrIdentifiesTheKernel) {
+  for (const char* name : {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "SLOTD_MOCK_DEVICES", "SLOTD_KERNEL_ID",
+                           "SLOTD_AGENT_ID"}) {
+    SCOPED_TRACE(name);
+    std::string message = ErrorOf(With("env", {{name, "0"}}));
+    EXPECT_TRUE(Names(message, std::string("env.") + name));
+    EXPECT_NE(message.find("may not be overridden"), std::string::npos) << message;
+  }
+}
+
+TEST(ParseCreateRequestTest, RefusesMalformedEnv) {
+  EXPECT_TRUE(Names(ErrorOf(With("env", {{"FOO", 1}})), "env.FOO"));
+  EXPECT_TRUE(Names(ErrorOf(With("env", {{"1FOO", "x"}})), "env.1FOO"));
+  EXPECT_TRUE(Names(ErrorOf(With("env", json::array({"FOO=bar"}))), "env"));
+}
+
+TEST(ParseCreateRequestTest, RefusesUserLabelsWithTheReservedPrefix) {
+  std::string message = ErrorOf(With("labels", {{"ai.backend.owner", "someone-else"}}));
+  EXPECT_TRUE(Names(message, "labels.ai.backend.owner"));
+  EXPECT_NE(message.find("reserved"), std::string::npos) << message;
+  EXPECT_TRUE(Names(ErrorOf(With("labels", {{"team", 1}})), "labels.team"));
+}
+
+TEST(ParseCreateRequestTest, RefusesACpuCountThatIsNotAPositiveWholeNumber) {
+  for (const json& cpu : {json(0), json(-1), json(1.5), json("2")}) {
+    SCOPED_TRACE(cpu.dump());
+    EXPECT_TRUE(Names(ErrorOf(WithResource("cpu", cpu)), "resources.cpu"));
+  }
+}
+
+TEST(ParseCreateRequestTest, RefusesAMemorySizeThatIsNotASizeOrBelowTheEnginesMinimum) {
+  EXPECT_TRUE(Names(ErrorOf(WithResource("mem", "lots")), "resources.mem"));
+  std::string tiny = ErrorOf(WithResource("mem", "1k"));
+  EXPECT_TRUE(Names(tiny, "resources.mem"));
+  EXPECT_NE(tiny.find("at least 6m"), std::string::npos) << tiny;
+  EXPECT_TRUE(Names(ErrorOf(WithResource("mem", -5)), "resources.mem"));
+}
+
+TEST(ParseCreateRequestTest, RefusesAnUnknownSlotType) {
+  std::string message = ErrorOf(WithResource("gpu", 1));
+  EXPECT_TRUE(Names(message, "resources.gpu"));
+  EXPECT_NE(message.find("unknown slot type"), std::string::npos) << message;
+  EXPECT_TRUE(Names(ErrorOf(WithResource("mock.device", -1)), "resources.mock.device"));
+  EXPECT_TRUE(Names(ErrorOf(With("resources", json::array({1}))), "resources"));
+}
+
+TEST(ParseCreateRequestTest, RefusesPortsOutOfRangeOrListedTwice) {
+  for (const json& ports : {json::array({0}), json::array({65536}), json::array({"8080"}), json(8080)}) {
+    SCOPED_TRACE(ports.dump());
+    EXPECT_TRUE(Names(ErrorOf(With("ports", ports)), "ports"));
+  }
+  std::string twice = ErrorOf(With("ports", json::array({8080, 22, 8080})));
+  EXPECT_TRUE(Names(twice, "ports"));
+  EXPECT_NE(twice.find("8080 is listed twice"), std::string::npos) << twice;
+}
+
+TEST(ParseCreateRequestTest, RefusesAnUnknownTopLevelField) {
+  std::string message = ErrorOf(With("gpus", 1));
+  EXPECT_TRUE(Names(message, "gpus"));
+  EXPECT_NE(message.find("unknown field"), std::string::npos) << message;
+}
+
+// ------------------------------------------------------------------ Canonical
+
+TEST(CanonicalTest, EquivalentRequestsAreTheSame) {
+  json bytes = WithResource("mem", uint64_t{268435456});
+  json reordered = json::parse(R"({"labels":{"team":"vision"},"ports":[8080],"image":"slotd-test/busybox:latest",
+    "resources":{"mock.device":1,"mem":"256M","cpu":2},"env":{"FOO":"bar"},"command":["sleep","3600"],
+    "session_id":"s-01","kernel_id":"k-0001"})");
+  Result<CreateRequest> a = ParseCreateRequest(ValidBody());
+  Result<CreateRequest> b = ParseCreateRequest(bytes);
+  Result<CreateRequest> c = ParseCreateRequest(reordered);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->Canonical(), b->Canonical());
+  EXPECT_EQ(a->Canonical(), c->Canonical());
+}
+
+TEST(CanonicalTest, DefaultsAreSpelledOutSoOmittingThemIsTheSame) {
+  json implicit = {{"kernel_id", "k1"}, {"image", "img"}};
+  json explicit_defaults = {{"kernel_id", "k1"}, {"session_id", "k1"}, {"image", "img"},
+                            {"resources", {{"cpu", 1}, {"mem", "256m"}, {"mock.device", 0}}},
+                            {"env", json::object()}, {"ports", json::array()}};
+  EXPECT_EQ(ParseCreateRequest(implicit)->Canonical(), ParseCreateRequest(explicit_defaults)->Canonical());
+}
+
+TEST(CanonicalTest, AnyDifferenceMakesADifferentRequest) {
+  json base = ValidBody();
+  for (auto [field, value] : std::vector<std::pair<std::string, json>>{{"session_id", "s-02"},
+                                                                       {"image", "other:latest"},
+                                                                       {"command", {"sleep", "10"}},
+                                                                       {"env", {{"FOO", "baz"}}},
+                                                                       {"ports", json::array({8081})},
+                                                                       {"labels", {{"team", "nlp"}}}}) {
+    SCOPED_TRACE(field);
+    EXPECT_NE(ParseCreateRequest(With(field, value))->Canonical(), ParseCreateRequest(base)->Canonical());
+  }
+  EXPECT_NE(ParseCreateRequest(WithResource("cpu", 3))->Canonical(), ParseCreateRequest(base)->Canonical());
+  EXPECT_NE(ParseCreateRequest(WithResource("mem", "512m"))->Canonical(), ParseCreateRequest(base)->Canonical());
+}
+
+TEST(CanonicalTest, CreateRequestFromCanonicalRestoresTheSameRequest) {
+  Result<CreateRequest> req = ParseCreateRequest(ValidBody());
+  ASSERT_TRUE(req.ok());
+  Result<CreateRequest> back = CreateRequestFromCanonical(req->Canonical());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->Canonical(), req->Canonical());
+}
+
+// ------------------------------------------------------------ labels and back
+
+// A RUNNING kernel holding cores 2-3, 256m and host port 30001.
+Kernel SampleKernel() {
+  Kernel kernel;
+  kernel.request = *ParseCreateRequest(ValidBody());
+  kernel.agent_id = "a1";
+  kernel.container_id = "c0ffee";
+  kernel.state = KernelState::kRunning;
+  kernel.allocation.cores = {2, 3};
+  kernel.allocation.mem_bytes = 256 * kMiB;
+  kernel.allocation.ports = {{8080, 30001}};
+  kernel.created_at = 1'700'000'123;
+  return kernel;
+}
+
+TEST(KernelLabelsTest, CarryOwnerIdsAllocationsAndUserLabels) {
+  Kernel kernel = SampleKernel();
+  Labels labels = KernelLabels(kernel);
+  EXPECT_EQ(labels.at("ai.backend.owner"), "a1");
+  EXPECT_EQ(labels.at("ai.backend.agent-id"), "a1");
+  EXPECT_EQ(labels.at("ai.backend.kernel-id"), "k-0001");
+  EXPECT_EQ(labels.at("ai.backend.session-id"), "s-01");
+  EXPECT_EQ(json::parse(labels.at("ai.backend.allocations")), kernel.allocation.ToJson());
+  EXPECT_EQ(labels.at("team"), "vision");
+}
+
+TEST(KernelLabelsTest, KernelFromContainerRoundTrips) {
+  Kernel kernel = SampleKernel();
+  ContainerInfo info;
+  info.id = "c0ffee";
+  info.name = ContainerName("a1", "k-0001");
+  info.labels = KernelLabels(kernel);
+  info.created_unix = 1'700'000'123;
+
+  Result<Kernel> back = KernelFromContainer(info);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->request.Canonical(), kernel.request.Canonical());
+  EXPECT_EQ(back->agent_id, "a1");
+  EXPECT_EQ(back->container_id, "c0ffee");
+  EXPECT_EQ(back->allocation, kernel.allocation);
+  EXPECT_EQ(back->created_at, 1'700'000'123);
+  EXPECT_EQ(back->ToJson()["ports"], kernel.ToJson()["ports"]);
+}
+
+TEST(KernelLabelsTest, KernelFromContainerNamesAMissingOrMalformedLabel) {
+  ContainerInfo info;
+  info.id = "c0ffee";
+  info.name = "slotd-a1-k-0001";
+  info.labels = KernelLabels(SampleKernel());
+
+  ContainerInfo missing = info;
+  missing.labels.erase("ai.backend.allocations");
+  Result<Kernel> k = KernelFromContainer(missing);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(k.status().message().find("ai.backend.allocations"), std::string::npos) << k.status().message();
+
+  ContainerInfo garbled = info;
+  garbled.labels["ai.backend.allocations"] = "{not json";
+  k = KernelFromContainer(garbled);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("ai.backend.allocations"), std::string::npos) << k.status().message();
+  EXPECT_NE(k.status().message().find("slotd-a1-k-0001"), std::string::npos) << k.status().message();
+
+  ContainerInfo bad_cores = info;
+  bad_cores.labels["ai.backend.allocations"] = R"({"cpu":"0-3"})";
+  k = KernelFromContainer(bad_cores);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("allocations.cpu"), std::string::npos) << k.status().message();
+}
+
+TEST(KernelLabelsTest, ContainerNameJoinsAgentAndKernel) {
+  EXPECT_EQ(ContainerName("a1", "k-0001"), "slotd-a1-k-0001");
+}
+
+}  // namespace
+}  // namespace slotd
