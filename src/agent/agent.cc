@@ -296,6 +296,46 @@ json Agent::DescribeResources() const {
   return out;
 }
 
+void Agent::Resume(Kernel& kernel, const std::string& how) {
+  if (Status s = TakeResources(kernel); !s.ok()) {
+    kernel.state = KernelState::kError;
+    kernel.reason = "container " + how + " but its resources are taken: " + s.message();
+    spdlog::error("kernel {}: {}", kernel.id(), kernel.reason);
+    return;
+  }
+  kernel.state = KernelState::kRunning;
+  kernel.exit_code.reset();
+  kernel.reason.clear();
+  Emit("kernel_started", kernel);
+}
+
+bool Agent::OnDeath(const std::string& kernel_id, const EngineEvent& event) {
+  // Whether this death is news for a settled kernel of this container.
+  auto is_news = [&](Kernel* k) {
+    return k && k->container_id == event.id && !restarting_.count(kernel_id) &&
+           (k->state == KernelState::kRunning || k->state == KernelState::kError);
+  };
+  {
+    std::lock_guard lock(mutex_);
+    if (!is_news(Find(kernel_id))) return false;
+  }
+  // A die that a restart has already overtaken (the event reader lagged) must
+  // not free a kernel whose container runs again: ask the engine, unlocked.
+  std::optional<int> code;
+  if (auto it = event.attributes.find("exitCode"); it != event.attributes.end()) code = std::atoi(it->second.c_str());
+  if (auto info = engine_.Inspect(event.id); info.ok()) {
+    if (info->running) return false;
+    code = info->exit_code;
+  }
+  std::lock_guard lock(mutex_);
+  Kernel* k = Find(kernel_id);
+  if (!is_news(k)) return false;
+  std::string reason = k->reason == "out of memory" ? k->reason
+                                                    : "exited with code " + (code ? std::to_string(*code) : "?");
+  MarkTerminated(*k, code, reason);
+  return false;
+}
+
 bool Agent::OnEngineEvent(const EngineEvent& event) {
   if (event.type != "container") return false;
   auto owner = event.attributes.find(label::kOwner);
@@ -303,6 +343,7 @@ bool Agent::OnEngineEvent(const EngineEvent& event) {
   auto kid = event.attributes.find(label::kKernelId);
   if (kid == event.attributes.end()) return false;
   const std::string& action = event.action;
+  if (action == "die") return OnDeath(kid->second, event);
 
   std::lock_guard lock(mutex_);
   Kernel* k = Find(kid->second);
@@ -310,27 +351,9 @@ bool Agent::OnEngineEvent(const EngineEvent& event) {
   if (k->container_id != event.id) return false;  // an older container of a reused id
   if (action == "oom") {
     k->reason = "out of memory";
-  } else if (action == "die") {
-    if (k->state == KernelState::kTerminating || k->state == KernelState::kPreparing) return false;
-    if (restarting_.count(k->id())) return false;
-    std::optional<int> code;
-    if (auto it = event.attributes.find("exitCode"); it != event.attributes.end()) code = std::atoi(it->second.c_str());
-    std::string reason = k->reason == "out of memory" ? k->reason
-                                                      : "exited with code " + (code ? std::to_string(*code) : "?");
-    if (k->state != KernelState::kTerminated) MarkTerminated(*k, code, reason);
   } else if (action == "start") {
-    if (k->state == KernelState::kTerminated || k->state == KernelState::kError) {
-      if (Status s = TakeResources(*k); s.ok()) {
-        k->state = KernelState::kRunning;
-        k->exit_code.reset();
-        k->reason.clear();
-        Emit("kernel_started", *k);
-      } else {
-        k->state = KernelState::kError;
-        k->reason = "container started outside slotd but its resources are taken: " + s.message();
-        spdlog::error("kernel {}: {}", k->id(), k->reason);
-      }
-    }
+    bool settled = k->state == KernelState::kTerminated || k->state == KernelState::kError;
+    if (settled && !restarting_.count(k->id())) Resume(*k, "started outside slotd");
   } else if (action == "destroy") {
     if (k->state == KernelState::kTerminating || k->state == KernelState::kPreparing) return false;
     spdlog::warn("kernel {}: its container was removed outside slotd; freeing its resources", k->id());
@@ -371,12 +394,7 @@ Status Agent::ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool stri
         k->state == KernelState::kTerminating || restarting_.count(kernel_id))
       return Status::Ok();
     if (running && (k->state == KernelState::kTerminated || k->state == KernelState::kError)) {
-      if (TakeResources(*k).ok()) {
-        k->state = KernelState::kRunning;
-        k->exit_code.reset();
-        k->reason.clear();
-        Emit("kernel_started", *k);
-      }
+      Resume(*k, "found running on relist");
     } else if (!running && k->state == KernelState::kRunning) {
       MarkTerminated(*k, exit_code, "exited with code " + (exit_code ? std::to_string(*exit_code) : "?") +
                                         " (noticed on relist)");

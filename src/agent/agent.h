@@ -97,6 +97,12 @@ class Agent {
   Status TakeResources(Kernel& kernel);                  // Claim for `kernel`; requires mutex_
   void FreeResources(Kernel& kernel);                    // requires mutex_
   void MarkTerminated(Kernel& kernel, std::optional<int> exit_code, const std::string& reason);  // requires mutex_
+  // Re-takes a terminated kernel's allocation because its container runs
+  // again (`how`); ERROR with the reason when another kernel holds part of it.
+  void Resume(Kernel& kernel, const std::string& how);  // requires mutex_
+  // Applies a "die" event: TERMINATED and freed, unless the engine says the
+  // container already runs again. Takes mutex_ itself; inspects without it.
+  bool OnDeath(const std::string& kernel_id, const EngineEvent& event);
   void Forget(std::string kernel_id, const std::string& reason);  // requires mutex_; by value: callers pass ids of the kernel it erases
   void Emit(const char* type, const Kernel& kernel, nlohmann::json extra = nlohmann::json::object());
   std::vector<std::string> OwnerFilter() const;

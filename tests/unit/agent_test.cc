@@ -311,10 +311,8 @@ TEST_F(AgentTest, EventOfAnUnknownOwnedContainerAsksForARelist) {
 // give the kernel's cores away: between it and the following "start",
 // another create could take them and two containers would share a core.
 //
-// KNOWN CORE BUG (reported, not fixed here): agent.cc OnEngineEvent, "die"
-// branch, only ignores a die while restarting_ holds the kernel; once
-// RestartKernel has returned, the stale die of the restart marks the RUNNING
-// kernel TERMINATED and frees its cores.
+// The die of a restart can reach the agent after RestartKernel returned (the
+// event reader lags); the container runs again, so the kernel keeps its cores.
 TEST_F(AgentTest, LateDieEventOfARestartDoesNotFreeTheKernel) {
   Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
   size_t before = engine_.Events().size();
@@ -405,9 +403,8 @@ TEST_F(AgentTest, RelistAdoptsAnExitedOwnedContainerAsTerminatedHoldingNothing) 
 // TERMINATED while the container runs on another kernel's core. The event
 // path (OnEngineEvent "start") marks such a kernel ERROR with the reason.
 //
-// KNOWN CORE BUG (reported, not fixed here): agent.cc ConvergeOn, the branch
-// `running && (kTerminated || kError)`, ignores TakeResources' failure and
-// leaves the kernel TERMINATED, unlike OnEngineEvent's "start" branch.
+// A container started behind the agent's back after its cores were given
+// away: the relist marks its kernel ERROR, naming what is taken.
 TEST_F(AgentTest, RelistMarksErrorAKernelRestartedBehindTheBackWhoseCoresAreTaken) {
   Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
   agent_->OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 0));
