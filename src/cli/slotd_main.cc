@@ -11,11 +11,13 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
+#include "agent/foreign_holders.h"
 #include "agent/watcher.h"
 #include "api/server.h"
 #include "common/lock_file.h"
 #include "config/config.h"
 #include "engine/docker/docker_engine.h"
+#include "node/claims.h"
 
 namespace {
 
@@ -89,6 +91,14 @@ int RunAgent(const std::string& config_path) {
   auto plugins = slotd::MakePlugins(*config, host);
   if (!plugins.ok()) return fail(plugins.status());
 
+  std::map<std::string, std::vector<std::string>> devices;
+  for (const auto& plugin : *plugins)
+    if (!plugin->OwnedDevices().empty()) devices[plugin->Name()] = plugin->OwnedDevices();
+  const slotd::AgentClaims mine = slotd::ClaimsOf(*config, devices);
+  auto claims = slotd::NodeClaims::Register(config->node.claims_dir, mine, host.memory_bytes,
+                                            [&] { return slotd::CheckForeignHolders(**engine, mine); });
+  if (!claims.ok()) return fail(claims.status());
+
   slotd::EventHub hub;
   slotd::Agent agent(*config, **engine, std::move(*plugins), hub);
   if (Status s = agent.Restore(); !s.ok()) return fail(s);
@@ -96,6 +106,7 @@ int RunAgent(const std::string& config_path) {
   slotd::ApiServer api(agent, hub, token);
   if (Status s = api.Bind(config->agent.rpc_host, config->agent.rpc_port, ipc + "/agent.sock"); !s.ok())
     return fail(s);
+  if (Status s = (*claims)->SetApiPort(api.port()); !s.ok()) return fail(s);
   slotd::Watcher watcher(agent, **engine, std::chrono::seconds(10));
   watcher.Start();
   api.Start();

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 namespace slotd {
 
@@ -29,6 +30,26 @@ Result<std::unique_ptr<LockFile>> LockFile::Acquire(const std::string& path) {
     return Status::Unavailable("cannot write pid to lock file " + path + ": " + err);
   }
   return std::unique_ptr<LockFile>(new LockFile(fd));
+}
+
+Result<std::unique_ptr<LockFile>> LockFile::AcquireWaiting(const std::string& path,
+                                                          std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto lock = Acquire(path);
+    if (lock.ok() || lock.status().code() != Status::Code::kFailedPrecondition ||
+        std::chrono::steady_clock::now() >= deadline)
+      return lock;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+bool LockFile::IsHeld(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
+  ::close(fd);  // drops the shared lock if it was taken
+  return held;
 }
 
 LockFile::~LockFile() { ::close(fd_); }

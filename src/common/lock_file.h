@@ -4,6 +4,7 @@
 // by SIGKILL, so a stale file never blocks anyone.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,13 @@ class LockFile {
   // waiting. kFailedPrecondition when another live process holds it, naming
   // that process's pid; kUnavailable when the file cannot be opened.
   static Result<std::unique_ptr<LockFile>> Acquire(const std::string& path);
+
+  // Like Acquire, but waits up to `timeout` for a holder to let go.
+  static Result<std::unique_ptr<LockFile>> AcquireWaiting(const std::string& path, std::chrono::milliseconds timeout);
+
+  // Whether a live process holds the lock at `path` now (false when the file
+  // does not exist). Takes and drops a shared lock to find out.
+  static bool IsHeld(const std::string& path);
   ~LockFile();  // releases the lock
 
   LockFile(const LockFile&) = delete;

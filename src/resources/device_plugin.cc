@@ -13,6 +13,12 @@ DevicePlugin::DevicePlugin(std::string name, std::vector<Device> present, const 
   }
 }
 
+std::vector<std::string> DevicePlugin::OwnedDevices() const {
+  std::vector<std::string> ids;
+  for (const auto& device : owned_) ids.push_back(device.id);
+  return ids;
+}
+
 int DevicePlugin::Wanted(const ResourceRequest& request) const {
   auto it = request.devices.find(DeviceSlot());
   return it == request.devices.end() ? 0 : it->second;

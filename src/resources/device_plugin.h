@@ -28,6 +28,7 @@ class DevicePlugin : public ResourcePlugin {
 
   std::string Name() const override { return name_; }
   std::string DeviceSlot() const override { return name_ + ".device"; }
+  std::vector<std::string> OwnedDevices() const override;
   // Takes free owned devices, those on out.numa_node first, in allow-list order.
   Status Allocate(const std::string& kernel_id, const ResourceRequest& request, Allocation& out) override;
   // Fails naming the device when it is not owned (outside allowed-devices, or

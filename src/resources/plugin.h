@@ -51,6 +51,8 @@ class ResourcePlugin {
 
   // The device slot type this plugin serves ("mock.device"); empty for none.
   virtual std::string DeviceSlot() const { return ""; }
+  // The ids of the devices this agent owns through this plugin (its allow-list).
+  virtual std::vector<std::string> OwnedDevices() const { return {}; }
 
   // For topology-aware placement: how many units `request` needs from this
   // plugin, and how many are free on each NUMA node. Plugins without

@@ -1,0 +1,173 @@
+#include "node/claims.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/units.h"
+
+namespace slotd {
+
+using nlohmann::json;
+
+json AgentClaims::ToJson() const {
+  json devices_json = json::object();
+  for (const auto& [plugin, ids] : devices) devices_json[plugin] = ids;
+  return {{"agent_id", agent_id},       {"pid", pid},
+          {"config_path", config_path}, {"api_host", api_host},
+          {"api_port", api_port},       {"ipc_base_path", ipc_base_path},
+          {"var_base_path", var_base_path}, {"port_range", {port_first, port_last}},
+          {"cores", cores},             {"memory_bytes", memory_bytes},
+          {"devices", devices_json}};
+}
+
+Result<AgentClaims> AgentClaims::FromJson(const json& j) {
+  AgentClaims c;
+  try {
+    c.agent_id = j.at("agent_id").get<std::string>();
+    c.pid = j.at("pid").get<int>();
+    c.config_path = j.value("config_path", "");
+    c.api_host = j.at("api_host").get<std::string>();
+    c.api_port = j.at("api_port").get<int>();
+    c.ipc_base_path = j.at("ipc_base_path").get<std::string>();
+    c.var_base_path = j.at("var_base_path").get<std::string>();
+    c.port_first = j.at("port_range").at(0).get<int>();
+    c.port_last = j.at("port_range").at(1).get<int>();
+    c.cores = j.at("cores").get<std::vector<int>>();
+    c.memory_bytes = j.at("memory_bytes").get<uint64_t>();
+    c.devices = j.at("devices").get<std::map<std::string, std::vector<std::string>>>();
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(std::string("malformed claim: ") + e.what());
+  }
+  return c;
+}
+
+AgentClaims ClaimsOf(const Config& config, const std::map<std::string, std::vector<std::string>>& devices) {
+  AgentClaims c;
+  c.agent_id = config.agent.id;
+  c.pid = static_cast<int>(::getpid());
+  c.config_path = config.path;
+  c.api_host = config.agent.rpc_host;
+  c.api_port = config.agent.rpc_port;
+  c.ipc_base_path = config.agent.ipc_base_path;
+  c.var_base_path = config.agent.var_base_path;
+  c.port_first = config.container.port_range_start;
+  c.port_last = config.container.port_range_end;
+  c.cores = config.resource.allowed_cores;
+  c.memory_bytes = config.resource.memory_size;
+  c.devices = devices;
+  return c;
+}
+
+std::vector<Clash> FindClashes(const AgentClaims& a, const AgentClaims& b) {
+  std::vector<Clash> clashes;
+  if (a.agent_id == b.agent_id) clashes.push_back({"agent id", a.agent_id});
+  if (a.api_port != 0 && a.api_port == b.api_port)
+    clashes.push_back({"API port (agent.rpc-listen-addr)", std::to_string(a.api_port)});
+  if (a.ipc_base_path == b.ipc_base_path) clashes.push_back({"agent.ipc-base-path", a.ipc_base_path});
+  if (a.var_base_path == b.var_base_path) clashes.push_back({"agent.var-base-path", a.var_base_path});
+  int lo = std::max(a.port_first, b.port_first), hi = std::min(a.port_last, b.port_last);
+  if (lo <= hi)
+    clashes.push_back({"container.port-range", std::to_string(lo) + (lo == hi ? "" : "-" + std::to_string(hi))});
+  std::vector<int> cores;
+  std::set_intersection(a.cores.begin(), a.cores.end(), b.cores.begin(), b.cores.end(), std::back_inserter(cores));
+  if (!cores.empty()) clashes.push_back({"cpu core" + std::string(cores.size() > 1 ? "s" : ""), FormatCoreList(cores)});
+  for (const auto& [plugin, ids] : a.devices) {
+    auto other = b.devices.find(plugin);
+    if (other == b.devices.end()) continue;
+    for (const auto& id : ids)
+      if (std::find(other->second.begin(), other->second.end(), id) != other->second.end())
+        clashes.push_back({plugin + " device", id});
+  }
+  return clashes;
+}
+
+namespace {
+
+std::string ClaimPath(const std::string& dir, const std::string& id) { return dir + "/" + id + ".json"; }
+std::string LivePath(const std::string& dir, const std::string& id) { return dir + "/" + id + ".live"; }
+
+// Writes `mine` to its claim file atomically (write, then rename).
+Status WriteClaim(const std::string& dir, const AgentClaims& mine) {
+  std::string path = ClaimPath(dir, mine.agent_id), tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << mine.ToJson().dump(2) << "\n";
+    if (!out) return Status::Unavailable("cannot write claim file " + tmp + ": " + strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return Status::Unavailable("cannot rename " + tmp + " to " + path + ": " + strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<AgentClaims>> NodeClaims::ReadLive(const std::string& dir) {
+  std::vector<AgentClaims> live;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return Status::Unavailable("cannot read claims directory " + dir + ": " + ec.message());
+  for (const auto& entry : it) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() != ".json") continue;
+    const std::string id = name.substr(0, name.size() - 5);
+    if (!LockFile::IsHeld(LivePath(dir, id))) continue;  // its agent is gone: the claim is void
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    json j = json::parse(text.str(), nullptr, false);
+    auto claims = j.is_discarded() ? Result<AgentClaims>(Status::InvalidArgument("not JSON")) : AgentClaims::FromJson(j);
+    if (!claims.ok()) return claims.status().WithPrefix("claim file " + entry.path().string());
+    live.push_back(std::move(*claims));
+  }
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.agent_id < b.agent_id; });
+  return live;
+}
+
+Result<std::unique_ptr<NodeClaims>> NodeClaims::Register(const std::string& dir, const AgentClaims& mine,
+                                                         uint64_t node_memory,
+                                                         const std::function<Status()>& extra_check) {
+  if (Status s = MakeDirs(dir); !s.ok()) return s.WithPrefix("node.claims-dir");
+  auto dir_lock = LockFile::AcquireWaiting(dir + "/claims.lock", std::chrono::seconds(30));
+  if (!dir_lock.ok()) return dir_lock.status().WithPrefix("node.claims-dir");
+  auto live = ReadLive(dir);
+  if (!live.ok()) return live.status();
+
+  std::string refusals;
+  uint64_t memory = mine.memory_bytes;
+  std::string shares = mine.agent_id + " " + FormatSize(mine.memory_bytes);
+  for (const auto& other : *live) {
+    memory += other.memory_bytes;
+    shares += ", " + other.agent_id + " " + FormatSize(other.memory_bytes);
+    for (const auto& clash : FindClashes(mine, other))
+      refusals += "\n  " + clash.what + " " + clash.value + ": held by agent " + other.agent_id + " (pid " +
+                  std::to_string(other.pid) + ", config " + other.config_path + ")";
+  }
+  if (memory > node_memory)
+    refusals += "\n  memory shares add up to " + FormatSize(memory) + " (" + shares + "), more than this node's " +
+                FormatSize(node_memory);
+  if (!refusals.empty())
+    return Status::FailedPrecondition("agent " + mine.agent_id + " clashes with live agents of this node (claims in " +
+                                      dir + "):" + refusals +
+                                      "\n  Give each agent its own values (slotd check can compare the configs)");
+  if (Status s = extra_check(); !s.ok()) return s;
+
+  auto live_lock = LockFile::Acquire(LivePath(dir, mine.agent_id));
+  if (!live_lock.ok()) return live_lock.status().WithPrefix("agent id " + mine.agent_id);
+  if (Status s = WriteClaim(dir, mine); !s.ok()) return s;
+  return std::unique_ptr<NodeClaims>(new NodeClaims(dir, mine, std::move(*live_lock)));
+}
+
+Status NodeClaims::SetApiPort(int port) {
+  mine_.api_port = port;
+  return WriteClaim(dir_, mine_);
+}
+
+NodeClaims::~NodeClaims() { ::unlink(ClaimPath(dir_, mine_.agent_id).c_str()); }
+
+}  // namespace slotd
