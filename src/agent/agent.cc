@@ -150,9 +150,13 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
                       container_id, removed.message());
     }
     std::lock_guard lock(mutex_);
-    if (Kernel* k = Find(request.kernel_id)) FreeResources(*k);
-    kernels_.erase(request.kernel_id);
-    removed_at_seq_[request.kernel_id] = ++seq_;
+    if (container_id.empty()) {  // nothing was announced yet
+      if (Kernel* k = Find(request.kernel_id)) FreeResources(*k);
+      kernels_.erase(request.kernel_id);
+      removed_at_seq_[request.kernel_id] = ++seq_;
+    } else {
+      Forget(request.kernel_id, "could not start: " + why.message());
+    }
     return why;
   };
 

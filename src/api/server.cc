@@ -131,9 +131,11 @@ void ApiServer::Route(httplib::Server& server, bool check_token) {
       if (req.method == "GET" && req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
       if (req.get_header_value("Authorization") == "Bearer " + *token_)
         return httplib::Server::HandlerResponse::Unhandled;
-      SendError(res, Status::InvalidArgument("missing or wrong bearer token: send \"Authorization: Bearer <token>\" "
-                                             "with the token from this agent's token-file"),
-                401);
+      SendJson(res, 401,
+               {{"error",
+                 {{"code", "unauthorized"},
+                  {"message", "missing or wrong bearer token: send \"Authorization: Bearer <token>\" with the "
+                              "token from this agent's token-file"}}}});
       res.set_header("WWW-Authenticate", "Bearer");
       return httplib::Server::HandlerResponse::Handled;
     });

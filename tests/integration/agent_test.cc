@@ -233,14 +233,15 @@ TEST(Agent, AContainerKilledBehindItsBackIsTerminatedAndItsCoresFreed) {
 TEST(Agent, ForeignContainersAreNeverListedTouchedOrFreed) {
   AgentOptions o = Options("foreign", "0");
   AgentProcess agent(o);
-  // A container of another owner, named like one of ours, holding "our" core.
+  // A running container of another owner, named like one of ours. (Were its
+  // label to claim one of the agent's cores, the agent would refuse to start.)
   ContainerSpec spec;
   spec.name = "slotd-" + o.id + "-intruder";
   spec.image = kTestImage;
   spec.command = {"sleep", "3600"};
   spec.labels = {{"ai.backend.owner", "someone-else-" + RunTag()},
                  {"ai.backend.kernel-id", "intruder"},
-                 {"ai.backend.allocations", R"({"cpu":[0],"mem":1048576})"}};
+                 {"ai.backend.allocations", R"({"cpu":[1],"mem":1048576})"}};
   auto id = Engine().Create(spec);
   ASSERT_TRUE(id.ok()) << id.status().message();
   struct Cleanup {

@@ -99,7 +99,7 @@ CommandResult Slotctl(const std::vector<std::string>& args) {
 
 AgentProcess::AgentProcess(AgentOptions options) : options_(std::move(options)) {
   config_path_ = dir_.path() + "/agent.toml";
-  socket_path_ = dir_.path() + "/ipc/agent.sock";
+  socket_path_ = (options_.ipc_dir.empty() ? dir_.path() + "/ipc" : options_.ipc_dir) + "/agent.sock";
   log_path_ = dir_.path() + "/slotd.log";
   if (!options_.token.empty()) WriteFile(dir_.path() + "/token", options_.token + "\n");
   WriteConfig();
@@ -115,11 +115,13 @@ void AgentProcess::WriteConfig() const {
   if (!options_.token.empty()) token_line = "token-file = \"" + dir_.path() + "/token\"\n";
   WriteFile(config_path_, "[agent]\n"
                           "id = \"" + options_.id + "\"\n"
-                          "rpc-listen-addr = \"127.0.0.1:0\"\n"
-                          "ipc-base-path = \"" + dir_.path() + "/ipc\"\n"
+                          "rpc-listen-addr = \"127.0.0.1:" + std::to_string(options_.rpc_port) + "\"\n"
+                          "ipc-base-path = \"" + (options_.ipc_dir.empty() ? dir_.path() + "/ipc" : options_.ipc_dir) +
+                          "\"\n"
                           "var-base-path = \"" + dir_.path() + "/var\"\n" + token_line +
                           "[node]\n"
-                          "claims-dir = \"" + dir_.path() + "/claims\"\n"
+                          "claims-dir = \"" + (options_.claims_dir.empty() ? dir_.path() + "/claims" : options_.claims_dir) +
+                          "\"\n"
                           "[container]\n"
                           "docker-host = \"" + DockerHost() + "\"\n"
                           "port-range = [" + std::to_string(options_.port_first) + ", " +

@@ -61,6 +61,9 @@ struct AgentOptions {
   int port_first = 32000;
   int port_last = 32009;
   std::string token;          // non-empty: write a token-file
+  std::string claims_dir;     // node.claims-dir; empty: one of the agent's own
+  std::string ipc_dir;        // agent.ipc-base-path; empty: one of the agent's own
+  int rpc_port = 0;           // the port of rpc-listen-addr (127.0.0.1); 0: picked at start
   std::string extra_toml;     // appended verbatim
 };
 

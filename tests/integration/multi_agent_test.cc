@@ -1,0 +1,239 @@
+// Several real agents on one engine and one node: each sees, counts and
+// frees only its own containers, and the node claims refuse every overlap.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/units.h"
+#include "integration/harness.h"
+
+namespace slotd::testing {
+namespace {
+
+using nlohmann::json;
+
+// How many agents with one exclusive core each this machine can hold, at most 3.
+int AgentCount() { return std::min<int>(3, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))); }
+
+// A free TCP port on 127.0.0.1 (bound and released).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+uint64_t NodeMemory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemTotal:") return kib * 1024;
+    in.ignore(256, '\n');
+  }
+  return 0;
+}
+
+std::string MockDevices(int index) {
+  return "[resource.mock]\ndevices = [{ id = \"m" + std::to_string(index) + "\", memory = \"1g\" }]\n";
+}
+
+// Agent i of a node: core i, mock device m<i>, its own port range, the shared claims dir.
+AgentOptions NodeAgent(const std::string& claims_dir, int i, const std::string& name) {
+  AgentOptions o;
+  o.id = "it-" + RunTag() + "-" + name + std::to_string(i);
+  o.cores = std::to_string(i);
+  o.memory = "256m";
+  o.claims_dir = claims_dir;
+  o.port_first = 33000 + 100 * i;
+  o.port_last = 33000 + 100 * i + 9;
+  o.extra_toml = MockDevices(i);
+  return o;
+}
+
+json Sleeper(const std::string& id) {
+  return {{"kernel_id", id},
+          {"image", kTestImage},
+          {"command", {"sleep", "3600"}},
+          {"resources", {{"cpu", 1}, {"mem", "16m"}, {"mock.device", 1}}}};
+}
+
+std::set<std::string> ContainerIds(const json& kernels) {
+  std::set<std::string> ids;
+  for (const auto& k : kernels) ids.insert(k["container_id"].get<std::string>());
+  return ids;
+}
+
+class MultiAgent : public ::testing::Test {
+ protected:
+  void StartAgents(const std::string& name) {
+    for (int i = 0; i < AgentCount(); ++i) {
+      agents_.push_back(std::make_unique<AgentProcess>(NodeAgent(claims_.path(), i, name)));
+      ASSERT_TRUE(agents_.back()->Start()) << agents_.back()->log();
+    }
+  }
+  TempDir claims_;
+  std::vector<std::unique_ptr<AgentProcess>> agents_;
+};
+
+TEST_F(MultiAgent, EachAgentSeesOnlyItsOwnKernelsAndTheEngineAgrees) {
+  StartAgents("own");
+  // The same kernel id on every agent: a different container each.
+  for (auto& agent : agents_) agent->CreateKernel(Sleeper("same-id"));
+  std::set<std::string> all;
+  for (auto& agent : agents_) {
+    json kernels = agent->CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"];
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_EQ(kernels[0]["agent_id"], agent->options().id);
+    auto listed = Engine().List({"ai.backend.owner=" + agent->options().id});
+    ASSERT_TRUE(listed.ok());
+    std::set<std::string> engine_ids;
+    for (const auto& c : *listed) engine_ids.insert(c.id);
+    EXPECT_EQ(engine_ids, ContainerIds(kernels));
+    all.insert(kernels[0]["container_id"].get<std::string>());
+    json info = agent->CallJson("GET", "/v1/agent", nullptr, 200);
+    EXPECT_EQ(info["resources"]["cpu"]["used"], 1);
+    EXPECT_EQ(info["resources"]["mock.device"]["used"], 1);
+  }
+  EXPECT_EQ(all.size(), agents_.size());
+}
+
+TEST_F(MultiAgent, SigkillOfOneAgentChangesNothingForTheOthersAndItAdoptsExactlyItsOwn) {
+  StartAgents("kill");
+  std::vector<json> before;
+  for (auto& agent : agents_) {
+    agent->CreateKernel(Sleeper("k"));
+    before.push_back(agent->CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"]);
+  }
+  agents_[0]->Kill(SIGKILL);
+  for (size_t i = 1; i < agents_.size(); ++i)
+    EXPECT_EQ(agents_[i]->CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"], before[i]);
+  ASSERT_TRUE(agents_[0]->Start()) << agents_[0]->log();
+  json adopted = agents_[0]->CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"];
+  EXPECT_EQ(adopted, before[0]);
+  for (size_t i = 1; i < agents_.size(); ++i)
+    EXPECT_EQ(agents_[i]->CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"], before[i]);
+}
+
+TEST_F(MultiAgent, ADeathIsNoticedOnlyByItsOwner) {
+  StartAgents("death");
+  std::vector<std::string> containers;
+  for (auto& agent : agents_) containers.push_back(agent->CreateKernel(Sleeper("k"))["container_id"]);
+  ASSERT_TRUE(Engine().Kill(containers[0]).ok());
+  json dead = agents_[0]->WaitForState("k", "TERMINATED");
+  EXPECT_EQ(dead["exit_code"], 137);
+  for (size_t i = 1; i < agents_.size(); ++i) {
+    json k = agents_[i]->CallJson("GET", "/v1/kernels/k", nullptr, 200);
+    EXPECT_EQ(k["state"], "RUNNING");
+    EXPECT_EQ(k["container_id"], containers[i]);
+    EXPECT_EQ(agents_[i]->log().find(containers[0].substr(0, 12)), std::string::npos);
+  }
+}
+
+// Starts `second` expecting a refusal whose log names `expected`.
+void ExpectRefused(AgentProcess& second, const std::string& expected) {
+  EXPECT_FALSE(second.Start()) << "started although it clashes";
+  EXPECT_NE(second.log().find(expected), std::string::npos) << second.log();
+}
+
+TEST_F(MultiAgent, ClashingConfigsAreRefusedNamingTheHolderAndStartOnceItIsGone) {
+  AgentOptions first_options = NodeAgent(claims_.path(), 0, "holder");
+  first_options.rpc_port = FreePort();
+  AgentProcess first(first_options);
+  ASSERT_TRUE(first.Start()) << first.log();
+  const std::string holder = "held by agent " + first_options.id + " (pid " + std::to_string(first.pid()) + ",";
+  const int other_core = AgentCount() > 1 ? 1 : 0;
+
+  auto variant = [&](const std::string& name) {
+    AgentOptions o = NodeAgent(claims_.path(), other_core, name);
+    o.extra_toml = MockDevices(9);
+    return o;
+  };
+  {
+    AgentOptions o = variant("id");
+    o.id = first_options.id;
+    AgentProcess second(o);
+    ExpectRefused(second, "agent id " + first_options.id + ": " + holder);
+  }
+  {
+    AgentOptions o = variant("port");
+    o.rpc_port = first_options.rpc_port;
+    AgentProcess second(o);
+    ExpectRefused(second, "API port (agent.rpc-listen-addr) " + std::to_string(first_options.rpc_port) + ": " + holder);
+  }
+  {
+    AgentOptions o = variant("ipc");
+    o.ipc_dir = first.dir() + "/ipc";
+    AgentProcess second(o);
+    ExpectRefused(second, "is locked by another running process (pid " + std::to_string(first.pid()) + ")");
+  }
+  {
+    AgentOptions o = variant("range");
+    o.port_first = first_options.port_last - 2;
+    o.port_last = first_options.port_last + 5;
+    AgentProcess second(o);
+    ExpectRefused(second, "container.port-range " + std::to_string(o.port_first) + "-" +
+                              std::to_string(first_options.port_last) + ": " + holder);
+  }
+  {
+    AgentOptions o = variant("core");
+    o.cores = "0";
+    AgentProcess second(o);
+    ExpectRefused(second, "cpu core 0: " + holder);
+  }
+  {
+    AgentOptions o = variant("device");
+    o.extra_toml = MockDevices(0);
+    AgentProcess second(o);
+    ExpectRefused(second, "mock device m0: " + holder);
+  }
+  {
+    AgentOptions o = variant("memory");
+    o.memory = FormatSize(NodeMemory() - (128ull << 20));
+    AgentProcess second(o);
+    ExpectRefused(second, "memory shares add up to");
+  }
+  // Once the holder is gone (even by SIGKILL), its claims are void.
+  first.Kill(SIGKILL);
+  AgentOptions o = variant("core");
+  o.cores = "0";
+  o.extra_toml = MockDevices(0);
+  AgentProcess second(o);
+  EXPECT_TRUE(second.Start()) << second.log();
+}
+
+TEST_F(MultiAgent, ADeadAgentsRunningKernelsStillHoldTheirCores) {
+  AgentProcess first(NodeAgent(claims_.path(), 0, "dead"));
+  ASSERT_TRUE(first.Start()) << first.log();
+  json k = first.CreateKernel(Sleeper("still-running"));
+  first.Kill(SIGKILL);
+  // Another agent id claiming the same core and device: the claims are void,
+  // but the dead agent's container still runs on them.
+  AgentProcess second(NodeAgent(claims_.path(), 0, "successor"));
+  EXPECT_FALSE(second.Start());
+  std::string name = "slotd-" + first.options().id + "-still-running";
+  EXPECT_NE(second.log().find("cpu core 0: held by running container " + name + " of agent " + first.options().id),
+            std::string::npos)
+      << second.log();
+  EXPECT_NE(second.log().find("mock device m0: held by running container " + name), std::string::npos);
+  auto info = Engine().Inspect(k["container_id"].get<std::string>());
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->running);
+}
+
+}  // namespace
+}  // namespace slotd::testing
