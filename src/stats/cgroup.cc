@@ -1,0 +1,446 @@
+#include "stats/cgroup.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <string_view>
+
+namespace slotd {
+namespace {
+
+// A v1 memory limit this large is the kernel's "no limit" (PAGE_COUNTER_MAX
+// in bytes, 9223372036854771712 with 4 KiB pages); no machine has 4 EiB.
+constexpr uint64_t kUnlimitedMemoryFloor = uint64_t{1} << 62;
+
+// The blkio files of a v1 cgroup that may hold its byte counts, best first.
+constexpr const char* kBlkioFiles[] = {
+    "blkio.throttle.io_service_bytes_recursive",
+    "blkio.throttle.io_service_bytes",
+    "blkio.io_service_bytes_recursive",
+};
+
+int OpenReadOnly(const char* path) {
+  int fd;
+  do {
+    fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+ssize_t ReadSome(int fd, char* buffer, size_t size) {
+  ssize_t n;
+  do {
+    n = ::read(fd, buffer, size);
+  } while (n < 0 && errno == EINTR);
+  return n;
+}
+
+// Calls on_line(std::string_view) for each line of the file at `path`,
+// without its newline, through a stack buffer; a line longer than the buffer
+// is skipped. Returns 0, or the errno of a failed open.
+template <typename OnLine>
+int ForEachLine(const char* path, OnLine&& on_line) {
+  const int fd = OpenReadOnly(path);
+  if (fd < 0) return errno;
+  char buffer[4096];
+  size_t held = 0;         // bytes of an unfinished line at the buffer's start
+  bool skipping = false;   // inside an overlong line: drop bytes until '\n'
+  for (;;) {
+    const ssize_t n = ReadSome(fd, buffer + held, sizeof(buffer) - held);
+    if (n <= 0) break;
+    const size_t end = held + static_cast<size_t>(n);
+    size_t start = 0;
+    for (size_t i = held; i < end; ++i) {
+      if (buffer[i] != '\n') continue;
+      if (!skipping) on_line(std::string_view(buffer + start, i - start));
+      skipping = false;
+      start = i + 1;
+    }
+    held = end - start;
+    if (held == sizeof(buffer)) {  // a line fills the whole buffer
+      skipping = true;
+      held = 0;
+    } else if (held > 0 && start > 0) {
+      std::memmove(buffer, buffer + start, held);
+    }
+  }
+  if (held > 0 && !skipping) on_line(std::string_view(buffer, held));
+  ::close(fd);
+  return 0;
+}
+
+// The file `name` in directory `dir`, composed in a stack buffer.
+class FilePath {
+ public:
+  FilePath(const std::string& dir, const char* name) {
+    const size_t name_size = std::strlen(name);
+    if (dir.size() + 1 + name_size + 1 > sizeof(path_)) return;  // stays "": open fails
+    std::memcpy(path_, dir.data(), dir.size());
+    path_[dir.size()] = '/';
+    std::memcpy(path_ + dir.size() + 1, name, name_size + 1);
+  }
+  const char* c_str() const { return path_; }
+
+ private:
+  char path_[4096] = "";
+};
+
+// Stores the unsigned number that starts `text` (after blanks) in `value`;
+// false, leaving `value` alone, when there is none.
+bool ParseNumber(std::string_view text, uint64_t& value) {
+  size_t i = 0;
+  while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+  const char* first = text.data() + i;
+  const char* last = text.data() + text.size();
+  return std::from_chars(first, last, value).ec == std::errc();
+}
+
+// Reads a file holding one number (or the word "max", read as 0) into
+// `value`. Returns whether the file could be opened.
+bool ReadNumberFile(const std::string& dir, const char* name, uint64_t& value) {
+  const FilePath path(dir, name);
+  const int fd = OpenReadOnly(path.c_str());
+  if (fd < 0) return false;
+  char buffer[64];
+  const ssize_t n = ReadSome(fd, buffer, sizeof(buffer));
+  ::close(fd);
+  uint64_t parsed = 0;
+  if (n > 0 && ParseNumber(std::string_view(buffer, static_cast<size_t>(n)), parsed)) value = parsed;
+  return true;
+}
+
+// For a "key value" line whose key is `key`, stores the value and returns true.
+bool KeyedValue(std::string_view line, std::string_view key, uint64_t& value) {
+  if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ' ') return false;
+  return ParseNumber(line.substr(key.size() + 1), value);
+}
+
+// Adds the number after `field` ("<space>name=") in `line`, if any, to `total`.
+void AddFieldValue(std::string_view line, std::string_view field, uint64_t& total) {
+  const size_t at = line.find(field);
+  uint64_t value = 0;
+  if (at != std::string_view::npos && ParseNumber(line.substr(at + field.size()), value)) total += value;
+}
+
+// Calls on_line for each line of `dir`/`name`; returns whether it could be opened.
+template <typename OnLine>
+bool ForEachLineOf(const std::string& dir, const char* name, OnLine&& on_line) {
+  const FilePath path(dir, name);
+  return ForEachLine(path.c_str(), on_line) == 0;
+}
+
+// Whether `text` is a 64-digit lowercase hexadecimal container id.
+bool IsContainerId(std::string_view text) {
+  if (text.size() != 64) return false;
+  for (char c : text) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// The container id in one component of a cgroup path: "<id>" or
+// "<prefix>-<id>.scope"; empty when there is none.
+std::string_view ContainerIdInComponent(std::string_view component) {
+  if (component.ends_with(".scope")) component.remove_suffix(6);
+  const size_t dash = component.rfind('-');
+  if (dash != std::string_view::npos) component.remove_prefix(dash + 1);
+  return IsContainerId(component) ? component : std::string_view();
+}
+
+// The innermost container id in cgroup path `path`; empty when there is none.
+std::string_view ContainerIdInPath(std::string_view path) {
+  std::string_view innermost;
+  while (!path.empty()) {
+    const size_t slash = path.find('/');
+    const std::string_view component = path.substr(0, slash);
+    const std::string_view id = ContainerIdInComponent(component);
+    if (!id.empty()) innermost = id;
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  return innermost;
+}
+
+// One line of /proc/<pid>/cgroup: "hierarchy-id:controller,list:/path".
+struct MembershipLine {
+  std::string_view controllers;  // empty for the v2 line "0::/path"
+  std::string_view path;
+};
+
+bool ParseMembershipLine(std::string_view line, MembershipLine& out) {
+  const size_t first = line.find(':');
+  if (first == std::string_view::npos) return false;
+  const size_t second = line.find(':', first + 1);
+  if (second == std::string_view::npos) return false;
+  out.controllers = line.substr(first + 1, second - first - 1);
+  out.path = line.substr(second + 1);
+  return !out.path.empty() && out.path[0] == '/';
+}
+
+// Whether comma-separated `list` holds `item`.
+bool ListHas(std::string_view list, std::string_view item) {
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    if (list.substr(0, comma) == item) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// Undoes mountinfo's octal escapes ("\040" for a space).
+std::string Unescape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 3 < text.size() && text[i + 1] >= '0' && text[i + 1] <= '3' &&
+        text[i + 2] >= '0' && text[i + 2] <= '7' && text[i + 3] >= '0' && text[i + 3] <= '7') {
+      out += static_cast<char>((text[i + 1] - '0') * 64 + (text[i + 2] - '0') * 8 + (text[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+// Splits `line` at single spaces into at most `max` fields; returns the count.
+size_t SplitFields(std::string_view line, std::string_view* fields, size_t max) {
+  size_t count = 0;
+  while (!line.empty() && count < max) {
+    const size_t space = line.find(' ');
+    fields[count++] = line.substr(0, space);
+    if (space == std::string_view::npos) break;
+    line.remove_prefix(space + 1);
+  }
+  return count;
+}
+
+// The status for a /proc file of `pid` that could not be opened (errno `error`).
+Status ProcFileError(int pid, const std::string& path, int error) {
+  if (error == ENOENT || error == ESRCH) return Status::NotFound("process " + std::to_string(pid) + " is gone");
+  return Status::Unavailable("cannot read " + path + ": " + std::strerror(error));
+}
+
+}  // namespace
+
+CgroupReader::CgroupReader(std::string root) : root_(std::move(root)) {
+  if (root_.empty() || root_.back() != '/') root_ += '/';
+  const std::string mountinfo = root_ + "proc/self/mountinfo";
+  // "36 35 98:0 /root /mnt/point rw,noatime master:1 - cgroup cgroup rw,cpu,cpuacct"
+  ForEachLine(mountinfo.c_str(), [this](std::string_view line) {
+    const size_t separator = line.find(" - ");
+    if (separator == std::string_view::npos) return;
+    std::string_view head[5];
+    std::string_view tail[3];
+    if (SplitFields(line.substr(0, separator), head, 5) < 5) return;
+    if (SplitFields(line.substr(separator + 3), tail, 3) < 3) return;
+    Mount mount;
+    if (tail[0] == "cgroup2") {
+      mount.unified = true;
+    } else if (tail[0] == "cgroup") {
+      std::string_view options = tail[2];
+      while (!options.empty()) {
+        const size_t comma = options.find(',');
+        mount.controllers.emplace_back(options.substr(0, comma));
+        if (comma == std::string_view::npos) break;
+        options.remove_prefix(comma + 1);
+      }
+    } else {
+      return;
+    }
+    const std::string point = Unescape(head[4]);
+    mount.point = root_ + (point.empty() ? point : point.substr(1));
+    if (mount.point.size() > 1 && mount.point.back() == '/') mount.point.pop_back();
+    mount.root = Unescape(head[3]);
+    mounts_.push_back(std::move(mount));
+  });
+}
+
+std::string CgroupReader::Resolve(bool unified, const std::string& controller, const std::string& path) const {
+  for (const Mount& mount : mounts_) {
+    if (mount.unified != unified) continue;
+    if (!unified) {
+      bool has = false;
+      for (const std::string& c : mount.controllers) has = has || c == controller;
+      if (!has) continue;
+    }
+    std::string_view relative = path;
+    if (mount.root != "/") {
+      if (!relative.starts_with(mount.root)) continue;
+      relative.remove_prefix(mount.root.size());
+      if (!relative.empty() && relative[0] != '/') continue;  // "/a/bc" is not under "/a/b"
+    }
+    if (relative == "/") relative = {};
+    return mount.point + std::string(relative);
+  }
+  return {};
+}
+
+Result<std::string> CgroupReader::ProcPath(int pid, const char* name) const {
+  if (pid <= 0) return Status::InvalidArgument("pid " + std::to_string(pid) + " is not a process id");
+  return root_ + "proc/" + std::to_string(pid) + "/" + name;
+}
+
+Result<CgroupPaths> CgroupReader::Locate(int pid) const {
+  Result<std::string> file = ProcPath(pid, "cgroup");
+  if (!file.ok()) return file.status();
+  // The process's cgroup per wanted v1 controller, and its v2 cgroup.
+  std::string cpuacct, memory, pids, blkio, unified;
+  const int error = ForEachLine(file->c_str(), [&](std::string_view line) {
+    MembershipLine member;
+    if (!ParseMembershipLine(line, member)) return;
+    if (member.controllers.empty()) {
+      unified.assign(member.path);
+      return;
+    }
+    if (ListHas(member.controllers, "cpuacct")) cpuacct.assign(member.path);
+    if (ListHas(member.controllers, "memory")) memory.assign(member.path);
+    if (ListHas(member.controllers, "pids")) pids.assign(member.path);
+    if (ListHas(member.controllers, "blkio")) blkio.assign(member.path);
+  });
+  if (error != 0) return ProcFileError(pid, *file, error);
+
+  const std::string unified_dir = unified.empty() ? std::string() : Resolve(true, "", unified);
+  // A controller's v1 directory when its v1 hierarchy is mounted, else the v2 one.
+  auto pick = [&](const char* controller, const std::string& v1_path) {
+    CgroupDir dir;
+    if (!v1_path.empty()) dir.path = Resolve(false, controller, v1_path);
+    if (dir.path.empty() && !unified_dir.empty()) dir = {unified_dir, true};
+    return dir;
+  };
+  CgroupPaths paths{pick("cpuacct", cpuacct), pick("memory", memory), pick("pids", pids), pick("blkio", blkio)};
+  if (paths.cpu.path.empty() && paths.memory.path.empty() && paths.pids.path.empty() && paths.io.path.empty()) {
+    if (mounts_.empty()) {
+      return Status::FailedPrecondition("no cgroup filesystem is listed in " + root_ +
+                                        "proc/self/mountinfo: mount cgroupfs (v1 or v2) to get container stats");
+    }
+    return Status::FailedPrecondition("none of the cgroups of process " + std::to_string(pid) +
+                                      " is under a cgroup mount listed in " + root_ +
+                                      "proc/self/mountinfo (an agent in a container needs the host's cgroup tree)");
+  }
+  return paths;
+}
+
+Result<CgroupSample> CgroupReader::Read(const CgroupPaths& paths) const {
+  CgroupSample sample;
+  bool any_file = false;
+
+  if (!paths.cpu.path.empty()) {
+    if (paths.cpu.unified) {
+      uint64_t usec = 0;
+      any_file |= ForEachLineOf(paths.cpu.path, "cpu.stat",
+                                [&](std::string_view line) { KeyedValue(line, "usage_usec", usec); });
+      sample.cpu_usage_ns = usec * 1000;
+    } else {
+      any_file |= ReadNumberFile(paths.cpu.path, "cpuacct.usage", sample.cpu_usage_ns);
+    }
+  }
+
+  if (!paths.memory.path.empty()) {
+    const std::string& dir = paths.memory.path;
+    if (paths.memory.unified) {
+      any_file |= ReadNumberFile(dir, "memory.current", sample.memory_used_bytes);
+      any_file |= ReadNumberFile(dir, "memory.max", sample.memory_limit_bytes);  // "max" reads as 0
+      any_file |= ForEachLineOf(dir, "memory.stat",
+                                [&](std::string_view line) { KeyedValue(line, "file", sample.memory_cache_bytes); });
+    } else {
+      any_file |= ReadNumberFile(dir, "memory.usage_in_bytes", sample.memory_used_bytes);
+      any_file |= ReadNumberFile(dir, "memory.limit_in_bytes", sample.memory_limit_bytes);
+      if (sample.memory_limit_bytes >= kUnlimitedMemoryFloor) sample.memory_limit_bytes = 0;
+      uint64_t cache = 0, total_cache = 0;
+      bool has_total = false;
+      any_file |= ForEachLineOf(dir, "memory.stat", [&](std::string_view line) {
+        KeyedValue(line, "cache", cache);
+        has_total = KeyedValue(line, "total_cache", total_cache) || has_total;
+      });
+      sample.memory_cache_bytes = has_total ? total_cache : cache;
+    }
+  }
+
+  if (!paths.pids.path.empty()) any_file |= ReadNumberFile(paths.pids.path, "pids.current", sample.pids);
+
+  if (!paths.io.path.empty()) {
+    if (paths.io.unified) {
+      // "8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0", one line per device.
+      any_file |= ForEachLineOf(paths.io.path, "io.stat", [&](std::string_view line) {
+        AddFieldValue(line, " rbytes=", sample.io_read_bytes);
+        AddFieldValue(line, " wbytes=", sample.io_write_bytes);
+      });
+    } else {
+      // "8:0 Read 4096", "8:0 Write 512", ... per device, then "Total 4608".
+      for (const char* name : kBlkioFiles) {
+        const bool opened = ForEachLineOf(paths.io.path, name, [&](std::string_view line) {
+          const size_t space = line.find(' ');
+          if (space == std::string_view::npos) return;
+          uint64_t value = 0;
+          if (KeyedValue(line.substr(space + 1), "Read", value)) sample.io_read_bytes += value;
+          if (KeyedValue(line.substr(space + 1), "Write", value)) sample.io_write_bytes += value;
+        });
+        if (opened) {
+          any_file = true;
+          break;
+        }
+      }
+    }
+  }
+
+  if (!any_file) {
+    const std::string& dir = !paths.cpu.path.empty() ? paths.cpu.path : !paths.memory.path.empty() ? paths.memory.path
+                             : !paths.pids.path.empty() ? paths.pids.path : paths.io.path;
+    return Status::NotFound("cgroup " + dir + " is gone (its container or process has exited)");
+  }
+  return sample;
+}
+
+Result<CgroupSample> CgroupReader::Read(int pid) const {
+  Result<CgroupPaths> paths = Locate(pid);
+  if (!paths.ok()) return paths.status();
+  return Read(*paths);
+}
+
+Result<std::string> CgroupReader::ContainerIdOfPid(int pid) const {
+  Result<std::string> file = ProcPath(pid, "cgroup");
+  if (!file.ok()) return file.status();
+  std::string id;
+  std::string first_path;  // for the message when there is no id
+  const int error = ForEachLine(file->c_str(), [&](std::string_view line) {
+    MembershipLine member;
+    if (!id.empty() || !ParseMembershipLine(line, member)) return;
+    if (first_path.empty()) first_path.assign(member.path);
+    id.assign(ContainerIdInPath(member.path));
+  });
+  if (error != 0) return ProcFileError(pid, *file, error);
+  if (id.empty()) {
+    return Status::NotFound("process " + std::to_string(pid) + " belongs to no container (its cgroup is " +
+                            (first_path.empty() ? std::string("unknown") : first_path) + ")");
+  }
+  return id;
+}
+
+Result<int> CgroupReader::NamespacePid(int pid) const {
+  Result<std::string> file = ProcPath(pid, "status");
+  if (!file.ok()) return file.status();
+  // "NSpid:\t4242\t17\t1": the pid in each nested namespace, outermost first.
+  int innermost = 0;
+  bool found = false;
+  const int error = ForEachLine(file->c_str(), [&](std::string_view line) {
+    if (found || !line.starts_with("NSpid:")) return;
+    line.remove_prefix(6);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
+    const size_t blank = line.find_last_of(" \t");
+    const std::string_view last = blank == std::string_view::npos ? line : line.substr(blank + 1);
+    found = std::from_chars(last.data(), last.data() + last.size(), innermost).ec == std::errc() && innermost > 0;
+  });
+  if (error != 0) return ProcFileError(pid, *file, error);
+  if (!found) {
+    return Status::FailedPrecondition(
+        "per-process attribution unavailable: this kernel has no NSpid field (Linux < 4.1)");
+  }
+  return innermost;
+}
+
+}  // namespace slotd

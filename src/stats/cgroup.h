@@ -1,0 +1,132 @@
+// CgroupReader: a container's measures (cpu time, memory, pids, I/O) read
+// straight from the cgroup of one of its processes, on cgroup v1, v2 and
+// hybrid hosts.
+//
+// The cgroup mounts are learnt once, at construction, from
+// <root>/proc/self/mountinfo. A process's cgroup directories are found
+// through <root>/proc/<pid>/cgroup (Locate), and then read as often as
+// wanted (Read): locate once per container, read many times. One Read opens
+// each measure file with open/read/close into a stack buffer and parses it
+// without allocating, so it costs microseconds.
+//
+// Thread-safety: every method is const and keeps no mutable state, so a
+// const CgroupReader may be used from any number of threads at once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace slotd {
+
+// The measures of one cgroup at one moment. A measure whose file is missing
+// (controller not mounted, not enabled on v2, or not offered by the kernel)
+// is 0.
+struct CgroupSample {
+  // CPU time used by every task of the cgroup, in nanoseconds, since it was
+  // created. v1: cpuacct.usage; v2: cpu.stat "usage_usec" x 1000.
+  uint64_t cpu_usage_ns = 0;
+  // Memory charged to the cgroup, page cache included, in bytes.
+  // v1: memory.usage_in_bytes; v2: memory.current.
+  uint64_t memory_used_bytes = 0;
+  // The memory limit in bytes; 0: unlimited. v1: memory.limit_in_bytes (a
+  // value of 2^62 or more, like 9223372036854771712, means unlimited);
+  // v2: memory.max ("max" means unlimited).
+  uint64_t memory_limit_bytes = 0;
+  // The page cache part of memory_used_bytes, in bytes (subtract it for the
+  // "used" figure docker stats shows). v1: memory.stat "total_cache" (the
+  // hierarchy), else "cache"; v2: memory.stat "file".
+  uint64_t memory_cache_bytes = 0;
+  // Tasks (threads included) in the cgroup. v1 and v2: pids.current.
+  uint64_t pids = 0;
+  // Bytes read from and written to block devices, summed over devices.
+  // v1: "Read" and "Write" lines of the first blkio file that exists of
+  // blkio.throttle.io_service_bytes_recursive (the cgroup and its children),
+  // blkio.throttle.io_service_bytes (older kernels) and
+  // blkio.io_service_bytes_recursive (CFQ/BFQ accounting);
+  // v2: io.stat "rbytes=" and "wbytes=".
+  uint64_t io_read_bytes = 0;
+  uint64_t io_write_bytes = 0;
+};
+
+// One controller's directory for one process.
+struct CgroupDir {
+  std::string path;      // absolute, under the reader's root; empty: not found
+  bool unified = false;  // true: a cgroup v2 directory (v2 file names apply)
+};
+
+// Where one process's measures live. Copyable; valid until the process's
+// cgroup is removed (its container is gone), after which Read says so.
+struct CgroupPaths {
+  CgroupDir cpu;     // v1: the cpuacct hierarchy (also when co-mounted with cpu)
+  CgroupDir memory;  // v1: memory
+  CgroupDir pids;    // v1: pids
+  CgroupDir io;      // v1: blkio
+};
+
+class CgroupReader {
+ public:
+  // Learns the cgroup mounts from <root>/proc/self/mountinfo. `root` is "/"
+  // on a real host; tests pass a directory holding a fake proc/ and
+  // sys/fs/cgroup/ tree. When mountinfo cannot be read or lists no cgroup
+  // mount, every Locate fails with kFailedPrecondition saying so.
+  explicit CgroupReader(std::string root = "/");
+
+  // Finds the cgroup directories of process `pid` (a pid of the reader's pid
+  // namespace). Each controller comes from its v1 hierarchy when one is
+  // mounted; from the v2 (unified) hierarchy otherwise, as on a pure v2 host
+  // or for a controller a hybrid host has moved to v2.
+  // Errors: kInvalidArgument for pid <= 0; kNotFound "process N is gone" when
+  // <root>/proc/<pid>/cgroup does not exist; kFailedPrecondition when none of
+  // the process's hierarchies is mounted where this reader can see it;
+  // kUnavailable when the file cannot be read for another reason.
+  Result<CgroupPaths> Locate(int pid) const;
+
+  // Reads the measures at `paths` (from Locate). A missing measure file
+  // leaves that measure 0. Errors: kNotFound when not one measure file could
+  // be opened: the cgroup has been removed, its container is gone.
+  Result<CgroupSample> Read(const CgroupPaths& paths) const;
+
+  // Locate(pid), then Read: for a single reading. Errors: those of both.
+  Result<CgroupSample> Read(int pid) const;
+
+  // The 64-hex-digit id of the container that process `pid` runs in, found
+  // in its cgroup path: "/docker/<id>" (cgroupfs driver),
+  // "/system.slice/docker-<id>.scope" (systemd driver; any "<prefix>-<id>.scope"
+  // is accepted), and nested paths, where the innermost id wins (a container
+  // inside an agent's container). Errors: kNotFound when the process is gone
+  // or belongs to no container; kInvalidArgument and kUnavailable as Locate.
+  Result<std::string> ContainerIdOfPid(int pid) const;
+
+  // The pid that process `pid` has inside its innermost pid namespace: the
+  // last field of the "NSpid:" line of <root>/proc/<pid>/status (equal to
+  // `pid` for a process of the reader's namespace). Errors: kNotFound when
+  // the process is gone; kFailedPrecondition when the kernel has no NSpid
+  // field (Linux < 4.1): per-process attribution is then unavailable;
+  // kInvalidArgument and kUnavailable as Locate.
+  Result<int> NamespacePid(int pid) const;
+
+ private:
+  // One mounted cgroup hierarchy, from one line of mountinfo.
+  struct Mount {
+    std::string point;  // where it is mounted, prefixed with root_
+    std::string root;   // the hierarchy path mounted there ("/" usually)
+    bool unified = false;
+    std::vector<std::string> controllers;  // v1 only: "cpu", "cpuacct", ...
+  };
+
+  // The directory of cgroup `path` (as in /proc/<pid>/cgroup) in the first
+  // mount of the given kind and v1 controller that holds it; empty when none.
+  std::string Resolve(bool unified, const std::string& controller, const std::string& path) const;
+
+  // <root_>proc/<pid>/<name>, or the error for a bad pid.
+  Result<std::string> ProcPath(int pid, const char* name) const;
+
+  // Constant after construction.
+  std::string root_;           // ends with "/"
+  std::vector<Mount> mounts_;  // every cgroup and cgroup2 mount, in mountinfo order
+};
+
+}  // namespace slotd

@@ -1,0 +1,415 @@
+// CgroupReader: a container's measures read from its cgroup on fake v1, v2
+// and hybrid trees (one per Docker cgroup driver), and from this host's real
+// cgroup.
+#include "stats/cgroup.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace slotd {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kPid = 4242;
+const std::string kId = "4a1c0e7b9d3f5a6c8e2b4d6f8a0c2e4b6d8f0a2c4e6b8d0f2a4c6e8b0d2f4a6c";
+const std::string kOuterId = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+
+// Mount lines as /proc/self/mountinfo shows them.
+const std::string kTmpfsMount = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n";
+const std::string kV1Mounts =
+    kTmpfsMount +
+    "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:9 - cgroup cgroup rw,cpu,cpuacct\n"
+    "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime shared:12 - cgroup cgroup rw,memory\n"
+    "38 31 0:35 / /sys/fs/cgroup/blkio rw,relatime - cgroup cgroup rw,blkio\n"
+    "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n"
+    "40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd\n";
+const std::string kV2Mount = "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
+const std::string kUnifiedMount = "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+const std::string kOverlayMount =
+    "1020 900 0:99 / / rw,relatime - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/ABC:/x,upperdir=/u\n";
+
+// A /proc/<pid>/cgroup on a v1 (or hybrid, with `unified`) host with every
+// hierarchy at `path`.
+std::string V1Membership(const std::string& path, bool unified = false) {
+  std::string text = "9:name=systemd:" + path + "\n8:pids:" + path + "\n7:blkio:" + path + "\n6:freezer:" + path +
+                     "\n4:memory:" + path + "\n2:cpu,cpuacct:" + path + "\n";
+  if (unified) text += "0::" + path + "\n";
+  return text;
+}
+
+// A directory holding a fake proc/ and sys/fs/cgroup/ tree; removed at the end.
+class FakeHost {
+ public:
+  FakeHost() {
+    std::string pattern = (fs::temp_directory_path() / "cgroup_test.XXXXXX").string();
+    root_ = ::mkdtemp(pattern.data());
+  }
+  ~FakeHost() { fs::remove_all(root_); }
+
+  // Writes `content` to root/`relative`, creating its directories.
+  void Write(const std::string& relative, const std::string& content) const {
+    const fs::path path = fs::path(root_) / relative;
+    fs::create_directories(path.parent_path());
+    std::ofstream(path) << content;
+  }
+  void Remove(const std::string& relative) const { fs::remove_all(fs::path(root_) / relative); }
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+};
+
+// Fills a v1 container cgroup at `path` (relative to each hierarchy) with
+// known measures.
+void WriteV1Measures(const FakeHost& host, const std::string& path) {
+  const std::string base = "sys/fs/cgroup/";
+  host.Write(base + "cpu,cpuacct" + path + "/cpuacct.usage", "123456789\n");
+  host.Write(base + "memory" + path + "/memory.usage_in_bytes", "52428800\n");
+  host.Write(base + "memory" + path + "/memory.limit_in_bytes", "268435456\n");
+  host.Write(base + "memory" + path + "/memory.stat",
+             "cache 1000\nrss 2000\nswapcached 0\ntotal_cache 4096000\ntotal_rss 2000\n");
+  host.Write(base + "pids" + path + "/pids.current", "7\n");
+  host.Write(base + "blkio" + path + "/blkio.throttle.io_service_bytes_recursive",
+             "8:0 Read 4096\n8:0 Write 1024\n8:0 Sync 5120\n8:0 Async 0\n8:0 Discard 0\n8:0 Total 5120\n"
+             "253:1 Read 100\n253:1 Write 20\n253:1 Total 120\nTotal 5240\n");
+}
+
+void ExpectV1Measures(const CgroupSample& s) {
+  EXPECT_EQ(s.cpu_usage_ns, 123456789u);
+  EXPECT_EQ(s.memory_used_bytes, 52428800u);
+  EXPECT_EQ(s.memory_limit_bytes, 268435456u);
+  EXPECT_EQ(s.memory_cache_bytes, 4096000u);  // total_cache wins over cache
+  EXPECT_EQ(s.pids, 7u);
+  EXPECT_EQ(s.io_read_bytes, 4196u);
+  EXPECT_EQ(s.io_write_bytes, 1044u);
+}
+
+// Fills a v2 cgroup at sys/fs/cgroup/`dir` with known measures.
+void WriteV2Measures(const FakeHost& host, const std::string& dir, const std::string& memory_max) {
+  const std::string base = "sys/fs/cgroup/" + dir;
+  host.Write(base + "/cpu.stat", "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\nnr_periods 0\n");
+  host.Write(base + "/memory.current", "7340032\n");
+  host.Write(base + "/memory.max", memory_max + "\n");
+  host.Write(base + "/memory.stat", "anon 1000\nfile 3145728\nkernel 10\nfile_mapped 5\n");
+  host.Write(base + "/pids.current", "3\n");
+  host.Write(base + "/io.stat",
+             "8:0 rbytes=8192 wbytes=4096 rios=2 wios=1 dbytes=0 dios=0\n"
+             "259:0 rbytes=10 wbytes=5 rios=1 wios=1 dbytes=0 dios=0\n");
+}
+
+void ExpectV2Measures(const CgroupSample& s) {
+  EXPECT_EQ(s.cpu_usage_ns, 2500000u);
+  EXPECT_EQ(s.memory_used_bytes, 7340032u);
+  EXPECT_EQ(s.memory_cache_bytes, 3145728u);
+  EXPECT_EQ(s.pids, 3u);
+  EXPECT_EQ(s.io_read_bytes, 8202u);
+  EXPECT_EQ(s.io_write_bytes, 4101u);
+}
+
+std::string ProcCgroup(int pid = kPid) { return "proc/" + std::to_string(pid) + "/cgroup"; }
+
+TEST(CgroupReader, V1CgroupfsDriverReadsEveryMeasure) {
+  FakeHost host;
+  host.Write("proc/self/mountinfo", kOverlayMount + kV1Mounts);
+  host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
+  WriteV1Measures(host, "/docker/" + kId);
+  CgroupReader reader(host.root());
+
+  Result<CgroupPaths> paths = reader.Locate(kPid);
+  ASSERT_TRUE(paths.ok()) << paths.status().message();
+  EXPECT_EQ(paths->cpu.path, host.root() + "/sys/fs/cgroup/cpu,cpuacct/docker/" + kId);
+  EXPECT_FALSE(paths->cpu.unified);
+  EXPECT_EQ(paths->io.path, host.root() + "/sys/fs/cgroup/blkio/docker/" + kId);
+
+  Result<CgroupSample> sample = reader.Read(kPid);
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  ExpectV1Measures(*sample);
+
+  Result<std::string> id = reader.ContainerIdOfPid(kPid);
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  EXPECT_EQ(*id, kId);
+}
+
+TEST(CgroupReader, V1SystemdDriverReadsEveryMeasure) {
+  FakeHost host;
+  host.Write("proc/self/mountinfo", kV1Mounts);
+  const std::string path = "/system.slice/docker-" + kId + ".scope";
+  host.Write(ProcCgroup(), V1Membership(path));
+  WriteV1Measures(host, path);
+  CgroupReader reader(host.root());
+
+  Result<CgroupSample> sample = reader.Read(kPid);
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  ExpectV1Measures(*sample);
+
+  Result<std::string> id = reader.ContainerIdOfPid(kPid);
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  EXPECT_EQ(*id, kId);
+}
+
+TEST(CgroupReader, V1UnlimitedMemoryReadsAsZero) {
+  FakeHost host;
+  host.Write("proc/self/mountinfo", kV1Mounts);
+  host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
+  WriteV1Measures(host, "/docker/" + kId);
+  host.Write("sys/fs/cgroup/memory/docker/" + kId + "/memory.limit_in_bytes", "9223372036854771712\n");
+
+  Result<CgroupSample> sample = CgroupReader(host.root()).Read(kPid);
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  EXPECT_EQ(sample->memory_limit_bytes, 0u);
+  EXPECT_EQ(sample->memory_used_bytes, 52428800u);
+}
+
+TEST(CgroupReader, V1FallsBackToOtherBlkioFilesAndPlainCache) {
+  FakeHost host;
+  host.Write("proc/self/mountinfo", kV1Mounts);
+  host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
+  WriteV1Measures(host, "/docker/" + kId);
+  const std::string blkio = "sys/fs/cgroup/blkio/docker/" + kId;
+  host.Remove(blkio + "/blkio.throttle.io_service_bytes_recursive");
+  host.Write(blkio + "/blkio.io_service_bytes_recursive", "8:16 Read 300\n8:16 Write 200\nTotal 500\n");
+  host.Write("sys/fs/cgroup/memory/docker/" + kId + "/memory.stat", "cache 1000\nrss 2000\n");
+
+  Result<CgroupSample> sample = CgroupReader(host.root()).Read(kPid);
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  EXPECT_EQ(sample->io_read_bytes, 300u);
+  EXPECT_EQ(sample->io_write_bytes, 200u);
+  EXPECT_EQ(sample->memory_cache_bytes, 1000u);
+}
+
+TEST(CgroupReader, FindsAStatLinePastTheReadBuffer) {
+  FakeHost host;
+  host.Write("proc/self/mountinfo", kV1Mounts);
+  host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
+  WriteV1Measures(host, "/docker/" + kId);
+  std::string stat = "cache 1\n";
+  for (int i = 0; i < 500; ++i) stat += "hierarchical_filler_" + std::to_string(i) + " 123456\n";
+  stat += std::string(9000, 'x') + " 5\n";  // a line longer than any read buffer is skipped
+  stat += "total_cache 777\n";
+  host.Write("sys/fs/cgroup/memory/docker/" + kId + "/memory.stat", stat);
+
+  Result<CgroupSample> sample = CgroupReader(host.root()).Read(kPid);
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  EXPECT_EQ(sample->memory_cache_bytes, 777u);
+}
+
+TEST(CgroupReader, V2CgroupfsPathsReadEveryMeasure) {
+  FakeHost host;
+  host.Write("proc/self/mountinfo", kV2Mount);
+  host.Write(ProcCgroup(), "0::/docker/" + kId + "\n");
+  WriteV2Measures(host, "docker/" + kId, "536870912");
+  CgroupReader reader(host.root());
+
+  Result<CgroupPaths> paths = reader.Locate(kPid);
+  ASSERT_TRUE(paths.ok()) << paths.status().message();
+  for (const CgroupDir* dir : {&paths->cpu, &paths->memory, &paths->pids, &paths->io}) {
+    EXPECT_EQ(dir->path, host.root() + "/sys/fs/cgroup/docker/" + kId);
+    EXPECT_TRUE(dir->unified);
+  }
+  Result<CgroupSample> sample = reader.Read(*paths);
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  ExpectV2Measures(*sample);
+  EXPECT_EQ(sample->memory_limit_bytes, 536870912u);
+
+  Result<std::string> id = reader.ContainerIdOfPid(kPid);
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  EXPECT_EQ(*id, kId);
+}
+
+TEST(CgroupReader, V2SystemdPathsAndUnlimitedMemory) {
+  FakeHost host;
+  host.Write("proc/self/mountinfo", kV2Mount);
+  const std::string dir = "system.slice/docker-" + kId + ".scope";
+  host.Write(ProcCgroup(), "0::/" + dir + "\n");
+  WriteV2Measures(host, dir, "max");
+  CgroupReader reader(host.root());
+
+  Result<CgroupSample> sample = reader.Read(kPid);
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  ExpectV2Measures(*sample);
+  EXPECT_EQ(sample->memory_limit_bytes, 0u);
+
+  Result<std::string> id = reader.ContainerIdOfPid(kPid);
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  EXPECT_EQ(*id, kId);
+}
+
+TEST(CgroupReader, HybridPrefersV1AndTakesFromV2OnlyWhatV1Lacks) {
+  FakeHost host;
+  // v1 cpu,cpuacct, memory and blkio; no v1 pids hierarchy; v2 at unified/.
+  host.Write("proc/self/mountinfo",
+             kTmpfsMount +
+                 "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
+                 "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+                 "38 31 0:35 / /sys/fs/cgroup/blkio rw,relatime - cgroup cgroup rw,blkio\n" +
+                 kUnifiedMount);
+  const std::string path = "/docker/" + kId;
+  host.Write(ProcCgroup(), "7:blkio:" + path + "\n4:memory:" + path + "\n2:cpu,cpuacct:" + path + "\n0::" + path + "\n");
+  WriteV1Measures(host, path);
+  WriteV2Measures(host, "unified" + path, "max");  // v2 copies that must lose, but pids
+  CgroupReader reader(host.root());
+
+  Result<CgroupPaths> paths = reader.Locate(kPid);
+  ASSERT_TRUE(paths.ok()) << paths.status().message();
+  EXPECT_FALSE(paths->cpu.unified);
+  EXPECT_FALSE(paths->memory.unified);
+  EXPECT_FALSE(paths->io.unified);
+  EXPECT_TRUE(paths->pids.unified);
+  EXPECT_EQ(paths->pids.path, host.root() + "/sys/fs/cgroup/unified" + path);
+
+  Result<CgroupSample> sample = reader.Read(*paths);
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  EXPECT_EQ(sample->cpu_usage_ns, 123456789u);
+  EXPECT_EQ(sample->memory_used_bytes, 52428800u);
+  EXPECT_EQ(sample->memory_limit_bytes, 268435456u);
+  EXPECT_EQ(sample->memory_cache_bytes, 4096000u);
+  EXPECT_EQ(sample->io_read_bytes, 4196u);
+  EXPECT_EQ(sample->pids, 3u);  // from v2
+
+  Result<std::string> id = reader.ContainerIdOfPid(kPid);
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  EXPECT_EQ(*id, kId);
+}
+
+TEST(CgroupReader, NestedAgentResolvesUnderItsMountRootAndNamesTheInnermostContainer) {
+  FakeHost host;
+  // An agent inside container kOuterId sees the hierarchies mounted from its
+  // own cgroup; the kernel it runs is a container inside that one.
+  host.Write("proc/self/mountinfo",
+             "700 690 0:32 /docker/" + kOuterId +
+                 " /sys/fs/cgroup/memory ro,nosuid - cgroup cgroup rw,memory\n"
+                 "701 690 0:29 /docker/" +
+                 kOuterId + " /sys/fs/cgroup/cpu,cpuacct ro,nosuid - cgroup cgroup rw,cpu,cpuacct\n");
+  const std::string path = "/docker/" + kOuterId + "/docker/" + kId;
+  host.Write(ProcCgroup(), "4:memory:" + path + "\n2:cpu,cpuacct:" + path + "\n");
+  host.Write("sys/fs/cgroup/memory/docker/" + kId + "/memory.usage_in_bytes", "4096\n");
+  host.Write("sys/fs/cgroup/cpu,cpuacct/docker/" + kId + "/cpuacct.usage", "99\n");
+  CgroupReader reader(host.root());
+
+  Result<CgroupSample> sample = reader.Read(kPid);
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  EXPECT_EQ(sample->memory_used_bytes, 4096u);
+  EXPECT_EQ(sample->cpu_usage_ns, 99u);
+
+  Result<std::string> id = reader.ContainerIdOfPid(kPid);
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  EXPECT_EQ(*id, kId);
+  // The agent's own process belongs to the outer container.
+  host.Write(ProcCgroup(1), "4:memory:/docker/" + kOuterId + "\n");
+  Result<std::string> outer = reader.ContainerIdOfPid(1);
+  ASSERT_TRUE(outer.ok()) << outer.status().message();
+  EXPECT_EQ(*outer, kOuterId);
+}
+
+TEST(CgroupReader, MissingMeasureFilesReadAsZero) {
+  FakeHost host;
+  host.Write("proc/self/mountinfo", kV1Mounts);
+  host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
+  host.Write("sys/fs/cgroup/cpu,cpuacct/docker/" + kId + "/cpuacct.usage", "5000\n");
+
+  Result<CgroupSample> sample = CgroupReader(host.root()).Read(kPid);
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  EXPECT_EQ(sample->cpu_usage_ns, 5000u);
+  EXPECT_EQ(sample->memory_used_bytes, 0u);
+  EXPECT_EQ(sample->memory_limit_bytes, 0u);
+  EXPECT_EQ(sample->memory_cache_bytes, 0u);
+  EXPECT_EQ(sample->pids, 0u);
+  EXPECT_EQ(sample->io_read_bytes, 0u);
+  EXPECT_EQ(sample->io_write_bytes, 0u);
+}
+
+TEST(CgroupReader, ARemovedCgroupIsNotFound) {
+  FakeHost host;
+  host.Write("proc/self/mountinfo", kV2Mount);
+  host.Write(ProcCgroup(), "0::/docker/" + kId + "\n");
+  WriteV2Measures(host, "docker/" + kId, "max");
+  CgroupReader reader(host.root());
+  Result<CgroupPaths> paths = reader.Locate(kPid);
+  ASSERT_TRUE(paths.ok()) << paths.status().message();
+  ASSERT_TRUE(reader.Read(*paths).ok());
+
+  host.Remove("sys/fs/cgroup/docker/" + kId);  // the container exited
+  Result<CgroupSample> sample = reader.Read(*paths);
+  ASSERT_FALSE(sample.ok());
+  EXPECT_EQ(sample.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(sample.status().message().find("is gone"), std::string::npos) << sample.status().message();
+}
+
+TEST(CgroupReader, AGonePidIsNotFound) {
+  FakeHost host;
+  host.Write("proc/self/mountinfo", kV1Mounts);
+  CgroupReader reader(host.root());
+
+  Result<CgroupSample> sample = reader.Read(31337);
+  ASSERT_FALSE(sample.ok());
+  EXPECT_EQ(sample.status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(sample.status().message(), "process 31337 is gone");
+
+  EXPECT_EQ(reader.ContainerIdOfPid(31337).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(reader.NamespacePid(31337).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(reader.Read(0).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(CgroupReader, UnmountedHierarchiesAreAFailedPrecondition) {
+  FakeHost host;
+  host.Write("proc/self/mountinfo", kOverlayMount);  // no cgroup filesystem at all
+  host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
+  Result<CgroupPaths> paths = CgroupReader(host.root()).Locate(kPid);
+  ASSERT_FALSE(paths.ok());
+  EXPECT_EQ(paths.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(paths.status().message().find("mountinfo"), std::string::npos) << paths.status().message();
+}
+
+TEST(CgroupReader, AProcessOutsideContainersHasNoContainerId) {
+  FakeHost host;
+  host.Write("proc/self/mountinfo", kV1Mounts);
+  host.Write(ProcCgroup(), V1Membership("/user.slice/user-1000.slice/session-3.scope", true));
+  Result<std::string> id = CgroupReader(host.root()).ContainerIdOfPid(kPid);
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(id.status().message().find("belongs to no container"), std::string::npos) << id.status().message();
+}
+
+TEST(CgroupReader, NamespacePidIsTheLastNSpidField) {
+  FakeHost host;
+  host.Write("proc/" + std::to_string(kPid) + "/status",
+             "Name:\tpython3\nTgid:\t4242\nNgid:\t0\nPid:\t4242\nNSpid:\t4242\t310\t17\nNSpgid:\t4242\t310\t17\n");
+  host.Write("proc/77/status", "Name:\tbash\nPid:\t77\nNSpid:\t77\n");
+  CgroupReader reader(host.root());
+  Result<int> inner = reader.NamespacePid(kPid);
+  ASSERT_TRUE(inner.ok()) << inner.status().message();
+  EXPECT_EQ(*inner, 17);
+  Result<int> same = reader.NamespacePid(77);
+  ASSERT_TRUE(same.ok()) << same.status().message();
+  EXPECT_EQ(*same, 77);
+}
+
+TEST(CgroupReader, NamespacePidWithoutNSpidIsAFailedPrecondition) {
+  FakeHost host;
+  host.Write("proc/" + std::to_string(kPid) + "/status", "Name:\tpython3\nTgid:\t4242\nPid:\t4242\nPPid:\t1\n");
+  Result<int> inner = CgroupReader(host.root()).NamespacePid(kPid);
+  ASSERT_FALSE(inner.ok());
+  EXPECT_EQ(inner.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(inner.status().message(),
+            "per-process attribution unavailable: this kernel has no NSpid field (Linux < 4.1)");
+}
+
+TEST(CgroupReader, ReadsThisProcessOnTheRealHost) {
+  CgroupReader reader("/");
+  Result<CgroupSample> sample = reader.Read(::getpid());
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  EXPECT_GT(sample->cpu_usage_ns, 0u);
+  EXPECT_GT(sample->memory_used_bytes, 0u);
+  Result<int> inner = reader.NamespacePid(::getpid());
+  ASSERT_TRUE(inner.ok()) << inner.status().message();
+  EXPECT_EQ(*inner, ::getpid());
+}
+
+}  // namespace
+}  // namespace slotd
