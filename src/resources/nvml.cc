@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +22,12 @@ namespace {
 
 using nvmlReturn_t = int;  // an enum in C: 0 is success, anything else an error
 constexpr nvmlReturn_t kNvmlSuccess = 0;
+constexpr nvmlReturn_t kNvmlErrorNotSupported = 3;
+constexpr nvmlReturn_t kNvmlErrorNotFound = 6;
+constexpr nvmlReturn_t kNvmlErrorInsufficientSize = 7;
+
+// NVML_VALUE_NOT_AVAILABLE: what NVML writes into a number it cannot measure.
+constexpr unsigned long long kNvmlValueNotAvailable = ~0ull;
 
 struct nvmlDevice_st;                   // opaque; only NVML looks inside
 using nvmlDevice_t = nvmlDevice_st*;
@@ -45,6 +52,31 @@ struct nvmlPciInfo_t {
   char busId[32];               // "dddddddd:bb:dd.f", NUL-terminated
 };
 
+// Utilisation in percent over the last sample period.
+struct nvmlUtilization_t {
+  unsigned int gpu;
+  unsigned int memory;
+};
+
+// One running process, as the unversioned nvmlDevice{Compute,Graphics}RunningProcesses fill it.
+struct nvmlProcessInfo_v1_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  // bytes, or kNvmlValueNotAvailable
+};
+
+// One running process, as the _v2 entry points fill it, and the _v3 ones on
+// every driver but 535.43 to 535.86 (which appended a usedGpuCcProtectedMemory
+// to the _v3 layout without renaming it). 24 bytes.
+struct nvmlProcessInfo_v2_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  // bytes, or kNvmlValueNotAvailable
+  unsigned int gpuInstanceId;        // MIG instance ids; 0xFFFFFFFF without MIG
+  unsigned int computeInstanceId;
+};
+
+// The process lists NVML keeps, per GPU.
+enum class ProcessKind { kCompute, kGraphics };
+
 // Buffer sizes NVML documents as always large enough
 // (NVML_DEVICE_UUID_V2_BUFFER_SIZE, NVML_DEVICE_NAME_V2_BUFFER_SIZE).
 constexpr unsigned int kUuidBufferSize = 96;
@@ -64,6 +96,16 @@ struct NvmlFunctions {
   nvmlReturn_t (*get_minor_number)(nvmlDevice_t, unsigned int*) = nullptr;     // nvmlDeviceGetMinorNumber
   nvmlReturn_t (*get_pci_info)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;        // nvmlDeviceGetPciInfo_v3/_v2/(v1)
   nvmlReturn_t (*get_numa_node_id)(nvmlDevice_t, unsigned int*) = nullptr;     // nvmlDeviceGetNumaNodeId; optional
+  nvmlReturn_t (*get_handle_by_uuid)(const char*, nvmlDevice_t*) = nullptr;    // nvmlDeviceGetHandleByUUID
+  nvmlReturn_t (*get_utilization)(nvmlDevice_t, nvmlUtilization_t*) = nullptr; // nvmlDeviceGetUtilizationRates
+  // Each process list through the newest layout the library has: the
+  // nvmlProcessInfo_v2_t entry point where there is one, else the v1 one.
+  using ProcessesV2 = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_v2_t*);
+  using ProcessesV1 = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_v1_t*);
+  ProcessesV2 get_compute_processes = nullptr;     // nvmlDeviceGetComputeRunningProcesses_v2/_v3
+  ProcessesV1 get_compute_processes_v1 = nullptr;  // nvmlDeviceGetComputeRunningProcesses, if neither
+  ProcessesV2 get_graphics_processes = nullptr;    // nvmlDeviceGetGraphicsRunningProcesses_v2/_v3
+  ProcessesV1 get_graphics_processes_v1 = nullptr; // nvmlDeviceGetGraphicsRunningProcesses, if neither
 };
 
 // Closes a dlopen handle.
@@ -95,6 +137,20 @@ Status ResolveFunctions(void* handle, const std::string& library, NvmlFunctions&
   optional(fns.get_pci_info, "nvmlDeviceGetPciInfo_v2");
   required(fns.get_pci_info, "nvmlDeviceGetPciInfo");
   optional(fns.get_numa_node_id, "nvmlDeviceGetNumaNodeId");  // drivers since 2023 only
+  required(fns.get_handle_by_uuid, "nvmlDeviceGetHandleByUUID");
+  required(fns.get_utilization, "nvmlDeviceGetUtilizationRates");
+  // _v2 before _v3: _v2's layout never changed, while _v3's grew by 8 bytes on
+  // drivers 535.43 to 535.86, which would overrun a v2 buffer.
+  optional(fns.get_compute_processes, "nvmlDeviceGetComputeRunningProcesses_v2");
+  optional(fns.get_compute_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
+  if (fns.get_compute_processes == nullptr) {
+    required(fns.get_compute_processes_v1, "nvmlDeviceGetComputeRunningProcesses");
+  }
+  optional(fns.get_graphics_processes, "nvmlDeviceGetGraphicsRunningProcesses_v2");
+  optional(fns.get_graphics_processes, "nvmlDeviceGetGraphicsRunningProcesses_v3");
+  if (fns.get_graphics_processes == nullptr) {
+    required(fns.get_graphics_processes_v1, "nvmlDeviceGetGraphicsRunningProcesses");
+  }
   if (missing.empty()) return Status::Ok();
   return Status::FailedPrecondition("NVML library \"" + library + "\" has no symbol " + missing +
                                     ": it is not libnvidia-ml, or its driver is too old. Set "
@@ -127,7 +183,96 @@ class DlNvml final : public NvmlApi {
     return gpus;
   }
 
+  Result<GpuUsage> Usage(const std::string& uuid) override {
+    Result<nvmlDevice_t> device = Handle(uuid);
+    if (!device.ok()) return device.status();
+    const std::string gpu = "(" + uuid + ")";
+    GpuUsage usage;
+    nvmlMemory_t memory = {};
+    if (Status s = Check(fns_.get_memory_info(*device, &memory), "nvmlDeviceGetMemoryInfo" + gpu); !s.ok()) return s;
+    usage.memory_used_bytes = memory.used;
+    usage.memory_total_bytes = memory.total;
+    nvmlUtilization_t utilization = {};
+    const nvmlReturn_t rc = fns_.get_utilization(*device, &utilization);
+    if (rc == kNvmlSuccess) {
+      usage.gpu_util_percent = utilization.gpu;
+      usage.memory_util_percent = utilization.memory;
+    } else if (rc != kNvmlErrorNotSupported) {
+      return Check(rc, "nvmlDeviceGetUtilizationRates" + gpu);
+    }
+    return usage;
+  }
+
+  Result<std::vector<GpuProcess>> Processes(const std::string& uuid) override {
+    Result<nvmlDevice_t> device = Handle(uuid);
+    if (!device.ok()) return device.status();
+    std::vector<GpuProcess> processes;
+    for (ProcessKind kind : {ProcessKind::kCompute, ProcessKind::kGraphics}) {
+      Result<std::vector<GpuProcess>> list = ProcessList(*device, uuid, kind);
+      if (!list.ok()) return list.status();
+      for (const GpuProcess& process : *list) {
+        auto same = std::find_if(processes.begin(), processes.end(),
+                                 [&](const GpuProcess& p) { return p.pid == process.pid; });
+        if (same == processes.end()) {
+          processes.push_back(process);
+        } else {  // NVML gives the process's whole usage in each list
+          same->used_memory_bytes = std::max(same->used_memory_bytes, process.used_memory_bytes);
+        }
+      }
+    }
+    return processes;
+  }
+
  private:
+  // The handle of the GPU `uuid`; kNotFound naming it when NVML has none.
+  Result<nvmlDevice_t> Handle(const std::string& uuid) const {
+    nvmlDevice_t device = nullptr;
+    const nvmlReturn_t rc = fns_.get_handle_by_uuid(uuid.c_str(), &device);
+    if (rc == kNvmlErrorNotFound) {
+      return Status::NotFound("NVML has no GPU " + uuid + " (nvmlDeviceGetHandleByUUID): it was removed, or is "
+                              "not this node's; nvidia-smi -L lists the GPUs NVML sees");
+    }
+    if (Status s = Check(rc, "nvmlDeviceGetHandleByUUID(" + uuid + ")"); !s.ok()) return s;
+    return device;
+  }
+
+  // One of `device`'s process lists, through whichever entry point the library has.
+  Result<std::vector<GpuProcess>> ProcessList(nvmlDevice_t device, const std::string& uuid, ProcessKind kind) const {
+    const bool compute = kind == ProcessKind::kCompute;
+    const std::string call =
+        std::string(compute ? "nvmlDeviceGetComputeRunningProcesses" : "nvmlDeviceGetGraphicsRunningProcesses") +
+        "(" + uuid + ")";
+    const NvmlFunctions::ProcessesV2 v2 = compute ? fns_.get_compute_processes : fns_.get_graphics_processes;
+    if (v2 != nullptr) return ReadProcessList(device, v2, call);
+    return ReadProcessList(device, compute ? fns_.get_compute_processes_v1 : fns_.get_graphics_processes_v1, call);
+  }
+
+  // Calls `list` with a buffer it grows while NVML answers
+  // NVML_ERROR_INSUFFICIENT_SIZE (processes start between the calls), a few
+  // times at most. `Info` is the entry point's nvmlProcessInfo layout.
+  template <typename Info>
+  Result<std::vector<GpuProcess>> ReadProcessList(nvmlDevice_t device,
+                                                  nvmlReturn_t (*list)(nvmlDevice_t, unsigned int*, Info*),
+                                                  const std::string& call) const {
+    constexpr unsigned int kFirstGuess = 16;  // more processes than most GPUs run
+    constexpr int kAttempts = 4;
+    std::vector<Info> infos(kFirstGuess);
+    nvmlReturn_t rc = kNvmlErrorInsufficientSize;
+    unsigned int count = 0;
+    for (int attempt = 0; attempt < kAttempts && rc == kNvmlErrorInsufficientSize; ++attempt) {
+      if (attempt > 0) infos.resize(std::max<size_t>(count, infos.size()) + kFirstGuess);  // room for newcomers
+      count = static_cast<unsigned int>(infos.size());
+      rc = list(device, &count, infos.data());
+    }
+    if (Status s = Check(rc, call); !s.ok()) return s;
+    std::vector<GpuProcess> processes;
+    for (unsigned int i = 0; i < count && i < infos.size(); ++i) {
+      const unsigned long long used = infos[i].usedGpuMemory;
+      processes.push_back({infos[i].pid, used == kNvmlValueNotAvailable ? 0 : used});
+    }
+    return processes;
+  }
+
   // Everything slotd knows of GPU `index`.
   Result<GpuInfo> Device(unsigned int index) {
     const std::string gpu = "(GPU " + std::to_string(index) + ")";

@@ -29,6 +29,29 @@ struct GpuInfo {
   int numa_node = 0;
 };
 
+// What one GPU is doing now, as NVML reports it.
+struct GpuUsage {
+  uint64_t memory_used_bytes = 0;   // device memory in use, by every process and the driver
+  uint64_t memory_total_bytes = 0;  // as GpuInfo::memory_bytes
+  // Percent of the last sample period (1/6 s to 1 s, by product) during which
+  // a kernel ran, and during which device memory was read or written. 0 on a
+  // GPU whose driver does not measure them (NVML_ERROR_NOT_SUPPORTED).
+  unsigned gpu_util_percent = 0;
+  unsigned memory_util_percent = 0;
+};
+
+// One process that holds a context on a GPU.
+struct GpuProcess {
+  // The process id in the pid namespace of the NVIDIA driver, i.e. the host's,
+  // whatever namespace the caller runs in: a caller inside a container, or
+  // matching a container's processes, maps it (e.g. through NSpid in
+  // /proc/<pid>/status).
+  unsigned pid = 0;
+  // The device memory the process uses; 0 where NVML cannot tell
+  // (NVML_VALUE_NOT_AVAILABLE, e.g. without the privilege to see it).
+  uint64_t used_memory_bytes = 0;
+};
+
 // The NVML calls slotd makes. One instance owns one NVML initialisation: it
 // is initialised when LoadNvml returns it and shut down when destroyed.
 //
@@ -44,6 +67,17 @@ class NvmlApi {
   // Every GPU NVML sees, in index order. On an NVML error: kUnavailable naming
   // the call and NVML's own text, e.g. "nvmlDeviceGetUUID(GPU 1) failed: GPU is lost".
   virtual Result<std::vector<GpuInfo>> Devices() = 0;
+
+  // Memory and utilisation of the GPU `uuid` (GpuInfo::uuid). kNotFound naming
+  // the UUID when NVML knows no such GPU; kUnavailable as Devices on any other
+  // NVML error, except that a utilisation NVML does not measure reads 0.
+  virtual Result<GpuUsage> Usage(const std::string& uuid) = 0;
+
+  // Every process with a compute or graphics context on the GPU `uuid`, each
+  // once (a process with both kinds of context is listed in both of NVML's
+  // lists), in NVML's order, compute processes first. The list is a snapshot:
+  // processes come and go between calls. Errors as Usage.
+  virtual Result<std::vector<GpuProcess>> Processes(const std::string& uuid) = 0;
 };
 
 // Opens `library` (a file name searched like any shared library, or a path)
