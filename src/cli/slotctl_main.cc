@@ -1,7 +1,9 @@
-// slotctl: the command-line client of one slotd agent.
+// slotctl: the command-line client of one slotd agent, and of every agent
+// of this node through the node's claims directory (`slotctl node`).
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -11,6 +13,7 @@
 #include "common/http_client.h"
 #include "common/units.h"
 #include "config/config.h"
+#include "node/claims.h"
 
 namespace {
 
@@ -133,10 +136,123 @@ int Fail(const Status& s) {
   return 1;
 }
 
+// The claims directory `slotctl node` reads when neither --claims-dir nor --config names one.
+constexpr char kDefaultClaimsDir[] = "/run/slotd/node";
+
+// The claims directory for `slotctl node`: `flag` (--claims-dir), else the
+// node.claims-dir of --config's agent.toml, else kDefaultClaimsDir.
+slotd::Result<std::string> ClaimsDir(const Target& t, const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (t.config_path.empty()) return std::string(kDefaultClaimsDir);
+  auto config = slotd::LoadConfig(t.config_path);
+  if (!config.ok()) return config.status();
+  return config->node.claims_dir;
+}
+
+// "host:port", with an IPv6 host in brackets.
+std::string HostPort(const std::string& host, int port) {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+// The host:port an agent's claim says its API listens on; empty while the
+// agent has not bound it yet (port 0).
+std::string ApiAddress(const slotd::AgentClaims& claims) {
+  return claims.api_port == 0 ? "" : HostPort(claims.api_host, claims.api_port);
+}
+
+// How many of a live agent's kernels are RUNNING, as its API says; absent,
+// with the reason, when it cannot be asked.
+struct RunningKernels {
+  std::optional<int> count;
+  std::string unknown_because;
+};
+
+// Asks the agent of `claims` for its kernels: over its unix socket when this
+// user may open it, else over TCP (a wildcard listen address is reached on
+// loopback). No token is known here, so an agent that requires one (HTTP 401
+// on TCP) leaves the count unknown.
+RunningKernels CountRunningKernels(const slotd::AgentClaims& claims) {
+  const std::string socket = claims.ipc_base_path + "/agent.sock";
+  std::optional<HttpClient> client;
+  if (access(socket.c_str(), R_OK | W_OK) == 0) {
+    client = HttpClient::Unix(socket);
+  } else if (claims.api_port != 0) {
+    const std::string& host = claims.api_host;
+    client = HttpClient::Tcp("http://" + HostPort(host == "0.0.0.0" ? "127.0.0.1" : host == "::" ? "::1" : host,
+                                                  claims.api_port));
+  } else {
+    return {std::nullopt, "cannot open " + socket + " and the agent has not bound its TCP port yet"};
+  }
+  auto res = client->Request("GET", "/v1/kernels", "", std::chrono::seconds(5));
+  if (!res.ok()) return {std::nullopt, res.status().message()};
+  if (res->status == 401)
+    return {std::nullopt, client->Describe() + " requires a token (HTTP 401); run slotctl --config " +
+                              claims.config_path + " kernels as a user who can read its token-file"};
+  json body = json::parse(res->body, nullptr, false);
+  if (res->status != 200 || !body.is_object() || !body.contains("kernels") || !body["kernels"].is_array())
+    return {std::nullopt, client->Describe() + " answered GET /v1/kernels with HTTP " + std::to_string(res->status)};
+  int running = 0;
+  for (const auto& kernel : body["kernels"])
+    if (kernel.value("state", "") == "RUNNING") ++running;
+  return {running, ""};
+}
+
+// "mock:m0,m1 cuda:GPU-…", or "-" for none.
+std::string DeviceList(const std::map<std::string, std::vector<std::string>>& devices) {
+  std::string text;
+  for (const auto& [plugin, ids] : devices) {
+    std::string list;
+    for (const auto& id : ids) list += (list.empty() ? "" : ",") + id;
+    text += (text.empty() ? "" : " ") + plugin + ":" + list;
+  }
+  return text.empty() ? "-" : text;
+}
+
+// `slotctl node`: one row per live agent in the claims directory `dir`.
+// Returns 0, or 1 when the directory is missing or unreadable.
+int ShowNode(const std::string& dir, bool json_output) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec))
+    return Fail(Status::NotFound(
+        "claims directory " + dir + " does not exist, so no agent has started with it as node.claims-dir. Name the "
+        "node's directory with --claims-dir DIR, or --config agent.toml to use that agent's node.claims-dir"));
+  auto live = slotd::NodeClaims::ReadLive(dir);
+  if (!live.ok()) return Fail(live.status());
+  if (live->empty()) {
+    if (json_output) std::cout << "[]\n";
+    else std::cout << "no agents: no live agent holds claims in " << dir << "\n";
+    return 0;
+  }
+  json agents = json::array();
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> unknown;
+  for (const auto& claims : *live) {
+    const RunningKernels kernels = CountRunningKernels(claims);
+    const std::string api = ApiAddress(claims);
+    json agent = claims.ToJson();
+    agent["agent"] = claims.agent_id;
+    agent["api"] = api.empty() ? json(nullptr) : json(api);
+    agent["memory"] = slotd::FormatSize(claims.memory_bytes);
+    agent["kernels"] = kernels.count ? json(*kernels.count) : json(nullptr);
+    if (!kernels.count) agent["kernels_error"] = kernels.unknown_because;
+    agents.push_back(agent);
+    rows.push_back({claims.agent_id, std::to_string(claims.pid), api.empty() ? "-" : api,
+                    claims.cores.empty() ? "-" : slotd::FormatCoreList(claims.cores),
+                    slotd::FormatSize(claims.memory_bytes), DeviceList(claims.devices),
+                    kernels.count ? std::to_string(*kernels.count) : "?"});
+    if (!kernels.count) unknown.push_back("? " + claims.agent_id + ": " + kernels.unknown_because);
+  }
+  if (json_output) return std::cout << agents.dump(2) << "\n", 0;
+  PrintTable({"AGENT", "PID", "API", "CORES", "MEMORY", "DEVICES", "KERNELS"}, rows);
+  for (const auto& line : unknown) std::cout << line << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"slotctl: talk to a slotd agent (its kernels, resources, logs)."};
+  CLI::App app{"slotctl: talk to a slotd agent (its kernels, resources, logs), or list every agent of this node."};
   app.require_subcommand(1);
   Target t;
   app.add_option("--agent", t.agent_url, "agent API base URL, e.g. http://127.0.0.1:6001");
@@ -186,8 +302,21 @@ int main(int argc, char** argv) {
   logs->add_option("kernel", logs_id, "kernel id")->required();
   logs->add_option("--tail", tail, "only the last N lines");
 
+  auto* node = app.add_subcommand(
+      "node", "list this node's live agents (from its claims directory): pid, API, cores, memory, devices, kernels");
+  std::string claims_dir;
+  node->add_option("--claims-dir", claims_dir,
+                   std::string("the node's claims directory (default: --config's node.claims-dir, else ") +
+                       kDefaultClaimsDir + ")");
+  node->fallthrough();
+
   CLI11_PARSE(app, argc, argv);
 
+  if (*node) {
+    auto dir = ClaimsDir(t, claims_dir);
+    if (!dir.ok()) return Fail(dir.status());
+    return ShowNode(*dir, t.json_output);
+  }
   if (*info) {
     auto r = Call(t, "GET", "/v1/agent");
     if (!r.ok()) return Fail(r.status());

@@ -1,4 +1,5 @@
-// slotd: the agent. `slotd --config FILE` runs one agent in the foreground.
+// slotd: the agent. `slotd --config FILE` runs one agent in the foreground;
+// `slotd check FILE...` compares agent configs that will share one node.
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,9 +16,12 @@
 #include "agent/watcher.h"
 #include "api/server.h"
 #include "common/lock_file.h"
+#include "common/units.h"
 #include "config/config.h"
 #include "engine/docker/docker_engine.h"
+#include "node/check.h"
 #include "node/claims.h"
+#include "resources/nvml.h"
 
 namespace {
 
@@ -43,6 +47,69 @@ slotd::Result<std::string> ReadToken(const std::string& path) {
   while (!token.empty() && isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
   if (token.empty()) return Status::InvalidArgument("agent.token-file: " + path + " is empty; put the token on its first line");
   return token;
+}
+
+// The device ids `plugins` own, by plugin name; plugins without devices are left out.
+std::map<std::string, std::vector<std::string>> OwnedDevices(
+    const std::vector<std::unique_ptr<slotd::ResourcePlugin>>& plugins) {
+  std::map<std::string, std::vector<std::string>> devices;
+  for (const auto& plugin : plugins)
+    if (!plugin->OwnedDevices().empty()) devices[plugin->Name()] = plugin->OwnedDevices();
+  return devices;
+}
+
+// Resolves `config`'s device allow-lists as the agent would at start, through
+// its plugins. When [resource.cuda]'s NVML library cannot be loaded here, the
+// cuda entries are kept as written (or, without an allow-list, as "every
+// GPU") with a note that they were not checked against the GPUs.
+slotd::ResolvedDevices ResolveDevices(const slotd::Config& config, const slotd::HostFacts& host) {
+  slotd::ResolvedDevices resolved;
+  if (config.resource.mock) resolved.ids["mock"] = config.resource.mock->allowed_devices;
+  if (!config.resource.cuda) return resolved;
+  const slotd::CudaConfig& cuda = *config.resource.cuda;
+  if (auto nvml = slotd::LoadNvml(cuda.nvml_library); !nvml.ok()) {
+    const std::string why = "because NVML cannot be loaded here: " + nvml.status().message();
+    if (cuda.allowed_devices_explicit) {
+      resolved.ids["cuda"] = cuda.allowed_devices;
+      resolved.notes.push_back(
+          "resource.cuda.allowed-devices compared as written, not checked against this node's GPUs (an index and "
+          "the UUID of the same GPU are not seen as one), " + why);
+    } else {
+      resolved.every_device.insert("cuda");
+      resolved.notes.push_back("resource.cuda has no allowed-devices, so it takes every GPU; they cannot be listed " +
+                               why);
+    }
+    return resolved;
+  }
+  auto plugins = slotd::MakePlugins(config, host);
+  if (!plugins.ok()) {
+    resolved.error = plugins.status();
+    return resolved;
+  }
+  resolved.ids = OwnedDevices(*plugins);
+  return resolved;
+}
+
+// Runs `slotd check`: prints every problem of `paths` as agents of one node
+// and a summary. The node is this machine, except for the cores and memory
+// that `node_cores` and `node_memory` give when not empty. Returns 0 when
+// there is no problem, 1 for problems, 2 when a file (or a flag) is invalid.
+int CheckConfigs(const std::vector<std::string>& paths, const std::string& node_cores, const std::string& node_memory) {
+  slotd::HostFacts host = slotd::HostFacts::Detect();
+  if (!node_cores.empty()) {
+    auto cores = slotd::ParseCoreList(node_cores);
+    if (!cores.ok()) return std::cerr << "slotd check: --node-cores: " << cores.status().message() << "\n", 2;
+    host.cpuset = *cores;
+  }
+  if (!node_memory.empty()) {
+    auto bytes = slotd::ParseSize(node_memory);
+    if (!bytes.ok()) return std::cerr << "slotd check: --node-memory: " << bytes.status().message() << "\n", 2;
+    host.memory_bytes = *bytes;
+  }
+  const slotd::CheckReport report = slotd::CheckNodeConfigs(
+      paths, host, [&](const slotd::Config& config) { return ResolveDevices(config, host); });
+  std::cout << report.Text();
+  return report.ExitCode();
 }
 
 // Runs the agent until SIGTERM/SIGINT. Returns the process exit status.
@@ -91,10 +158,7 @@ int RunAgent(const std::string& config_path) {
   auto plugins = slotd::MakePlugins(*config, host);
   if (!plugins.ok()) return fail(plugins.status());
 
-  std::map<std::string, std::vector<std::string>> devices;
-  for (const auto& plugin : *plugins)
-    if (!plugin->OwnedDevices().empty()) devices[plugin->Name()] = plugin->OwnedDevices();
-  const slotd::AgentClaims mine = slotd::ClaimsOf(*config, devices);
+  const slotd::AgentClaims mine = slotd::ClaimsOf(*config, OwnedDevices(*plugins));
   auto claims = slotd::NodeClaims::Register(config->node.claims_dir, mine, host.memory_bytes,
                                             [&] { return slotd::CheckForeignHolders(**engine, mine); });
   if (!claims.ok()) return fail(claims.status());
@@ -126,12 +190,32 @@ int RunAgent(const std::string& config_path) {
 int main(int argc, char** argv) {
   CLI::App app{"slotd: a compute-node agent that runs kernels in containers, each with an exclusive slice of the node.\n"
                "Several agents can share one node; see docs/multi-agent.md."};
+  app.require_subcommand(0, 1);
   std::string config_path, log_format = "text", log_level = "info";
-  app.add_option("--config,-c", config_path, "the agent.toml of this agent")->required()->check(CLI::ExistingFile);
+  auto* config_option = app.add_option("--config,-c", config_path, "run the agent of this agent.toml in the foreground")
+                            ->check(CLI::ExistingFile);
   app.add_option("--log-format", log_format, "log format on stderr")->check(CLI::IsMember({"text", "json"}));
   app.add_option("--log-level", log_level, "least severe level logged")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+
+  auto* check = app.add_subcommand("check", "validate agent configs as a set of agents that will share this node");
+  check->footer(
+      "Loads each file, then compares every pair for a shared agent id, API port, ipc or var path, overlapping port "
+      "range, CPU core or device, and checks that the memory shares fit in this node.\n"
+      "Exit status: 0 no problem, 1 problems (each printed with both files and the value), 2 a file does not load.");
+  std::vector<std::string> check_paths;
+  std::string node_cores, node_memory;
+  check->add_option("files", check_paths, "the agent.toml files of the node's agents")->required();
+  check->add_option("--node-cores", node_cores,
+                    "check for a node with these cores (e.g. 0-191) instead of this machine's cpuset");
+  check->add_option("--node-memory", node_memory,
+                    "check for a node with this much memory (e.g. 2t) instead of this machine's");
+  check->excludes(config_option);
+
   CLI11_PARSE(app, argc, argv);
   SetUpLogging(log_format, log_level);
+  if (*check) return CheckConfigs(check_paths, node_cores, node_memory);
+  if (config_path.empty())
+    return app.exit(CLI::RequiredError("--config FILE (to run an agent; or `slotd check FILE...` to compare configs)"));
   return RunAgent(config_path);
 }

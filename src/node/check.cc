@@ -1,0 +1,143 @@
+#include "node/check.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "common/units.h"
+#include "node/claims.h"
+
+namespace slotd {
+namespace {
+
+// One config that loaded, with what it would claim on this node.
+struct LoadedConfig {
+  Config config;
+  ResolvedDevices devices;
+  AgentClaims claims;
+};
+
+// "1 config", "3 configs".
+std::string Count(size_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
+// A size as config files write it, with a rounded figure when that is not
+// exact in whole gigabytes: "1536m (about 1.5g)". (As config.cc words them.)
+std::string DescribeSize(uint64_t bytes) {
+  constexpr uint64_t kGiB = 1ull << 30;
+  std::string exact = FormatSize(bytes);
+  if (bytes < kGiB || bytes % kGiB == 0) return exact;
+  char rounded[32];
+  std::snprintf(rounded, sizeof rounded, "%.1f", static_cast<double>(bytes) / static_cast<double>(kGiB));
+  return exact + " (about " + rounded + "g)";
+}
+
+// Appends every line of `text` to `out`, each after `prefix`.
+void AddLines(const std::string& prefix, const std::string& text, std::vector<std::string>& out) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) out.push_back(prefix + line);
+}
+
+// The problems of one pair: FindClashes' values, devices that one of them
+// takes without an allow-list, and differing claims directories.
+void ComparePair(const LoadedConfig& a, const LoadedConfig& b, std::vector<std::string>& problems) {
+  const std::string both = a.config.path + " and " + b.config.path;
+  for (const Clash& clash : FindClashes(a.claims, b.claims))
+    problems.push_back("clash: " + both + " both claim " + clash.what + " " + clash.value);
+
+  std::set<std::string> every = a.devices.every_device;
+  every.insert(b.devices.every_device.begin(), b.devices.every_device.end());
+  for (const std::string& plugin : every) {
+    const bool a_all = a.devices.every_device.count(plugin) > 0, b_all = b.devices.every_device.count(plugin) > 0;
+    const bool a_any = a_all || a.claims.devices.count(plugin) > 0;
+    const bool b_any = b_all || b.claims.devices.count(plugin) > 0;
+    if (!a_any || !b_any) continue;
+    const std::string who = a_all && b_all ? "both take" : (a_all ? a.config.path : b.config.path) + " takes";
+    problems.push_back("clash: " + both + " both claim " + plugin + " devices: " + who +
+                       " every one (no resource." + plugin + ".allowed-devices)");
+  }
+
+  if (a.config.node.claims_dir != b.config.node.claims_dir)
+    problems.push_back("mismatch: " + both + " name different node.claims-dir (" + a.config.node.claims_dir + ", " +
+                       b.config.node.claims_dir + "), so their agents cannot see each other's claims");
+}
+
+// The problem when the memory shares add up to more than `node_memory`.
+void CompareMemory(const std::vector<LoadedConfig>& loaded, uint64_t node_memory, std::vector<std::string>& problems) {
+  uint64_t total = 0;
+  std::string shares;
+  for (const LoadedConfig& c : loaded) {
+    total += c.config.resource.memory_size;
+    shares += (shares.empty() ? "" : ", ") + c.config.path + " " + DescribeSize(c.config.resource.memory_size) +
+              (c.config.resource.memory_size_explicit ? "" : " by default (node memory minus reserved-mem)");
+  }
+  if (total > node_memory)
+    problems.push_back("clash: memory shares add up to " + DescribeSize(total) + ", more than the node's " +
+                       DescribeSize(node_memory) + ": " + shares + "; lower resource.memory.size");
+}
+
+}  // namespace
+
+int CheckReport::ExitCode() const {
+  if (!errors.empty()) return 2;
+  return problems.empty() ? 0 : 1;
+}
+
+std::string CheckReport::Text() const {
+  std::string text;
+  for (const auto* lines : {&errors, &problems, &notes})
+    for (const std::string& line : *lines) text += line + "\n";
+  const std::string configs = Count(static_cast<size_t>(files), "config");
+  if (!errors.empty()) {
+    text += "slotd check: " + std::to_string(files - loaded) + " of " + configs +
+            " did not load; fix the errors above and run slotd check again";
+    if (loaded > 1)
+      text += " (the " + std::to_string(loaded) + " that loaded have " + Count(problems.size(), "problem") + ")";
+    return text + "\n";
+  }
+  if (!problems.empty())
+    return text + "slotd check: " + Count(problems.size(), "problem") + " among " + configs +
+           "; give each agent of the node its own id, API port, ipc-base-path, var-base-path, port-range, cores and "
+           "devices, all of them the same node.claims-dir, and memory shares that fit the node\n";
+  return text + "slotd check: " + configs + ", no clashes: they can share one node" +
+         (notes.empty() ? "" : " (mind the notes above)") + "\n";
+}
+
+CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
+                             const DeviceResolver& resolve) {
+  CheckReport report;
+  report.files = static_cast<int>(paths.size());
+  std::vector<LoadedConfig> loaded;
+  std::map<std::filesystem::path, std::string> seen;  // canonical path -> the path as given
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    const std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
+    if (!ec) {
+      auto [it, inserted] = seen.emplace(canonical, path);
+      if (!inserted) {
+        report.errors.push_back("error: " + path + " is the same file as " + it->second + "; list each config once");
+        continue;
+      }
+    }
+    auto config = LoadConfig(path, host);
+    if (!config.ok()) {
+      AddLines("error: ", config.status().message(), report.errors);
+      continue;
+    }
+    ResolvedDevices devices = resolve(*config);
+    if (!devices.error.ok()) report.problems.push_back("missing: " + path + ": " + devices.error.message());
+    for (const std::string& note : devices.notes) report.notes.push_back("note: " + path + ": " + note);
+    AgentClaims claims = ClaimsOf(*config, devices.ids);
+    loaded.push_back({std::move(*config), std::move(devices), std::move(claims)});
+  }
+  report.loaded = static_cast<int>(loaded.size());
+
+  for (size_t i = 0; i < loaded.size(); ++i)
+    for (size_t j = i + 1; j < loaded.size(); ++j) ComparePair(loaded[i], loaded[j], report.problems);
+  CompareMemory(loaded, host.memory_bytes, report.problems);
+  return report;
+}
+
+}  // namespace slotd

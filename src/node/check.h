@@ -1,0 +1,66 @@
+// `slotd check`: agent configs validated as a set of agents that will share
+// one node, before any of them starts. It compares files only: claims in a
+// claims directory (live or dead) play no part.
+//
+// Each file is loaded on its own first (LoadConfig); then every pair of the
+// files that loaded is compared through ClaimsOf/FindClashes (agent id, fixed
+// API port, ipc and var paths, port range, CPU cores, devices), their
+// node.claims-dir must agree, and their memory shares must fit in the node.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "config/config.h"
+
+namespace slotd {
+
+// The devices a config's allow-lists resolve to on this node.
+struct ResolvedDevices {
+  // plugin ("cuda", "mock") -> the device ids the agent would own.
+  std::map<std::string, std::vector<std::string>> ids;
+  // Plugins that would take every device of the node (no allow-list) but
+  // whose devices could not be listed here; such a plugin clashes with any
+  // device of the same plugin in another config.
+  std::set<std::string> every_device;
+  // What could not be checked and why, one line each; not a problem.
+  std::vector<std::string> notes;
+  // Not OK when an allow-list names a device this node does not have (the
+  // plugin's own message).
+  Status error;
+};
+
+// Resolves a loaded config's device allow-lists on this node. slotd resolves
+// them through its real plugins; see slotd_main.cc.
+using DeviceResolver = std::function<ResolvedDevices(const Config& config)>;
+
+// What `slotd check` found. Each line is printed as is, in member order.
+struct CheckReport {
+  int files = 0;   // config files given
+  int loaded = 0;  // of them, those that loaded and were compared
+  // "error: ...": a file that does not load (LoadConfig's lines), or is given twice.
+  std::vector<std::string> errors;
+  // "clash: a.toml and b.toml both claim cpu cores 2-3", "missing: ...": what
+  // stops these agents from sharing the node.
+  std::vector<std::string> problems;
+  // "note: ...": what could not be checked, and why.
+  std::vector<std::string> notes;
+
+  // 2 when a file does not load, else 1 when there are problems, else 0.
+  int ExitCode() const;
+  // Every error, problem and note, one per line, then one summary line that
+  // says what to do.
+  std::string Text() const;
+};
+
+// Loads each of `paths` with `host`'s facts, then compares the loaded configs
+// as agents of one node whose memory is host.memory_bytes. `resolve` gives
+// each loaded config's devices.
+CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
+                             const DeviceResolver& resolve);
+
+}  // namespace slotd
