@@ -1,0 +1,117 @@
+// bench_restart: how long an agent with 50 running kernels takes, after a
+// SIGKILL, to be back and serving all of them: from spawning build/bin/slotd
+// to the first GET /v1/kernels that lists all 50 RUNNING. Restore lists the
+// agent's containers (owner-filtered) and parses their labels, so the
+// baseline printed in the same run is that list call alone (what `docker ps
+// --filter label=ai.backend.owner=<id>` costs).
+//
+// The 50 containers are made directly through the engine, exactly as the
+// agent would write them (name, labels from KernelLabels, environment, memory
+// limit), each holding 16m of memory and NO cpu core: the cpu plugin hands
+// out whole exclusive cores and this machine has 2, so 50 kernels created
+// through the API (which requires cpu >= 1) cannot run at once. Their
+// request label still says cpu 1, as every valid request does; restore
+// claims what the allocation label holds, an empty cpu list.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "common.h"
+
+namespace slotd::bench {
+namespace {
+
+constexpr int kKernels = 50;       // owned kernels running during the restarts
+constexpr int kRestarts = 5;       // measured restarts
+constexpr char kMemory[] = "16m";  // each kernel's memory
+constexpr auto kRestartLimit = std::chrono::seconds(30);  // a restart slower than this fails the run
+
+// Creates and starts the kernels r-00 .. r-49 of agent `agent_id` behind its back.
+void CreateOwnedContainers(const std::string& agent_id) {
+  DockerEngine& engine = testing::Engine();
+  for (int i = 0; i < kKernels; ++i) {
+    ThrowIfInterrupted();
+    char kernel_id[16];
+    std::snprintf(kernel_id, sizeof kernel_id, "r-%02d", i);
+    CreateRequest request = Check(ParseCreateRequest(KernelRequestBody(kernel_id, kMemory)), "the create request");
+    Allocation allocation;  // no cores: see the comment at the top
+    allocation.mem_bytes = request.resources.mem_bytes;
+    ContainerSpec spec = KernelContainerSpec(agent_id, request, allocation);
+    std::string id = Check(engine.Create(spec), "creating container " + spec.name);
+    Check(engine.Start(id), "starting container " + spec.name);
+  }
+}
+
+// Whether one GET /v1/kernels on `socket_path` answers with all kKernels RUNNING.
+bool ListsAllRunning(const std::string& socket_path) {
+  auto res = HttpClient::Unix(socket_path).Request("GET", "/v1/kernels", "", std::chrono::seconds(5));
+  if (!res.ok() || res->status != 200) return false;
+  nlohmann::json body = nlohmann::json::parse(res->body, nullptr, false);
+  if (body.is_discarded() || !body.contains("kernels")) return false;
+  int running = 0;
+  for (const auto& kernel : body["kernels"]) running += kernel.value("state", "") == "RUNNING";
+  return running == kKernels;
+}
+
+// Spawns the (stopped) agent again and returns the milliseconds from the
+// spawn to the first list of all kernels. The harness's Start() spawns and
+// waits for readiness in a thread while this thread polls the API.
+double TimeRestart(testing::AgentProcess& agent) {
+  std::atomic<int> start_result{-1};  // -1: Start() still runs; 0: slotd exited; 1: ready
+  auto spawn = Clock::now();
+  Clock::time_point listed;
+  {
+    std::jthread starter([&] { start_result = agent.Start() ? 1 : 0; });
+    listed = PollUntil(
+        [&] {
+          if (start_result == 0) throw AgentDidNotStart(agent);
+          return ListsAllRunning(agent.socket_path());
+        },
+        kRestartLimit, "the restarted agent listing all " + std::to_string(kKernels) + " kernels");
+  }
+  if (start_result != 1) throw AgentDidNotStart(agent);
+  return Millis(spawn, listed);
+}
+
+// Returns the milliseconds of one owner-filtered list of the engine; checks it finds all kernels.
+double TimeOwnerList(const std::string& agent_id) {
+  auto start = Clock::now();
+  auto listed = Check(testing::Engine().List({std::string(label::kOwner) + "=" + agent_id}), "listing the containers");
+  double ms = Millis(start, Clock::now());
+  if (static_cast<int>(listed.size()) != kKernels)
+    throw BenchFailure("the engine lists " + std::to_string(listed.size()) + " containers of " + agent_id +
+                       ", expected " + std::to_string(kKernels));
+  return ms;
+}
+
+void Run(const std::string& agent_id) {
+  testing::AgentProcess agent(BenchAgentOptions(agent_id));
+  PrintHeader("bench_restart", agent.options());
+  CreateOwnedContainers(agent_id);
+  StartAgent(agent);
+  PollUntil([&] { return ListsAllRunning(agent.socket_path()); }, std::chrono::seconds(5),
+            "the first agent adopting the " + std::to_string(kKernels) + " kernels");
+  std::printf("  %d owned kernels running (16m each, no cpu core: the machine has 2); %d restarts after SIGKILL\n",
+              kKernels, kRestarts);
+
+  Samples restart_ms, list_ms;
+  for (int round = 0; round < kRestarts; ++round) {
+    ThrowIfInterrupted();
+    agent.Kill(SIGKILL);
+    restart_ms.Add(TimeRestart(agent));
+    list_ms.Add(TimeOwnerList(agent_id));
+  }
+  PrintSamples("agent: spawn -> GET /v1/kernels lists all 50", restart_ms);
+  PrintSamples("baseline: one owner-filtered engine list (docker ps)", list_ms);
+  PrintRatio("restart/list (medians)", restart_ms.Median() / list_ms.Median(), "restart median < 1000 ms");
+}
+
+}  // namespace
+}  // namespace slotd::bench
+
+int main() {
+  using namespace slotd::bench;
+  const std::string agent_id = UniqueAgentId("restart");
+  return RunBenchmark("bench_restart", {agent_id}, [&] { Run(agent_id); });
+}

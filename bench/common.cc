@@ -1,0 +1,218 @@
+#include "common.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <set>
+#include <thread>
+
+#include "common/units.h"
+
+namespace slotd::bench {
+namespace {
+
+std::atomic<bool> interrupted{false};  // set by the SIGINT/SIGTERM handler
+
+void OnInterrupt(int) { interrupted = true; }
+
+}  // namespace
+
+double Millis(Clock::time_point start, Clock::time_point end) {
+  return std::chrono::duration<double, std::milli>(end - start).count();
+}
+
+void Check(const Status& status, const std::string& what) {
+  if (!status.ok()) throw BenchFailure(what + ": " + status.message());
+}
+
+void ThrowIfInterrupted() {
+  if (interrupted) throw BenchFailure("interrupted");
+}
+
+Clock::time_point PollUntil(const std::function<bool()>& done, std::chrono::milliseconds limit,
+                            const std::string& what) {
+  const auto deadline = Clock::now() + limit;
+  while (true) {
+    bool finished = done();
+    auto now = Clock::now();
+    if (finished) return now;
+    if (now > deadline) throw BenchFailure(what + ": not within " + std::to_string(limit.count()) + " ms");
+    ThrowIfInterrupted();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+double Samples::Median() const {
+  if (values_.empty()) return NAN;
+  std::vector<double> sorted = values_;
+  std::sort(sorted.begin(), sorted.end());
+  size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+double Samples::Percentile(double p) const {
+  if (values_.empty()) return NAN;
+  std::vector<double> sorted = values_;
+  std::sort(sorted.begin(), sorted.end());
+  size_t rank = static_cast<size_t>(std::ceil(p / 100 * sorted.size()));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+void PrintSamples(const std::string& label, const Samples& samples) {
+  std::printf("  %-52s median %8.2f ms   p90 %8.2f ms   n=%zu\n", label.c_str(), samples.Median(),
+              samples.Percentile(90), samples.size());
+  std::fflush(stdout);
+}
+
+void PrintRatio(const std::string& label, double value, const std::string& target) {
+  std::printf("  ratio %-46s %8.3f        (target %s)\n", label.c_str(), value, target.c_str());
+  std::fflush(stdout);
+}
+
+std::string UniqueAgentId(const std::string& bench_name) {
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, "%d-%lx", static_cast<int>(getpid()), static_cast<long>(std::time(nullptr)));
+  return "bench-" + bench_name + "-" + suffix;
+}
+
+std::string DirectOwner(const std::string& agent_id) { return agent_id + "-direct"; }
+
+testing::AgentOptions BenchAgentOptions(const std::string& agent_id) {
+  cpu_set_t affinity;
+  CPU_ZERO(&affinity);
+  if (sched_getaffinity(0, sizeof affinity, &affinity) != 0) throw BenchFailure("cannot read this process's cpu affinity");
+  std::set<int> free_cores;
+  for (int core = 0; core < CPU_SETSIZE; ++core)
+    if (CPU_ISSET(core, &affinity)) free_cores.insert(core);
+
+  std::set<int> held_ports;
+  std::string holders;  // " <container> (of <owner>)" for each container holding a core
+  for (const auto& info : Check(testing::Engine().List({label::kAllocations}), "listing the engine's containers")) {
+    auto owner = info.labels.find(label::kOwner);
+    if (!info.running || owner == info.labels.end() || owner->second == agent_id) continue;
+    auto allocation = Allocation::FromJson(nlohmann::json::parse(info.labels.at(label::kAllocations), nullptr, false));
+    if (!allocation.ok()) continue;
+    for (int core : allocation->cores) free_cores.erase(core);
+    for (const auto& binding : allocation->ports) held_ports.insert(binding.host_port);
+    if (!allocation->cores.empty()) holders += " " + info.name + " (of " + owner->second + ")";
+  }
+  if (free_cores.empty())
+    throw BenchFailure("every core of this machine is held by running containers of other owners:" + holders +
+                       "; wait for them or remove them");
+
+  testing::AgentOptions options;
+  options.id = agent_id;
+  options.cores = FormatCoreList({free_cores.begin(), free_cores.end()});
+  options.memory = "4g";
+  options.port_first = 40000;
+  auto window_held = [&](int first) {
+    auto it = held_ports.lower_bound(first);
+    return it != held_ports.end() && *it <= first + 9;
+  };
+  while (window_held(options.port_first)) options.port_first += 10;
+  options.port_last = options.port_first + 9;
+  return options;
+}
+
+void PrintHeader(const std::string& bench_name, const testing::AgentOptions& options) {
+  std::printf("%s: agent %s (allowed-cores %s), engine %s, image %s\n", bench_name.c_str(), options.id.c_str(),
+              options.cores.c_str(), testing::DockerHost().c_str(), testing::kTestImage);
+}
+
+BenchFailure AgentDidNotStart(const testing::AgentProcess& agent) {
+  return BenchFailure("slotd did not become ready (exit code " + std::to_string(agent.exit_code()) +
+                      "); its log:\n" + agent.log());
+}
+
+void StartAgent(testing::AgentProcess& agent) {
+  if (!agent.Start()) throw AgentDidNotStart(agent);
+}
+
+nlohmann::json CallAgent(const testing::AgentProcess& agent, const std::string& method, const std::string& path,
+                         const nlohmann::json& body, long expect) {
+  HttpResponse res = agent.Call(method, path, body.is_null() ? "" : body.dump());
+  if (res.status != expect)
+    throw BenchFailure(method + " " + path + ": HTTP " + std::to_string(res.status) + " (expected " +
+                       std::to_string(expect) + "): " + res.body);
+  nlohmann::json parsed = nlohmann::json::parse(res.body, nullptr, false);
+  if (parsed.is_discarded()) throw BenchFailure(method + " " + path + ": the answer is not JSON: " + res.body);
+  return parsed;
+}
+
+nlohmann::json KernelRequestBody(const std::string& kernel_id, const std::string& mem) {
+  return {{"kernel_id", kernel_id},
+          {"image", testing::kTestImage},
+          {"command", {"sleep", "3600"}},
+          {"resources", {{"cpu", 1}, {"mem", mem}}}};
+}
+
+ContainerSpec KernelContainerSpec(const std::string& owner, const CreateRequest& request,
+                                  const Allocation& allocation) {
+  Kernel kernel;
+  kernel.request = request;
+  kernel.agent_id = owner;
+  kernel.allocation = allocation;
+  ContainerSpec spec;
+  spec.name = ContainerName(owner, request.kernel_id);
+  spec.image = request.image;
+  spec.command = request.command;
+  for (const auto& [name, value] : request.env) spec.env.push_back(name + "=" + value);
+  spec.env.push_back("SLOTD_KERNEL_ID=" + request.kernel_id);
+  spec.env.push_back("SLOTD_AGENT_ID=" + owner);
+  spec.labels = KernelLabels(kernel);
+  spec.cpuset_cpus = FormatCoreList(allocation.cores);
+  spec.memory_bytes = static_cast<int64_t>(allocation.mem_bytes);
+  spec.network_mode = "none";
+  return spec;
+}
+
+int RunBenchmark(const std::string& name, const std::vector<std::string>& owners, const std::function<void()>& body) {
+  struct sigaction action {};
+  action.sa_handler = OnInterrupt;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  const char* docker_host = std::getenv("DOCKER_HOST");
+  if (docker_host == nullptr || *docker_host == '\0') {
+    std::fprintf(stderr, "%s: DOCKER_HOST is not set: point it at a Docker engine, e.g. one started by "
+                         "scripts/dockerd-start (see bench/README.md)\n", name.c_str());
+    return 1;
+  }
+  int exit_status = 0;
+  try {
+    body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: FAILED: %s\n", name.c_str(), e.what());
+    exit_status = 1;
+  }
+  for (const auto& owner : owners) {
+    auto listed = testing::Engine().List({std::string(label::kOwner) + "=" + owner});
+    if (!listed.ok()) {
+      std::fprintf(stderr, "%s: clean-up: cannot list the containers of owner %s: %s\n", name.c_str(), owner.c_str(),
+                   listed.status().message().c_str());
+      exit_status = 1;
+      continue;
+    }
+    for (const auto& container : *listed) {
+      Status removed = testing::Engine().Remove(container.id, /*force=*/true);
+      if (!removed.ok() && removed.code() != Status::Code::kNotFound) {
+        std::fprintf(stderr, "%s: clean-up: cannot remove container %s: %s\n", name.c_str(), container.name.c_str(),
+                     removed.message().c_str());
+        exit_status = 1;
+      }
+    }
+    if (!listed->empty())
+      std::fprintf(stderr, "%s: clean-up: removed %zu leftover container(s) of owner %s\n", name.c_str(),
+                   listed->size(), owner.c_str());
+  }
+  return exit_status;
+}
+
+}  // namespace slotd::bench

@@ -1,0 +1,125 @@
+// Shared pieces of the benchmarks (bench_create, bench_restart, bench_death):
+// timing and figures, the kernels they ask for, the containers they build
+// behind the agent's back, and a run wrapper that always cleans up.
+//
+// Agents are the integration tests' AgentProcess (tests/integration/harness.h):
+// the real build/bin/slotd, each with its own /tmp directory, against the
+// engine at $DOCKER_HOST.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/kernel.h"
+#include "common/status.h"
+#include "engine/container_engine.h"
+#include "integration/harness.h"
+
+namespace slotd::bench {
+
+using Clock = std::chrono::steady_clock;
+
+// Milliseconds from `start` to `end`.
+double Millis(Clock::time_point start, Clock::time_point end);
+
+// A step of a benchmark that could not be done. RunBenchmark prints it and
+// makes the program exit 1.
+class BenchFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Throws BenchFailure("<what>: <message>") unless `status` is OK.
+void Check(const Status& status, const std::string& what);
+
+// The value of `result`, or BenchFailure as Check.
+template <typename T>
+T Check(Result<T> result, const std::string& what) {
+  Check(result.status(), what);
+  return std::move(result).value();
+}
+
+// Throws BenchFailure once SIGINT or SIGTERM has arrived, so that a stopped
+// run still unwinds and cleans up. Called by PollUntil and by each round.
+void ThrowIfInterrupted();
+
+// Calls `done` every millisecond (after the call returns) until it returns
+// true; returns the Clock time of that last call's end. Throws BenchFailure
+// naming `what` after `limit`.
+Clock::time_point PollUntil(const std::function<bool()>& done, std::chrono::milliseconds limit,
+                            const std::string& what);
+
+// Durations in milliseconds and their summary.
+class Samples {
+ public:
+  void Add(double ms) { values_.push_back(ms); }
+  size_t size() const { return values_.size(); }
+  // The middle value (the mean of the two middle ones for an even count).
+  double Median() const;
+  // The nearest-rank percentile, `p` in (0, 100].
+  double Percentile(double p) const;
+
+ private:
+  std::vector<double> values_;
+};
+
+// Prints one line: the label, then median and p90 in milliseconds, and n.
+void PrintSamples(const std::string& label, const Samples& samples);
+
+// Prints one line: "ratio <label>: <value>  (target <target>)".
+void PrintRatio(const std::string& label, double value, const std::string& target);
+
+// An agent id unique to this run: "bench-<name>-<pid>-<hex seconds>".
+std::string UniqueAgentId(const std::string& bench_name);
+
+// The owner label value of the containers a benchmark creates directly
+// through the engine: the agent id with "-direct", so the agent never sees,
+// adopts or counts them (its event stream and lists filter on its own id).
+std::string DirectOwner(const std::string& agent_id);
+
+// Agent settings for a benchmark: id `agent_id`, memory 4g, and as
+// allowed-cores and port-range what no running container of another owner
+// on the engine holds (by its ai.backend.allocations label; slotd refuses to
+// start on such resources, and other tests may share the engine): the
+// machine's cores (its 2 when quiet) and 10 ports from 40000 up. Throws
+// BenchFailure naming the holders when no core is free.
+testing::AgentOptions BenchAgentOptions(const std::string& agent_id);
+
+// The failure of an agent whose Start() returned false: its exit code and log.
+BenchFailure AgentDidNotStart(const testing::AgentProcess& agent);
+
+// Prints the first line of a benchmark's output: its name, the agent's id
+// and allowed-cores, the engine and the image.
+void PrintHeader(const std::string& bench_name, const testing::AgentOptions& options);
+
+// Starts `agent`; throws AgentDidNotStart when it cannot.
+void StartAgent(testing::AgentProcess& agent);
+
+// Calls the agent over its unix socket and parses the JSON answer; throws
+// BenchFailure unless the HTTP status is `expect`.
+nlohmann::json CallAgent(const testing::AgentProcess& agent, const std::string& method, const std::string& path,
+                         const nlohmann::json& body, long expect);
+
+// The create request every benchmark kernel uses: `kernel_id`, the test
+// image, `sleep 3600`, 1 cpu and `mem`.
+nlohmann::json KernelRequestBody(const std::string& kernel_id, const std::string& mem);
+
+// The container the agent would create for `request` on agent `owner` with
+// `allocation`: its name, image, command, environment, labels (KernelLabels),
+// cpuset, memory limit and network mode "none" — built from the project's
+// own Kernel, CreateRequest and Allocation code.
+ContainerSpec KernelContainerSpec(const std::string& owner, const CreateRequest& request,
+                                  const Allocation& allocation);
+
+// Runs `body` and then, whatever happened, force-removes every container
+// owned by each of `owners` (by label) and reports how many it removed.
+// Returns the process exit status: 0, or 1 when $DOCKER_HOST is unset, `body`
+// threw or clean-up failed. SIGINT and SIGTERM make ThrowIfInterrupted throw.
+int RunBenchmark(const std::string& name, const std::vector<std::string>& owners, const std::function<void()>& body);
+
+}  // namespace slotd::bench
