@@ -52,6 +52,13 @@ Kernel* Agent::Find(const std::string& kernel_id) {
 
 Status Agent::TakeResources(Kernel& kernel) {
   if (kernel.holds_resources) return Status::Ok();
+  for (const auto& [plugin_name, ids] : kernel.allocation.devices) {
+    bool served = std::any_of(plugins_.begin(), plugins_.end(),
+                              [&, name = plugin_name](const auto& plugin) { return plugin->Name() == name; });
+    if (!served && !ids.empty())
+      return Status::FailedPrecondition(plugin_name + " device " + ids.front() + " is recorded, but this agent has no [resource." +
+                                        plugin_name + "] section any more");
+  }
   for (size_t i = 0; i < plugins_.size(); ++i) {
     Status s = plugins_[i]->Claim(kernel.id(), kernel.allocation);
     if (!s.ok()) {

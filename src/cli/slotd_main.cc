@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -47,6 +48,20 @@ slotd::Result<std::string> ReadToken(const std::string& path) {
   while (!token.empty() && isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
   if (token.empty()) return Status::InvalidArgument("agent.token-file: " + path + " is empty; put the token on its first line");
   return token;
+}
+
+// Logs how many engine calls the start made that named a container, and how
+// many of those named one that is not this agent's (by the client's own count;
+// it must be 0: an agent never touches another owner's containers).
+void LogStartupEngineCalls(const slotd::DockerEngine& engine, const slotd::Agent& agent) {
+  std::set<std::string> own;
+  for (const auto& kernel : agent.ListKernels()) own.insert(kernel.container_id);
+  int naming = 0, foreign = 0;
+  for (const auto& [container, calls] : engine.CallsByContainer()) {
+    naming += calls;
+    if (!own.count(container)) foreign += calls;
+  }
+  spdlog::info("start-up engine calls naming a container: {}; naming one not this agent's: {}", naming, foreign);
 }
 
 // The device ids `plugins` own, by plugin name; plugins without devices are left out.
@@ -166,6 +181,7 @@ int RunAgent(const std::string& config_path) {
   slotd::EventHub hub;
   slotd::Agent agent(*config, **engine, std::move(*plugins), hub);
   if (Status s = agent.Restore(); !s.ok()) return fail(s);
+  LogStartupEngineCalls(**engine, agent);
 
   slotd::ApiServer api(agent, hub, token);
   if (Status s = api.Bind(config->agent.rpc_host, config->agent.rpc_port, ipc + "/agent.sock"); !s.ok())

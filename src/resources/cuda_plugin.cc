@@ -1,6 +1,7 @@
 #include "resources/cuda_plugin.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace slotd {
 
@@ -30,7 +31,7 @@ Result<std::unique_ptr<CudaPlugin>> CudaPlugin::Create(const CudaConfig& config,
     for (const auto& gpu : *gpus) allowed.push_back(gpu.uuid);
   }
   for (const auto& entry : config.allowed_devices) {
-    bool is_index = !entry.empty() && std::all_of(entry.begin(), entry.end(), ::isdigit);
+    bool is_index = !entry.empty() && std::all_of(entry.begin(), entry.end(), [](unsigned char c) { return std::isdigit(c); });
     auto match = std::find_if(gpus->begin(), gpus->end(), [&](const GpuInfo& gpu) {
       return is_index ? std::to_string(gpu.index) == entry : gpu.uuid == entry;
     });

@@ -796,16 +796,6 @@ TEST_F(PlacementTest, RestoreAcceptsAnExitedKernelWhoseDeviceWasDropped) {
 // Turning the mock plugin off (removing [resource.mock]) while a kernel still
 // runs on a mock device drops every device from the agent's allow-list, so
 // the restore must refuse just as for a narrowed allow-list.
-//
-// KNOWN BUG (src/agent/agent.cc, Agent::TakeResources): this test FAILS on
-// purpose until it is fixed. TakeResources only asks the configured plugins
-// to Claim; a label entry devices.<plugin> for which no plugin is configured
-// is claimed by nobody, so Restore adopts the kernel as RUNNING and returns
-// OK. The same happens for [resource.cuda]: a container started with a
-// DeviceRequest for a GPU keeps using it while the agent neither counts nor
-// claims it. Expected: kFailedPrecondition naming the kernel, the plugin and
-// device ids, and the remedy (give the devices back in the config or
-// docker rm -f the container), as for a narrowed allow-list.
 TEST_F(PlacementTest, RestoreRefusesADeviceOfAPluginThatIsNowOff) {
   ASSERT_TRUE(engine_
                   .AddContainer("slotd-a1-k1", LabelsFor("k1", Holding("mock", {"mock0"}),
