@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cstdint>
 #include <iterator>
 #include <set>
@@ -67,6 +68,15 @@ std::string FormatSize(uint64_t bytes) {
     ++i;
   }
   return std::to_string(bytes) + kSuffix[i];
+}
+
+std::string DescribeSize(uint64_t bytes) {
+  constexpr uint64_t kGiB = 1ull << 30;
+  std::string exact = FormatSize(bytes);
+  if (bytes < kGiB || bytes % kGiB == 0) return exact;
+  char rounded[32];
+  std::snprintf(rounded, sizeof rounded, "%.1f", static_cast<double>(bytes) / static_cast<double>(kGiB));
+  return exact + " (about " + rounded + "g)";
 }
 
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {

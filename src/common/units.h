@@ -20,6 +20,10 @@ Result<uint64_t> ParseSize(const std::string& text);
 // Formats bytes with the largest exact binary suffix ("256m", "1536k", "17").
 std::string FormatSize(uint64_t bytes);
 
+// Formats bytes for messages: FormatSize, plus a rounded figure in GiB when
+// that is hard to read ("24684084k (about 23.5g)").
+std::string DescribeSize(uint64_t bytes);
+
 // Parses a duration: a non-negative integer with suffix ms, s, m or h.
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
 

@@ -150,17 +150,6 @@ std::string DockerHostProblem(const std::string& value) {
   return "\"" + value + "\" must start with unix:// or tcp://, e.g. \"" + kDefaultDockerHost + "\"";
 }
 
-// A size for messages: exact, plus a rounded figure in GiB when the exact
-// form is hard to read ("24684084k (about 23.5g)").
-std::string DescribeSize(uint64_t bytes) {
-  constexpr uint64_t kGiB = 1ull << 30;
-  std::string exact = FormatSize(bytes);
-  if (bytes < kGiB || bytes % kGiB == 0) return exact;
-  char rounded[32];
-  std::snprintf(rounded, sizeof rounded, "%.1f", static_cast<double>(bytes) / static_cast<double>(kGiB));
-  return exact + " (about " + rounded + "g)";
-}
-
 // One problem found in the file. Line 0 means it has no line of its own
 // (a missing key, or a default that cannot be resolved).
 struct Problem {

@@ -22,17 +22,6 @@ std::string Count(size_t n, const std::string& noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
 
-// A size as config files write it, with a rounded figure when that is not
-// exact in whole gigabytes: "1536m (about 1.5g)". (As config.cc words them.)
-std::string DescribeSize(uint64_t bytes) {
-  constexpr uint64_t kGiB = 1ull << 30;
-  std::string exact = FormatSize(bytes);
-  if (bytes < kGiB || bytes % kGiB == 0) return exact;
-  char rounded[32];
-  std::snprintf(rounded, sizeof rounded, "%.1f", static_cast<double>(bytes) / static_cast<double>(kGiB));
-  return exact + " (about " + rounded + "g)";
-}
-
 // Appends every line of `text` to `out`, each after `prefix`.
 void AddLines(const std::string& prefix, const std::string& text, std::vector<std::string>& out) {
   std::istringstream lines(text);

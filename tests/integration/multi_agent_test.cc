@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "common/units.h"
+#include "config/config.h"
 #include "integration/harness.h"
 
 namespace slotd::testing {
@@ -36,18 +37,6 @@ int FreePort() {
   close(fd);
   return ntohs(addr.sin_port);
 }
-
-uint64_t NodeMemory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  while (in >> key >> kib) {
-    if (key == "MemTotal:") return kib * 1024;
-    in.ignore(256, '\n');
-  }
-  return 0;
-}
-
 std::string MockDevices(int index) {
   return "[resource.mock]\ndevices = [{ id = \"m" + std::to_string(index) + "\", memory = \"1g\" }]\n";
 }
@@ -203,7 +192,7 @@ TEST_F(MultiAgent, ClashingConfigsAreRefusedNamingTheHolderAndStartOnceItIsGone)
   }
   {
     AgentOptions o = variant("memory");
-    o.memory = FormatSize(NodeMemory() - (128ull << 20));
+    o.memory = FormatSize(HostFacts::Detect().memory_bytes - (128ull << 20));
     AgentProcess second(o);
     ExpectRefused(second, "memory shares add up to");
   }

@@ -13,25 +13,13 @@
 #include <gtest/gtest.h>
 
 #include "common/units.h"
+#include "config/config.h"
 #include "integration/harness.h"
 
 namespace slotd::testing {
 namespace {
 
 using nlohmann::json;
-
-// The node's total memory, as slotd reads it (/proc/meminfo MemTotal).
-uint64_t NodeMemory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  while (in >> key >> kib) {
-    if (key == "MemTotal:") return kib * 1024;
-    in.ignore(256, '\n');
-  }
-  return 0;
-}
-
 // Runs build/bin/slotd with `args`.
 CommandResult Slotd(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {std::string(SLOTD_BIN_DIR) + "/slotd"};
@@ -188,7 +176,7 @@ TEST(Check, AnOverlappingMockDeviceIsAClash) {
 
 TEST(Check, MemorySharesOverTheNodesTotalAreAProblemNamingEveryShare) {
   TempDir dir;
-  const uint64_t node = NodeMemory();
+  const uint64_t node = HostFacts::Detect().memory_bytes;
   ASSERT_GT(node, 0u);
   // Each share fits on its own (LoadConfig accepts it); the two together do not.
   const uint64_t share = node / 1024 * 3 / 5 * 1024;
