@@ -79,6 +79,19 @@ struct EngineEvent {
   int64_t time_nano = 0;
 };
 
+// A one-shot reading of the engine's own stats for one container
+// (GET /containers/{id}/stats?stream=false): the fallback of stats-type
+// "docker" for hosts where the agent cannot read cgroups.
+struct ContainerStats {
+  uint64_t cpu_usage_ns = 0;        // cpu_stats.cpu_usage.total_usage
+  uint64_t memory_used_bytes = 0;   // memory_stats.usage
+  uint64_t memory_limit_bytes = 0;  // memory_stats.limit
+  uint64_t memory_cache_bytes = 0;  // memory_stats.stats: "total_cache" or "cache" (v1), "file" (v2)
+  uint64_t pids = 0;                // pids_stats.current
+  uint64_t io_read_bytes = 0;       // blkio_stats.io_service_bytes_recursive, "read" entries summed
+  uint64_t io_write_bytes = 0;      // the "write" entries summed
+};
+
 // Output of a finished exec.
 struct ExecResult {
   int exit_code = -1;
@@ -115,6 +128,11 @@ class ContainerEngine {
 
   // The container's output (stdout and stderr interleaved as text); tail <= 0: all.
   virtual Result<std::string> Logs(const std::string& id, int tail) = 0;
+
+  // One reading of the engine's stats for a running container (the engine
+  // takes about a second to answer: it samples twice). kNotFound when the
+  // container is gone; kFailedPrecondition when it is not running.
+  virtual Result<ContainerStats> Stats(const std::string& id) = 0;
 
   // Streams events matching `label_filters` (and type=container), calling
   // `on_event` for each, from the moment the stream is connected (on_connected

@@ -246,6 +246,14 @@ Result<ExecResult> FakeEngine::Exec(const std::string& id, const std::vector<std
   return result;
 }
 
+Result<ContainerStats> FakeEngine::Stats(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto c = EnterFor(Method::kStats, id);
+  if (!c.ok()) return c.status();
+  if (!(*c)->info.running) return Status::FailedPrecondition("stats of container " + id + ": not running");
+  return (*c)->stats;
+}
+
 Result<std::string> FakeEngine::Logs(const std::string& id, int tail) {
   std::lock_guard lock(mutex_);
   auto c = EnterFor(Method::kLogs, id);
@@ -332,6 +340,11 @@ Result<std::string> FakeEngine::AddContainer(const std::string& name, const Labe
 void FakeEngine::SetLogs(const std::string& id, const std::string& text) {
   std::lock_guard lock(mutex_);
   if (Container* c = Resolve(id)) c->logs = text;
+}
+
+void FakeEngine::SetStats(const std::string& id, const ContainerStats& stats) {
+  std::lock_guard lock(mutex_);
+  if (Container* c = Resolve(id)) c->stats = stats;
 }
 
 int FakeEngine::CallsFor(const std::string& id) const {

@@ -40,7 +40,7 @@ namespace slotd {
 class FakeEngine : public ContainerEngine {
  public:
   // The ContainerEngine methods, for FailNext and CallCount.
-  enum class Method { kVersion, kCreate, kStart, kStop, kKill, kRestart, kRemove, kInspect, kList, kExec, kLogs,
+  enum class Method { kVersion, kCreate, kStart, kStop, kKill, kRestart, kRemove, kInspect, kList, kExec, kLogs, kStats,
                       kStreamEvents };
 
   // The image every test kernel uses; known from the start.
@@ -78,6 +78,9 @@ class FakeEngine : public ContainerEngine {
                           std::chrono::seconds timeout) override;
   // The text set by SetLogs, its last `tail` lines when tail > 0.
   Result<std::string> Logs(const std::string& id, int tail) override;
+  // The reading set by SetStats (zeros until then); kFailedPrecondition when
+  // the container is not running.
+  Result<ContainerStats> Stats(const std::string& id) override;
   // Calls on_connected, then on_event (in this thread, without the fake's
   // lock held) for each event emitted from then on whose container matches
   // `label_filters`, until `stop` is set (checked at least every 10 ms);
@@ -112,6 +115,9 @@ class FakeEngine : public ContainerEngine {
   Result<std::string> AddContainer(const std::string& name, const Labels& labels, bool running = true,
                                    int exit_code = 0, const std::string& image = kDefaultImage);
 
+  // Sets the reading Stats returns for the container.
+  void SetStats(const std::string& id, const ContainerStats& stats);
+
   // Sets the text Logs returns for the container.
   void SetLogs(const std::string& id, const std::string& text);
 
@@ -143,6 +149,7 @@ class FakeEngine : public ContainerEngine {
     ContainerSpec spec;
     ContainerInfo info;  // the Inspect view
     std::string logs;
+    ContainerStats stats;
   };
   // One open StreamEvents call.
   struct Subscriber {

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -338,6 +339,43 @@ Result<ContainerInfo> DockerEngine::Inspect(const std::string& id) {
   info.memory_bytes = IntField(host, "Memory");
   info.env = StringListField(config, "Env");
   return info;
+}
+
+Result<ContainerStats> DockerEngine::Stats(const std::string& id) {
+  Count(id);
+  const std::string what = "stats of container " + id;
+  auto response = Call(http_, what, "GET", ContainerPath(id) + "/stats?stream=false");
+  if (!response.ok()) return response.status();
+  auto parsed = ParseJson(response->body, what);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
+  // A container that is not running is answered with an empty reading, dated
+  // at the zero time.
+  if (StringField(j, "read").rfind("0001-01-01", 0) == 0)
+    return Status::FailedPrecondition(what + ": the container is not running");
+  const json& memory = ObjectField(j, "memory_stats");
+  const json& memory_detail = ObjectField(memory, "stats");
+  ContainerStats stats;
+  stats.cpu_usage_ns = static_cast<uint64_t>(IntField(ObjectField(ObjectField(j, "cpu_stats"), "cpu_usage"), "total_usage"));
+  stats.memory_used_bytes = static_cast<uint64_t>(IntField(memory, "usage"));
+  stats.memory_limit_bytes = static_cast<uint64_t>(IntField(memory, "limit"));
+  for (const char* key : {"total_cache", "cache", "file"}) {
+    if (Field(memory_detail, key) != nullptr) {
+      stats.memory_cache_bytes = static_cast<uint64_t>(IntField(memory_detail, key));
+      break;
+    }
+  }
+  stats.pids = static_cast<uint64_t>(IntField(ObjectField(j, "pids_stats"), "current"));
+  const json* io = Field(ObjectField(j, "blkio_stats"), "io_service_bytes_recursive");
+  if (io != nullptr && io->is_array()) {
+    for (const json& entry : *io) {
+      std::string op = StringField(entry, "op");
+      for (char& c : op) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (op == "read") stats.io_read_bytes += static_cast<uint64_t>(IntField(entry, "value"));
+      if (op == "write") stats.io_write_bytes += static_cast<uint64_t>(IntField(entry, "value"));
+    }
+  }
+  return stats;
 }
 
 Result<std::vector<ContainerInfo>> DockerEngine::List(

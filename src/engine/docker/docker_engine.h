@@ -43,6 +43,9 @@ class DockerEngine : public ContainerEngine {
   Result<ContainerInfo> Inspect(const std::string& id) override;
   // An empty `label_filters` lists every container of the engine.
   Result<std::vector<ContainerInfo>> List(const std::vector<std::string>& label_filters) override;
+  // A stopped container is kFailedPrecondition (the engine answers it with an
+  // empty reading dated at the zero time).
+  Result<ContainerStats> Stats(const std::string& id) override;
   // A command still running at `timeout` keeps running in the container (the
   // API cannot kill an exec); only the wait ends. kConflict when the
   // container is not running.

@@ -1,0 +1,112 @@
+// StatsCollector: the stats loop. Every interval it sweeps this agent's
+// running kernels and its slice of the node, and publishes one immutable
+// StatsSnapshot that the API reads without waiting on a sweep.
+//
+// Per kernel (stats-type "cgroup"): the container's init pid is learnt once
+// through the engine (Inspect of an owned container) and its cgroup
+// directories once through CgroupReader::Locate; every sweep then only reads
+// the cgroup files. With stats-type "docker" each kernel costs one one-shot
+// ContainerEngine::Stats call instead.
+//
+// Failure costs one sample, never more: a kernel whose container vanished or
+// whose cgroup cannot be read is left out of that sweep (counted in
+// skipped_samples_total, logged at debug) and located afresh next time. Each
+// DeviceMeter call runs on that meter's own worker thread under a deadline;
+// an overrun marks the device not measured for that sweep, and while the call
+// is still stuck later sweeps skip the meter at once.
+//
+// GPU processes are attributed through the reader: a process's host pid ->
+// its container (ContainerIdOfPid) -> the kernel running in that container;
+// its pid inside the container comes from NamespacePid. A process in any
+// other container, or in none, is foreign usage (in the snapshot, plus one
+// warning log per process when it first appears). Without NSpid support,
+// attribution is reported unavailable instead of guessed.
+//
+// Thread-safety: Latest() may be called from any thread. Start/Stop from one
+// thread. SweepOnce must not run while the loop runs (tests and benches use it
+// instead of Start).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/container_engine.h"
+#include "stats/cgroup.h"
+#include "stats/device_meter.h"
+#include "stats/measures.h"
+
+namespace slotd {
+
+// One running kernel to measure.
+struct StatsTarget {
+  std::string kernel_id;
+  std::string container_id;
+  std::map<std::string, std::vector<std::string>> devices;  // plugin name -> device ids it holds
+};
+
+class StatsCollector {
+ public:
+  struct Options {
+    std::string agent_id;
+    std::string stats_type = "cgroup";              // "cgroup" | "docker"
+    std::chrono::milliseconds interval{1000};       // between sweep starts
+    std::chrono::milliseconds meter_deadline{500};  // per DeviceMeter::Measure call
+    std::vector<int> cores;                         // the agent's allowed cores
+    uint64_t memory_share_bytes = 0;
+    std::string root = "/";                         // where proc/ and sys/fs/cgroup/ are (tests: a fake tree)
+  };
+
+  // `targets` returns the agent's running kernels (called once per sweep,
+  // from the collector's thread). `engine` must outlive the collector.
+  StatsCollector(Options options, std::function<std::vector<StatsTarget>()> targets, ContainerEngine& engine,
+                 std::vector<std::shared_ptr<DeviceMeter>> meters);
+  ~StatsCollector();  // Stop()
+
+  // Starts the loop: a first sweep at once, then one every interval.
+  void Start();
+  // Ends the loop and joins it; a meter call stuck past its deadline is left
+  // to finish on its own thread, which is joined when it does.
+  void Stop();
+
+  // One sweep on the caller's thread; publishes and returns its snapshot.
+  std::shared_ptr<const StatsSnapshot> SweepOnce();
+
+  // The latest snapshot; before the first sweep, an empty one
+  // (collected_at_ms 0) that names the agent, stats type and interval.
+  std::shared_ptr<const StatsSnapshot> Latest() const;
+
+ private:
+  class MeterWorker;  // runs one meter's calls under the deadline
+  struct Located;     // per container: init pid, cgroup paths, previous cpu sample
+
+  const Options options_;
+  const std::function<std::vector<StatsTarget>()> targets_;
+  ContainerEngine& engine_;
+  const CgroupReader reader_;
+  std::vector<std::unique_ptr<MeterWorker>> meters_;
+
+  // Owned by the sweeping thread (the loop, or SweepOnce's caller).
+  std::map<std::string, std::unique_ptr<Located>> located_;  // container id -> where its measures are
+  std::map<int, std::pair<uint64_t, uint64_t>> previous_core_ticks_;  // core -> (busy, total) jiffies
+  std::map<std::pair<std::string, unsigned>, int64_t> warned_foreign_;  // (device, pid) -> last sweep seen
+  uint64_t sweeps_total_ = 0;
+  uint64_t skipped_total_ = 0;
+
+  mutable std::mutex latest_mutex_;
+  std::shared_ptr<const StatsSnapshot> latest_;  // guarded by latest_mutex_
+
+  std::mutex loop_mutex_;
+  std::condition_variable loop_cv_;
+  bool stop_requested_ = false;  // guarded by loop_mutex_
+  std::thread loop_;
+};
+
+}  // namespace slotd
