@@ -126,7 +126,7 @@ void AgentProcess::WriteConfig() const {
                           "docker-host = \"" + DockerHost() + "\"\n"
                           "port-range = [" + std::to_string(options_.port_first) + ", " +
                           std::to_string(options_.port_last) + "]\n"
-                          "stop-timeout = \"1s\"\n"
+                          "stop-timeout = \"1s\"\n" + options_.container_toml +
                           "[resource.cpu]\n"
                           "allowed-cores = \"" + options_.cores + "\"\n"
                           "[resource.memory]\n"

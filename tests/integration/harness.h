@@ -64,6 +64,7 @@ struct AgentOptions {
   std::string claims_dir;     // node.claims-dir; empty: one of the agent's own
   std::string ipc_dir;        // agent.ipc-base-path; empty: one of the agent's own
   int rpc_port = 0;           // the port of rpc-listen-addr (127.0.0.1); 0: picked at start
+  std::string container_toml; // lines added to the [container] section verbatim
   std::string extra_toml;     // appended verbatim
 };
 
