@@ -35,6 +35,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -72,8 +73,10 @@ class StatsCollector {
 
   // Starts the loop: a first sweep at once, then one every interval.
   void Start();
-  // Ends the loop and joins it; a meter call stuck past its deadline is left
-  // to finish on its own thread, which is joined when it does.
+  // Ends the loop and joins it. A sweep in progress is abandoned after the
+  // kernel it is reading or the meter wait it is in (at most meter_deadline).
+  // A meter call stuck past its deadline is left to finish on its own thread;
+  // the destructor detaches such a thread, which ends once the call returns.
   void Stop();
 
   // One sweep on the caller's thread; publishes and returns its snapshot.
@@ -84,19 +87,39 @@ class StatsCollector {
   std::shared_ptr<const StatsSnapshot> Latest() const;
 
  private:
-  class MeterWorker;  // runs one meter's calls under the deadline
-  struct Located;     // per container: init pid, cgroup paths, previous cpu sample
+  class MeterWorker;  // runs one meter's calls on its own thread, under the deadline
+  struct Tracked;     // per container: where its measures are, and its previous cpu sample
+
+  // One sweep; nullptr when Stop() asked it to end early (nothing published then).
+  std::shared_ptr<const StatsSnapshot> Sweep();
+  // The loop thread's body.
+  void Loop();
+  // Reads one target's sample, locating its container first when `tracked` is new.
+  Result<CgroupSample> Sample(const StatsTarget& target, Tracked& tracked);
+  // Fills `snapshot.agent.cores` from <root>/proc/stat and the previous sweep's ticks.
+  void SampleCores(StatsSnapshot& snapshot);
+  // Measures every meter's devices into `snapshot.agent.devices` and
+  // attributes their processes to `snapshot.kernels` or as foreign usage.
+  // `by_container`: this sweep's targets by container id.
+  void SampleDevices(const std::map<std::string_view, const StatsTarget*>& by_container, StatsSnapshot& snapshot);
+  // Attributes the processes of one measured device; sets
+  // attribution_unavailable_ (and stops) when the host has no NSpid.
+  void Attribute(const DeviceReading& reading, const std::map<std::string_view, const StatsTarget*>& by_container,
+                 DeviceStats& device, StatsSnapshot& snapshot);
 
   const Options options_;
   const std::function<std::vector<StatsTarget>()> targets_;
   ContainerEngine& engine_;
   const CgroupReader reader_;
+  const std::string proc_;  // "<root>/proc/"
   std::vector<std::unique_ptr<MeterWorker>> meters_;
 
   // Owned by the sweeping thread (the loop, or SweepOnce's caller).
-  std::map<std::string, std::unique_ptr<Located>> located_;  // container id -> where its measures are
+  std::map<std::string, std::unique_ptr<Tracked>> tracked_;           // container id -> where its measures are
   std::map<int, std::pair<uint64_t, uint64_t>> previous_core_ticks_;  // core -> (busy, total) jiffies
-  std::map<std::pair<std::string, unsigned>, int64_t> warned_foreign_;  // (device, pid) -> last sweep seen
+  std::string proc_stat_;                                             // buffer for <root>/proc/stat
+  std::map<std::pair<std::string, unsigned>, uint64_t> warned_foreign_;  // (device, pid) -> last sweep seen
+  std::string attribution_unavailable_;  // set once, when the host turns out to have no NSpid
   uint64_t sweeps_total_ = 0;
   uint64_t skipped_total_ = 0;
 
@@ -105,8 +128,10 @@ class StatsCollector {
 
   std::mutex loop_mutex_;
   std::condition_variable loop_cv_;
-  bool stop_requested_ = false;  // guarded by loop_mutex_
-  std::thread loop_;
+  // Written under loop_mutex_ (so the loop's wait sees it); read without it
+  // between a sweep's kernels.
+  std::atomic<bool> stop_requested_{false};
+  std::thread loop_;  // used by Start/Stop only
 };
 
 }  // namespace slotd

@@ -1,0 +1,512 @@
+#include "stats/collector.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <optional>
+#include <string_view>
+
+#include <spdlog/spdlog.h>
+
+namespace slotd {
+
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+// Unix milliseconds now.
+int64_t SystemMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Replaces `out` with the whole content of `path` (keeping its capacity).
+// False when the file cannot be opened or read.
+bool ReadWholeFile(const std::string& path, std::string& out) {
+  out.clear();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buffer[8192];
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) out.append(buffer, static_cast<size_t>(n));
+  ::close(fd);
+  return n == 0;
+}
+
+// Parses the leading unsigned number of `text`, dropping it and the blanks
+// after it. False when `text` does not start with a digit.
+bool TakeNumber(std::string_view& text, uint64_t& value) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc()) return false;
+  text.remove_prefix(static_cast<size_t>(end - text.data()));
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  return true;
+}
+
+// Device memory for a log line: "1.0 GiB", "512.0 MiB".
+std::string DescribeDeviceMemory(uint64_t bytes) {
+  if (bytes == 0) return "an unknown amount of device memory";
+  char text[32];
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  if (static_cast<double>(bytes) >= kGiB) {
+    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / kGiB);
+  } else {
+    std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024));
+  }
+  return text;
+}
+
+// The entry of `kernel` for device `device` of `plugin`, appended when missing.
+KernelDeviceUse& UseOf(KernelStats& kernel, const std::string& plugin, const std::string& device) {
+  for (KernelDeviceUse& use : kernel.devices)
+    if (use.plugin == plugin && use.device == device) return use;
+  KernelDeviceUse& use = kernel.devices.emplace_back();
+  use.plugin = plugin;
+  use.device = device;
+  return use;
+}
+
+// Whether `target` holds `device` of `plugin`.
+bool Holds(const StatsTarget& target, const std::string& plugin, const std::string& device) {
+  const auto held = target.devices.find(plugin);
+  return held != target.devices.end() && std::find(held->second.begin(), held->second.end(), device) != held->second.end();
+}
+
+}  // namespace
+
+// Where one container's measures are, and its previous sample for cpu_percent.
+struct StatsCollector::Tracked {
+  bool located = false;  // stats-type cgroup: `paths` found (through the init pid)
+  CgroupPaths paths;
+  bool has_previous = false;
+  uint64_t previous_cpu_ns = 0;
+  SteadyClock::time_point previous_at;
+};
+
+// Runs one meter's Measure calls on a thread of its own, one job (all of the
+// meter's devices) at a time, so that the sweep can stop waiting at a deadline
+// while a stuck call goes on. Post and Wait are called from the sweeping
+// thread only.
+//
+// The thread and the state it touches live in `Shared`, which the thread
+// holds a reference to: a worker destroyed while its thread is stuck in a
+// call detaches the thread, which finishes the call, sees `stop` and ends,
+// releasing the meter and the state last.
+class StatsCollector::MeterWorker {
+ public:
+  explicit MeterWorker(std::shared_ptr<DeviceMeter> meter)
+      : plugin_(meter->Plugin()), meter_(meter), shared_(std::make_shared<Shared>()) {
+    shared_->meter = std::move(meter);
+    thread_ = std::thread(&MeterWorker::Run, shared_);
+  }
+
+  ~MeterWorker() {
+    bool in_call;
+    {
+      std::lock_guard lock(shared_->mutex);
+      shared_->stop = true;
+      in_call = shared_->posted != shared_->done;
+    }
+    shared_->cv.notify_all();
+    if (in_call) {
+      thread_.detach();  // ends by itself once the meter's call returns
+    } else {
+      thread_.join();
+    }
+  }
+
+  const std::string& plugin() const { return plugin_; }
+  DeviceMeter& meter() const { return *meter_; }
+
+  // Hands the thread a job: measure `devices`. False, leaving everything as
+  // is, while the previous job is still running (a call stuck past its deadline).
+  bool Post(const std::vector<std::string>& devices) {
+    {
+      std::lock_guard lock(shared_->mutex);
+      if (shared_->posted != shared_->done) return false;
+      shared_->devices = devices;
+      ++shared_->posted;
+    }
+    shared_->cv.notify_all();
+    return true;
+  }
+
+  // Waits for the posted job until `deadline`: one reading per device, in
+  // the order posted, or nullopt when the job is not done by then.
+  std::optional<std::vector<Result<DeviceReading>>> Wait(SteadyClock::time_point deadline) {
+    std::unique_lock lock(shared_->mutex);
+    if (!shared_->cv.wait_until(lock, deadline, [this] { return shared_->done == shared_->posted; }))
+      return std::nullopt;
+    return std::move(shared_->results);
+  }
+
+  // Owned by the sweeping thread: whether the last job overran its deadline
+  // (so that recovery is logged once).
+  bool overran = false;
+
+ private:
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable cv;          // signals a posted job, a finished job and stop
+    bool stop = false;                   // guarded by mutex
+    uint64_t posted = 0;                 // guarded by mutex: jobs handed over
+    uint64_t done = 0;                   // guarded by mutex: jobs finished; posted != done: a job runs
+    std::vector<std::string> devices;    // guarded by mutex: the posted job's devices
+    std::vector<Result<DeviceReading>> results;  // guarded by mutex: the last finished job's readings
+    std::shared_ptr<DeviceMeter> meter;  // constant; called by the thread only
+  };
+
+  static void Run(std::shared_ptr<Shared> shared) {
+    std::unique_lock lock(shared->mutex);
+    for (;;) {
+      shared->cv.wait(lock, [&] { return shared->stop || shared->posted != shared->done; });
+      if (shared->stop) return;
+      const uint64_t job = shared->posted;
+      const std::vector<std::string> devices = shared->devices;
+      lock.unlock();
+      std::vector<Result<DeviceReading>> results;
+      results.reserve(devices.size());
+      for (const std::string& id : devices) results.push_back(shared->meter->Measure(id));
+      lock.lock();
+      shared->results = std::move(results);
+      shared->done = job;
+      shared->cv.notify_all();
+    }
+  }
+
+  const std::string plugin_;
+  const std::shared_ptr<DeviceMeter> meter_;  // for Devices(), from the sweeping thread
+  const std::shared_ptr<Shared> shared_;
+  std::thread thread_;
+};
+
+StatsCollector::StatsCollector(Options options, std::function<std::vector<StatsTarget>()> targets,
+                               ContainerEngine& engine, std::vector<std::shared_ptr<DeviceMeter>> meters)
+    : options_(std::move(options)),
+      targets_(std::move(targets)),
+      engine_(engine),
+      reader_(options_.root),
+      proc_(options_.root + (options_.root.ends_with('/') ? "" : "/") + "proc/") {
+  for (auto& meter : meters) meters_.push_back(std::make_unique<MeterWorker>(std::move(meter)));
+  auto empty = std::make_shared<StatsSnapshot>();
+  empty->agent_id = options_.agent_id;
+  empty->stats_type = options_.stats_type;
+  empty->interval_ms = options_.interval.count();
+  latest_ = std::move(empty);
+}
+
+StatsCollector::~StatsCollector() { Stop(); }
+
+void StatsCollector::Start() {
+  if (loop_.joinable()) return;
+  stop_requested_ = false;
+  loop_ = std::thread(&StatsCollector::Loop, this);
+}
+
+void StatsCollector::Stop() {
+  {
+    std::lock_guard lock(loop_mutex_);
+    stop_requested_ = true;
+  }
+  loop_cv_.notify_all();
+  if (loop_.joinable()) loop_.join();
+  stop_requested_ = false;  // SweepOnce may run again
+}
+
+std::shared_ptr<const StatsSnapshot> StatsCollector::Latest() const {
+  std::lock_guard lock(latest_mutex_);
+  return latest_;
+}
+
+std::shared_ptr<const StatsSnapshot> StatsCollector::SweepOnce() { return Sweep(); }
+
+void StatsCollector::Loop() {
+  SteadyClock::time_point next = SteadyClock::now();
+  while (!stop_requested_) {
+    Sweep();
+    next += options_.interval;
+    const SteadyClock::time_point now = SteadyClock::now();
+    if (next < now) next = now;  // a sweep longer than the interval: the next one starts at once
+    std::unique_lock lock(loop_mutex_);
+    loop_cv_.wait_until(lock, next, [this] { return stop_requested_.load(); });
+  }
+}
+
+Result<CgroupSample> StatsCollector::Sample(const StatsTarget& target, Tracked& tracked) {
+  if (options_.stats_type == "docker") {
+    Result<ContainerStats> stats = engine_.Stats(target.container_id);
+    if (!stats.ok()) return stats.status();
+    CgroupSample sample;
+    sample.cpu_usage_ns = stats->cpu_usage_ns;
+    sample.memory_used_bytes = stats->memory_used_bytes;
+    sample.memory_limit_bytes = stats->memory_limit_bytes;
+    sample.memory_cache_bytes = stats->memory_cache_bytes;
+    sample.pids = stats->pids;
+    sample.io_read_bytes = stats->io_read_bytes;
+    sample.io_write_bytes = stats->io_write_bytes;
+    return sample;
+  }
+  if (!tracked.located) {
+    Result<ContainerInfo> info = engine_.Inspect(target.container_id);
+    if (!info.ok()) return info.status();
+    if (!info->running || info->pid <= 0)
+      return Status::NotFound("container " + target.container_id + " is not running (state " + info->state + ")");
+    Result<CgroupPaths> paths = reader_.Locate(info->pid);
+    if (!paths.ok()) return paths.status();
+    tracked.paths = std::move(*paths);
+    tracked.located = true;
+  }
+  return reader_.Read(tracked.paths);
+}
+
+std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
+  const SteadyClock::time_point start = SteadyClock::now();
+  auto snapshot = std::make_shared<StatsSnapshot>();
+  snapshot->agent_id = options_.agent_id;
+  snapshot->stats_type = options_.stats_type;
+  snapshot->interval_ms = options_.interval.count();
+
+  const std::vector<StatsTarget> targets = targets_();
+  std::map<std::string_view, const StatsTarget*> by_container;
+  for (const StatsTarget& target : targets) by_container.emplace(target.container_id, &target);
+
+  for (const StatsTarget& target : targets) {
+    if (stop_requested_) return nullptr;
+    std::unique_ptr<Tracked>& tracked = tracked_[target.container_id];
+    if (!tracked) tracked = std::make_unique<Tracked>();
+    Result<CgroupSample> sample = Sample(target, *tracked);
+    if (!sample.ok()) {
+      ++skipped_total_;
+      spdlog::debug("kernel {}: stats sample skipped, its container will be located afresh: {}", target.kernel_id,
+                    sample.status().message());
+      tracked_.erase(target.container_id);
+      continue;
+    }
+    const SteadyClock::time_point at = SteadyClock::now();
+    KernelStats kernel;
+    kernel.kernel_id = target.kernel_id;
+    kernel.container_id = target.container_id;
+    kernel.sampled_at_ms = SystemMillis();
+    kernel.sample = *sample;
+    if (tracked->has_previous && sample->cpu_usage_ns >= tracked->previous_cpu_ns && at > tracked->previous_at) {
+      const double wall_ns = static_cast<double>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(at - tracked->previous_at).count());
+      kernel.cpu_percent = static_cast<double>(sample->cpu_usage_ns - tracked->previous_cpu_ns) / wall_ns * 100.0;
+    }
+    tracked->has_previous = true;
+    tracked->previous_cpu_ns = sample->cpu_usage_ns;
+    tracked->previous_at = at;
+    snapshot->agent.memory_used_bytes += sample->memory_used_bytes;
+    snapshot->kernels.emplace(target.kernel_id, std::move(kernel));
+  }
+  std::erase_if(tracked_, [&](const auto& entry) { return !by_container.contains(entry.first); });
+
+  snapshot->agent.memory_capacity_bytes = options_.memory_share_bytes;
+  SampleCores(*snapshot);
+  if (stop_requested_) return nullptr;
+  SampleDevices(by_container, *snapshot);
+  if (stop_requested_) return nullptr;
+
+  snapshot->sweeps_total = ++sweeps_total_;
+  snapshot->skipped_samples_total = skipped_total_;
+  snapshot->attribution_unavailable = attribution_unavailable_;
+  snapshot->collected_at_ms = SystemMillis();
+  snapshot->sweep_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start).count();
+  std::shared_ptr<const StatsSnapshot> published = std::move(snapshot);
+  {
+    std::lock_guard lock(latest_mutex_);
+    latest_ = published;
+  }
+  return published;
+}
+
+void StatsCollector::SampleCores(StatsSnapshot& snapshot) {
+  std::vector<CoreStats>& cores = snapshot.agent.cores;
+  cores.resize(options_.cores.size());
+  for (size_t i = 0; i < cores.size(); ++i) cores[i].core = options_.cores[i];
+  std::vector<bool> seen(cores.size(), false);
+
+  // "cpu3 4705 356 584 3699 23 23 0 0 0 0": user nice system idle iowait irq
+  // softirq steal guest guest_nice, in jiffies; guest time is already in user.
+  if (!ReadWholeFile(proc_ + "stat", proc_stat_)) {
+    spdlog::debug("cannot read {}stat; core utilisation is left out of this sample", proc_);
+  }
+  std::string_view text = proc_stat_;
+  while (!text.empty()) {
+    const size_t newline = text.find('\n');
+    std::string_view line = text.substr(0, newline);
+    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
+    if (!line.starts_with("cpu") || line.size() < 4 || line[3] < '0' || line[3] > '9') continue;
+    line.remove_prefix(3);
+    uint64_t core = 0;
+    if (!TakeNumber(line, core)) continue;
+    const auto found = std::find(options_.cores.begin(), options_.cores.end(), static_cast<int>(core));
+    if (found == options_.cores.end()) continue;
+    uint64_t fields[8] = {};
+    int count = 0;
+    while (count < 8 && TakeNumber(line, fields[count])) ++count;
+    if (count < 5) continue;  // not even idle and iowait: not a line this parser knows
+    uint64_t total = 0;
+    for (int i = 0; i < count; ++i) total += fields[i];
+    const uint64_t busy = total - fields[3] - fields[4];
+
+    const size_t index = static_cast<size_t>(found - options_.cores.begin());
+    seen[index] = true;
+    auto previous = previous_core_ticks_.find(static_cast<int>(core));
+    if (previous != previous_core_ticks_.end()) {
+      const auto [previous_busy, previous_total] = previous->second;
+      if (total > previous_total && busy >= previous_busy) {
+        const double share = static_cast<double>(busy - previous_busy) / static_cast<double>(total - previous_total);
+        cores[index].utilization_percent = std::min(100.0, share * 100.0);
+      }
+      previous->second = {busy, total};
+    } else {
+      previous_core_ticks_.emplace(static_cast<int>(core), std::make_pair(busy, total));
+    }
+  }
+  // A core missing from this reading (offline) starts afresh when it returns.
+  for (size_t i = 0; i < cores.size(); ++i)
+    if (!seen[i]) previous_core_ticks_.erase(cores[i].core);
+}
+
+void StatsCollector::SampleDevices(const std::map<std::string_view, const StatsTarget*>& by_container,
+                                   StatsSnapshot& snapshot) {
+  // Every meter gets its job first, so that they all run under one deadline.
+  std::vector<std::vector<std::string>> devices(meters_.size());
+  std::vector<bool> posted(meters_.size());
+  for (size_t m = 0; m < meters_.size(); ++m) {
+    devices[m] = meters_[m]->meter().Devices();
+    posted[m] = meters_[m]->Post(devices[m]);
+  }
+  const SteadyClock::time_point deadline = SteadyClock::now() + options_.meter_deadline;
+  const long long deadline_ms = options_.meter_deadline.count();
+
+  for (size_t m = 0; m < meters_.size(); ++m) {
+    MeterWorker& worker = *meters_[m];
+    const std::string& plugin = worker.plugin();
+    std::optional<std::vector<Result<DeviceReading>>> readings;
+    std::string unanswered;  // why the whole meter is skipped
+    if (!posted[m]) {
+      unanswered = plugin + " meter is still busy with a call that overran its " + std::to_string(deadline_ms) +
+                   " ms deadline; skipped this sample";
+    } else if (readings = worker.Wait(deadline); !readings) {
+      unanswered = plugin + " meter did not answer within " + std::to_string(deadline_ms) + " ms; skipped this sample";
+      worker.overran = true;
+      spdlog::warn("{} meter did not answer within {} ms; its devices are reported unmeasured until the call returns",
+                   plugin, deadline_ms);
+    } else if (worker.overran) {
+      worker.overran = false;
+      spdlog::info("{} meter answers again", plugin);
+    }
+
+    for (size_t d = 0; d < devices[m].size(); ++d) {
+      DeviceStats& device = snapshot.agent.devices.emplace_back();
+      device.plugin = plugin;
+      device.device = devices[m][d];
+      if (!readings) {
+        device.error = unanswered;
+        ++skipped_total_;
+        continue;
+      }
+      const Result<DeviceReading>& reading = (*readings)[d];
+      if (!reading.ok()) {
+        device.error = reading.status().message();
+        ++skipped_total_;
+        spdlog::debug("device {}: {}", device.device, device.error);
+        continue;
+      }
+      device.measured = true;
+      device.memory_used_bytes = reading->memory_used_bytes;
+      device.memory_total_bytes = reading->memory_total_bytes;
+      device.utilization_percent = reading->utilization_percent;
+      device.memory_utilization_percent = reading->memory_utilization_percent;
+      if (attribution_unavailable_.empty()) Attribute(*reading, by_container, device, snapshot);
+    }
+  }
+
+  if (!attribution_unavailable_.empty()) {  // found out during this sweep: undo what was attributed before
+    for (DeviceStats& device : snapshot.agent.devices) {
+      device.foreign.clear();
+      device.foreign_memory_bytes = 0;
+    }
+    for (auto& [id, kernel] : snapshot.kernels) kernel.devices.clear();
+  }
+}
+
+void StatsCollector::Attribute(const DeviceReading& reading,
+                               const std::map<std::string_view, const StatsTarget*>& by_container,
+                               DeviceStats& device, StatsSnapshot& snapshot) {
+  // Every kernel holding the device gets an entry, busy or not.
+  for (const auto& [container, target] : by_container) {
+    if (!Holds(*target, device.plugin, device.device)) continue;
+    if (auto kernel = snapshot.kernels.find(target->kernel_id); kernel != snapshot.kernels.end())
+      UseOf(kernel->second, device.plugin, device.device);
+  }
+
+  const uint64_t sweep = sweeps_total_ + 1;
+  for (const DeviceProcess& process : reading.processes) {
+    const int pid = static_cast<int>(process.host_pid);
+    Result<int> kernel_pid = reader_.NamespacePid(pid);
+    if (!kernel_pid.ok()) {
+      if (kernel_pid.status().code() == Status::Code::kFailedPrecondition) {
+        attribution_unavailable_ =
+            "per-process GPU attribution is unavailable: this host's kernel gives no NSpid in /proc/<pid>/status "
+            "(Linux 4.1 or later does), so GPU processes are neither attributed to kernels nor reported as "
+            "foreign; run slotd on Linux 4.1 or later";
+        spdlog::warn("{}", attribution_unavailable_);
+        return;
+      }
+      if (kernel_pid.status().code() == Status::Code::kNotFound) continue;  // gone since the meter listed it
+    }
+
+    std::string container_id;
+    if (Result<std::string> id = reader_.ContainerIdOfPid(pid); id.ok()) {
+      container_id = std::move(*id);
+    } else {
+      struct stat info;
+      const bool gone = id.status().code() == Status::Code::kNotFound &&
+                        ::stat((proc_ + std::to_string(pid)).c_str(), &info) != 0;
+      if (gone) continue;
+      // No container, or its cgroup cannot be read: not a kernel's either way.
+      if (id.status().code() != Status::Code::kNotFound)
+        spdlog::debug("device {}: process {}: {}", device.device, pid, id.status().message());
+    }
+
+    if (auto target = by_container.find(container_id); !container_id.empty() && target != by_container.end()) {
+      // A kernel's own process, even on a device it does not hold. A kernel
+      // whose sample was skipped this sweep is not in the snapshot: its
+      // process is neither attributed nor foreign this time.
+      auto kernel = snapshot.kernels.find(target->second->kernel_id);
+      if (kernel == snapshot.kernels.end()) continue;
+      KernelDeviceUse& use = UseOf(kernel->second, device.plugin, device.device);
+      KernelProcessUse& use_process = use.processes.emplace_back();
+      use_process.host_pid = process.host_pid;
+      if (kernel_pid.ok()) use_process.kernel_pid = *kernel_pid;
+      use_process.memory_bytes = process.memory_bytes;
+      use.memory_used_bytes += process.memory_bytes;
+      continue;
+    }
+
+    device.foreign.push_back({process.host_pid, process.memory_bytes, container_id});
+    device.foreign_memory_bytes += process.memory_bytes;
+    auto [warned, first_time] = warned_foreign_.try_emplace({device.device, process.host_pid}, sweep);
+    warned->second = sweep;
+    if (first_time) {
+      spdlog::warn("device {}: process {} ({}) uses {} and is not a kernel of agent {}; reported as foreign usage",
+                   device.device, pid, container_id.empty() ? "no container" : "container " + container_id.substr(0, 12),
+                   DescribeDeviceMemory(process.memory_bytes), options_.agent_id);
+    }
+  }
+  // Forget the processes no longer on this device, so that a return warns again.
+  for (auto it = warned_foreign_.lower_bound({device.device, 0});
+       it != warned_foreign_.end() && it->first.first == device.device;) {
+    it = it->second == sweep ? std::next(it) : warned_foreign_.erase(it);
+  }
+}
+
+}  // namespace slotd
