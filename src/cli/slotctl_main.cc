@@ -5,11 +5,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli/stats_view.h"
+#include "cli/table.h"
 #include "common/http_client.h"
 #include "common/units.h"
 #include "config/config.h"
@@ -87,20 +91,7 @@ slotd::Result<json> Call(const Target& t, const std::string& method, const std::
 
 // Prints rows as an aligned table with a header.
 void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width(header.size());
-  for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
-  for (const auto& row : rows)
-    for (size_t i = 0; i < row.size() && i < width.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  auto print = [&](const std::vector<std::string>& row) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
-    }
-    std::cout << line << "\n";
-  };
-  print(header);
-  for (const auto& row : rows) print(row);
+  std::cout << slotctl::FormatTable(header, rows);
 }
 
 std::string Str(const json& j) {
@@ -161,18 +152,18 @@ std::string ApiAddress(const slotd::AgentClaims& claims) {
   return claims.api_port == 0 ? "" : HostPort(claims.api_host, claims.api_port);
 }
 
-// How many of a live agent's kernels are RUNNING, as its API says; absent,
-// with the reason, when it cannot be asked.
-struct RunningKernels {
-  std::optional<int> count;
-  std::string unknown_because;
+// A live agent's answer to one GET, or why there is none.
+struct AgentAnswer {
+  std::optional<json> body;     // the JSON object it answered with (HTTP 200)
+  std::string unknown_because;  // set when `body` is absent
 };
 
-// Asks the agent of `claims` for its kernels: over its unix socket when this
-// user may open it, else over TCP (a wildcard listen address is reached on
-// loopback). No token is known here, so an agent that requires one (HTTP 401
-// on TCP) leaves the count unknown.
-RunningKernels CountRunningKernels(const slotd::AgentClaims& claims) {
+// Asks the agent of `claims` for GET `path`: over its unix socket when this
+// user may open it, else over TCP at its claimed address (a wildcard listen
+// address is reached on loopback). No token is known here, so an agent that
+// requires one (HTTP 401 on TCP) gives no answer; the reason then advises
+// `slotctl --config <its config> <command>` as a user who can read its token.
+AgentAnswer AskAgent(const slotd::AgentClaims& claims, const std::string& path, const std::string& command) {
   const std::string socket = claims.ipc_base_path + "/agent.sock";
   std::optional<HttpClient> client;
   if (access(socket.c_str(), R_OK | W_OK) == 0) {
@@ -184,16 +175,33 @@ RunningKernels CountRunningKernels(const slotd::AgentClaims& claims) {
   } else {
     return {std::nullopt, "cannot open " + socket + " and the agent has not bound its TCP port yet"};
   }
-  auto res = client->Request("GET", "/v1/kernels", "", std::chrono::seconds(5));
+  auto res = client->Request("GET", path, "", std::chrono::seconds(5));
   if (!res.ok()) return {std::nullopt, res.status().message()};
   if (res->status == 401)
     return {std::nullopt, client->Describe() + " requires a token (HTTP 401); run slotctl --config " +
-                              claims.config_path + " kernels as a user who can read its token-file"};
+                              claims.config_path + " " + command + " as a user who can read its token-file"};
   json body = json::parse(res->body, nullptr, false);
-  if (res->status != 200 || !body.is_object() || !body.contains("kernels") || !body["kernels"].is_array())
-    return {std::nullopt, client->Describe() + " answered GET /v1/kernels with HTTP " + std::to_string(res->status)};
+  if (res->status != 200 || !body.is_object())
+    return {std::nullopt, client->Describe() + " answered GET " + path + " with HTTP " + std::to_string(res->status)};
+  return {std::move(body), ""};
+}
+
+// How many of a live agent's kernels are RUNNING, as its API says; absent,
+// with the reason, when it cannot be asked.
+struct RunningKernels {
+  std::optional<int> count;
+  std::string unknown_because;
+};
+
+// Asks the agent of `claims` for its kernels (AskAgent); an agent that needs
+// a token leaves the count unknown.
+RunningKernels CountRunningKernels(const slotd::AgentClaims& claims) {
+  AgentAnswer answer = AskAgent(claims, "/v1/kernels", "kernels");
+  if (!answer.body) return {std::nullopt, answer.unknown_because};
+  const json& kernels = answer.body->contains("kernels") ? (*answer.body)["kernels"] : json();
+  if (!kernels.is_array()) return {std::nullopt, "the answer to GET /v1/kernels has no kernels array"};
   int running = 0;
-  for (const auto& kernel : body["kernels"])
+  for (const auto& kernel : kernels)
     if (kernel.value("state", "") == "RUNNING") ++running;
   return {running, ""};
 }
@@ -209,21 +217,28 @@ std::string DeviceList(const std::map<std::string, std::vector<std::string>>& de
   return text.empty() ? "-" : text;
 }
 
+// The claims of the live agents in the claims directory `dir`; an error
+// with advice when the directory does not exist.
+slotd::Result<std::vector<slotd::AgentClaims>> LiveAgents(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec))
+    return Status::NotFound(
+        "claims directory " + dir + " does not exist, so no agent has started with it as node.claims-dir. Name the "
+        "node's directory with --claims-dir DIR, or --config agent.toml to use that agent's node.claims-dir");
+  return slotd::NodeClaims::ReadLive(dir);
+}
+
+// What `slotctl node` prints for a directory without live agents.
+std::string NoAgents(const std::string& dir, bool json_output) {
+  return json_output ? "[]\n" : "no agents: no live agent holds claims in " + dir + "\n";
+}
+
 // `slotctl node`: one row per live agent in the claims directory `dir`.
 // Returns 0, or 1 when the directory is missing or unreadable.
 int ShowNode(const std::string& dir, bool json_output) {
-  std::error_code ec;
-  if (!std::filesystem::exists(dir, ec))
-    return Fail(Status::NotFound(
-        "claims directory " + dir + " does not exist, so no agent has started with it as node.claims-dir. Name the "
-        "node's directory with --claims-dir DIR, or --config agent.toml to use that agent's node.claims-dir"));
-  auto live = slotd::NodeClaims::ReadLive(dir);
+  auto live = LiveAgents(dir);
   if (!live.ok()) return Fail(live.status());
-  if (live->empty()) {
-    if (json_output) std::cout << "[]\n";
-    else std::cout << "no agents: no live agent holds claims in " << dir << "\n";
-    return 0;
-  }
+  if (live->empty()) return std::cout << NoAgents(dir, json_output), 0;
   json agents = json::array();
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> unknown;
@@ -247,6 +262,84 @@ int ShowNode(const std::string& dir, bool json_output) {
   PrintTable({"AGENT", "PID", "API", "CORES", "MEMORY", "DEVICES", "KERNELS"}, rows);
   for (const auto& line : unknown) std::cout << line << "\n";
   return 0;
+}
+
+// The agent's measures as `slotctl stats` prints them: its kernels, then its slice of the node.
+std::string StatsView(const json& stats, slotctl::KernelOrder order) {
+  return slotctl::FormatKernelsTable(stats, order) + "\n" + slotctl::FormatAgentSlice(stats);
+}
+
+// `view(body)`, or an error naming `what` when the body is not in the form
+// docs/api.md gives (an agent of another version).
+slotd::Result<std::string> Render(const std::function<std::string()>& view, const std::string& what) {
+  try {
+    return view();
+  } catch (const json::exception& e) {
+    return Status::Internal("cannot show " + what + ": it is not in the form slotctl knows (" + e.what() +
+                            "); is the agent of another slotd version?");
+  }
+}
+
+// Prints `frame()` `iterations` times (0: until interrupted), one every
+// `interval`. On a terminal (`clear_screen`) each frame replaces the screen;
+// otherwise frames follow each other, separated by a blank line. Returns 0,
+// or 1 after printing the error of the first frame that failed.
+int Refresh(std::chrono::milliseconds interval, int iterations, bool clear_screen,
+            const std::function<slotd::Result<std::string>()>& frame) {
+  for (int i = 0; iterations == 0 || i < iterations; ++i) {
+    const auto next = std::chrono::steady_clock::now() + interval;
+    auto text = frame();
+    if (!text.ok()) return Fail(text.status());
+    if (clear_screen) std::cout << "\033[H\033[2J";
+    else if (i > 0) std::cout << "\n";
+    std::cout << *text << std::flush;
+    if (iterations == 0 || i + 1 < iterations) std::this_thread::sleep_until(next);
+  }
+  return 0;
+}
+
+// One frame of `slotctl top`: the agent's header line and its stats, busiest
+// kernel first (with --json: the agent's JSON on one line).
+slotd::Result<std::string> TopFrame(const Target& t) {
+  auto r = Call(t, "GET", "/v1/stats");
+  if (!r.ok()) return r.status();
+  if (t.json_output) return r->dump() + "\n";
+  return Render([&] { return slotctl::FormatStatsHeader(*r) + StatsView(*r, slotctl::KernelOrder::kByCpuPercentDesc); },
+                "the agent's stats");
+}
+
+// One frame of `slotctl node --top`: for each live agent of the claims
+// directory `dir`, its header line and its kernels (busiest first), or a
+// "? <agent>: <reason>" line when it cannot be asked. With --json: one line,
+// an array of {"agent", "stats"} (stats null, with "error", when it cannot be asked).
+slotd::Result<std::string> NodeTopFrame(const std::string& dir, bool json_output) {
+  auto live = LiveAgents(dir);
+  if (!live.ok()) return live.status();
+  if (live->empty()) return NoAgents(dir, json_output);
+  json agents = json::array();
+  std::string text;
+  for (const auto& claims : *live) {
+    AgentAnswer answer = AskAgent(claims, "/v1/stats", "stats");
+    if (json_output) {
+      json agent = {{"agent", claims.agent_id}, {"stats", answer.body ? *answer.body : json(nullptr)}};
+      if (!answer.body) agent["error"] = answer.unknown_because;
+      agents.push_back(agent);
+      continue;
+    }
+    if (!text.empty()) text += "\n";
+    if (!answer.body) {
+      text += "? " + claims.agent_id + ": " + answer.unknown_because + "\n";
+      continue;
+    }
+    auto view = Render(
+        [&] {
+          return slotctl::FormatStatsHeader(*answer.body) +
+                 slotctl::FormatKernelsTable(*answer.body, slotctl::KernelOrder::kByCpuPercentDesc);
+        },
+        "the stats of agent " + claims.agent_id);
+    text += view.ok() ? *view : "? " + claims.agent_id + ": " + view.status().message() + "\n";
+  }
+  return json_output ? agents.dump() + "\n" : text;
 }
 
 }  // namespace
@@ -308,15 +401,68 @@ int main(int argc, char** argv) {
   node->add_option("--claims-dir", claims_dir,
                    std::string("the node's claims directory (default: --config's node.claims-dir, else ") +
                        kDefaultClaimsDir + ")");
+  bool node_top = false;
+  auto* node_top_flag = node->add_flag(
+      "--top", node_top, "refresh a view of every live agent's kernels and their measures (GET /v1/stats of each)");
   node->fallthrough();
 
+  auto* stats = app.add_subcommand(
+      "stats", "show the agent's measures: its running kernels (cpu, memory, pids, io, GPU memory), cores, memory "
+               "and devices; or one kernel's measures");
+  std::string stats_id;
+  stats->add_option("kernel", stats_id, "kernel id (default: every running kernel and the agent's slice)");
+
+  auto* top = app.add_subcommand("top", "refresh `slotctl stats`, busiest kernel first, until interrupted");
+
+  // --interval and --iterations of `top` and `node --top`.
+  std::string interval_text = "1s";
+  int iterations = 0;
+  for (CLI::App* refreshing : {top, node}) {
+    auto* interval_option = refreshing->add_option("--interval", interval_text,
+                                                   "time between refreshes, e.g. 500ms or 2s (default 1s)");
+    auto* iterations_option =
+        refreshing->add_option("--iterations", iterations, "refresh N times, then exit (default 0: until interrupted)");
+    if (refreshing == node) {
+      interval_option->needs(node_top_flag);
+      iterations_option->needs(node_top_flag);
+    }
+  }
+
   CLI11_PARSE(app, argc, argv);
+
+  std::chrono::milliseconds interval{0};
+  if (*top || node_top) {
+    auto parsed = slotd::ParseDuration(interval_text);
+    if (!parsed.ok()) return Fail(Status::InvalidArgument("--interval: " + parsed.status().message()));
+    if (parsed->count() == 0)
+      return Fail(Status::InvalidArgument("--interval " + interval_text + ": must be more than 0, e.g. 500ms"));
+    interval = *parsed;
+    if (iterations < 0)
+      return Fail(Status::InvalidArgument("--iterations " + std::to_string(iterations) +
+                                          ": must be a count of refreshes, or 0 to refresh until interrupted"));
+  }
+  // Frames replace each other on a terminal; --json frames are one line each.
+  const bool clear_screen = isatty(STDOUT_FILENO) && !t.json_output;
 
   if (*node) {
     auto dir = ClaimsDir(t, claims_dir);
     if (!dir.ok()) return Fail(dir.status());
+    if (node_top)
+      return Refresh(interval, iterations, clear_screen, [&] { return NodeTopFrame(*dir, t.json_output); });
     return ShowNode(*dir, t.json_output);
   }
+  if (*stats) {
+    auto r = Call(t, "GET", stats_id.empty() ? "/v1/stats" : "/v1/kernels/" + stats_id + "/stats");
+    if (!r.ok()) return Fail(r.status());
+    if (t.json_output) return std::cout << r->dump(2) << "\n", 0;
+    auto text = stats_id.empty()
+                    ? Render([&] { return StatsView(*r, slotctl::KernelOrder::kById); }, "the agent's stats")
+                    : Render([&] { return slotctl::FormatKernelStats(*r); }, "the stats of kernel " + stats_id);
+    if (!text.ok()) return Fail(text.status());
+    std::cout << *text;
+    return 0;
+  }
+  if (*top) return Refresh(interval, iterations, clear_screen, [&] { return TopFrame(t); });
   if (*info) {
     auto r = Call(t, "GET", "/v1/agent");
     if (!r.ok()) return Fail(r.status());
