@@ -35,7 +35,8 @@ constexpr std::string_view kSections[] = {"agent", "node", "container", "resourc
 constexpr std::string_view kAgentKeys[] = {"id", "node", "rpc-listen-addr", "ipc-base-path",
                                            "var-base-path", "token-file", "scaling-group"};
 constexpr std::string_view kNodeKeys[] = {"claims-dir"};
-constexpr std::string_view kContainerKeys[] = {"docker-host", "port-range", "network", "stats-type", "stop-timeout"};
+constexpr std::string_view kContainerKeys[] = {"docker-host", "port-range", "network",
+                                               "stats-type", "stats-interval", "stop-timeout"};
 constexpr std::string_view kResourceKeys[] = {"reserved-cpu", "reserved-mem"};
 constexpr std::string_view kCpuKeys[] = {"allowed-cores"};
 constexpr std::string_view kMemoryKeys[] = {"size"};
@@ -49,6 +50,10 @@ constexpr std::string_view kNetworks[] = {"none", "host", "bridge"};
 constexpr std::string_view kStatsTypes[] = {"cgroup", "docker"};
 // How resource.cuda.attach gives a container its GPUs.
 constexpr std::string_view kAttachModes[] = {"device-requests", "env", "cdi"};
+// The bounds of container.stats-interval: faster sweeps cost more than they
+// tell; slower ones leave the API's measures too stale to act on.
+constexpr std::chrono::milliseconds kMinStatsInterval{100};
+constexpr std::chrono::milliseconds kMaxStatsInterval{3'600'000};
 
 // The Docker Engine socket used when neither the file nor $DOCKER_HOST names one.
 constexpr const char* kDefaultDockerHost = "unix:///var/run/docker.sock";
@@ -486,6 +491,15 @@ void Validator::ReadContainer(const toml::table& root, ContainerConfig& containe
   }
   if (std::optional<Field> field = Find(section, "container", "stats-type")) {
     if (std::optional<std::string> type = OneOf(*field, kStatsTypes)) container.stats_type = *type;
+  }
+  if (std::optional<Field> field = Find(section, "container", "stats-interval")) {
+    if (std::optional<std::chrono::milliseconds> interval = Duration(*field)) {
+      if (*interval < kMinStatsInterval || *interval > kMaxStatsInterval) {
+        Report(*field, "\"" + field->node->as_string()->get() + "\" is out of range; use 100ms to 1h");
+      } else {
+        container.stats_interval = *interval;
+      }
+    }
   }
   if (std::optional<Field> field = Find(section, "container", "stop-timeout")) {
     if (std::optional<std::chrono::milliseconds> timeout = Duration(*field)) container.stop_timeout = *timeout;

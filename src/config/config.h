@@ -40,6 +40,7 @@ struct ContainerConfig {
   int port_range_end = 30999;     // inclusive
   std::string network = "none";   // none | host | bridge
   std::string stats_type = "cgroup";  // cgroup | docker
+  std::chrono::milliseconds stats_interval{1'000};  // between stats sweeps; 100ms to 1h
   std::chrono::milliseconds stop_timeout{10'000};
 };
 

@@ -75,6 +75,7 @@ TEST(ConfigTest, MinimalFileResolvesEveryDefault) {
   EXPECT_EQ(config->container.port_range_end, 30999);
   EXPECT_EQ(config->container.network, "none");
   EXPECT_EQ(config->container.stats_type, "cgroup");
+  EXPECT_EQ(config->container.stats_interval, milliseconds(1'000));
   EXPECT_EQ(config->container.stop_timeout, milliseconds(10'000));
 
   EXPECT_EQ(config->resource.reserved_cpu, 1);
@@ -106,6 +107,7 @@ docker-host = "unix:///var/run/docker.sock"
 port-range = [30000, 30999]
 network = "none"
 stats-type = "cgroup"
+stats-interval = "1s"
 stop-timeout = "10s"
 
 [resource]
@@ -146,6 +148,7 @@ allowed-devices = ["mock0"]         # default: all mock devices
   EXPECT_EQ(config->container.port_range_end, 30999);
   EXPECT_EQ(config->container.network, "none");
   EXPECT_EQ(config->container.stats_type, "cgroup");
+  EXPECT_EQ(config->container.stats_interval, milliseconds(1'000));
   EXPECT_EQ(config->container.stop_timeout, milliseconds(10'000));
   EXPECT_EQ(config->resource.reserved_cpu, 1);
   EXPECT_EQ(config->resource.reserved_mem, 1 * kGiB);
@@ -189,6 +192,7 @@ docker-host = "tcp://127.0.0.1:2375"
 port-range = [40000, 40000]
 network = "host"
 stats-type = "docker"
+stats-interval = "100ms"
 stop-timeout = "250ms"
 [resource]
 reserved-mem = 2147483648
@@ -206,6 +210,7 @@ size = 1073741824
   EXPECT_EQ(config->container.port_range_end, 40000);
   EXPECT_EQ(config->container.network, "host");
   EXPECT_EQ(config->container.stats_type, "docker");
+  EXPECT_EQ(config->container.stats_interval, milliseconds(100));
   EXPECT_EQ(config->container.stop_timeout, milliseconds(250));
   EXPECT_EQ(config->resource.reserved_mem, 2 * kGiB);
   EXPECT_EQ(config->resource.memory_size, 1 * kGiB);
@@ -365,7 +370,7 @@ TEST(ConfigTest, UnknownKeyListsTheKnownKeysOfItsSection) {
             "agent.toml:4: node.claims_dir: unknown key; known keys of [node]: claims-dir");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nports = [1, 2]\n"),
             "agent.toml:4: container.ports: unknown key; known keys of [container]: docker-host, port-range, "
-            "network, stats-type, stop-timeout");
+            "network, stats-type, stats-interval, stop-timeout");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\nreserved-gpu = 1\n"),
             "agent.toml:4: resource.reserved-gpu: unknown key; known keys of [resource]: reserved-cpu, reserved-mem");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cpu]\ncores = \"0\"\n"),
@@ -546,6 +551,18 @@ TEST(ConfigTest, StopTimeoutIsADuration) {
   Result<Config> config = Parse(std::string(kMinimal) + "[container]\nstop-timeout = \"2m\"\n");
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->container.stop_timeout, milliseconds(120'000));
+}
+
+TEST(ConfigTest, StatsIntervalIsADurationFrom100msTo1h) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nstats-interval = 5\n"),
+            "agent.toml:4: container.stats-interval: expected a duration string like \"10s\", found an integer");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nstats-interval = \"99ms\"\n"),
+            "agent.toml:4: container.stats-interval: \"99ms\" is out of range; use 100ms to 1h");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nstats-interval = \"61m\"\n"),
+            "agent.toml:4: container.stats-interval: \"61m\" is out of range; use 100ms to 1h");
+  Result<Config> config = Parse(std::string(kMinimal) + "[container]\nstats-interval = \"1h\"\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->container.stats_interval, milliseconds(3'600'000));
 }
 
 // ---------------------------------------------------------- [resource] values
