@@ -11,9 +11,26 @@ namespace slotd {
 
 using nlohmann::json;
 
+namespace {
+
+// The meters of the plugins that have one, in plugin order.
+std::vector<std::shared_ptr<DeviceMeter>> MetersOf(const std::vector<std::unique_ptr<ResourcePlugin>>& plugins) {
+  std::vector<std::shared_ptr<DeviceMeter>> meters;
+  for (const auto& plugin : plugins) {
+    if (std::shared_ptr<DeviceMeter> meter = plugin->Meter()) meters.push_back(std::move(meter));
+  }
+  return meters;
+}
+
+}  // namespace
+
 Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr<ResourcePlugin>> plugins,
              EventHub& hub)
-    : config_(std::move(config)), engine_(engine), hub_(hub), plugins_(std::move(plugins)) {}
+    : config_(std::move(config)),
+      engine_(engine),
+      hub_(hub),
+      plugins_(std::move(plugins)),
+      meters_(MetersOf(plugins_)) {}
 
 std::vector<std::string> Agent::OwnerFilter() const {
   return {std::string(label::kOwner) + "=" + config_.agent.id};
@@ -298,6 +315,16 @@ Result<std::string> Agent::Logs(const std::string& kernel_id, int tail) {
   if (!kernel.ok()) return kernel.status();
   if (kernel->container_id.empty()) return std::string();
   return engine_.Logs(kernel->container_id, tail);
+}
+
+std::vector<StatsTarget> Agent::StatsTargets() const {
+  std::lock_guard lock(mutex_);
+  std::vector<StatsTarget> targets;
+  for (const auto& [id, kernel] : kernels_) {
+    if (kernel.state != KernelState::kRunning || kernel.container_id.empty()) continue;
+    targets.push_back({id, kernel.container_id, kernel.allocation.devices});
+  }
+  return targets;
 }
 
 json Agent::DescribeResources() const {

@@ -5,6 +5,8 @@
 //
 // Thread-safety: every public method may be called from any thread. mutex_
 // guards the kernel table and the plugins; engine calls are made without it.
+// The plugins' device meters are collected once, at construction, and are
+// thread-safe objects used without mutex_.
 #pragma once
 
 #include <atomic>
@@ -21,6 +23,8 @@
 #include "config/config.h"
 #include "engine/container_engine.h"
 #include "resources/plugin.h"
+#include "stats/collector.h"
+#include "stats/device_meter.h"
 
 namespace slotd {
 
@@ -66,6 +70,13 @@ class Agent {
 
   // Capacity, used and free per slot type, merged from the plugins.
   nlohmann::json DescribeResources() const;
+
+  // What the stats loop measures: every RUNNING kernel, with its container
+  // and the devices it holds, in kernel id order.
+  std::vector<StatsTarget> StatsTargets() const;
+  // The plugins' device meters, in plugin order; plugins without measures
+  // (mock, cpu, ...) have none. The same objects on every call.
+  std::vector<std::shared_ptr<DeviceMeter>> DeviceMeters() const { return meters_; }
 
   // Applies one event of the owner-filtered engine stream. Returns true when
   // the event names an owned container the agent does not know, so a relist
@@ -115,6 +126,7 @@ class Agent {
 
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<ResourcePlugin>> plugins_;  // guarded by mutex_
+  const std::vector<std::shared_ptr<DeviceMeter>> meters_;  // set at construction; thread-safe objects
   std::map<std::string, Kernel> kernels_;                 // guarded by mutex_
   std::map<std::string, uint64_t> removed_at_seq_;        // guarded by mutex_: kernel id -> seq when forgotten
   uint64_t seq_ = 0;                                      // guarded by mutex_: bumps on container create/forget

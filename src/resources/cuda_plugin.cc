@@ -3,11 +3,16 @@
 #include <algorithm>
 #include <cctype>
 
+#include "resources/gpu_meter.h"
+
 namespace slotd {
 
 CudaPlugin::CudaPlugin(std::vector<Device> present, const std::vector<std::string>& allowed, std::string attach,
-                       std::unique_ptr<NvmlApi> nvml)
-    : DevicePlugin("cuda", std::move(present), allowed), attach_(std::move(attach)), nvml_(std::move(nvml)) {}
+                       std::shared_ptr<NvmlApi> nvml)
+    : DevicePlugin("cuda", std::move(present), allowed),
+      attach_(std::move(attach)),
+      nvml_(std::move(nvml)),
+      meter_(std::make_shared<GpuMeter>(nvml_, OwnedDevices())) {}
 
 Result<std::unique_ptr<CudaPlugin>> CudaPlugin::Create(const CudaConfig& config, std::unique_ptr<NvmlApi> nvml) {
   auto gpus = nvml->Devices();

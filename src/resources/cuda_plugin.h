@@ -24,12 +24,16 @@ class CudaPlugin : public DevicePlugin {
   // NVIDIA_VISIBLE_DEVICES=all cannot reach the node's GPUs).
   void Apply(const Allocation& alloc, ContainerSpec& spec) const override;
 
+  // A GpuMeter over this plugin's NVML and owned GPUs.
+  std::shared_ptr<DeviceMeter> Meter() const override { return meter_; }
+
  private:
   CudaPlugin(std::vector<Device> present, const std::vector<std::string>& allowed, std::string attach,
-             std::unique_ptr<NvmlApi> nvml);
+             std::shared_ptr<NvmlApi> nvml);
 
   const std::string attach_;
-  std::unique_ptr<NvmlApi> nvml_;
+  const std::shared_ptr<NvmlApi> nvml_;  // shared with meter_; NVML stays initialised while either lives
+  const std::shared_ptr<DeviceMeter> meter_;
 };
 
 }  // namespace slotd

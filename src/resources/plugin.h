@@ -3,7 +3,9 @@
 // MakePlugins() and owned by the agent core.
 //
 // Thread-safety: none. The agent core calls every method under its own mutex,
-// so a plugin's allocation map has exactly one guard.
+// so a plugin's allocation map has exactly one guard. The DeviceMeter that
+// Meter() returns is the exception: it is thread-safe, shares no state the
+// plugin changes, and may be used from any thread, without that mutex.
 #pragma once
 
 #include <map>
@@ -17,6 +19,7 @@
 #include "config/config.h"
 #include "engine/container_engine.h"
 #include "resources/allocation.h"
+#include "stats/device_meter.h"
 
 namespace slotd {
 
@@ -53,6 +56,9 @@ class ResourcePlugin {
   virtual std::string DeviceSlot() const { return ""; }
   // The ids of the devices this agent owns through this plugin (its allow-list).
   virtual std::vector<std::string> OwnedDevices() const { return {}; }
+  // What measures this plugin's owned devices for the stats loop (the same
+  // object on every call); nullptr for a plugin with nothing to measure.
+  virtual std::shared_ptr<DeviceMeter> Meter() const { return nullptr; }
 
   // For topology-aware placement: how many units `request` needs from this
   // plugin, and how many are free on each NUMA node. Plugins without

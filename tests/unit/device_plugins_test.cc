@@ -489,6 +489,105 @@ TEST_F(CudaPluginTest, ApplyWithoutGpusHidesEveryGpuInEveryMode) {
   }
 }
 
+// ------------------------------------------------------------ device meters
+
+// The cuda plugin's meter measures exactly the GPUs the agent owns, in
+// allow-list order: NVML's usage of each and the processes on it, a process
+// whose memory NVML cannot tell reading 0.
+TEST_F(CudaPluginTest, MeterReadsUsageAndProcessesOfOwnedGpus) {
+  std::ofstream(file_) << R"({"gpus": [
+    {"uuid": ")" << kGpu0 << R"(", "name": "Fake H100", "memory": "80g", "utilization": {"gpu": 37, "memory": 12},
+     "processes": [{"pid": 100, "used_memory": "1g"}, {"pid": 200}, {"pid": 300, "used_memory": "512m", "type": "G"}]},
+    {"uuid": ")" << kGpu1 << R"(", "name": "Fake H100", "memory": "80g"},
+    {"uuid": ")" << kGpu2 << R"(", "name": "Fake L40S", "memory": "48g", "processes": [{"pid": 400, "used_memory": "2g"}]}
+  ]})";
+  std::unique_ptr<CudaPlugin> cuda = MustCreate(Cuda({"2", "0"}));
+  ASSERT_NE(cuda, nullptr);
+  std::shared_ptr<DeviceMeter> meter = cuda->Meter();
+  ASSERT_NE(meter, nullptr);
+  EXPECT_EQ(meter, cuda->Meter());
+  EXPECT_EQ(meter->Plugin(), "cuda");
+  EXPECT_EQ(meter->Devices(), cuda->OwnedDevices());
+  EXPECT_EQ(meter->Devices(), (std::vector<std::string>{kGpu2, kGpu0}));
+
+  Result<DeviceReading> gpu0 = meter->Measure(kGpu0);
+  ASSERT_TRUE(gpu0.ok()) << gpu0.status().message();
+  EXPECT_EQ(gpu0->memory_total_bytes, 80 * kGiB);
+  EXPECT_EQ(gpu0->memory_used_bytes, kGiB + kGiB / 2);
+  EXPECT_EQ(gpu0->utilization_percent, 37u);
+  EXPECT_EQ(gpu0->memory_utilization_percent, 12u);
+  ASSERT_EQ(gpu0->processes.size(), 3u);
+  EXPECT_EQ(gpu0->processes[0].host_pid, 100u);
+  EXPECT_EQ(gpu0->processes[0].memory_bytes, kGiB);
+  EXPECT_EQ(gpu0->processes[1].host_pid, 200u);
+  EXPECT_EQ(gpu0->processes[1].memory_bytes, 0u);
+  EXPECT_EQ(gpu0->processes[2].host_pid, 300u);
+  EXPECT_EQ(gpu0->processes[2].memory_bytes, kGiB / 2);
+
+  Result<DeviceReading> gpu2 = meter->Measure(kGpu2);
+  ASSERT_TRUE(gpu2.ok()) << gpu2.status().message();
+  EXPECT_EQ(gpu2->memory_total_bytes, 48 * kGiB);
+  EXPECT_EQ(gpu2->memory_used_bytes, 2 * kGiB);
+  EXPECT_EQ(gpu2->utilization_percent, 0u);
+  ASSERT_EQ(gpu2->processes.size(), 1u);
+  EXPECT_EQ(gpu2->processes[0].host_pid, 400u);
+}
+
+// A GPU outside the allow-list is not measured, even though NVML sees it.
+TEST_F(CudaPluginTest, MeterRefusesAGpuTheAgentDoesNotOwn) {
+  std::unique_ptr<CudaPlugin> cuda = MustCreate(Cuda({"0"}));
+  ASSERT_NE(cuda, nullptr);
+  Result<DeviceReading> reading = cuda->Meter()->Measure(kGpu1);
+  ASSERT_FALSE(reading.ok());
+  EXPECT_EQ(reading.status().code(), Status::Code::kNotFound);
+  EXPECT_THAT(reading.status().message(), HasSubstr(kGpu1));
+}
+
+// NVML failing, or no longer knowing an owned GPU, is kUnavailable naming the
+// GPU and NVML's error; the meter works again once the GPU is back.
+TEST_F(CudaPluginTest, MeterReportsNvmlFailuresAsUnavailable) {
+  std::unique_ptr<CudaPlugin> cuda = MustCreate(Cuda({"1"}));
+  ASSERT_NE(cuda, nullptr);
+  std::shared_ptr<DeviceMeter> meter = cuda->Meter();
+
+  std::ofstream(file_) << R"({"gpus": [{"uuid": ")" << kGpu0 << R"(", "name": "Fake H100", "memory": "80g"}]})";
+  Result<DeviceReading> gone = meter->Measure(kGpu1);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.status().code(), Status::Code::kUnavailable);
+  EXPECT_THAT(gone.status().message(), HasSubstr("GPU " + std::string(kGpu1)));
+
+  std::ofstream(file_) << FourGpusJson().substr(0, FourGpusJson().size() - 1)
+                       << R"(, "fail": {"nvmlDeviceGetUtilizationRates": 15}})";
+  Result<DeviceReading> lost = meter->Measure(kGpu1);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().code(), Status::Code::kUnavailable);
+  EXPECT_THAT(lost.status().message(), HasSubstr("GPU " + std::string(kGpu1)));
+
+  std::ofstream(file_) << FourGpusJson();
+  Result<DeviceReading> back = meter->Measure(kGpu1);
+  EXPECT_TRUE(back.ok()) << back.status().message();
+}
+
+// The meter keeps NVML initialised after the plugin is gone, so a sweep that
+// outlives the agent core's plugins still measures.
+TEST_F(CudaPluginTest, MeterOutlivesItsPlugin) {
+  std::unique_ptr<CudaPlugin> cuda = MustCreate(Cuda({"3"}));
+  ASSERT_NE(cuda, nullptr);
+  std::shared_ptr<DeviceMeter> meter = cuda->Meter();
+  cuda.reset();
+  Result<DeviceReading> reading = meter->Measure(kGpu3);
+  ASSERT_TRUE(reading.ok()) << reading.status().message();
+  EXPECT_EQ(reading->memory_total_bytes, 48 * kGiB);
+}
+
+// Mock devices have nothing to measure: no meter.
+TEST(MockPluginMeterTest, MockPluginHasNoMeter) {
+  MockConfig config;
+  config.devices = {{"mock0", 16 * kGiB, 108, 0}};
+  config.allowed_devices = {"mock0"};
+  EXPECT_EQ(MockPlugin(config).Meter(), nullptr);
+}
+
 // ---------------------------------------------------- placement (agent core)
 
 // NUMA node of each core in the placement tests: 0-3 on node 0, 4-7 on node 1.
@@ -721,6 +820,43 @@ TEST_F(PlacementTest, GpusArePlacedByTheirNumaNode) {
   ASSERT_TRUE(spec.has_value());
   EXPECT_TRUE(spec->device_requests.empty());
   EXPECT_EQ(EnvValues(*spec, "NVIDIA_VISIBLE_DEVICES"), (std::vector<std::string>{"void"}));
+}
+
+// ------------------------------------------------- stats targets and meters
+
+// The stats loop measures the RUNNING kernels, with the devices each holds,
+// through the meters of the plugins that have one (cuda; mock has none).
+TEST_F(PlacementTest, StatsTargetsAreTheRunningKernelsAndMetersComeFromThePlugins) {
+  EXPECT_TRUE(agent_->DeviceMeters().empty());  // mock only
+
+  config_.resource.cuda = Cuda({"0", "1"});
+  agent_ = NewAgent();
+  ASSERT_NE(agent_, nullptr);
+  std::vector<std::shared_ptr<DeviceMeter>> meters = agent_->DeviceMeters();
+  ASSERT_EQ(meters.size(), 1u);
+  EXPECT_EQ(meters[0]->Plugin(), "cuda");
+  EXPECT_EQ(meters[0]->Devices(), (std::vector<std::string>{kGpu0, kGpu1}));
+  EXPECT_EQ(agent_->DeviceMeters()[0], meters[0]);
+
+  Kernel gpu = MustCreate(Request("k1", {{"cpu", 1}, {"cuda.device", 1}, {"mock.device", 1}}));
+  Kernel cpu_only = MustCreate(Request("k2", {{"cpu", 1}}));
+  std::vector<StatsTarget> targets = agent_->StatsTargets();
+  ASSERT_EQ(targets.size(), 2u);
+  EXPECT_EQ(targets[0].kernel_id, "k1");
+  EXPECT_EQ(targets[0].container_id, gpu.container_id);
+  EXPECT_EQ(targets[0].devices, gpu.allocation.devices);
+  EXPECT_EQ(Held(gpu.allocation, "cuda").size(), 1u);
+  EXPECT_EQ(Held(gpu.allocation, "mock").size(), 1u);
+  EXPECT_EQ(targets[1].kernel_id, "k2");
+  EXPECT_EQ(targets[1].container_id, cpu_only.container_id);
+  EXPECT_TRUE(targets[1].devices.empty());
+
+  ASSERT_TRUE(engine_.Kill(cpu_only.container_id).ok());
+  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_EQ(agent_->GetKernel("k2")->state, KernelState::kTerminated);
+  targets = agent_->StatsTargets();
+  ASSERT_EQ(targets.size(), 1u);
+  EXPECT_EQ(targets[0].kernel_id, "k1");
 }
 
 // ------------------------------------------------------- restore of devices
