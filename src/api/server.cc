@@ -6,9 +6,13 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
+#include <vector>
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
+
+#include "api/metrics.h"
 
 namespace slotd {
 namespace {
@@ -78,10 +82,52 @@ Result<json> ParseBody(const httplib::Request& req) {
   return body;
 }
 
+// A duration in milliseconds as the config writes it, in its largest exact
+// unit: "1s", "250ms", "5m", "1h".
+std::string FormatInterval(int64_t ms) {
+  if (ms > 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
+  if (ms > 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
+  if (ms > 0 && ms % 1'000 == 0) return std::to_string(ms / 1'000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
+// Every kernel state, each with how many of `kernels` are in it.
+std::map<std::string, int> CountByState(const std::vector<Kernel>& kernels) {
+  std::map<std::string, int> counts;
+  for (KernelState state : {KernelState::kPreparing, KernelState::kRunning, KernelState::kTerminating,
+                            KernelState::kTerminated, KernelState::kError})
+    counts[KernelStateName(state)] = 0;
+  for (const Kernel& kernel : kernels) ++counts[KernelStateName(kernel.state)];
+  return counts;
+}
+
 }  // namespace
 
-ApiServer::ApiServer(Agent& agent, EventHub& hub, std::optional<std::string> token)
-    : agent_(agent), hub_(hub), token_(std::move(token)) {}
+ApiServer::ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token)
+    : agent_(agent), hub_(hub), collector_(collector), token_(std::move(token)) {}
+
+json ApiServer::KernelStatsJson(const Kernel& kernel, const StatsSnapshot& latest) {
+  const std::string state = KernelStateName(kernel.state);
+  // A sample of an earlier container under the same kernel id (deleted and created again) is not this kernel's.
+  if (auto it = latest.kernels.find(kernel.id());
+      it != latest.kernels.end() && it->second.container_id == kernel.container_id) {
+    json body = ToJson(it->second);
+    body["state"] = state;
+    body["measured"] = true;
+    return body;
+  }
+  std::string reason;
+  const std::string interval = FormatInterval(latest.interval_ms);
+  if (kernel.state != KernelState::kRunning) {
+    reason = "not running: no measures for a " + state + " kernel";
+  } else if (latest.collected_at_ms == 0) {
+    reason = "no sample yet: the first sweep has not ended; sweeps run every " + interval;
+  } else {
+    reason = "no sample yet: the latest sweep did not measure it (it started after that sweep, or its sample was "
+             "skipped); the next sweep is due within " + interval;
+  }
+  return {{"kernel_id", kernel.id()}, {"state", state}, {"measured", false}, {"reason", reason}};
+}
 
 ApiServer::~ApiServer() { Stop(); }
 
@@ -243,6 +289,23 @@ void ApiServer::Route(httplib::Server& server, bool check_token) {
     auto logs = agent_.Logs(req.matches[1], tail);
     if (!logs.ok()) return SendError(res, logs.status());
     res.set_content(*logs, "text/plain; charset=utf-8");
+  });
+
+  server.Get("/v1/stats", [this](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, ToJson(*collector_.Latest()));
+  });
+
+  server.Get(R"(/v1/kernels/([^/]+)/stats)", [this](const httplib::Request& req, httplib::Response& res) {
+    auto kernel = agent_.GetKernel(req.matches[1]);
+    if (!kernel.ok()) return SendError(res, kernel.status());
+    SendJson(res, 200, KernelStatsJson(*kernel, *collector_.Latest()));
+  });
+
+  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    MetricsFacts facts;
+    facts.kernels_by_state = CountByState(agent_.ListKernels());
+    facts.engine_reachable = agent_.EngineReachable();
+    res.set_content(RenderMetrics(*collector_.Latest(), facts), kMetricsContentType);
   });
 
   server.Get("/v1/events", [this](const httplib::Request&, httplib::Response& res) {

@@ -2,6 +2,9 @@
 // rpc-listen-addr and on the unix socket <ipc-base-path>/agent.sock (mode
 // 0600). With a token, every TCP request but GET /health needs
 // "Authorization: Bearer <token>"; the unix socket is guarded by its mode.
+// The stats routes (/v1/stats, /v1/kernels/{id}/stats, /metrics) serve the
+// collector's latest snapshot and never wait for a sweep; /health does not
+// touch the collector at all.
 #pragma once
 
 #include <atomic>
@@ -12,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "agent/event_hub.h"
+#include "stats/collector.h"
 
 namespace httplib {
 class Server;
@@ -21,8 +25,9 @@ namespace slotd {
 
 class ApiServer {
  public:
-  // `agent` and `hub` must outlive the server. `token`: nullopt disables auth.
-  ApiServer(Agent& agent, EventHub& hub, std::optional<std::string> token);
+  // `agent`, `hub` and `collector` must outlive the server. `token`: nullopt
+  // disables auth.
+  ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token);
   ~ApiServer();
 
   // Binds both listeners. Port 0 picks a free port (see port()). The unix
@@ -37,9 +42,12 @@ class ApiServer {
 
  private:
   void Route(httplib::Server& server, bool check_token);
+  // The body of GET /v1/kernels/{id}/stats for `kernel`, from `latest`.
+  static nlohmann::json KernelStatsJson(const Kernel& kernel, const StatsSnapshot& latest);
 
   Agent& agent_;
   EventHub& hub_;
+  const StatsCollector& collector_;
   const std::optional<std::string> token_;
   std::string host_;
   int port_ = 0;

@@ -23,6 +23,7 @@
 #include "node/check.h"
 #include "node/claims.h"
 #include "resources/nvml.h"
+#include "stats/collector.h"
 
 namespace {
 
@@ -183,12 +184,21 @@ int RunAgent(const std::string& config_path) {
   if (Status s = agent.Restore(); !s.ok()) return fail(s);
   LogStartupEngineCalls(**engine, agent);
 
-  slotd::ApiServer api(agent, hub, token);
+  slotd::StatsCollector::Options stats;
+  stats.agent_id = config->agent.id;
+  stats.stats_type = config->container.stats_type;
+  stats.interval = config->container.stats_interval;
+  stats.cores = config->resource.allowed_cores;
+  stats.memory_share_bytes = config->resource.memory_size;
+  slotd::StatsCollector collector(stats, [&agent] { return agent.StatsTargets(); }, **engine, agent.DeviceMeters());
+
+  slotd::ApiServer api(agent, hub, collector, token);
   if (Status s = api.Bind(config->agent.rpc_host, config->agent.rpc_port, ipc + "/agent.sock"); !s.ok())
     return fail(s);
   if (Status s = (*claims)->SetApiPort(api.port()); !s.ok()) return fail(s);
   slotd::Watcher watcher(agent, **engine, std::chrono::seconds(10));
   watcher.Start();
+  collector.Start();
   api.Start();
   spdlog::info("slotd ready: agent {} api http://{}:{} socket {}/agent.sock pid {}", config->agent.id,
                config->agent.rpc_host, api.port(), ipc, getpid());
@@ -197,6 +207,7 @@ int RunAgent(const std::string& config_path) {
   sigwait(&stop_signals, &signal_number);
   spdlog::info("received {}; shutting down (kernels keep running)", strsignal(signal_number));
   api.Stop();
+  collector.Stop();
   watcher.Stop();
   return 0;
 }

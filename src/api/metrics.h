@@ -1,0 +1,35 @@
+// RenderMetrics: GET /metrics, the Prometheus text exposition of one stats
+// snapshot (docs/api.md lists every family).
+//
+// Each call builds a fresh registry from the snapshot and serialises it; no
+// state is kept between scrapes, so the series of a kernel that is no longer
+// in the snapshot are gone from the next scrape. Every series has the label
+// agent_id; kernel series add kernel_id, device series plugin and device,
+// core series core. Values are in base units (bytes, seconds) and ratios
+// (1.0 = one whole core or device); counters end in _total.
+//
+// Thread-safety: a pure function of its arguments; call from any thread.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "stats/measures.h"
+
+namespace slotd {
+
+// What /metrics tells besides the snapshot; facts of the agent core at scrape time.
+struct MetricsFacts {
+  // Kernels in the agent's table per state name ("RUNNING", ...); every
+  // state should be present, 0 where none is in it.
+  std::map<std::string, int> kernels_by_state;
+  bool engine_reachable = false;  // as GET /health reports it
+};
+
+// The Content-Type of RenderMetrics' text (the exposition format 0.0.4).
+inline constexpr char kMetricsContentType[] = "text/plain; version=0.0.4; charset=utf-8";
+
+// The exposition of `snapshot` and `facts`.
+std::string RenderMetrics(const StatsSnapshot& snapshot, const MetricsFacts& facts);
+
+}  // namespace slotd
