@@ -111,7 +111,8 @@ std::string RenderMetrics(const StatsSnapshot& snapshot, const MetricsFacts& fac
   out.Counter("slotd_stats_sweeps_total", "Stats sweeps since the agent started.", {},
               static_cast<double>(snapshot.sweeps_total));
   out.Counter("slotd_stats_skipped_samples_total",
-              "Kernel samples left out of a sweep (container vanished, cgroup unreadable) since the agent started.", {},
+              "Samples left out of a sweep since the agent started: a kernel whose container vanished or could not be "
+              "read, a device whose meter failed or overran its deadline.", {},
               static_cast<double>(snapshot.skipped_samples_total));
   if (swept) {
     out.Gauge("slotd_stats_last_sweep_timestamp_seconds", "Unix time when the latest stats sweep ended.", {},
