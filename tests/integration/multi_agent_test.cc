@@ -51,6 +51,7 @@ AgentOptions NodeAgent(const std::string& claims_dir, int i, const std::string& 
   o.port_first = 33000 + 100 * i;
   o.port_last = 33000 + 100 * i + 9;
   o.extra_toml = MockDevices(i);
+  o.container_toml = "stats-interval = \"200ms\"\n";
   return o;
 }
 
@@ -99,6 +100,27 @@ TEST_F(MultiAgent, EachAgentSeesOnlyItsOwnKernelsAndTheEngineAgrees) {
     EXPECT_EQ(info["resources"]["mock.device"]["used"], 1);
   }
   EXPECT_EQ(all.size(), agents_.size());
+
+  // Stats and metrics: each agent measures exactly its own "same-id", its own container.
+  for (auto& agent : agents_) {
+    const std::string container = agent->CallJson("GET", "/v1/kernels/same-id", nullptr, 200)["container_id"];
+    json stats;
+    for (int tries = 0; tries < 200; ++tries) {
+      stats = agent->CallJson("GET", "/v1/stats", nullptr, 200);
+      if (!stats["kernels"].empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_EQ(stats["kernels"].size(), 1u) << stats.dump();
+    EXPECT_EQ(stats["kernels"][0]["kernel_id"], "same-id");
+    EXPECT_EQ(stats["kernels"][0]["container_id"], container);
+    EXPECT_EQ(stats["agent_id"], agent->options().id);
+    const std::string metrics = agent->Call("GET", "/metrics").body;
+    for (auto& other : agents_) {
+      if (other == agent) continue;
+      EXPECT_EQ(metrics.find("agent_id=\"" + other->options().id + "\""), std::string::npos) << metrics;
+    }
+    EXPECT_NE(metrics.find("kernel_id=\"same-id\""), std::string::npos) << metrics;
+  }
 }
 
 TEST_F(MultiAgent, SigkillOfOneAgentChangesNothingForTheOthersAndItAdoptsExactlyItsOwn) {
