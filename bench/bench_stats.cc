@@ -1,0 +1,166 @@
+// bench_stats: what stats cost with 100 running kernels.
+//
+//  - Sweep: the agent's own sweep of all 100 kernels (its cgroup reads, as
+//    GET /v1/stats reports in sweep_us, over several sweeps) against what a
+//    user would otherwise do: GET /containers/{id}/stats?stream=false through
+//    the Engine API for the same 100 containers, one after another, in the
+//    same run. Prints both and the ratio. Target: the sweep under 10 ms, at
+//    least 1,000 times faster.
+//  - Footprint: the agent's resident memory (VmRSS) and CPU (utime + stime
+//    from /proc/<pid>/stat, per second of wall time) with 0 and with 100
+//    kernels at a 1-second stats interval. Target: under 30 MiB and under 2 %
+//    of one core with 100 kernels.
+//
+// The 100 containers are made directly through the engine exactly as the
+// agent would write them (see bench_restart: no cpu core each, because the
+// cpu plugin hands out whole exclusive cores), and the agent adopts them.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common.h"
+
+namespace slotd::bench {
+namespace {
+
+constexpr int kKernels = 100;
+constexpr char kMemory[] = "16m";
+constexpr int kSweeps = 10;                                  // agent sweeps sampled
+constexpr auto kFootprintWindow = std::chrono::seconds(20);  // CPU is averaged over this
+
+// Creates and starts the kernels s-000 .. s-099 of agent `agent_id` behind its back.
+void CreateOwnedContainers(const std::string& agent_id) {
+  DockerEngine& engine = testing::Engine();
+  for (int i = 0; i < kKernels; ++i) {
+    ThrowIfInterrupted();
+    char kernel_id[16];
+    std::snprintf(kernel_id, sizeof kernel_id, "s-%03d", i);
+    CreateRequest request = Check(ParseCreateRequest(KernelRequestBody(kernel_id, kMemory)), "the create request");
+    Allocation allocation;  // no cores: see the comment at the top
+    allocation.mem_bytes = request.resources.mem_bytes;
+    ContainerSpec spec = KernelContainerSpec(agent_id, request, allocation);
+    std::string id = Check(engine.Create(spec), "creating container " + spec.name);
+    Check(engine.Start(id), "starting container " + spec.name);
+  }
+}
+
+// Resident memory of process `pid` in bytes (VmRSS of /proc/<pid>/status).
+uint64_t ResidentBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmRSS:  1234 kB"
+  throw BenchFailure("no VmRSS in /proc/" + std::to_string(pid) + "/status");
+}
+
+// CPU seconds (user + system) process `pid` has used, from /proc/<pid>/stat.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');  // the command name may hold spaces
+  if (paren == std::string::npos) throw BenchFailure("cannot parse /proc/" + std::to_string(pid) + "/stat");
+  std::istringstream fields(text.substr(paren + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; fields >> field; ++i) {  // field 3 is the state
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) {
+      stime = std::stoull(field);
+      break;
+    }
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Prints and returns the agent's footprint over kFootprintWindow: resident
+// MiB at the end, and percent of one core.
+std::pair<double, double> Footprint(const testing::AgentProcess& agent, const std::string& label) {
+  const double cpu_start = CpuSeconds(agent.pid());
+  const auto start = Clock::now();
+  std::this_thread::sleep_for(kFootprintWindow);
+  const double cpu = CpuSeconds(agent.pid()) - cpu_start;
+  const double wall_s = Millis(start, Clock::now()) / 1000.0;
+  const double rss_mib = static_cast<double>(ResidentBytes(agent.pid())) / (1 << 20);
+  const double core_percent = 100.0 * cpu / wall_s;
+  std::printf("  footprint %-12s resident %6.1f MiB   cpu %5.2f %% of one core (%.2f s over %.0f s)\n", label.c_str(),
+              rss_mib, core_percent, cpu, wall_s);
+  return {rss_mib, core_percent};
+}
+
+// Polls GET /v1/stats until `count` distinct sweeps that each saw all kernels
+// have been seen; returns their durations in milliseconds.
+Samples AgentSweeps(const testing::AgentProcess& agent, int count) {
+  Samples sweeps;
+  uint64_t last_sweep = 0;
+  PollUntil(
+      [&] {
+        nlohmann::json stats = CallAgent(agent, "GET", "/v1/stats", nullptr, 200);
+        const uint64_t sweep = stats["sweeps_total"].get<uint64_t>();
+        if (sweep != last_sweep && static_cast<int>(stats["kernels"].size()) == kKernels) {
+          last_sweep = sweep;
+          sweeps.Add(static_cast<double>(stats["sweep_us"].get<int64_t>()) / 1000.0);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return static_cast<int>(sweeps.size()) >= count;
+      },
+      std::chrono::seconds(2 * count + 30), std::to_string(count) + " stats sweeps of all " +
+                                               std::to_string(kKernels) + " kernels");
+  return sweeps;
+}
+
+// Reads the engine's stats of every kernel container, one after another;
+// returns the total milliseconds.
+double EngineSweep(const std::string& agent_id) {
+  DockerEngine& engine = testing::Engine();
+  auto containers = Check(engine.List({std::string(label::kOwner) + "=" + agent_id}), "listing the containers");
+  if (static_cast<int>(containers.size()) != kKernels)
+    throw BenchFailure("the engine lists " + std::to_string(containers.size()) + " containers, expected " +
+                       std::to_string(kKernels));
+  const auto start = Clock::now();
+  for (const auto& c : containers) {
+    ThrowIfInterrupted();
+    Check(engine.Stats(c.id), "GET /containers/" + c.id + "/stats?stream=false");
+  }
+  return Millis(start, Clock::now());
+}
+
+void Run(const std::string& agent_id) {
+  testing::AgentOptions options = BenchAgentOptions(agent_id);
+  options.container_toml = "stats-interval = \"1s\"\n";
+  testing::AgentProcess agent(options);
+  PrintHeader("bench_stats", agent.options());
+  StartAgent(agent);
+  const auto idle = Footprint(agent, "0 kernels");
+
+  CreateOwnedContainers(agent_id);
+  PollUntil([&] { return CallAgent(agent, "GET", "/v1/kernels", nullptr, 200)["kernels"].size() == kKernels; },
+            std::chrono::seconds(30), "the agent adopting the " + std::to_string(kKernels) + " kernels");
+  std::printf("  %d owned kernels running (16m each, no cpu core); stats-interval 1s, stats-type cgroup\n", kKernels);
+
+  const Samples sweeps = AgentSweeps(agent, kSweeps);
+  const auto busy = Footprint(agent, "100 kernels");
+  std::printf("  engine route: GET /containers/{id}/stats?stream=false for %d containers, one after another...\n",
+              kKernels);
+  std::fflush(stdout);
+  const double engine_ms = EngineSweep(agent_id);
+
+  PrintSamples("agent: one stats sweep of 100 kernels (sweep_us)", sweeps);
+  std::printf("  %-52s %10.1f ms  (%.1f ms per container)\n", "engine: stats of the same 100 containers", engine_ms,
+              engine_ms / kKernels);
+  PrintRatio("engine/agent sweep (median)", engine_ms / sweeps.Median(), ">= 1000, sweep < 10 ms");
+  std::printf("  footprint with 0 kernels: %.1f MiB resident, %.2f %% of one core\n", idle.first, idle.second);
+  std::printf("  footprint with 100 kernels: %.1f MiB resident (target < 30), %.2f %% of one core (target < 2)\n",
+              busy.first, busy.second);
+}
+
+}  // namespace
+}  // namespace slotd::bench
+
+int main() {
+  using namespace slotd::bench;
+  const std::string agent_id = UniqueAgentId("stats");
+  return RunBenchmark("bench_stats", {agent_id}, [&] { Run(agent_id); });
+}
