@@ -429,6 +429,14 @@ void StatsCollector::SampleDevices(const std::map<std::string_view, const StatsT
     }
   }
 
+  for (const auto& [plugin, ids] : options_.unmetered_devices) {
+    for (const std::string& id : ids) {
+      DeviceStats& device = snapshot.agent.devices.emplace_back();
+      device.plugin = plugin;
+      device.device = id;
+    }
+  }
+
   if (!attribution_unavailable_.empty()) {  // found out during this sweep: undo what was attributed before
     for (DeviceStats& device : snapshot.agent.devices) {
       device.foreign.clear();

@@ -62,6 +62,9 @@ class StatsCollector {
     std::chrono::milliseconds meter_deadline{500};  // per DeviceMeter::Measure call
     std::vector<int> cores;                         // the agent's allowed cores
     uint64_t memory_share_bytes = 0;
+    // Owned devices of plugins without a meter (mock), by plugin name: listed
+    // in every snapshot as not measured, with no error.
+    std::map<std::string, std::vector<std::string>> unmetered_devices;
     std::string root = "/";                         // where proc/ and sys/fs/cgroup/ are (tests: a fake tree)
   };
 

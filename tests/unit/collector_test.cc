@@ -597,6 +597,26 @@ TEST_F(CollectorTest, AFailedMeasureMarksThatDeviceUnmeasured) {
   EXPECT_EQ(snapshot->skipped_samples_total, 1u);
 }
 
+TEST_F(CollectorTest, DevicesWithoutAMeterAreListedUnmeasuredAfterTheMeteredOnes) {
+  auto meter = std::make_shared<FakeMeter>(std::vector<std::string>{"GPU-0"});
+  meter->Set("GPU-0", Gpu({}, kGiB));
+  StatsCollector::Options options = Options();
+  options.unmetered_devices["mock"] = {"mock0", "mock2"};
+  auto collector = Make(options, {meter});
+  std::shared_ptr<const StatsSnapshot> snapshot = collector->SweepOnce();
+  ASSERT_EQ(snapshot->agent.devices.size(), 3u);
+  EXPECT_EQ(snapshot->agent.devices[0].device, "GPU-0");
+  EXPECT_TRUE(snapshot->agent.devices[0].measured);
+  for (int i : {1, 2}) {
+    const DeviceStats& device = snapshot->agent.devices[i];
+    EXPECT_EQ(device.plugin, "mock");
+    EXPECT_FALSE(device.measured);
+    EXPECT_EQ(device.error, "");
+  }
+  EXPECT_EQ(snapshot->agent.devices[2].device, "mock2");
+  EXPECT_EQ(snapshot->skipped_samples_total, 0u);
+}
+
 TEST_F(CollectorTest, AStuckMeterIsSkippedAtOnceUntilItsCallReturns) {
   const Container a = AddContainer("ka", {1000, kMiB});
   AddTarget("k-a", a, {"GPU-0"});
