@@ -21,13 +21,11 @@
 // 50 RUNNING kernels and each owner still has 50 running containers on the
 // engine. Exits 1 when any of that fails.
 #include <algorithm>
-#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <regex>
-#include <thread>
 
 #include "common.h"
 #include "common/units.h"
@@ -41,23 +39,6 @@ constexpr int kRounds = 10;        // measured restarts, SIGTERM and SIGKILL alt
 constexpr char kKernelMemory[] = "16m";
 constexpr char kAgentMemory[] = "1g";  // 50 x 16m fit; 4 agents fit in any node the tests run on
 constexpr auto kRestartLimit = std::chrono::seconds(30);  // a restart slower than this fails the run
-
-// Creates and starts the kernels <prefix>-00 .. <prefix>-49 of owner `owner`,
-// as that owner's agent would have, behind its back.
-void CreateOwnedContainers(const std::string& owner, const std::string& prefix) {
-  DockerEngine& engine = testing::Engine();
-  for (int i = 0; i < kKernels; ++i) {
-    ThrowIfInterrupted();
-    char kernel_id[32];
-    std::snprintf(kernel_id, sizeof kernel_id, "%s-%02d", prefix.c_str(), i);
-    CreateRequest request = Check(ParseCreateRequest(KernelRequestBody(kernel_id, kKernelMemory)), "the create request");
-    Allocation allocation;  // no cores: see the comment at the top
-    allocation.mem_bytes = request.resources.mem_bytes;
-    ContainerSpec spec = KernelContainerSpec(owner, request, allocation);
-    std::string id = Check(engine.Create(spec), "creating container " + spec.name);
-    Check(engine.Start(id), "starting container " + spec.name);
-  }
-}
 
 // The kernels one GET /v1/kernels on `agent` lists, and how many are RUNNING;
 // {-1, -1} when the agent does not answer (yet).
@@ -110,20 +91,10 @@ struct Restart {
 Restart RestartAgent(testing::AgentProcess& agent, int signal) {
   agent.Kill(signal);
   const size_t log_offset = agent.log().size();
-  std::atomic<int> start_result{-1};  // -1: Start() still runs; 0: slotd exited or never got ready; 1: ready
-  auto spawn = Clock::now();
-  Clock::time_point listed;
-  {
-    std::jthread starter([&] { start_result = agent.Start() ? 1 : 0; });
-    listed = PollUntil(
-        [&] {
-          if (start_result == 0) throw AgentDidNotStart(agent);
-          return ListsItsOwn(agent);
-        },
-        kRestartLimit, "restarted agent " + agent.options().id + " listing its " + std::to_string(kKernels) + " kernels");
-  }
-  if (start_result != 1) throw AgentDidNotStart(agent);
-  return {Millis(spawn, listed), ParseStartupCalls(agent.log(), log_offset, agent.options().id)};
+  const double ms = TimeSpawnUntilReady(agent, [&] { return ListsItsOwn(agent); }, kRestartLimit,
+                                       "restarted agent " + agent.options().id + " listing its " +
+                                           std::to_string(kKernels) + " kernels");
+  return {ms, ParseStartupCalls(agent.log(), log_offset, agent.options().id)};
 }
 
 // Throws unless every running agent lists its kKernels RUNNING kernels and
@@ -178,7 +149,7 @@ void Run(const std::vector<std::string>& owners) {
   }
   std::fflush(stdout);
 
-  for (int i = 0; i < kOwners; ++i) CreateOwnedContainers(owners[i], "m" + std::to_string(i));
+  for (int i = 0; i < kOwners; ++i) CreateCorelessKernels(owners[i], "m" + std::to_string(i), kKernels, kKernelMemory);
   for (auto& agent : agents) {
     StartAgent(*agent);
     PollUntil([&] { return ListsItsOwn(*agent); }, std::chrono::seconds(5),

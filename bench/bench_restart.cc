@@ -12,10 +12,8 @@
 // through the API (which requires cpu >= 1) cannot run at once. Their
 // request label still says cpu 1, as every valid request does; restore
 // claims what the allocation label holds, an empty cpu list.
-#include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <thread>
 
 #include "common.h"
 
@@ -26,22 +24,6 @@ constexpr int kKernels = 50;       // owned kernels running during the restarts
 constexpr int kRestarts = 5;       // measured restarts
 constexpr char kMemory[] = "16m";  // each kernel's memory
 constexpr auto kRestartLimit = std::chrono::seconds(30);  // a restart slower than this fails the run
-
-// Creates and starts the kernels r-00 .. r-49 of agent `agent_id` behind its back.
-void CreateOwnedContainers(const std::string& agent_id) {
-  DockerEngine& engine = testing::Engine();
-  for (int i = 0; i < kKernels; ++i) {
-    ThrowIfInterrupted();
-    char kernel_id[16];
-    std::snprintf(kernel_id, sizeof kernel_id, "r-%02d", i);
-    CreateRequest request = Check(ParseCreateRequest(KernelRequestBody(kernel_id, kMemory)), "the create request");
-    Allocation allocation;  // no cores: see the comment at the top
-    allocation.mem_bytes = request.resources.mem_bytes;
-    ContainerSpec spec = KernelContainerSpec(agent_id, request, allocation);
-    std::string id = Check(engine.Create(spec), "creating container " + spec.name);
-    Check(engine.Start(id), "starting container " + spec.name);
-  }
-}
 
 // Whether one GET /v1/kernels on `socket_path` answers with all kKernels RUNNING.
 bool ListsAllRunning(const std::string& socket_path) {
@@ -55,23 +37,10 @@ bool ListsAllRunning(const std::string& socket_path) {
 }
 
 // Spawns the (stopped) agent again and returns the milliseconds from the
-// spawn to the first list of all kernels. The harness's Start() spawns and
-// waits for readiness in a thread while this thread polls the API.
+// spawn to the first list of all kernels.
 double TimeRestart(testing::AgentProcess& agent) {
-  std::atomic<int> start_result{-1};  // -1: Start() still runs; 0: slotd exited; 1: ready
-  auto spawn = Clock::now();
-  Clock::time_point listed;
-  {
-    std::jthread starter([&] { start_result = agent.Start() ? 1 : 0; });
-    listed = PollUntil(
-        [&] {
-          if (start_result == 0) throw AgentDidNotStart(agent);
-          return ListsAllRunning(agent.socket_path());
-        },
-        kRestartLimit, "the restarted agent listing all " + std::to_string(kKernels) + " kernels");
-  }
-  if (start_result != 1) throw AgentDidNotStart(agent);
-  return Millis(spawn, listed);
+  return TimeSpawnUntilReady(agent, [&] { return ListsAllRunning(agent.socket_path()); }, kRestartLimit,
+                             "the restarted agent listing all " + std::to_string(kKernels) + " kernels");
 }
 
 // Returns the milliseconds of one owner-filtered list of the engine; checks it finds all kernels.
@@ -88,7 +57,7 @@ double TimeOwnerList(const std::string& agent_id) {
 void Run(const std::string& agent_id) {
   testing::AgentProcess agent(BenchAgentOptions(agent_id));
   PrintHeader("bench_restart", agent.options());
-  CreateOwnedContainers(agent_id);
+  CreateCorelessKernels(agent_id, "r", kKernels, kMemory);
   StartAgent(agent);
   PollUntil([&] { return ListsAllRunning(agent.socket_path()); }, std::chrono::seconds(5),
             "the first agent adopting the " + std::to_string(kKernels) + " kernels");

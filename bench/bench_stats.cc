@@ -31,22 +31,6 @@ constexpr char kMemory[] = "16m";
 constexpr int kSweeps = 10;                                  // agent sweeps sampled
 constexpr auto kFootprintWindow = std::chrono::seconds(20);  // CPU is averaged over this
 
-// Creates and starts the kernels s-000 .. s-099 of agent `agent_id` behind its back.
-void CreateOwnedContainers(const std::string& agent_id) {
-  DockerEngine& engine = testing::Engine();
-  for (int i = 0; i < kKernels; ++i) {
-    ThrowIfInterrupted();
-    char kernel_id[16];
-    std::snprintf(kernel_id, sizeof kernel_id, "s-%03d", i);
-    CreateRequest request = Check(ParseCreateRequest(KernelRequestBody(kernel_id, kMemory)), "the create request");
-    Allocation allocation;  // no cores: see the comment at the top
-    allocation.mem_bytes = request.resources.mem_bytes;
-    ContainerSpec spec = KernelContainerSpec(agent_id, request, allocation);
-    std::string id = Check(engine.Create(spec), "creating container " + spec.name);
-    Check(engine.Start(id), "starting container " + spec.name);
-  }
-}
-
 // Resident memory of process `pid` in bytes (VmRSS of /proc/<pid>/status).
 uint64_t ResidentBytes(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -135,7 +119,7 @@ void Run(const std::string& agent_id) {
   StartAgent(agent);
   const auto idle = Footprint(agent, "0 kernels");
 
-  CreateOwnedContainers(agent_id);
+  CreateCorelessKernels(agent_id, "s", kKernels, kMemory);
   PollUntil([&] { return CallAgent(agent, "GET", "/v1/kernels", nullptr, 200)["kernels"].size() == kKernels; },
             std::chrono::seconds(30), "the agent adopting the " + std::to_string(kKernels) + " kernels");
   std::printf("  %d owned kernels running (16m each, no cpu core); stats-interval 1s, stats-type cgroup\n", kKernels);

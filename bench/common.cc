@@ -173,6 +173,40 @@ ContainerSpec KernelContainerSpec(const std::string& owner, const CreateRequest&
   return spec;
 }
 
+void CreateCorelessKernels(const std::string& owner, const std::string& prefix, int count, const std::string& mem) {
+  DockerEngine& engine = testing::Engine();
+  const int digits = count > 100 ? 3 : 2;
+  for (int i = 0; i < count; ++i) {
+    ThrowIfInterrupted();
+    char kernel_id[64];
+    std::snprintf(kernel_id, sizeof kernel_id, "%s-%0*d", prefix.c_str(), digits, i);
+    CreateRequest request = Check(ParseCreateRequest(KernelRequestBody(kernel_id, mem)), "the create request");
+    Allocation allocation;  // no cores
+    allocation.mem_bytes = request.resources.mem_bytes;
+    ContainerSpec spec = KernelContainerSpec(owner, request, allocation);
+    std::string id = Check(engine.Create(spec), "creating container " + spec.name);
+    Check(engine.Start(id), "starting container " + spec.name);
+  }
+}
+
+double TimeSpawnUntilReady(testing::AgentProcess& agent, const std::function<bool()>& ready,
+                           std::chrono::milliseconds limit, const std::string& what) {
+  std::atomic<int> start_result{-1};  // -1: Start() still runs; 0: slotd exited or never got ready; 1: ready
+  const auto spawn = Clock::now();
+  Clock::time_point done;
+  {
+    std::jthread starter([&] { start_result = agent.Start() ? 1 : 0; });
+    done = PollUntil(
+        [&] {
+          if (start_result == 0) throw AgentDidNotStart(agent);
+          return ready();
+        },
+        limit, what);
+  }
+  if (start_result != 1) throw AgentDidNotStart(agent);
+  return Millis(spawn, done);
+}
+
 int RunBenchmark(const std::string& name, const std::vector<std::string>& owners, const std::function<void()>& body) {
   struct sigaction action {};
   action.sa_handler = OnInterrupt;

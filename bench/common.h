@@ -116,6 +116,22 @@ nlohmann::json KernelRequestBody(const std::string& kernel_id, const std::string
 ContainerSpec KernelContainerSpec(const std::string& owner, const CreateRequest& request,
                                   const Allocation& allocation);
 
+// Creates and starts `count` kernels of owner `owner` directly through the
+// engine, as that owner's agent would have made them (KernelContainerSpec of
+// KernelRequestBody(<prefix>-NN, `mem`)), but holding NO cpu core: the cpu
+// plugin hands out whole exclusive cores, so a machine with few cores cannot
+// hold many kernels made through the API. Their request label still says
+// cpu 1, as every valid request does; restore claims what the allocation
+// label holds, an empty cpu list. Ids are <prefix>-00 .. (3 digits from 100 kernels).
+void CreateCorelessKernels(const std::string& owner, const std::string& prefix, int count, const std::string& mem);
+
+// Spawns the (stopped) `agent` with Start() on another thread and calls
+// `ready` every millisecond from the spawn until it returns true; returns the
+// milliseconds from the spawn to that call's end. Throws AgentDidNotStart
+// when slotd exits or never gets ready, BenchFailure naming `what` after `limit`.
+double TimeSpawnUntilReady(testing::AgentProcess& agent, const std::function<bool()>& ready,
+                           std::chrono::milliseconds limit, const std::string& what);
+
 // Runs `body` and then, whatever happened, force-removes every container
 // owned by each of `owners` (by label) and reports how many it removed.
 // Returns the process exit status: 0, or 1 when $DOCKER_HOST is unset, `body`
