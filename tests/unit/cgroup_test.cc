@@ -11,6 +11,8 @@
 #include <fstream>
 #include <string>
 
+#include "testing/temp_tree.h"
+
 namespace slotd {
 namespace {
 
@@ -43,26 +45,10 @@ std::string V1Membership(const std::string& path, bool unified = false) {
   return text;
 }
 
-// A directory holding a fake proc/ and sys/fs/cgroup/ tree; removed at the end.
-class FakeHost {
+// A fake proc/ and sys/fs/cgroup/ tree.
+class FakeHost : public TempTree {
  public:
-  FakeHost() {
-    std::string pattern = (fs::temp_directory_path() / "cgroup_test.XXXXXX").string();
-    root_ = ::mkdtemp(pattern.data());
-  }
-  ~FakeHost() { fs::remove_all(root_); }
-
-  // Writes `content` to root/`relative`, creating its directories.
-  void Write(const std::string& relative, const std::string& content) const {
-    const fs::path path = fs::path(root_) / relative;
-    fs::create_directories(path.parent_path());
-    std::ofstream(path) << content;
-  }
-  void Remove(const std::string& relative) const { fs::remove_all(fs::path(root_) / relative); }
-  const std::string& root() const { return root_; }
-
- private:
-  std::string root_;
+  FakeHost() : TempTree("cgroup_test") {}
 };
 
 // Fills a v1 container cgroup at `path` (relative to each hierarchy) with

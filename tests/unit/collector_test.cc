@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "testing/fake_engine.h"
+#include "testing/temp_tree.h"
 
 namespace slotd {
 namespace {
@@ -48,23 +49,9 @@ struct Measures {
 };
 
 // A directory holding a fake proc/ and sys/fs/cgroup/ tree; removed at the end.
-class FakeHost {
+class FakeHost : public TempTree {
  public:
-  FakeHost() {
-    std::string pattern = (fs::temp_directory_path() / "collector_test.XXXXXX").string();
-    root_ = ::mkdtemp(pattern.data());
-    Write("proc/self/mountinfo", kMountinfo);
-  }
-  ~FakeHost() { fs::remove_all(root_); }
-
-  // Writes `content` to root/`relative`, creating its directories.
-  void Write(const std::string& relative, const std::string& content) const {
-    const fs::path path = fs::path(root_) / relative;
-    fs::create_directories(path.parent_path());
-    std::ofstream(path) << content;
-  }
-  void Remove(const std::string& relative) const { fs::remove_all(fs::path(root_) / relative); }
-  const std::string& root() const { return root_; }
+  FakeHost() : TempTree("collector_test") { Write("proc/self/mountinfo", kMountinfo); }
 
   // A process `pid` in cgroup `path` (every v1 hierarchy), with a status
   // file that has an NSpid line ending in `ns_pid` (none when 0).
@@ -94,9 +81,6 @@ class FakeHost {
   void RemoveCgroup(const std::string& id) const {
     for (const char* controller : kControllers) Remove(std::string("sys/fs/cgroup/") + controller + "/docker/" + id);
   }
-
- private:
-  std::string root_;
 };
 
 // A DeviceMeter whose readings the test sets, and which can be made to block.
