@@ -51,7 +51,10 @@ AgentClaims ClaimsOf(const Config& config, const std::map<std::string, std::vect
   AgentClaims c;
   c.agent_id = config.agent.id;
   c.pid = static_cast<int>(::getpid());
-  c.config_path = config.path;
+  // Absolute, so that advice naming it (slotctl node) works from any directory.
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(config.path, ec);
+  c.config_path = ec ? config.path : absolute.lexically_normal().string();
   c.api_host = config.agent.rpc_host;
   c.api_port = config.agent.rpc_port;
   c.ipc_base_path = config.agent.ipc_base_path;

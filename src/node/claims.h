@@ -29,7 +29,7 @@ namespace slotd {
 struct AgentClaims {
   std::string agent_id;
   int pid = 0;
-  std::string config_path;
+  std::string config_path;  // the agent's agent.toml, made absolute
   std::string api_host;
   int api_port = 0;  // 0: picked at bind time (then updated in the claim file)
   std::string ipc_base_path;
