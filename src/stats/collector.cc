@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdio>
 #include <optional>
 #include <string_view>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -236,31 +238,54 @@ void StatsCollector::Loop() {
   }
 }
 
-Result<CgroupSample> StatsCollector::Sample(const StatsTarget& target, Tracked& tracked) {
-  if (options_.stats_type == "docker") {
-    Result<ContainerStats> stats = engine_.Stats(target.container_id);
-    if (!stats.ok()) return stats.status();
-    CgroupSample sample;
-    sample.cpu_usage_ns = stats->cpu_usage_ns;
-    sample.memory_used_bytes = stats->memory_used_bytes;
-    sample.memory_limit_bytes = stats->memory_limit_bytes;
-    sample.memory_cache_bytes = stats->memory_cache_bytes;
-    sample.pids = stats->pids;
-    sample.io_read_bytes = stats->io_read_bytes;
-    sample.io_write_bytes = stats->io_write_bytes;
-    return sample;
-  }
+StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tracked& tracked) {
   if (!tracked.located) {
     Result<ContainerInfo> info = engine_.Inspect(target.container_id);
-    if (!info.ok()) return info.status();
+    if (!info.ok()) return {info.status(), SteadyClock::now()};
     if (!info->running || info->pid <= 0)
-      return Status::NotFound("container " + target.container_id + " is not running (state " + info->state + ")");
+      return {Status::NotFound("container " + target.container_id + " is not running (state " + info->state + ")"),
+              SteadyClock::now()};
     Result<CgroupPaths> paths = reader_.Locate(info->pid);
-    if (!paths.ok()) return paths.status();
+    if (!paths.ok()) return {paths.status(), SteadyClock::now()};
     tracked.paths = std::move(*paths);
     tracked.located = true;
   }
-  return reader_.Read(tracked.paths);
+  Result<CgroupSample> sample = reader_.Read(tracked.paths);
+  return {std::move(sample), SteadyClock::now()};
+}
+
+std::vector<StatsCollector::TimedSample> StatsCollector::EngineSamples(const std::vector<StatsTarget>& targets) {
+  std::vector<std::optional<TimedSample>> fetched(targets.size());
+  std::atomic<size_t> next{0};
+  auto fetch = [&] {
+    for (size_t i; (i = next++) < targets.size() && !stop_requested_;) {
+      Result<ContainerStats> stats = engine_.Stats(targets[i].container_id);
+      const SteadyClock::time_point at = SteadyClock::now();
+      if (!stats.ok()) {
+        fetched[i] = TimedSample{stats.status(), at};
+        continue;
+      }
+      CgroupSample sample;
+      sample.cpu_usage_ns = stats->cpu_usage_ns;
+      sample.memory_used_bytes = stats->memory_used_bytes;
+      sample.memory_limit_bytes = stats->memory_limit_bytes;
+      sample.memory_cache_bytes = stats->memory_cache_bytes;
+      sample.pids = stats->pids;
+      sample.io_read_bytes = stats->io_read_bytes;
+      sample.io_write_bytes = stats->io_write_bytes;
+      fetched[i] = TimedSample{sample, at};
+    }
+  };
+  {
+    std::vector<std::jthread> callers;
+    for (size_t n = 1; n < std::min(kEngineStatsCalls, targets.size()); ++n) callers.emplace_back(fetch);
+    fetch();
+  }
+  std::vector<TimedSample> samples;
+  samples.reserve(targets.size());
+  for (auto& one : fetched)  // empty only when Stop() cut the sweep short
+    samples.push_back(one ? std::move(*one) : TimedSample{Status::Unavailable("the stats loop is stopping"), {}});
+  return samples;
 }
 
 std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
@@ -274,11 +299,15 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
   std::map<std::string_view, const StatsTarget*> by_container;
   for (const StatsTarget& target : targets) by_container.emplace(target.container_id, &target);
 
-  for (const StatsTarget& target : targets) {
+  std::vector<TimedSample> engine_samples;
+  if (options_.stats_type == "docker") engine_samples = EngineSamples(targets);
+  for (size_t i = 0; i < targets.size(); ++i) {
     if (stop_requested_) return nullptr;
+    const StatsTarget& target = targets[i];
     std::unique_ptr<Tracked>& tracked = tracked_[target.container_id];
     if (!tracked) tracked = std::make_unique<Tracked>();
-    Result<CgroupSample> sample = Sample(target, *tracked);
+    TimedSample timed = engine_samples.empty() ? Sample(target, *tracked) : std::move(engine_samples[i]);
+    const Result<CgroupSample>& sample = timed.sample;
     if (!sample.ok()) {
       ++skipped_total_;
       spdlog::debug("kernel {}: stats sample skipped, its container will be located afresh: {}", target.kernel_id,
@@ -286,7 +315,7 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
       tracked_.erase(target.container_id);
       continue;
     }
-    const SteadyClock::time_point at = SteadyClock::now();
+    const SteadyClock::time_point at = timed.at;
     KernelStats kernel;
     kernel.kernel_id = target.kernel_id;
     kernel.container_id = target.container_id;

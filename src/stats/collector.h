@@ -6,7 +6,7 @@
 // through the engine (Inspect of an owned container) and its cgroup
 // directories once through CgroupReader::Locate; every sweep then only reads
 // the cgroup files. With stats-type "docker" each kernel costs one one-shot
-// ContainerEngine::Stats call instead.
+// ContainerEngine::Stats call instead, up to kEngineStatsCalls at a time.
 //
 // Failure costs one sample, never more: a kernel whose container vanished or
 // whose cgroup cannot be read is left out of that sweep (counted in
@@ -97,8 +97,18 @@ class StatsCollector {
   std::shared_ptr<const StatsSnapshot> Sweep();
   // The loop thread's body.
   void Loop();
-  // Reads one target's sample, locating its container first when `tracked` is new.
-  Result<CgroupSample> Sample(const StatsTarget& target, Tracked& tracked);
+  // One target's sample and when it was taken. stats-type "cgroup": reads
+  // its cgroup, locating its container first when `tracked` is new.
+  struct TimedSample {
+    Result<CgroupSample> sample;
+    std::chrono::steady_clock::time_point at;
+  };
+  TimedSample Sample(const StatsTarget& target, Tracked& tracked);
+  // stats-type "docker": every target's engine stats, in `targets` order,
+  // fetched by up to kEngineStatsCalls calls at a time (each takes the
+  // engine about a second or two).
+  std::vector<TimedSample> EngineSamples(const std::vector<StatsTarget>& targets);
+  static constexpr size_t kEngineStatsCalls = 8;
   // Fills `snapshot.agent.cores` from <root>/proc/stat and the previous sweep's ticks.
   void SampleCores(StatsSnapshot& snapshot);
   // Measures every meter's devices into `snapshot.agent.devices` and

@@ -389,6 +389,29 @@ TEST_F(CollectorTest, DockerStatsTypeReadsTheEngineEachSweep) {
   EXPECT_EQ(snapshot->skipped_samples_total, 1u);
 }
 
+TEST_F(CollectorTest, DockerStatsTypeAsksTheEngineForSeveralKernelsAtOnceAndKeepsEachOwnReading) {
+  StatsCollector::Options options = Options();
+  options.stats_type = "docker";
+  constexpr int kKernels = 20;  // more than the calls made at once
+  for (int i = 0; i < kKernels; ++i) {
+    const Container c = AddContainer("kd" + std::to_string(i));
+    AddTarget("k-" + std::to_string(i), c);
+    engine_.SetStats(c.id, ContainerStats{0, static_cast<uint64_t>(i + 1) * kMiB, 0, 0, static_cast<uint64_t>(i), 0, 0});
+  }
+  ASSERT_TRUE(engine_.KillBehindBack(engine_.Peek("kd7")->id, 137).ok());  // one not running: skipped alone
+  auto collector = Make(options);
+  std::shared_ptr<const StatsSnapshot> snapshot = collector->SweepOnce();
+  EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kStats), kKernels);
+  ASSERT_EQ(snapshot->kernels.size(), static_cast<size_t>(kKernels - 1));
+  EXPECT_EQ(snapshot->skipped_samples_total, 1u);
+  for (int i = 0; i < kKernels; ++i) {
+    if (i == 7) continue;
+    const CgroupSample& s = snapshot->kernels.at("k-" + std::to_string(i)).sample;
+    EXPECT_EQ(s.memory_used_bytes, static_cast<uint64_t>(i + 1) * kMiB) << i;
+    EXPECT_EQ(s.pids, static_cast<uint64_t>(i)) << i;
+  }
+}
+
 TEST_F(CollectorTest, CoreUtilisationComesFromProcStatDeltas) {
   // user nice system idle iowait irq softirq steal guest guest_nice
   host_.Write("proc/stat",
