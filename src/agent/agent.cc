@@ -22,6 +22,16 @@ std::vector<std::shared_ptr<DeviceMeter>> MetersOf(const std::vector<std::unique
   return meters;
 }
 
+// The owned devices of the plugins that have devices but no meter, by plugin name.
+std::map<std::string, std::vector<std::string>> UnmeteredDevicesOf(
+    const std::vector<std::unique_ptr<ResourcePlugin>>& plugins) {
+  std::map<std::string, std::vector<std::string>> devices;
+  for (const auto& plugin : plugins) {
+    if (!plugin->Meter() && !plugin->OwnedDevices().empty()) devices[plugin->Name()] = plugin->OwnedDevices();
+  }
+  return devices;
+}
+
 }  // namespace
 
 Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr<ResourcePlugin>> plugins,
@@ -30,7 +40,8 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       engine_(engine),
       hub_(hub),
       plugins_(std::move(plugins)),
-      meters_(MetersOf(plugins_)) {}
+      meters_(MetersOf(plugins_)),
+      unmetered_devices_(UnmeteredDevicesOf(plugins_)) {}
 
 std::vector<std::string> Agent::OwnerFilter() const {
   return {std::string(label::kOwner) + "=" + config_.agent.id};

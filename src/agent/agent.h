@@ -5,8 +5,9 @@
 //
 // Thread-safety: every public method may be called from any thread. mutex_
 // guards the kernel table and the plugins; engine calls are made without it.
-// The plugins' device meters are collected once, at construction, and are
-// thread-safe objects used without mutex_.
+// The plugins' device meters (and the devices no meter measures) are
+// collected once, at construction; the meters are thread-safe objects used
+// without mutex_.
 #pragma once
 
 #include <atomic>
@@ -77,6 +78,9 @@ class Agent {
   // The plugins' device meters, in plugin order; plugins without measures
   // (mock, cpu, ...) have none. The same objects on every call.
   std::vector<std::shared_ptr<DeviceMeter>> DeviceMeters() const { return meters_; }
+  // The owned devices of plugins that have devices but no meter (mock), by
+  // plugin name: the stats list them as not measured.
+  const std::map<std::string, std::vector<std::string>>& UnmeteredDevices() const { return unmetered_devices_; }
 
   // Applies one event of the owner-filtered engine stream. Returns true when
   // the event names an owned container the agent does not know, so a relist
@@ -127,6 +131,7 @@ class Agent {
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<ResourcePlugin>> plugins_;  // guarded by mutex_
   const std::vector<std::shared_ptr<DeviceMeter>> meters_;  // set at construction; thread-safe objects
+  const std::map<std::string, std::vector<std::string>> unmetered_devices_;  // set at construction
   std::map<std::string, Kernel> kernels_;                 // guarded by mutex_
   std::map<std::string, uint64_t> removed_at_seq_;        // guarded by mutex_: kernel id -> seq when forgotten
   uint64_t seq_ = 0;                                      // guarded by mutex_: bumps on container create/forget

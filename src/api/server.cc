@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/metrics.h"
+#include "common/units.h"
 
 namespace slotd {
 namespace {
@@ -82,15 +83,6 @@ Result<json> ParseBody(const httplib::Request& req) {
   return body;
 }
 
-// A duration in milliseconds as the config writes it, in its largest exact
-// unit: "1s", "250ms", "5m", "1h".
-std::string FormatInterval(int64_t ms) {
-  if (ms > 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
-  if (ms > 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
-  if (ms > 0 && ms % 1'000 == 0) return std::to_string(ms / 1'000) + "s";
-  return std::to_string(ms) + "ms";
-}
-
 // Every kernel state, each with how many of `kernels` are in it.
 std::map<std::string, int> CountByState(const std::vector<Kernel>& kernels) {
   std::map<std::string, int> counts;
@@ -117,7 +109,7 @@ json ApiServer::KernelStatsJson(const Kernel& kernel, const StatsSnapshot& lates
     return body;
   }
   std::string reason;
-  const std::string interval = FormatInterval(latest.interval_ms);
+  const std::string interval = FormatDuration(std::chrono::milliseconds(latest.interval_ms));
   if (kernel.state != KernelState::kRunning) {
     reason = "not running: no measures for a " + state + " kernel";
   } else if (latest.collected_at_ms == 0) {

@@ -179,11 +179,6 @@ int RunAgent(const std::string& config_path) {
                                             [&] { return slotd::CheckForeignHolders(**engine, mine); });
   if (!claims.ok()) return fail(claims.status());
 
-  // Devices of plugins that have nothing to measure still appear in the stats.
-  std::map<std::string, std::vector<std::string>> unmetered_devices;
-  for (const auto& plugin : *plugins)
-    if (!plugin->Meter() && !plugin->OwnedDevices().empty()) unmetered_devices[plugin->Name()] = plugin->OwnedDevices();
-
   slotd::EventHub hub;
   slotd::Agent agent(*config, **engine, std::move(*plugins), hub);
   if (Status s = agent.Restore(); !s.ok()) return fail(s);
@@ -195,7 +190,7 @@ int RunAgent(const std::string& config_path) {
   stats.interval = config->container.stats_interval;
   stats.cores = config->resource.allowed_cores;
   stats.memory_share_bytes = config->resource.memory_size;
-  stats.unmetered_devices = std::move(unmetered_devices);
+  stats.unmetered_devices = agent.UnmeteredDevices();
   slotd::StatsCollector collector(stats, [&agent] { return agent.StatsTargets(); }, **engine, agent.DeviceMeters());
 
   slotd::ApiServer api(agent, hub, collector, token);

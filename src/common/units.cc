@@ -103,6 +103,14 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
   return std::chrono::milliseconds(static_cast<int64_t>(n * factor));
 }
 
+std::string FormatDuration(std::chrono::milliseconds duration) {
+  const int64_t ms = duration.count();
+  if (ms > 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
+  if (ms > 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
+  if (ms > 0 && ms % 1'000 == 0) return std::to_string(ms / 1'000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
 Result<std::vector<int>> ParseCoreList(const std::string& text) {
   const std::string prefix = "invalid core list \"" + text + "\": ";
   std::set<int> cores;

@@ -27,6 +27,10 @@ std::string DescribeSize(uint64_t bytes);
 // Parses a duration: a non-negative integer with suffix ms, s, m or h.
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
 
+// Formats a duration in its largest exact unit, as ParseDuration reads it
+// ("1s", "250ms", "5m", "1h"; "0ms").
+std::string FormatDuration(std::chrono::milliseconds duration);
+
 // Parses a core list ("0-3,8") into sorted, unique core numbers. Rejects empty
 // items, reversed ranges and numbers above 4095.
 Result<std::vector<int>> ParseCoreList(const std::string& text);

@@ -1,12 +1,13 @@
 #include "stats/cgroup.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <string_view>
+
+#include "stats/text_files.h"
 
 namespace slotd {
 namespace {
@@ -21,56 +22,6 @@ constexpr const char* kBlkioFiles[] = {
     "blkio.throttle.io_service_bytes",
     "blkio.io_service_bytes_recursive",
 };
-
-int OpenReadOnly(const char* path) {
-  int fd;
-  do {
-    fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  return fd;
-}
-
-ssize_t ReadSome(int fd, char* buffer, size_t size) {
-  ssize_t n;
-  do {
-    n = ::read(fd, buffer, size);
-  } while (n < 0 && errno == EINTR);
-  return n;
-}
-
-// Calls on_line(std::string_view) for each line of the file at `path`,
-// without its newline, through a stack buffer; a line longer than the buffer
-// is skipped. Returns 0, or the errno of a failed open.
-template <typename OnLine>
-int ForEachLine(const char* path, OnLine&& on_line) {
-  const int fd = OpenReadOnly(path);
-  if (fd < 0) return errno;
-  char buffer[4096];
-  size_t held = 0;         // bytes of an unfinished line at the buffer's start
-  bool skipping = false;   // inside an overlong line: drop bytes until '\n'
-  for (;;) {
-    const ssize_t n = ReadSome(fd, buffer + held, sizeof(buffer) - held);
-    if (n <= 0) break;
-    const size_t end = held + static_cast<size_t>(n);
-    size_t start = 0;
-    for (size_t i = held; i < end; ++i) {
-      if (buffer[i] != '\n') continue;
-      if (!skipping) on_line(std::string_view(buffer + start, i - start));
-      skipping = false;
-      start = i + 1;
-    }
-    held = end - start;
-    if (held == sizeof(buffer)) {  // a line fills the whole buffer
-      skipping = true;
-      held = 0;
-    } else if (held > 0 && start > 0) {
-      std::memmove(buffer, buffer + start, held);
-    }
-  }
-  if (held > 0 && !skipping) on_line(std::string_view(buffer, held));
-  ::close(fd);
-  return 0;
-}
 
 // The file `name` in directory `dir`, composed in a stack buffer.
 class FilePath {
@@ -87,16 +38,6 @@ class FilePath {
  private:
   char path_[4096] = "";
 };
-
-// Stores the unsigned number that starts `text` (after blanks) in `value`;
-// false, leaving `value` alone, when there is none.
-bool ParseNumber(std::string_view text, uint64_t& value) {
-  size_t i = 0;
-  while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
-  const char* first = text.data() + i;
-  const char* last = text.data() + text.size();
-  return std::from_chars(first, last, value).ec == std::errc();
-}
 
 // Reads a file holding one number (or the word "max", read as 0) into
 // `value`. Returns whether the file could be opened.
@@ -205,18 +146,6 @@ std::string Unescape(std::string_view text) {
     }
   }
   return out;
-}
-
-// Splits `line` at single spaces into at most `max` fields; returns the count.
-size_t SplitFields(std::string_view line, std::string_view* fields, size_t max) {
-  size_t count = 0;
-  while (!line.empty() && count < max) {
-    const size_t space = line.find(' ');
-    fields[count++] = line.substr(0, space);
-    if (space == std::string_view::npos) break;
-    line.remove_prefix(space + 1);
-  }
-  return count;
 }
 
 // The status for a /proc file of `pid` that could not be opened (errno `error`).

@@ -1,18 +1,18 @@
 #include "stats/collector.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
-#include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string_view>
 #include <thread>
 
 #include <spdlog/spdlog.h>
+
+#include "common/units.h"
+#include "stats/text_files.h"
 
 namespace slotd {
 
@@ -24,42 +24,6 @@ namespace {
 int64_t SystemMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Replaces `out` with the whole content of `path` (keeping its capacity).
-// False when the file cannot be opened or read.
-bool ReadWholeFile(const std::string& path, std::string& out) {
-  out.clear();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buffer[8192];
-  ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) out.append(buffer, static_cast<size_t>(n));
-  ::close(fd);
-  return n == 0;
-}
-
-// Parses the leading unsigned number of `text`, dropping it and the blanks
-// after it. False when `text` does not start with a digit.
-bool TakeNumber(std::string_view& text, uint64_t& value) {
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc()) return false;
-  text.remove_prefix(static_cast<size_t>(end - text.data()));
-  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
-  return true;
-}
-
-// Device memory for a log line: "1.0 GiB", "512.0 MiB".
-std::string DescribeDeviceMemory(uint64_t bytes) {
-  if (bytes == 0) return "an unknown amount of device memory";
-  char text[32];
-  constexpr double kGiB = 1024.0 * 1024 * 1024;
-  if (static_cast<double>(bytes) >= kGiB) {
-    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / kGiB);
-  } else {
-    std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024));
-  }
-  return text;
 }
 
 // The entry of `kernel` for device `device` of `plugin`, appended when missing.
@@ -101,7 +65,7 @@ struct StatsCollector::Tracked {
 class StatsCollector::MeterWorker {
  public:
   explicit MeterWorker(std::shared_ptr<DeviceMeter> meter)
-      : plugin_(meter->Plugin()), meter_(meter), shared_(std::make_shared<Shared>()) {
+      : plugin_(meter->Plugin()), shared_(std::make_shared<Shared>()) {
     shared_->meter = std::move(meter);
     thread_ = std::thread(&MeterWorker::Run, shared_);
   }
@@ -122,7 +86,8 @@ class StatsCollector::MeterWorker {
   }
 
   const std::string& plugin() const { return plugin_; }
-  DeviceMeter& meter() const { return *meter_; }
+  // For Devices(), from the sweeping thread (Shared::meter is constant).
+  DeviceMeter& meter() const { return *shared_->meter; }
 
   // Hands the thread a job: measure `devices`. False, leaving everything as
   // is, while the previous job is still running (a call stuck past its deadline).
@@ -159,7 +124,7 @@ class StatsCollector::MeterWorker {
     uint64_t done = 0;                   // guarded by mutex: jobs finished; posted != done: a job runs
     std::vector<std::string> devices;    // guarded by mutex: the posted job's devices
     std::vector<Result<DeviceReading>> results;  // guarded by mutex: the last finished job's readings
-    std::shared_ptr<DeviceMeter> meter;  // constant; called by the thread only
+    std::shared_ptr<DeviceMeter> meter;  // constant; Measure is called by the thread only
   };
 
   static void Run(std::shared_ptr<Shared> shared) {
@@ -181,7 +146,6 @@ class StatsCollector::MeterWorker {
   }
 
   const std::string plugin_;
-  const std::shared_ptr<DeviceMeter> meter_;  // for Devices(), from the sweeping thread
   const std::shared_ptr<Shared> shared_;
   std::thread thread_;
 };
@@ -194,11 +158,15 @@ StatsCollector::StatsCollector(Options options, std::function<std::vector<StatsT
       reader_(options_.root),
       proc_(options_.root + (options_.root.ends_with('/') ? "" : "/") + "proc/") {
   for (auto& meter : meters) meters_.push_back(std::make_unique<MeterWorker>(std::move(meter)));
-  auto empty = std::make_shared<StatsSnapshot>();
-  empty->agent_id = options_.agent_id;
-  empty->stats_type = options_.stats_type;
-  empty->interval_ms = options_.interval.count();
-  latest_ = std::move(empty);
+  latest_ = NewSnapshot();
+}
+
+std::shared_ptr<StatsSnapshot> StatsCollector::NewSnapshot() const {
+  auto snapshot = std::make_shared<StatsSnapshot>();
+  snapshot->agent_id = options_.agent_id;
+  snapshot->stats_type = options_.stats_type;
+  snapshot->interval_ms = options_.interval.count();
+  return snapshot;
 }
 
 StatsCollector::~StatsCollector() { Stop(); }
@@ -290,10 +258,7 @@ std::vector<StatsCollector::TimedSample> StatsCollector::EngineSamples(const std
 
 std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
   const SteadyClock::time_point start = SteadyClock::now();
-  auto snapshot = std::make_shared<StatsSnapshot>();
-  snapshot->agent_id = options_.agent_id;
-  snapshot->stats_type = options_.stats_type;
-  snapshot->interval_ms = options_.interval.count();
+  std::shared_ptr<StatsSnapshot> snapshot = NewSnapshot();
 
   const std::vector<StatsTarget> targets = targets_();
   std::map<std::string_view, const StatsTarget*> by_container;
@@ -362,27 +327,22 @@ void StatsCollector::SampleCores(StatsSnapshot& snapshot) {
 
   // "cpu3 4705 356 584 3699 23 23 0 0 0 0": user nice system idle iowait irq
   // softirq steal guest guest_nice, in jiffies; guest time is already in user.
-  if (!ReadWholeFile(proc_ + "stat", proc_stat_)) {
-    spdlog::debug("cannot read {}stat; core utilisation is left out of this sample", proc_);
-  }
-  std::string_view text = proc_stat_;
-  while (!text.empty()) {
-    const size_t newline = text.find('\n');
-    std::string_view line = text.substr(0, newline);
-    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
-    if (!line.starts_with("cpu") || line.size() < 4 || line[3] < '0' || line[3] > '9') continue;
-    line.remove_prefix(3);
+  const std::string path = proc_ + "stat";
+  const int error = ForEachLine(path.c_str(), [&](std::string_view line) {
+    if (!line.starts_with("cpu") || line.size() < 4 || line[3] < '0' || line[3] > '9') return;
+    std::string_view fields[9];  // "cpuN", then the first 8 counters
+    const size_t count = SplitFields(line, fields, 9);
     uint64_t core = 0;
-    if (!TakeNumber(line, core)) continue;
+    if (count < 6 || !ParseNumber(fields[0].substr(3), core)) return;  // not even idle and iowait
     const auto found = std::find(options_.cores.begin(), options_.cores.end(), static_cast<int>(core));
-    if (found == options_.cores.end()) continue;
-    uint64_t fields[8] = {};
-    int count = 0;
-    while (count < 8 && TakeNumber(line, fields[count])) ++count;
-    if (count < 5) continue;  // not even idle and iowait: not a line this parser knows
+    if (found == options_.cores.end()) return;
+    uint64_t ticks[8] = {};
     uint64_t total = 0;
-    for (int i = 0; i < count; ++i) total += fields[i];
-    const uint64_t busy = total - fields[3] - fields[4];
+    for (size_t i = 1; i < count; ++i) {
+      if (!ParseNumber(fields[i], ticks[i - 1])) return;
+      total += ticks[i - 1];
+    }
+    const uint64_t busy = total - ticks[3] - ticks[4];
 
     const size_t index = static_cast<size_t>(found - options_.cores.begin());
     seen[index] = true;
@@ -397,7 +357,8 @@ void StatsCollector::SampleCores(StatsSnapshot& snapshot) {
     } else {
       previous_core_ticks_.emplace(static_cast<int>(core), std::make_pair(busy, total));
     }
-  }
+  });
+  if (error != 0) spdlog::debug("cannot read {}: {}; core utilisation is left out of this sample", path, std::strerror(error));
   // A core missing from this reading (offline) starts afresh when it returns.
   for (size_t i = 0; i < cores.size(); ++i)
     if (!seen[i]) previous_core_ticks_.erase(cores[i].core);
@@ -536,7 +497,7 @@ void StatsCollector::Attribute(const DeviceReading& reading,
     if (first_time) {
       spdlog::warn("device {}: process {} ({}) uses {} and is not a kernel of agent {}; reported as foreign usage",
                    device.device, pid, container_id.empty() ? "no container" : "container " + container_id.substr(0, 12),
-                   DescribeDeviceMemory(process.memory_bytes), options_.agent_id);
+                   process.memory_bytes == 0 ? "an unknown amount of device memory" : DescribeSize(process.memory_bytes), options_.agent_id);
     }
   }
   // Forget the processes no longer on this device, so that a return warns again.

@@ -93,6 +93,8 @@ class StatsCollector {
   class MeterWorker;  // runs one meter's calls on its own thread, under the deadline
   struct Tracked;     // per container: where its measures are, and its previous cpu sample
 
+  // An empty snapshot naming the agent, the stats type and the interval.
+  std::shared_ptr<StatsSnapshot> NewSnapshot() const;
   // One sweep; nullptr when Stop() asked it to end early (nothing published then).
   std::shared_ptr<const StatsSnapshot> Sweep();
   // The loop thread's body.
@@ -130,7 +132,6 @@ class StatsCollector {
   // Owned by the sweeping thread (the loop, or SweepOnce's caller).
   std::map<std::string, std::unique_ptr<Tracked>> tracked_;           // container id -> where its measures are
   std::map<int, std::pair<uint64_t, uint64_t>> previous_core_ticks_;  // core -> (busy, total) jiffies
-  std::string proc_stat_;                                             // buffer for <root>/proc/stat
   std::map<std::pair<std::string, unsigned>, uint64_t> warned_foreign_;  // (device, pid) -> last sweep seen
   std::string attribution_unavailable_;  // set once, when the host turns out to have no NSpid
   uint64_t sweeps_total_ = 0;

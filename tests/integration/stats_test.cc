@@ -168,7 +168,7 @@ TEST(Stats, DockerStatsTypeMeasuresThroughTheEngine) {
   EXPECT_GT(k["cpu"]["usage_ns"].get<uint64_t>(), 0u);
   EXPECT_GE(k["pids"].get<int>(), 1);
   EXPECT_EQ(agent.CallJson("GET", "/v1/stats", nullptr, 200)["stats_type"], "docker");
-  // The API does not wait on the slow sweep.
+  // The API answers while the slow engine sweeps run.
   EXPECT_EQ(agent.Call("GET", "/health").status, 200);
 }
 

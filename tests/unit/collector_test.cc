@@ -539,11 +539,11 @@ TEST_F(CollectorTest, AttributesGpuProcessesToKernelsAndReportsTheRestAsForeign)
   std::string logged = log.Take();
   EXPECT_EQ(Count(logged, "reported as foreign usage"), 2) << logged;
   EXPECT_NE(logged.find("warning device GPU-0: process " + std::to_string(other.pid) + " (container " +
-                        other.id.substr(0, 12) + ") uses 2.0 GiB and is not a kernel of agent a1; reported as "
+                        other.id.substr(0, 12) + ") uses 2g and is not a kernel of agent a1; reported as "
                         "foreign usage"),
             std::string::npos)
       << logged;
-  EXPECT_NE(logged.find("warning device GPU-0: process 777 (no container) uses 512.0 MiB and is not a kernel of "
+  EXPECT_NE(logged.find("warning device GPU-0: process 777 (no container) uses 512m and is not a kernel of "
                         "agent a1; reported as foreign usage"),
             std::string::npos)
       << logged;

@@ -828,6 +828,9 @@ TEST_F(PlacementTest, GpusArePlacedByTheirNumaNode) {
 // through the meters of the plugins that have one (cuda; mock has none).
 TEST_F(PlacementTest, StatsTargetsAreTheRunningKernelsAndMetersComeFromThePlugins) {
   EXPECT_TRUE(agent_->DeviceMeters().empty());  // mock only
+  const std::map<std::string, std::vector<std::string>> mock_only = {
+      {"mock", config_.resource.mock->allowed_devices}};
+  EXPECT_EQ(agent_->UnmeteredDevices(), mock_only);
 
   config_.resource.cuda = Cuda({"0", "1"});
   agent_ = NewAgent();
@@ -837,6 +840,7 @@ TEST_F(PlacementTest, StatsTargetsAreTheRunningKernelsAndMetersComeFromThePlugin
   EXPECT_EQ(meters[0]->Plugin(), "cuda");
   EXPECT_EQ(meters[0]->Devices(), (std::vector<std::string>{kGpu0, kGpu1}));
   EXPECT_EQ(agent_->DeviceMeters()[0], meters[0]);
+  EXPECT_EQ(agent_->UnmeteredDevices(), mock_only);  // cuda has a meter
 
   Kernel gpu = MustCreate(Request("k1", {{"cpu", 1}, {"cuda.device", 1}, {"mock.device", 1}}));
   Kernel cpu_only = MustCreate(Request("k2", {{"cpu", 1}}));

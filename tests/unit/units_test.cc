@@ -92,6 +92,18 @@ TEST(ParseDuration, RejectsWhatIsNotADuration) {
             "invalid duration \"10\": expected a number with ms, s, m or h (e.g. 10s)");
 }
 
+TEST(FormatDuration, UsesTheLargestExactUnitAndReadsBack) {
+  const std::vector<std::pair<milliseconds, std::string>> cases = {
+      {milliseconds(250), "250ms"}, {milliseconds(1'000), "1s"},  {milliseconds(1'500), "1500ms"},
+      {milliseconds(300'000), "5m"}, {milliseconds(90'000), "90s"}, {milliseconds(7'200'000), "2h"},
+      {milliseconds(0), "0ms"},
+  };
+  for (const auto& [duration, text] : cases) {
+    EXPECT_EQ(FormatDuration(duration), text);
+    EXPECT_EQ(*ParseDuration(text), duration) << text;
+  }
+}
+
 TEST(ParseDuration, RejectsDurationsThatOverflow) {
   // 5e12 hours fits in uint64 milliseconds but not in the signed count of std::chrono::milliseconds.
   EXPECT_EQ(ParseDuration("5000000000000h").status().message(), "duration \"5000000000000h\" is too long");
