@@ -321,11 +321,12 @@ Result<ExecResult> Agent::Exec(const std::string& kernel_id, const std::vector<s
   return engine_.Exec(kernel->container_id, command, timeout);
 }
 
-Result<std::string> Agent::Logs(const std::string& kernel_id, int tail) {
+Status Agent::StreamLogs(const std::string& kernel_id, int tail, bool follow, const std::function<void()>& on_started,
+                         const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>& stop) {
   auto kernel = GetKernel(kernel_id);
   if (!kernel.ok()) return kernel.status();
-  if (kernel->container_id.empty()) return std::string();
-  return engine_.Logs(kernel->container_id, tail);
+  if (kernel->container_id.empty()) return Status::Ok();
+  return engine_.StreamLogs(kernel->container_id, tail, follow, on_started, on_output, stop);
 }
 
 std::vector<StatsTarget> Agent::StatsTargets() const {

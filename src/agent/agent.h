@@ -67,7 +67,10 @@ class Agent {
 
   Result<ExecResult> Exec(const std::string& kernel_id, const std::vector<std::string>& command,
                           std::chrono::seconds timeout);
-  Result<std::string> Logs(const std::string& kernel_id, int tail);
+  // Streams the kernel's output; see ContainerEngine::StreamLogs. kNotFound
+  // for an unknown kernel; a kernel without a container has no output.
+  Status StreamLogs(const std::string& kernel_id, int tail, bool follow, const std::function<void()>& on_started,
+                    const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>& stop);
 
   // Capacity, used and free per slot type, merged from the plugins.
   nlohmann::json DescribeResources() const;

@@ -1,82 +1,30 @@
 #include "api/server.h"
 
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <map>
 #include <vector>
 
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 
 #include "api/metrics.h"
+#include "api/responses.h"
 #include "common/units.h"
 
 namespace slotd {
 namespace {
 
 using nlohmann::json;
+using http::Exchange;
+using http::Lane;
 
 constexpr char kVersion[] = "0.1.0";
-
-// An httplib::Server that listens on a unix socket. httplib 0.11 binds only
-// TCP, but serves whatever listening socket it is given in svr_sock_.
-class UnixSocketServer : public httplib::Server {
- public:
-  Status BindUnix(const std::string& path) {
-    sockaddr_un addr{};
-    if (path.size() >= sizeof(addr.sun_path))
-      return Status::InvalidArgument("unix socket path " + path + " is longer than " +
-                                     std::to_string(sizeof(addr.sun_path) - 1) +
-                                     " bytes; choose a shorter ipc-base-path");
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return Status::Internal(std::string("socket(AF_UNIX): ") + strerror(errno));
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    ::unlink(path.c_str());  // a stale socket of an earlier run; the agent lock makes this safe
-    mode_t old_mask = ::umask(0177);
-    int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    ::umask(old_mask);
-    if (rc != 0 || ::chmod(path.c_str(), 0600) != 0 || ::listen(fd, 128) != 0) {
-      std::string err = strerror(errno);
-      ::close(fd);
-      return Status::Unavailable("cannot listen on unix socket " + path + ": " + err);
-    }
-    svr_sock_ = fd;
-    return Status::Ok();
-  }
-};
-
-int HttpStatus(Status::Code code) {
-  switch (code) {
-    case Status::Code::kOk: return 200;
-    case Status::Code::kInvalidArgument: return 400;
-    case Status::Code::kNotFound: return 404;
-    case Status::Code::kConflict: return 409;
-    case Status::Code::kFailedPrecondition: return 409;
-    case Status::Code::kResourceExhausted: return 422;
-    case Status::Code::kUnavailable: return 503;
-    case Status::Code::kDeadlineExceeded: return 504;
-    case Status::Code::kInternal: return 500;
-  }
-  return 500;
-}
-
-void SendJson(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(), "application/json");
-}
-
-void SendError(httplib::Response& res, const Status& s, int status = 0) {
-  SendJson(res, status ? status : HttpStatus(s.code()),
-           {{"error", {{"code", Status::CodeName(s.code()) + std::string()}, {"message", s.message()}}}});
-}
+// With no event to send, an event stream sends a comment this often, so
+// proxies and clients see a live connection.
+constexpr std::chrono::seconds kKeepAliveEvery{10};
 
 // Parses a JSON request body; an empty body is an empty object.
-Result<json> ParseBody(const httplib::Request& req) {
+Result<json> ParseBody(const http::Request& req) {
   if (req.body.empty()) return json::object();
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return Status::InvalidArgument("request body: malformed JSON");
@@ -93,10 +41,42 @@ std::map<std::string, int> CountByState(const std::vector<Kernel>& kernels) {
   return counts;
 }
 
+// Compares in a time that depends only on the length of `expected`, never on
+// where the first difference is.
+bool ConstantTimeEquals(std::string_view given, std::string_view expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i)
+    diff |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
+  return diff == 0;
+}
+
+// A whole number in a query parameter, at least `min`; nullopt when not one.
+std::optional<long> WholeNumber(const std::string& text, long min) {
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  char* end = nullptr;
+  const long n = std::strtol(text.c_str(), &end, 10);
+  if (*end != '\0' || n < min) return std::nullopt;
+  return n;
+}
+
+// A boolean query flag: "1"/"true"/"" (present without a value) or "0"/"false".
+std::optional<bool> Flag(const http::Request& req, const char* name) {
+  if (!req.HasParam(name)) return false;
+  const std::string v = req.Param(name);
+  if (v.empty() || v == "1" || v == "true") return true;
+  if (v == "0" || v == "false") return false;
+  return std::nullopt;
+}
+
 }  // namespace
 
-ApiServer::ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token)
-    : agent_(agent), hub_(hub), collector_(collector), token_(std::move(token)) {}
+ApiServer::ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
+                     http::ServerOptions options)
+    : agent_(agent), hub_(hub), collector_(collector), token_(std::move(token)), server_(options) {
+  AddRoutes();
+}
+
+ApiServer::~ApiServer() { Stop(); }
 
 json ApiServer::KernelStatsJson(const Kernel& kernel, const StatsSnapshot& latest) {
   const std::string state = KernelStateName(kernel.state);
@@ -121,199 +101,224 @@ json ApiServer::KernelStatsJson(const Kernel& kernel, const StatsSnapshot& lates
   return {{"kernel_id", kernel.id()}, {"state", state}, {"measured", false}, {"reason", reason}};
 }
 
-ApiServer::~ApiServer() { Stop(); }
-
 Status ApiServer::Bind(const std::string& host, int port, const std::string& unix_path) {
-  auto make_pool = [] { return new httplib::ThreadPool(32); };
-  tcp_ = std::make_unique<httplib::Server>();
-  tcp_->new_task_queue = make_pool;
-  Route(*tcp_, /*check_token=*/token_.has_value());
-  auto unix_server = std::make_unique<UnixSocketServer>();
-  unix_server->new_task_queue = make_pool;
-  Route(*unix_server, /*check_token=*/false);
-
+  if (Status s = server_.ListenTcp(host, port, [this](const http::Request& r) { return Dispatch(r, token_.has_value()); });
+      !s.ok())
+    return s;
+  if (Status s = server_.ListenUnix(unix_path, [this](const http::Request& r) { return Dispatch(r, false); }); !s.ok())
+    return s;
   host_ = host;
-  if (port == 0) {
-    port_ = tcp_->bind_to_any_port(host);
-    if (port_ < 0) return Status::Unavailable("cannot listen on " + host + ":0 (rpc-listen-addr)");
-  } else {
-    if (!tcp_->bind_to_port(host, port))
-      return Status::Unavailable("cannot listen on " + host + ":" + std::to_string(port) +
-                                 " (rpc-listen-addr): the port is in use or the address is not local; "
-                                 "choose another rpc-listen-addr");
-    port_ = port;
-  }
-  if (Status s = unix_server->BindUnix(unix_path); !s.ok()) return s;
+  port_ = server_.tcp_port();
   unix_path_ = unix_path;
-  unix_ = std::move(unix_server);
   return Status::Ok();
 }
 
-void ApiServer::Start() {
-  tcp_thread_ = std::thread([this] { tcp_->listen_after_bind(); });
-  unix_thread_ = std::thread([this] { unix_->listen_after_bind(); });
-}
+void ApiServer::Start() { server_.Start(); }
 
 void ApiServer::Stop() {
-  if (stopping_.exchange(true)) return;
-  if (tcp_) tcp_->stop();
-  if (unix_) unix_->stop();
-  if (tcp_thread_.joinable()) tcp_thread_.join();
-  if (unix_thread_.joinable()) unix_thread_.join();
+  server_.Stop();
   if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
+  unix_path_.clear();
 }
 
-void ApiServer::Route(httplib::Server& server, bool check_token) {
-  if (check_token) {
-    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (req.method == "GET" && req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-      if (req.get_header_value("Authorization") == "Bearer " + *token_)
-        return httplib::Server::HandlerResponse::Unhandled;
-      SendJson(res, 401,
-               {{"error",
-                 {{"code", "unauthorized"},
-                  {"message", "missing or wrong bearer token: send \"Authorization: Bearer <token>\" with the "
-                              "token from this agent's token-file"}}}});
-      res.set_header("WWW-Authenticate", "Bearer");
-      return httplib::Server::HandlerResponse::Handled;
-    });
+bool ApiServer::Authorized(const http::Request& request) const {
+  const std::string header = request.Header("Authorization");
+  std::string_view value = header;
+  auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+  constexpr std::string_view kScheme = "bearer";
+  if (value.size() <= kScheme.size() || value[kScheme.size()] != ' ') return false;
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (lower(value[i]) != kScheme[i]) return false;
+  value.remove_prefix(kScheme.size());
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
+  return ConstantTimeEquals(value, *token_);
+}
+
+http::Dispatch ApiServer::Dispatch(const http::Request& request, bool check_token) const {
+  http::Dispatch dispatch;
+  Router::Match match = router_.Find(request.method, request.path);
+  const bool health = match.route != nullptr && match.route->segments == std::vector<std::string>{"health"};
+  if (check_token && !health && !Authorized(request)) {
+    dispatch.immediate = ErrorResponse(401, "unauthorized",
+                                       "missing or wrong bearer token: send \"Authorization: Bearer <token>\" with "
+                                       "the token from this agent's token-file");
+    dispatch.immediate.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return dispatch;
   }
-  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404 && res.body.empty())
-      SendError(res, Status::NotFound("no route " + req.method + " " + req.path + "; see docs/api.md"));
-  });
+  switch (match.outcome) {
+    case Router::Match::Outcome::kNoRoute:
+      dispatch.immediate = ErrorResponse(404, "not_found", "no route " + request.method + " " + request.path +
+                                                               "; see docs/api.md for the routes");
+      return dispatch;
+    case Router::Match::Outcome::kWrongMethod:
+      dispatch.immediate = ErrorResponse(405, "method_not_allowed",
+                                         request.path + " does not take " + request.method + "; it takes " + match.allow);
+      dispatch.immediate.headers.emplace_back("Allow", match.allow);
+      return dispatch;
+    case Router::Match::Outcome::kFound:
+      break;
+  }
+  dispatch.lane = match.route->lane;
+  dispatch.handler = [handler = match.route->handler, params = std::move(match.params)](Exchange& ex) {
+    handler(ex, params);
+  };
+  return dispatch;
+}
 
-  server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    bool reachable = agent_.EngineReachable();
-    json body = {{"status", reachable ? "ok" : "engine_unreachable"},
-                 {"agent_id", agent_.config().agent.id},
-                 {"last_sync_age_s", agent_.LastSyncAgeSeconds()}};
-    SendJson(res, reachable ? 200 : 503, body);
-  });
-
-  server.Get("/v1/agent", [this](const httplib::Request&, httplib::Response& res) {
-    const Config& c = agent_.config();
-    SendJson(res, 200,
-             {{"id", c.agent.id},
-              {"node", c.agent.node},
-              {"version", kVersion},
-              {"scaling_group", c.agent.scaling_group},
-              {"api_address", host_ + ":" + std::to_string(port_)},
-              {"ipc_base_path", c.agent.ipc_base_path},
-              {"unix_socket", unix_path_},
-              {"port_range", {c.container.port_range_start, c.container.port_range_end}},
-              {"pid", static_cast<int>(::getpid())},
-              {"resources", agent_.DescribeResources()}});
-  });
-
-  server.Get("/v1/kernels", [this](const httplib::Request&, httplib::Response& res) {
+void ApiServer::AddRoutes() {
+  using Params = Router::Params;
+  router_.Add("GET", "/health", Lane::kQuick, [this](Exchange& ex, const Params&) { Health(ex); });
+  router_.Add("GET", "/v1/agent", Lane::kQuick, [this](Exchange& ex, const Params&) { DescribeAgent(ex); });
+  router_.Add("GET", "/v1/kernels", Lane::kQuick, [this](Exchange& ex, const Params&) {
     json list = json::array();
     for (const auto& kernel : agent_.ListKernels()) list.push_back(kernel.ToJson());
-    SendJson(res, 200, {{"kernels", list}});
+    ex.Reply(JsonResponse(200, {{"kernels", list}}));
   });
+  router_.Add("POST", "/v1/kernels", Lane::kLong, [this](Exchange& ex, const Params&) { CreateKernel(ex); });
+  router_.Add("GET", "/v1/kernels/{id}", Lane::kQuick, [this](Exchange& ex, const Params& p) {
+    auto kernel = agent_.GetKernel(p[0]);
+    ex.Reply(kernel.ok() ? JsonResponse(200, kernel->ToJson()) : ErrorResponse(kernel.status()));
+  });
+  router_.Add("DELETE", "/v1/kernels/{id}", Lane::kLong, [this](Exchange& ex, const Params& p) {
+    auto kernel = agent_.DeleteKernel(p[0]);
+    ex.Reply(kernel.ok() ? JsonResponse(200, kernel->ToJson()) : ErrorResponse(kernel.status()));
+  });
+  router_.Add("POST", "/v1/kernels/{id}/restart", Lane::kLong, [this](Exchange& ex, const Params& p) {
+    auto kernel = agent_.RestartKernel(p[0]);
+    ex.Reply(kernel.ok() ? JsonResponse(200, kernel->ToJson()) : ErrorResponse(kernel.status()));
+  });
+  router_.Add("POST", "/v1/kernels/{id}/exec", Lane::kLong, [this](Exchange& ex, const Params& p) { Exec(ex, p[0]); });
+  router_.Add("GET", "/v1/kernels/{id}/logs", Lane::kLong, [this](Exchange& ex, const Params& p) { Logs(ex, p[0]); });
+  router_.Add("GET", "/v1/kernels/{id}/stats", Lane::kQuick, [this](Exchange& ex, const Params& p) {
+    auto kernel = agent_.GetKernel(p[0]);
+    ex.Reply(kernel.ok() ? JsonResponse(200, KernelStatsJson(*kernel, *collector_.Latest()))
+                         : ErrorResponse(kernel.status()));
+  });
+  router_.Add("GET", "/v1/stats", Lane::kQuick,
+              [this](Exchange& ex, const Params&) { ex.Reply(JsonResponse(200, ToJson(*collector_.Latest()))); });
+  router_.Add("GET", "/metrics", Lane::kQuick, [this](Exchange& ex, const Params&) { Metrics(ex); });
+  router_.Add("GET", "/v1/events", Lane::kLong, [this](Exchange& ex, const Params&) { Events(ex); });
+}
 
-  server.Post("/v1/kernels", [this](const httplib::Request& req, httplib::Response& res) {
-    auto body = ParseBody(req);
-    if (!body.ok()) return SendError(res, body.status());
-    auto request = ParseCreateRequest(*body);
-    if (!request.ok()) return SendError(res, request.status());
-    auto outcome = agent_.CreateKernel(*request);
-    if (!outcome.ok()) {
-      // An unknown image is a bad field of the request, not a missing route or kernel.
-      bool bad_image = outcome.status().code() == Status::Code::kNotFound;
-      return SendError(res, outcome.status(), bad_image ? 400 : 0);
+void ApiServer::Health(Exchange& ex) const {
+  const bool reachable = agent_.EngineReachable();
+  ex.Reply(JsonResponse(reachable ? 200 : 503, {{"status", reachable ? "ok" : "engine_unreachable"},
+                                                {"agent_id", agent_.config().agent.id},
+                                                {"last_sync_age_s", agent_.LastSyncAgeSeconds()}}));
+}
+
+void ApiServer::DescribeAgent(Exchange& ex) const {
+  const Config& c = agent_.config();
+  ex.Reply(JsonResponse(200, {{"id", c.agent.id},
+                              {"node", c.agent.node},
+                              {"version", kVersion},
+                              {"scaling_group", c.agent.scaling_group},
+                              {"api_address", host_ + ":" + std::to_string(port_)},
+                              {"ipc_base_path", c.agent.ipc_base_path},
+                              {"unix_socket", unix_path_},
+                              {"port_range", {c.container.port_range_start, c.container.port_range_end}},
+                              {"pid", static_cast<int>(::getpid())},
+                              {"resources", agent_.DescribeResources()}}));
+}
+
+void ApiServer::CreateKernel(Exchange& ex) {
+  auto body = ParseBody(ex.request());
+  if (!body.ok()) return ex.Reply(ErrorResponse(body.status()));
+  auto request = ParseCreateRequest(*body);
+  if (!request.ok()) return ex.Reply(ErrorResponse(request.status()));
+  auto outcome = agent_.CreateKernel(*request);
+  if (!outcome.ok()) {
+    // An unknown image is a bad field of the request, not a missing route or kernel.
+    const bool bad_image = outcome.status().code() == Status::Code::kNotFound;
+    return ex.Reply(ErrorResponse(outcome.status(), bad_image ? 400 : 0));
+  }
+  ex.Reply(JsonResponse(outcome->created ? 201 : 200, outcome->kernel.ToJson()));
+}
+
+void ApiServer::Exec(Exchange& ex, const std::string& kernel_id) {
+  auto body = ParseBody(ex.request());
+  if (!body.ok()) return ex.Reply(ErrorResponse(body.status()));
+  const json& b = *body;
+  const json* command_json = b.is_object() && b.contains("command") ? &b["command"] : nullptr;
+  if (command_json == nullptr || !command_json->is_array() || command_json->empty())
+    return ex.Reply(ErrorResponse(Status::InvalidArgument("command: required, a non-empty array of strings")));
+  std::vector<std::string> command;
+  for (const auto& arg : *command_json) {
+    if (!arg.is_string())
+      return ex.Reply(ErrorResponse(Status::InvalidArgument("command: expected an array of strings")));
+    command.push_back(arg.get<std::string>());
+  }
+  int timeout_s = 30;
+  if (b.contains("timeout_s")) {
+    const json& t = b["timeout_s"];
+    if (!t.is_number_integer() || t.get<int64_t>() < 1 || t.get<int64_t>() > 86400)
+      return ex.Reply(ErrorResponse(Status::InvalidArgument("timeout_s: expected whole seconds between 1 and 86400")));
+    timeout_s = t.get<int>();
+  }
+  auto result = agent_.Exec(kernel_id, command, std::chrono::seconds(timeout_s));
+  if (!result.ok()) return ex.Reply(ErrorResponse(result.status()));
+  json answer = {{"exit_code", result->exit_code}};
+  ExactText(answer, "stdout", result->stdout_text);
+  ExactText(answer, "stderr", result->stderr_text);
+  if (result->stdout_truncated) answer["stdout_truncated"] = true;
+  if (result->stderr_truncated) answer["stderr_truncated"] = true;
+  ex.Reply(JsonResponse(200, answer));
+}
+
+void ApiServer::Logs(Exchange& ex, const std::string& kernel_id) {
+  const http::Request& req = ex.request();
+  int tail = 0;
+  if (req.HasParam("tail")) {
+    auto n = WholeNumber(req.Param("tail"), 0);
+    if (!n || *n > 100'000'000)
+      return ex.Reply(ErrorResponse(Status::InvalidArgument("tail: expected a whole number of lines, 0 or more")));
+    tail = static_cast<int>(*n);
+  }
+  const std::optional<bool> follow = Flag(req, "follow");
+  if (!follow) return ex.Reply(ErrorResponse(Status::InvalidArgument("follow: expected 1 or 0")));
+  bool begun = false;
+  const Status s = agent_.StreamLogs(
+      kernel_id, tail, *follow,
+      [&] { begun = ex.BeginStream(200, "text/plain", {{"Cache-Control", "no-cache"}}); },
+      [&](std::string_view bytes) { return begun && ex.Write(bytes); }, ex.Gone());
+  if (!ex.Answered()) {
+    // The engine refused before any byte: a plain error answer (or an empty log).
+    if (!s.ok()) return ex.Reply(ErrorResponse(s));
+    http::Response empty;
+    empty.content_type = "text/plain";
+    return ex.Reply(std::move(empty));
+  }
+  if (!s.ok() && !ex.Gone()) spdlog::warn("log stream of kernel {} ended early: {}", kernel_id, s.message());
+}
+
+void ApiServer::Events(Exchange& ex) {
+  std::unique_ptr<EventHub::Subscription> sub = hub_.Subscribe();
+  if (!ex.BeginStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) return;
+  auto last_write = std::chrono::steady_clock::now();
+  while (!ex.Gone()) {
+    auto event = sub->Next(std::chrono::milliseconds(500));
+    std::string frame;
+    if (event) {
+      frame = "event: " + event->value("type", std::string("message")) + "\ndata: " + DumpJson(*event) + "\n\n";
+    } else if (std::chrono::steady_clock::now() - last_write >= kKeepAliveEvery) {
+      frame = ": keep-alive\n\n";
+    } else {
+      continue;
     }
-    SendJson(res, outcome->created ? 201 : 200, outcome->kernel.ToJson());
-  });
+    if (!ex.Write(frame)) return;
+    last_write = std::chrono::steady_clock::now();
+  }
+}
 
-  server.Get(R"(/v1/kernels/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    auto kernel = agent_.GetKernel(req.matches[1]);
-    if (!kernel.ok()) return SendError(res, kernel.status());
-    SendJson(res, 200, kernel->ToJson());
-  });
-
-  server.Delete(R"(/v1/kernels/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    auto kernel = agent_.DeleteKernel(req.matches[1]);
-    if (!kernel.ok()) return SendError(res, kernel.status());
-    SendJson(res, 200, kernel->ToJson());
-  });
-
-  server.Post(R"(/v1/kernels/([^/]+)/restart)", [this](const httplib::Request& req, httplib::Response& res) {
-    auto kernel = agent_.RestartKernel(req.matches[1]);
-    if (!kernel.ok()) return SendError(res, kernel.status());
-    SendJson(res, 200, kernel->ToJson());
-  });
-
-  server.Post(R"(/v1/kernels/([^/]+)/exec)", [this](const httplib::Request& req, httplib::Response& res) {
-    auto body = ParseBody(req);
-    if (!body.ok()) return SendError(res, body.status());
-    const json& b = *body;
-    if (!b.is_object() || !b.contains("command") || !b["command"].is_array() || b["command"].empty())
-      return SendError(res, Status::InvalidArgument("command: required, a non-empty array of strings"));
-    std::vector<std::string> command;
-    for (const auto& arg : b["command"]) {
-      if (!arg.is_string()) return SendError(res, Status::InvalidArgument("command: expected an array of strings"));
-      command.push_back(arg.get<std::string>());
-    }
-    int timeout_s = 30;
-    if (b.contains("timeout_s")) {
-      if (!b["timeout_s"].is_number_integer() || b["timeout_s"].get<int64_t>() < 1 ||
-          b["timeout_s"].get<int64_t>() > 86400)
-        return SendError(res, Status::InvalidArgument("timeout_s: expected whole seconds between 1 and 86400"));
-      timeout_s = b["timeout_s"].get<int>();
-    }
-    auto result = agent_.Exec(req.matches[1], command, std::chrono::seconds(timeout_s));
-    if (!result.ok()) return SendError(res, result.status());
-    SendJson(res, 200,
-             {{"exit_code", result->exit_code}, {"stdout", result->stdout_text}, {"stderr", result->stderr_text}});
-  });
-
-  server.Get(R"(/v1/kernels/([^/]+)/logs)", [this](const httplib::Request& req, httplib::Response& res) {
-    int tail = 0;
-    if (req.has_param("tail")) {
-      const std::string text = req.get_param_value("tail");
-      char* end = nullptr;
-      long n = std::strtol(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || n < 0)
-        return SendError(res, Status::InvalidArgument("tail: expected a whole number of lines, 0 or more"));
-      tail = static_cast<int>(n);
-    }
-    auto logs = agent_.Logs(req.matches[1], tail);
-    if (!logs.ok()) return SendError(res, logs.status());
-    res.set_content(*logs, "text/plain; charset=utf-8");
-  });
-
-  server.Get("/v1/stats", [this](const httplib::Request&, httplib::Response& res) {
-    SendJson(res, 200, ToJson(*collector_.Latest()));
-  });
-
-  server.Get(R"(/v1/kernels/([^/]+)/stats)", [this](const httplib::Request& req, httplib::Response& res) {
-    auto kernel = agent_.GetKernel(req.matches[1]);
-    if (!kernel.ok()) return SendError(res, kernel.status());
-    SendJson(res, 200, KernelStatsJson(*kernel, *collector_.Latest()));
-  });
-
-  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    MetricsFacts facts;
-    facts.kernels_by_state = CountByState(agent_.ListKernels());
-    facts.engine_reachable = agent_.EngineReachable();
-    res.set_content(RenderMetrics(*collector_.Latest(), facts), kMetricsContentType);
-  });
-
-  server.Get("/v1/events", [this](const httplib::Request&, httplib::Response& res) {
-    std::shared_ptr<EventHub::Subscription> sub = hub_.Subscribe();
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, sub](size_t, httplib::DataSink& sink) {
-      while (!stopping_) {
-        auto event = sub->Next(std::chrono::milliseconds(500));
-        std::string frame = event ? "event: " + (*event)["type"].get<std::string>() + "\ndata: " + event->dump() + "\n\n"
-                                  : std::string(": keep-alive\n\n");
-        if (!sink.write(frame.data(), frame.size())) return false;
-      }
-      sink.done();
-      return true;
-    });
-  });
+void ApiServer::Metrics(Exchange& ex) const {
+  MetricsFacts facts;
+  facts.kernels_by_state = CountByState(agent_.ListKernels());
+  facts.engine_reachable = agent_.EngineReachable();
+  http::Response response;
+  response.content_type = kMetricsContentType;
+  response.body = RenderMetrics(*collector_.Latest(), facts);
+  ex.Reply(std::move(response));
 }
 
 }  // namespace slotd

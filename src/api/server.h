@@ -1,33 +1,33 @@
-// ApiServer: the agent's HTTP API (SPEC.md "HTTP API"), served on TCP at
-// rpc-listen-addr and on the unix socket <ipc-base-path>/agent.sock (mode
-// 0600). With a token, every TCP request but GET /health needs
-// "Authorization: Bearer <token>"; the unix socket is guarded by its mode.
-// The stats routes (/v1/stats, /v1/kernels/{id}/stats, /metrics) serve the
-// collector's latest snapshot and never wait for a sweep; /health does not
-// touch the collector at all.
+// ApiServer: the agent's HTTP API (SPEC.md "HTTP API", docs/api.md), served
+// by one http::HttpServer on TCP at rpc-listen-addr and on the unix socket
+// <ipc-base-path>/agent.sock (mode 0600). With a token, every TCP request but
+// GET /health needs "Authorization: Bearer <token>" (the scheme in any case;
+// the token compared in constant time); the unix socket is guarded by its
+// mode. Routes answered from memory (health, agent, kernels, stats, metrics)
+// run on the server's quick lane; routes that call the engine or stream
+// (create, delete, restart, exec, logs, events) each run on their own thread.
+// The stats routes serve the collector's latest snapshot and never wait for
+// a sweep; /health does not touch the collector at all.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "agent/agent.h"
 #include "agent/event_hub.h"
+#include "api/http_server.h"
+#include "api/router.h"
 #include "stats/collector.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace slotd {
 
 class ApiServer {
  public:
   // `agent`, `hub` and `collector` must outlive the server. `token`: nullopt
-  // disables auth.
-  ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token);
+  // disables auth. `options`: the limits of [api].
+  ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
+            http::ServerOptions options);
   ~ApiServer();
 
   // Binds both listeners. Port 0 picks a free port (see port()). The unix
@@ -37,26 +37,35 @@ class ApiServer {
   int port() const { return port_; }
   // Serves on background threads until Stop().
   void Start();
-  // Stops accepting, ends open event streams, joins the threads.
+  // Stops accepting, ends open streams, waits for the requests in flight.
   void Stop();
 
  private:
-  void Route(httplib::Server& server, bool check_token);
+  void AddRoutes();
+  // How to answer `request`; `check_token` on TCP when a token is set.
+  http::Dispatch Dispatch(const http::Request& request, bool check_token) const;
+  // Whether `request` carries the bearer token (constant-time comparison).
+  bool Authorized(const http::Request& request) const;
   // The body of GET /v1/kernels/{id}/stats for `kernel`, from `latest`.
   static nlohmann::json KernelStatsJson(const Kernel& kernel, const StatsSnapshot& latest);
+
+  void Health(http::Exchange& ex) const;
+  void DescribeAgent(http::Exchange& ex) const;
+  void CreateKernel(http::Exchange& ex);
+  void Exec(http::Exchange& ex, const std::string& kernel_id);
+  void Logs(http::Exchange& ex, const std::string& kernel_id);
+  void Events(http::Exchange& ex);
+  void Metrics(http::Exchange& ex) const;
 
   Agent& agent_;
   EventHub& hub_;
   const StatsCollector& collector_;
   const std::optional<std::string> token_;
+  Router router_;
+  http::HttpServer server_;
   std::string host_;
   int port_ = 0;
   std::string unix_path_;
-  std::unique_ptr<httplib::Server> tcp_;
-  std::unique_ptr<httplib::Server> unix_;
-  std::thread tcp_thread_;
-  std::thread unix_thread_;
-  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace slotd

@@ -394,6 +394,8 @@ int main(int argc, char** argv) {
   int tail = 0;
   logs->add_option("kernel", logs_id, "kernel id")->required();
   logs->add_option("--tail", tail, "only the last N lines");
+  bool follow = false;
+  logs->add_flag("--follow,-f", follow, "keep printing new output until the kernel ends or Ctrl-C");
 
   auto* node = app.add_subcommand(
       "node", "list this node's live agents (from its claims directory): pid, API, cores, memory, devices, kernels");
@@ -578,12 +580,28 @@ int main(int argc, char** argv) {
     return (*r)["exit_code"].get<int>();
   }
   if (*logs) {
-    auto r = Call(t, "GET", "/v1/kernels/" + logs_id + "/logs" + (tail > 0 ? "?tail=" + std::to_string(tail) : ""),
-                  nullptr, std::chrono::seconds(120), /*as_text=*/true);
-    if (!r.ok()) return Fail(r.status());
-    const std::string text = (*r)["text"].get<std::string>();
-    if (t.json_output) return std::cout << json{{"kernel_id", logs_id}, {"logs", text}}.dump() << "\n", 0;
-    std::cout << text;
+    const std::string path = "/v1/kernels/" + slotd::UrlEncode(logs_id) + "/logs?tail=" + std::to_string(tail) +
+                             (follow ? "&follow=1" : "");
+    if (t.json_output && !follow) {
+      auto r = Call(t, "GET", path, nullptr, std::chrono::seconds(120), /*as_text=*/true);
+      if (!r.ok()) return Fail(r.status());
+      return std::cout << json{{"kernel_id", logs_id}, {"logs", (*r)["text"]}}.dump(-1, ' ', false, json::error_handler_t::replace) << "\n", 0;
+    }
+    // The output as it comes, never held whole; with --json, one line per piece.
+    auto client = Connect(t);
+    if (!client.ok()) return Fail(client.status());
+    const std::atomic<bool> never{false};
+    auto print = [&](std::string_view piece) {
+      if (t.json_output) {
+        std::cout << json{{"kernel_id", logs_id}, {"output", std::string(piece)}}.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+      } else {
+        std::cout.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+      }
+      std::cout.flush();
+      return static_cast<bool>(std::cout);
+    };
+    Status s = client->Stream("GET", path, "", [] {}, print, never, /*end_is_ok=*/true);
+    if (!s.ok()) return Fail(s);
     return 0;
   }
   return 0;

@@ -193,7 +193,11 @@ int RunAgent(const std::string& config_path) {
   stats.unmetered_devices = agent.UnmeteredDevices();
   slotd::StatsCollector collector(stats, [&agent] { return agent.StatsTargets(); }, **engine, agent.DeviceMeters());
 
-  slotd::ApiServer api(agent, hub, collector, token);
+  slotd::http::ServerOptions limits;
+  limits.max_connections = config->api.max_connections;
+  limits.request_timeout = config->api.request_timeout;
+  limits.max_body_bytes = config->api.max_body_size;
+  slotd::ApiServer api(agent, hub, collector, token, limits);
   if (Status s = api.Bind(config->agent.rpc_host, config->agent.rpc_port, ipc + "/agent.sock"); !s.ok())
     return fail(s);
   if (Status s = (*claims)->SetApiPort(api.port()); !s.ok()) return fail(s);

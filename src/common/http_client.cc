@@ -58,11 +58,6 @@ std::string CurlErrorText(CURLcode code, const char* detail) {
   return text;
 }
 
-size_t AppendToString(char* data, size_t size, size_t count, void* user) {
-  static_cast<std::string*>(user)->append(data, size * count);
-  return size * count;
-}
-
 }  // namespace
 
 HttpClient::HttpClient(bool unix_socket, std::string target, std::string description)
@@ -128,17 +123,57 @@ std::unique_ptr<PreparedRequest> Prepare(bool unix_socket, const std::string& ta
 
 }  // namespace
 
+namespace {
+
+// What RequestStreamed's body callback needs.
+struct ChunkTarget {
+  CURL* easy = nullptr;
+  const std::function<bool(std::string_view)>* on_chunk = nullptr;
+  std::string* error_body = nullptr;
+};
+
+size_t DeliverChunk(char* data, size_t size, size_t count, void* user) {
+  auto* target = static_cast<ChunkTarget*>(user);
+  const size_t n = size * count;
+  long status = 0;
+  curl_easy_getinfo(target->easy, CURLINFO_RESPONSE_CODE, &status);
+  if (status < 200 || status >= 300) {
+    if (target->error_body->size() < kMaxErrorBody)
+      target->error_body->append(data, std::min(n, kMaxErrorBody - target->error_body->size()));
+    return n;
+  }
+  return (*target->on_chunk)(std::string_view(data, n)) ? n : 0;
+}
+
+}  // namespace
+
 Result<HttpResponse> HttpClient::Request(const std::string& method,
                                          const std::string& path_and_query, const std::string& body,
                                          std::chrono::milliseconds timeout) const {
+  HttpResponse response;
+  auto keep = [&response](std::string_view chunk) {
+    response.body.append(chunk);
+    return true;
+  };
+  auto result = RequestStreamed(method, path_and_query, body, timeout, keep);
+  if (!result.ok()) return result.status();
+  if (!result->body.empty()) response.body = std::move(result->body);  // a non-2xx body
+  response.status = result->status;
+  return response;
+}
+
+Result<HttpResponse> HttpClient::RequestStreamed(const std::string& method, const std::string& path_and_query,
+                                                 const std::string& body, std::chrono::milliseconds timeout,
+                                                 const std::function<bool(std::string_view chunk)>& on_chunk) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
   auto req = Prepare(unix_socket_, target_, bearer_token_, method, path_and_query, body);
   if (!req) return Status::Internal(where + ": cannot allocate a curl handle");
   CURL* easy = req->easy.get();
 
   HttpResponse response;
-  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &AppendToString);
-  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &response.body);
+  ChunkTarget target{easy, &on_chunk, &response.body};
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &DeliverChunk);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &target);
   curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
                    static_cast<long>(std::max<int64_t>(1, timeout.count())));
 
@@ -210,7 +245,7 @@ size_t StreamBody(char* data, size_t size, size_t count, void* user) {
 Status HttpClient::Stream(const std::string& method, const std::string& path_and_query,
                           const std::string& body, const std::function<void()>& on_connected,
                           const std::function<bool(std::string_view chunk)>& on_chunk,
-                          const std::atomic<bool>& stop) const {
+                          const std::atomic<bool>& stop, bool end_is_ok) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
   auto req = Prepare(unix_socket_, target_, bearer_token_, method, path_and_query, body);
   MultiHandle multi(curl_multi_init());
@@ -256,6 +291,7 @@ Status HttpClient::Stream(const std::string& method, const std::string& path_and
     return StatusForHttpError(
         state.status, where + ": HTTP " + std::to_string(state.status) + ": " + state.error_body);
   }
+  if (end_is_ok) return Status::Ok();
   return Status::Unavailable(where + ": the server ended the stream");
 }
 

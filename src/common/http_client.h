@@ -52,6 +52,14 @@ class HttpClient {
                                const std::string& body = "",
                                std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
 
+  // Like Request, but hands the body of a 2xx response to `on_chunk` piece by
+  // piece instead of keeping it (the returned body is empty then; a non-2xx
+  // body is kept, up to 64 KiB, for the error message). `on_chunk` returning
+  // false aborts the transfer: kUnavailable.
+  Result<HttpResponse> RequestStreamed(const std::string& method, const std::string& path_and_query,
+                                       const std::string& body, std::chrono::milliseconds timeout,
+                                       const std::function<bool(std::string_view chunk)>& on_chunk) const;
+
   // Sends a request and delivers the body of a 2xx response as it arrives:
   // `on_connected` is called once, when the response headers have arrived
   // (before any chunk, even if no body byte ever comes), then `on_chunk` for
@@ -60,12 +68,13 @@ class HttpClient {
   // data flows) or when `on_chunk` returns false; kUnavailable when the
   // connection fails, breaks or the server ends the body; for a non-2xx
   // status, the status StatusForHttpError gives, with the response body in
-  // the message (on_connected is not called then). The callbacks run on the
-  // calling thread.
+  // the message (on_connected is not called then). With `end_is_ok`, the
+  // server ending the body is OK too (a response that is long, not endless).
+  // The callbacks run on the calling thread.
   Status Stream(const std::string& method, const std::string& path_and_query,
                 const std::string& body, const std::function<void()>& on_connected,
                 const std::function<bool(std::string_view chunk)>& on_chunk,
-                const std::atomic<bool>& stop) const;
+                const std::atomic<bool>& stop, bool end_is_ok = false) const;
 
  private:
   HttpClient(bool unix_socket, std::string target, std::string description);

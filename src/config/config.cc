@@ -28,12 +28,13 @@ namespace slotd {
 namespace {
 
 // The sections this version accepts, in the order messages list them.
-constexpr std::string_view kSections[] = {"agent", "node", "container", "resource", "resource.cpu",
+constexpr std::string_view kSections[] = {"agent", "api", "node", "container", "resource", "resource.cpu",
                                           "resource.memory", "resource.cuda", "resource.mock"};
 
 // The keys each section accepts, in the order messages and docs/config.md list them.
 constexpr std::string_view kAgentKeys[] = {"id", "node", "rpc-listen-addr", "ipc-base-path",
                                            "var-base-path", "token-file", "scaling-group"};
+constexpr std::string_view kApiKeys[] = {"max-connections", "request-timeout", "max-body-size"};
 constexpr std::string_view kNodeKeys[] = {"claims-dir"};
 constexpr std::string_view kContainerKeys[] = {"docker-host", "port-range", "network",
                                                "stats-type", "stats-interval", "stop-timeout"};
@@ -55,6 +56,12 @@ constexpr std::string_view kAttachModes[] = {"device-requests", "env", "cdi"};
 constexpr std::chrono::milliseconds kMinStatsInterval{100};
 constexpr std::chrono::milliseconds kMaxStatsInterval{3'600'000};
 
+// The bounds of api.request-timeout and api.max-body-size.
+constexpr std::chrono::milliseconds kMinRequestTimeout{100};
+constexpr std::chrono::milliseconds kMaxRequestTimeout{600'000};
+constexpr uint64_t kMinBodySize = 1ull << 10;
+constexpr uint64_t kMaxBodySize = 1ull << 30;
+
 // The Docker Engine socket used when neither the file nor $DOCKER_HOST names one.
 constexpr const char* kDefaultDockerHost = "unix:///var/run/docker.sock";
 constexpr int kMaxCores = 4096;  // the highest core number ParseCoreList accepts, plus one
@@ -65,6 +72,7 @@ constexpr const char* kNumaNodeDir = "/sys/devices/system/node";
 // The keys of a known section; empty for the top level and unknown sections.
 std::span<const std::string_view> KeysOf(std::string_view section) {
   if (section == "agent") return kAgentKeys;
+  if (section == "api") return kApiKeys;
   if (section == "node") return kNodeKeys;
   if (section == "container") return kContainerKeys;
   if (section == "resource") return kResourceKeys;
@@ -213,6 +221,7 @@ class Validator {
   // the defaults, reporting every unusable value.
   void ReadAgent(const toml::table& root, AgentConfig& agent);
   void ReadRpcListenAddr(const Field& field, AgentConfig& agent);
+  void ReadApi(const toml::table& root, ApiConfig& api);
   void ReadNode(const toml::table& root, NodeConfig& node);
   void ReadContainer(const toml::table& root, ContainerConfig& container);
   void ReadPortRange(const Field& field, ContainerConfig& container);
@@ -456,6 +465,28 @@ void Validator::ReadRpcListenAddr(const Field& field, AgentConfig& agent) {
   }
   agent.rpc_host = host;
   agent.rpc_port = port;
+}
+
+void Validator::ReadApi(const toml::table& root, ApiConfig& api) {
+  const toml::table* section = SectionTable(root, "api");
+  if (std::optional<Field> field = Find(section, "api", "max-connections")) {
+    if (std::optional<int64_t> n = IntegerIn(*field, 1, 65536)) api.max_connections = static_cast<int>(*n);
+  }
+  if (std::optional<Field> field = Find(section, "api", "request-timeout")) {
+    if (std::optional<std::chrono::milliseconds> timeout = Duration(*field)) {
+      if (*timeout < kMinRequestTimeout || *timeout > kMaxRequestTimeout) {
+        Report(*field, "\"" + field->node->as_string()->get() + "\" is out of range; use 100ms to 10m");
+      } else {
+        api.request_timeout = *timeout;
+      }
+    }
+  }
+  if (std::optional<Field> field = Find(section, "api", "max-body-size")) {
+    if (std::optional<uint64_t> size = Size(*field)) {
+      if (*size < kMinBodySize || *size > kMaxBodySize) Report(*field, "is out of range; use 1k to 1g");
+      else api.max_body_size = *size;
+    }
+  }
 }
 
 void Validator::ReadNode(const toml::table& root, NodeConfig& node) {
@@ -792,6 +823,7 @@ Result<Config> Validator::Run(const toml::table& root) {
   config.path = file_;
   CheckLayout(root, "");
   ReadAgent(root, config.agent);
+  ReadApi(root, config.api);
   ReadNode(root, config.node);
   ReadContainer(root, config.container);
   ReadResource(root, config.resource);

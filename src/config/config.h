@@ -30,6 +30,13 @@ struct AgentConfig {
   std::string scaling_group = "default";
 };
 
+// [api]: the limits of the HTTP API, on TCP and on the unix socket alike.
+struct ApiConfig {
+  int max_connections = 1024;                         // open connections per listener; past it: 503
+  std::chrono::milliseconds request_timeout{10'000};  // to receive one whole request (headers and body)
+  uint64_t max_body_size = 1ull << 20;                // larger request bodies: 413
+};
+
 struct NodeConfig {
   std::string claims_dir = "/run/slotd/node";
 };
@@ -82,6 +89,7 @@ struct ResourceConfig {
 struct Config {
   std::string path;  // the file it was read from
   AgentConfig agent;
+  ApiConfig api;
   NodeConfig node;
   ContainerConfig container;
   ResourceConfig resource;

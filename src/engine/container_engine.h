@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -93,10 +94,15 @@ struct ContainerStats {
 };
 
 // Output of a finished exec.
+// Output of a finished exec. Each stream keeps at most kMaxExecOutput bytes;
+// what came past that was read and dropped, and the flag says so.
 struct ExecResult {
+  static constexpr size_t kMaxExecOutput = 16u << 20;
   int exit_code = -1;
   std::string stdout_text;
   std::string stderr_text;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
 };
 
 class ContainerEngine {
@@ -126,8 +132,16 @@ class ContainerEngine {
   virtual Result<ExecResult> Exec(const std::string& id, const std::vector<std::string>& command,
                                   std::chrono::seconds timeout) = 0;
 
-  // The container's output (stdout and stderr interleaved as text); tail <= 0: all.
-  virtual Result<std::string> Logs(const std::string& id, int tail) = 0;
+  // Streams the container's output (stdout and stderr interleaved, the bytes
+  // as written) to `on_output`: the last `tail` lines first (tail <= 0: all),
+  // then, with `follow`, new output until the container stops. `on_started`
+  // runs once the engine has accepted the request, before any output (not
+  // at all when it refuses). Returns OK at the end of the output, when `stop`
+  // becomes true or when on_output returns false; kNotFound for a missing
+  // container. Never holds more than a piece of the output.
+  virtual Status StreamLogs(const std::string& id, int tail, bool follow, const std::function<void()>& on_started,
+                            const std::function<bool(std::string_view)>& on_output,
+                            const std::atomic<bool>& stop) = 0;
 
   // One reading of the engine's stats for a running container (the engine
   // takes about a second to answer: it samples twice). kNotFound when the

@@ -53,6 +53,21 @@ class DockerEngineTest : public ::testing::Test {
     }
   }
 
+  // The whole output StreamLogs gives for the container.
+  Result<std::string> Logs(const std::string& id, int tail) {
+    std::string text;
+    std::atomic<bool> stop{false};
+    Status s = engine_->StreamLogs(
+        id, tail, /*follow=*/false, [] {},
+        [&](std::string_view piece) {
+          text.append(piece);
+          return true;
+        },
+        stop);
+    if (!s.ok()) return s;
+    return text;
+  }
+
   // A spec with a unique name, this run's label and network "none".
   ContainerSpec Spec(const std::string& suffix, std::vector<std::string> command) {
     ContainerSpec spec;
@@ -228,12 +243,12 @@ TEST_F(DockerEngineTest, LogsReturnOutput) {
   ASSERT_FALSE(info->running);
   EXPECT_EQ(info->exit_code, 0);
 
-  auto all = engine_->Logs(*id, 0);
+  auto all = Logs(*id, 0);
   ASSERT_TRUE(all.ok()) << all.status().message();
   EXPECT_NE(all->find("one\n"), std::string::npos) << *all;
   EXPECT_NE(all->find("two\n"), std::string::npos) << *all;
   EXPECT_NE(all->find("three\n"), std::string::npos) << *all;
-  auto last = engine_->Logs(*id, 1);
+  auto last = Logs(*id, 1);
   ASSERT_TRUE(last.ok()) << last.status().message();
   EXPECT_EQ(*last, "three\n");
 }
@@ -428,7 +443,7 @@ TEST_F(DockerEngineTest, CallsOnUnknownContainerAreNotFound) {
   const std::string id = "slotd-itest-missing-" + RunId();
   EXPECT_EQ(engine_->Inspect(id).status().code(), Code::kNotFound);
   EXPECT_EQ(engine_->Start(id).code(), Code::kNotFound);
-  EXPECT_EQ(engine_->Logs(id, 0).status().code(), Code::kNotFound);
+  EXPECT_EQ(Logs(id, 0).status().code(), Code::kNotFound);
   EXPECT_EQ(engine_->CallsByContainer()[id], 3);
 }
 

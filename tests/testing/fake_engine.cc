@@ -254,19 +254,27 @@ Result<ContainerStats> FakeEngine::Stats(const std::string& id) {
   return (*c)->stats;
 }
 
-Result<std::string> FakeEngine::Logs(const std::string& id, int tail) {
-  std::lock_guard lock(mutex_);
-  auto c = EnterFor(Method::kLogs, id);
-  if (!c.ok()) return c.status();
-  const std::string& text = (*c)->logs;
-  if (tail <= 0) return text;
-  // Walk back over `tail` line ends, not counting the one that ends the text.
-  size_t start = text.size();
-  if (start > 0 && text[start - 1] == '\n') --start;
-  for (int lines = 0; start > 0; --start) {
-    if (text[start - 1] == '\n' && ++lines == tail) break;
+Status FakeEngine::StreamLogs(const std::string& id, int tail, bool, const std::function<void()>& on_started,
+                              const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>&) {
+  std::string text;
+  {
+    std::lock_guard lock(mutex_);
+    auto c = EnterFor(Method::kLogs, id);
+    if (!c.ok()) return c.status();
+    text = (*c)->logs;
   }
-  return text.substr(start);
+  if (tail > 0) {
+    // Walk back over `tail` line ends, not counting the one that ends the text.
+    size_t start = text.size();
+    if (start > 0 && text[start - 1] == '\n') --start;
+    for (int lines = 0; start > 0; --start) {
+      if (text[start - 1] == '\n' && ++lines == tail) break;
+    }
+    text = text.substr(start);
+  }
+  on_started();
+  if (!text.empty()) on_output(text);
+  return Status::Ok();
 }
 
 Status FakeEngine::StreamEvents(const std::vector<std::string>& label_filters,

@@ -76,8 +76,10 @@ class FakeEngine : public ContainerEngine {
   // kConflict when the container is not running.
   Result<ExecResult> Exec(const std::string& id, const std::vector<std::string>& command,
                           std::chrono::seconds timeout) override;
-  // The text set by SetLogs, its last `tail` lines when tail > 0.
-  Result<std::string> Logs(const std::string& id, int tail) override;
+  // The text set by SetLogs, its last `tail` lines when tail > 0, in one
+  // piece; `follow` adds nothing (no output comes later).
+  Status StreamLogs(const std::string& id, int tail, bool follow, const std::function<void()>& on_started,
+                    const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>& stop) override;
   // The reading set by SetStats (zeros until then); kFailedPrecondition when
   // the container is not running.
   Result<ContainerStats> Stats(const std::string& id) override;
@@ -118,7 +120,7 @@ class FakeEngine : public ContainerEngine {
   // Sets the reading Stats returns for the container.
   void SetStats(const std::string& id, const ContainerStats& stats);
 
-  // Sets the text Logs returns for the container.
+  // Sets the text StreamLogs gives for the container.
   void SetLogs(const std::string& id, const std::string& text);
 
   // How many ContainerEngine calls named this container (by id or name),

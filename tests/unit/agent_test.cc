@@ -102,6 +102,21 @@ class AgentTest : public ::testing::Test {
   }
   uint64_t Used(const std::string& slot) const { return Used(*agent_, slot); }
 
+  // The whole output StreamLogs gives for the kernel.
+  Result<std::string> Logs(const std::string& kernel_id, int tail) {
+    std::string text;
+    std::atomic<bool> stop{false};
+    Status s = agent_->StreamLogs(
+        kernel_id, tail, /*follow=*/false, [] {},
+        [&](std::string_view piece) {
+          text.append(piece);
+          return true;
+        },
+        stop);
+    if (!s.ok()) return s;
+    return text;
+  }
+
   // Asserts that nothing at all is allocated.
   void ExpectNothingHeld() const {
     EXPECT_EQ(Used("cpu"), 0u);
@@ -449,7 +464,7 @@ TEST_F(AgentTest, ForeignContainerIsNeverListedAdoptedOrTouched) {
   EXPECT_EQ(clash.status().code(), Status::Code::kConflict);
   EXPECT_EQ(agent_->DeleteKernel("k9").status().code(), Status::Code::kNotFound);
   EXPECT_EQ(agent_->RestartKernel("k9").status().code(), Status::Code::kNotFound);
-  EXPECT_EQ(agent_->Logs("k9", 0).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(Logs("k9", 0).status().code(), Status::Code::kNotFound);
   ExpectNothingHeld();
 
   EXPECT_TRUE(engine_.Peek(*foreign).has_value());
@@ -629,13 +644,13 @@ TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {
   EXPECT_EQ(exec->stdout_text, "echo hi\n");
 
   engine_.SetLogs(k.container_id, "one\ntwo\nthree\n");
-  EXPECT_EQ(*agent_->Logs("k1", 2), "two\nthree\n");
-  EXPECT_EQ(*agent_->Logs("k1", 0), "one\ntwo\nthree\n");
+  EXPECT_EQ(*Logs("k1", 2), "two\nthree\n");
+  EXPECT_EQ(*Logs("k1", 0), "one\ntwo\nthree\n");
 
   agent_->OnEngineEvent(*engine_.KillBehindBack(k.container_id, 0));
   EXPECT_EQ(agent_->Exec("k1", {"true"}, std::chrono::seconds(5)).status().code(),
             Status::Code::kFailedPrecondition);
-  EXPECT_EQ(*agent_->Logs("k1", 0), "one\ntwo\nthree\n");  // a dead kernel's output stays readable
+  EXPECT_EQ(*Logs("k1", 0), "one\ntwo\nthree\n");  // a dead kernel's output stays readable
 }
 
 // -------------------------------------------------------------- event hub

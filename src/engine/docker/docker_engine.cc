@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -122,29 +124,55 @@ std::string JoinCommand(const std::vector<std::string>& command) {
 
 }  // namespace
 
-Status DemultiplexDockerStream(std::string_view stream, std::string& out, std::string& err) {
-  size_t pos = 0;
-  while (pos < stream.size()) {
-    if (stream.size() - pos < 8) {
-      return Status::Internal("docker output stream: frame header cut short at byte " +
-                              std::to_string(pos));
+bool DockerStreamDemuxer::Feed(std::string_view bytes, const Sink& sink) {
+  if (!error_.empty()) return false;
+  while (!bytes.empty()) {
+    if (payload_left_ > 0) {
+      const size_t n = std::min(payload_left_, bytes.size());
+      payload_left_ -= n;
+      offset_ += n;
+      const std::string_view piece = bytes.substr(0, n);
+      bytes.remove_prefix(n);
+      if (!sink(is_stderr_, piece)) return false;
+      continue;
     }
-    const auto* h = reinterpret_cast<const unsigned char*>(stream.data() + pos);
+    const size_t n = std::min(sizeof(header_) - header_have_, bytes.size());
+    std::memcpy(header_ + header_have_, bytes.data(), n);
+    header_have_ += n;
+    offset_ += n;
+    bytes.remove_prefix(n);
+    if (header_have_ < sizeof(header_)) break;
+    header_have_ = 0;
+    const unsigned char* h = header_;
     if (h[0] > 2 || h[1] != 0 || h[2] != 0 || h[3] != 0) {
-      return Status::Internal("docker output stream: malformed frame header at byte " +
-                              std::to_string(pos) + " (was the container created with a TTY?)");
+      error_ = "docker output stream: malformed frame header at byte " + std::to_string(offset_ - 8) +
+               " (was the container created with a TTY?)";
+      return false;
     }
-    const size_t size = (size_t{h[4]} << 24) | (size_t{h[5]} << 16) | (size_t{h[6]} << 8) | h[7];
-    pos += 8;
-    if (stream.size() - pos < size) {
-      return Status::Internal("docker output stream: frame at byte " + std::to_string(pos - 8) +
-                              " announces " + std::to_string(size) + " bytes, " +
-                              std::to_string(stream.size() - pos) + " remain");
-    }
-    (h[0] == 2 ? err : out).append(stream.substr(pos, size));
-    pos += size;
+    is_stderr_ = h[0] == 2;
+    payload_left_ = (size_t{h[4]} << 24) | (size_t{h[5]} << 16) | (size_t{h[6]} << 8) | h[7];
   }
+  return true;
+}
+
+Status DockerStreamDemuxer::Finish() const {
+  if (!error_.empty()) return Status::Internal(error_);
+  if (header_have_ > 0)
+    return Status::Internal("docker output stream: frame header cut short at byte " +
+                            std::to_string(offset_ - header_have_));
+  if (payload_left_ > 0)
+    return Status::Internal("docker output stream: the last frame ends " + std::to_string(payload_left_) +
+                            " bytes early, at byte " + std::to_string(offset_));
   return Status::Ok();
+}
+
+Status DemultiplexDockerStream(std::string_view stream, std::string& out, std::string& err) {
+  DockerStreamDemuxer demuxer;
+  demuxer.Feed(stream, [&](bool is_stderr, std::string_view payload) {
+    (is_stderr ? err : out).append(payload);
+    return true;
+  });
+  return demuxer.Finish();
 }
 
 namespace {
@@ -444,12 +472,21 @@ Result<ExecResult> DockerEngine::Exec(const std::string& id,
   // command's streams close.
   remaining = left();
   if (!remaining) return late;
-  auto started = Call(http_, what, "POST", exec_path + "/start",
-                      Dump({{"Detach", false}, {"Tty", false}}), *remaining);
-  if (!started.ok()) return with_deadline(started.status());
   ExecResult result;
-  Status demux = DemultiplexDockerStream(started->body, result.stdout_text, result.stderr_text);
-  if (!demux.ok()) return demux.WithPrefix(what);
+  DockerStreamDemuxer demuxer;
+  auto keep_bounded = [&](bool is_stderr, std::string_view payload) {
+    std::string& text = is_stderr ? result.stderr_text : result.stdout_text;
+    const size_t room = ExecResult::kMaxExecOutput - text.size();
+    text.append(payload.substr(0, room));
+    if (payload.size() > room) (is_stderr ? result.stderr_truncated : result.stdout_truncated) = true;
+    return true;
+  };
+  auto started = http_.RequestStreamed("POST", exec_path + "/start", Dump({{"Detach", false}, {"Tty", false}}),
+                                       *remaining,
+                                       [&](std::string_view chunk) { return demuxer.Feed(chunk, keep_bounded); });
+  if (!started.ok()) return with_deadline(started.status().WithPrefix(what));
+  if (started->status < 200 || started->status >= 300) return EngineError(what, http_, *started);
+  if (Status demux = demuxer.Finish(); !demux.ok()) return demux.WithPrefix(what);
 
   // The output can end a moment before the engine records the exit code.
   while (true) {
@@ -471,17 +508,26 @@ Result<ExecResult> DockerEngine::Exec(const std::string& id,
   }
 }
 
-Result<std::string> DockerEngine::Logs(const std::string& id, int tail) {
+Status DockerEngine::StreamLogs(const std::string& id, int tail, bool follow, const std::function<void()>& on_started,
+                                const std::function<bool(std::string_view)>& on_output,
+                                const std::atomic<bool>& stop) {
   Count(id);
   const std::string what = "logs of container " + id;
-  auto response = Call(http_, what, "GET",
-                       ContainerPath(id) + "/logs?stdout=1&stderr=1&tail=" +
-                           (tail > 0 ? std::to_string(tail) : std::string("all")));
-  if (!response.ok()) return response.status();
-  std::string text;
-  Status demux = DemultiplexDockerStream(response->body, text, text);
-  if (!demux.ok()) return demux.WithPrefix(what);
-  return text;
+  const std::string path = ContainerPath(id) + "/logs?stdout=1&stderr=1&follow=" + (follow ? "1" : "0") +
+                           "&tail=" + (tail > 0 ? std::to_string(tail) : std::string("all"));
+  DockerStreamDemuxer demuxer;
+  bool stopped_by_reader = false;
+  auto on_chunk = [&](std::string_view chunk) {
+    return demuxer.Feed(chunk, [&](bool, std::string_view payload) {
+      if (on_output(payload)) return true;
+      stopped_by_reader = true;
+      return false;
+    });
+  };
+  Status s = http_.Stream("GET", path, "", on_started, on_chunk, stop, /*end_is_ok=*/true);
+  if (stopped_by_reader || stop) return Status::Ok();
+  if (Status demux = demuxer.Finish(); !demux.ok()) return demux.WithPrefix(what);
+  return s.WithPrefix(what);
 }
 
 Status DockerEngine::StreamEvents(const std::vector<std::string>& label_filters,

@@ -1,0 +1,641 @@
+#include "api/http_server.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+
+#include "api/responses.h"
+
+namespace slotd::http {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using Socket = net::generic::stream_protocol::socket;
+using Clock = std::chrono::steady_clock;
+
+// The longest request line and headers together; the request target alone
+// may use at most kMaxTarget of it (else 414).
+constexpr uint32_t kMaxHeaderBytes = 64 * 1024;
+constexpr size_t kMaxTarget = 8 * 1024;
+// After a failed accept (out of file descriptors, say), how long to wait
+// before accepting again, so the loop does not spin.
+constexpr std::chrono::milliseconds kAcceptBackoff{100};
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Decodes %XX escapes (and '+' as a space in a query); a malformed escape
+// stays as written.
+std::string DecodeQueryPart(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 && HexValue(text[i + 2]) >= 0) {
+      out += static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i] == '+' ? ' ' : text[i];
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view query) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view part = query.substr(0, amp);
+    if (!part.empty()) {
+      const size_t eq = part.find('=');
+      out.emplace_back(DecodeQueryPart(part.substr(0, eq)),
+                       eq == std::string_view::npos ? std::string() : DecodeQueryPart(part.substr(eq + 1)));
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return out;
+}
+
+// A fixed set of threads running posted tasks in order; Stop() runs what is
+// queued, then joins.
+class WorkerPool {
+ public:
+  explicit WorkerPool(int threads) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+  }
+  ~WorkerPool() { Stop(); }
+  void Post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  void Run() {
+    while (true) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;  // guarded by mutex_
+  bool stopping_ = false;                    // guarded by mutex_
+  std::vector<std::thread> threads_;
+};
+
+// Counts handlers in flight, so Stop() can wait for them. Shared with each
+// handler's thread, so the count outlives the server for as long as a
+// thread still touches it.
+struct InFlight {
+  std::mutex mutex;
+  std::condition_variable cv;
+  int count = 0;  // guarded by mutex
+  void Add() {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++count;
+  }
+  void Done() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (--count == 0) cv.notify_all();
+  }
+  void WaitIdle() {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return count == 0; });
+  }
+};
+
+}  // namespace
+
+std::string Request::Header(std::string_view name) const {
+  for (const auto& [key, value] : headers)
+    if (EqualsIgnoreCase(key, name)) return value;
+  return "";
+}
+
+bool Request::HasParam(std::string_view name) const {
+  for (const auto& [key, value] : query)
+    if (key == name) return true;
+  return false;
+}
+
+std::string Request::Param(std::string_view name) const {
+  for (const auto& [key, value] : query)
+    if (key == name) return value;
+  return "";
+}
+
+class Session;
+
+// One listening socket with its dispatcher and its bound.
+struct Listener {
+  bool unix_socket = false;
+  std::string description;  // "127.0.0.1:6001", "unix socket /run/x/agent.sock"
+  Dispatcher dispatcher;
+  std::optional<net::ip::tcp::acceptor> tcp;
+  std::optional<net::local::stream_protocol::acceptor> local;
+  std::optional<net::steady_timer> backoff;
+  int open = 0;  // connections open now; I/O thread only
+};
+
+struct HttpServer::Impl {
+  explicit Impl(ServerOptions o) : options(o), io(1), guard(net::make_work_guard(io)) {}
+
+  void Accept(Listener& listener);
+  void OnAccepted(Listener& listener, Socket socket);
+  // Runs `handler` for `request`, which arrived on `session`, on `lane`.
+  void Run(Lane lane, std::shared_ptr<Session> session, Request request, std::function<void(Exchange&)> handler);
+
+  const ServerOptions options;
+  net::io_context io;
+  net::executor_work_guard<net::io_context::executor_type> guard;
+  std::list<Listener> listeners;
+  std::list<std::weak_ptr<Session>> sessions;  // I/O thread only; pruned as they close
+  std::thread io_thread;
+  std::optional<WorkerPool> quick;
+  std::shared_ptr<InFlight> in_flight = std::make_shared<InFlight>();
+  std::atomic<bool> stopping{false};
+  std::atomic<int> open_total{0};
+};
+
+// One connection: reads requests one after another (keep-alive), hands each
+// to its dispatcher, writes the answers. Every socket operation and every
+// member but the atomics runs on the I/O thread; handler threads reach it
+// only through posts (see ExchangeImpl).
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(HttpServer::Impl& server, Listener& listener, Socket socket)
+      : server_(server), listener_(listener), socket_(std::move(socket)), timer_(server.io) {
+    ++listener_.open;
+    ++server_.open_total;
+  }
+  ~Session() { Close(); }
+
+  void Start() { ReadRequest(); }
+
+  // Closes the connection now; idempotent. I/O thread only.
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    gone_ = true;
+    timer_.cancel();
+    beast::error_code ignored;
+    socket_.shutdown(net::socket_base::shutdown_both, ignored);
+    socket_.close(ignored);
+    --listener_.open;
+    --server_.open_total;
+  }
+
+  // Writes a whole response, then reads the next request or closes.
+  void Send(Response response) {
+    if (closed_) return;
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
+    res->version(11);
+    res->result(static_cast<unsigned>(response.status));
+    res->set(bhttp::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) res->set(name, value);
+    res->body() = std::move(response.body);
+    res->keep_alive(keep_alive_ && !server_.stopping);
+    res->prepare_payload();
+    Arm();
+    bhttp::async_write(socket_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+      self->timer_.cancel();
+      if (ec || !res->keep_alive()) return self->Close();
+      self->ReadRequest();
+    });
+  }
+
+  // The stream half of ExchangeImpl: each runs on the I/O thread and
+  // fulfils `done` with whether the bytes were written.
+  void SendStreamHead(int status, std::string content_type, std::vector<std::pair<std::string, std::string>> headers,
+                      std::shared_ptr<std::promise<bool>> done) {
+    if (closed_) return done->set_value(false);
+    auto res = std::make_shared<bhttp::response<bhttp::empty_body>>();
+    res->version(11);
+    res->result(static_cast<unsigned>(status));
+    res->set(bhttp::field::content_type, content_type);
+    for (const auto& [name, value] : headers) res->set(name, value);
+    res->keep_alive(false);
+    res->chunked(true);
+    auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
+    Arm();
+    bhttp::async_write_header(socket_, *serializer,
+                              [self = shared_from_this(), res, serializer, done](beast::error_code ec, size_t) {
+                                self->timer_.cancel();
+                                if (ec) {
+                                  self->Close();
+                                  return done->set_value(false);
+                                }
+                                self->WatchForHangUp();
+                                done->set_value(true);
+                              });
+  }
+  void SendChunk(std::shared_ptr<std::string> data, std::shared_ptr<std::promise<bool>> done) {
+    if (closed_) return done->set_value(false);
+    Arm();
+    net::async_write(socket_, bhttp::make_chunk(net::buffer(*data)),
+                     [self = shared_from_this(), data, done](beast::error_code ec, size_t) {
+                       self->timer_.cancel();
+                       if (ec) self->Close();
+                       done->set_value(!ec);
+                     });
+  }
+  // Ends a stream: the last chunk, then close.
+  void EndStream() {
+    if (closed_) return;
+    Arm();
+    net::async_write(socket_, bhttp::make_chunk_last(),
+                     [self = shared_from_this()](beast::error_code, size_t) { self->Close(); });
+  }
+
+  const std::atomic<bool>& gone() const { return gone_; }
+
+ private:
+  // Starts the deadline of the read or write about to begin: past it the
+  // connection closes, cancelling the operation.
+  void Arm() {
+    timer_.expires_after(server_.options.request_timeout);
+    timer_.async_wait([weak = weak_from_this()](beast::error_code ec) {
+      if (ec) return;  // cancelled: the operation ended in time
+      if (auto self = weak.lock()) self->Close();
+    });
+  }
+
+  void ReadRequest() {
+    if (closed_ || server_.stopping) return Close();
+    parser_.emplace();
+    parser_->header_limit(kMaxHeaderBytes);
+    parser_->body_limit(server_.options.max_body_bytes);
+    Arm();
+    bhttp::async_read_header(socket_, buffer_, *parser_,
+                             [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  // Answers an error the server found itself, then closes: the rest of the
+  // request is not read.
+  void Refuse(int status, std::string_view code, const std::string& message) {
+    keep_alive_ = false;
+    Send(ErrorResponse(status, code, message));
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec == bhttp::error::header_limit) {
+      // Without a line end in what was read, the request line alone is too long.
+      const std::string_view seen(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+      if (seen.find('\n') == std::string_view::npos)
+        return Refuse(414, "uri_too_long",
+                      "the request target is longer than " + std::to_string(kMaxTarget) + " bytes");
+      return Refuse(431, "headers_too_large",
+                    "the request headers are larger than " + std::to_string(kMaxHeaderBytes) + " bytes");
+    }
+    if (ec == bhttp::error::body_limit) return RefuseBody();
+    if (ec) {
+      // The client left, idled past the deadline, or sent something that is not HTTP.
+      if (ec != bhttp::error::end_of_stream && ec != net::error::operation_aborted && ec != net::error::eof &&
+          ec != net::error::connection_reset && ec != net::error::bad_descriptor && !closed_)
+        return Refuse(400, "bad_request", "malformed HTTP request: " + ec.message());
+      return Close();
+    }
+    const auto& head = parser_->get();
+    if (head.target().size() > kMaxTarget)
+      return Refuse(414, "uri_too_long", "the request target is longer than " + std::to_string(kMaxTarget) + " bytes");
+    if (parser_->content_length() && *parser_->content_length() > server_.options.max_body_bytes) return RefuseBody();
+    keep_alive_ = head.keep_alive();
+    const auto expect = head[bhttp::field::expect];
+    if (EqualsIgnoreCase(std::string_view(expect.data(), expect.size()), "100-continue")) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      net::async_write(socket_, net::buffer(kContinue), [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (ec) return self->Close();
+        self->ReadBody();
+      });
+      return;
+    }
+    ReadBody();
+  }
+
+  void RefuseBody() {
+    Refuse(413, "payload_too_large",
+           "the request body is larger than " + std::to_string(server_.options.max_body_bytes) +
+               " bytes; the limit is [api] max-body-size in the agent's config");
+  }
+
+  void ReadBody() {
+    bhttp::async_read(socket_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->timer_.cancel();
+      if (ec == bhttp::error::body_limit) return self->RefuseBody();
+      if (ec) return self->Close();
+      self->OnRequest();
+    });
+  }
+
+  void OnRequest() {
+    auto message = parser_->release();
+    parser_.reset();
+    Request request;
+    request.method = std::string(message.method_string());
+    request.target = std::string(message.target());
+    const size_t question = request.target.find('?');
+    request.path = request.target.substr(0, question);
+    if (question != std::string::npos) request.query = ParseQuery(std::string_view(request.target).substr(question + 1));
+    for (const auto& field : message)
+      request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    request.body = std::move(message.body());
+    request.unix_socket = listener_.unix_socket;
+
+    Dispatch dispatch = listener_.dispatcher(request);
+    if (!dispatch.handler) return Send(std::move(dispatch.immediate));
+    server_.Run(dispatch.lane, shared_from_this(), std::move(request), std::move(dispatch.handler));
+  }
+
+  // While a stream is sent the client has nothing more to say: a read that
+  // ends means it hung up.
+  void WatchForHangUp() {
+    socket_.async_read_some(net::buffer(hang_up_probe_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) {
+        self->gone_ = true;
+        return;
+      }
+      if (!self->closed_) self->WatchForHangUp();
+    });
+  }
+
+  HttpServer::Impl& server_;
+  Listener& listener_;
+  Socket socket_;
+  net::steady_timer timer_;
+  beast::flat_buffer buffer_{8192};
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  bool keep_alive_ = true;
+  bool closed_ = false;
+  std::atomic<bool> gone_{false};
+  char hang_up_probe_[64];
+};
+
+namespace {
+
+// The Exchange a handler gets: each call posts its work to the I/O thread.
+class ExchangeImpl : public Exchange {
+ public:
+  ExchangeImpl(net::io_context& io, std::shared_ptr<Session> session, Request request)
+      : io_(io), session_(std::move(session)), request_(std::move(request)) {}
+
+  const Request& request() const override { return request_; }
+
+  void Reply(Response response) override {
+    if (answered_) return;
+    answered_ = true;
+    net::post(io_, [s = session_, r = std::move(response)]() mutable { s->Send(std::move(r)); });
+  }
+
+  bool BeginStream(int status, const std::string& content_type,
+                   const std::vector<std::pair<std::string, std::string>>& headers) override {
+    if (answered_) return false;
+    answered_ = streaming_ = true;
+    auto done = std::make_shared<std::promise<bool>>();
+    auto sent = done->get_future();
+    net::post(io_, [s = session_, status, content_type, headers, done] { s->SendStreamHead(status, content_type, headers, done); });
+    return sent.get();
+  }
+
+  bool Write(std::string_view data) override {
+    if (!streaming_ || session_->gone()) return false;
+    if (data.empty()) return true;  // an empty chunk would end the body
+    auto done = std::make_shared<std::promise<bool>>();
+    auto sent = done->get_future();
+    net::post(io_, [s = session_, d = std::make_shared<std::string>(data), done] { s->SendChunk(d, done); });
+    return sent.get();
+  }
+
+  const std::atomic<bool>& Gone() const override { return session_->gone(); }
+  bool Answered() const override { return answered_; }
+
+  // After the handler: ends a stream, or answers 500 for a handler that gave
+  // no answer; then hands the session back to the I/O thread to release.
+  void Finish() {
+    if (streaming_) {
+      net::post(io_, [s = session_] { s->EndStream(); });
+    } else if (!answered_) {
+      Reply(ErrorResponse(500, "internal", "the agent produced no answer to " + request().method + " " +
+                                              request().path + "; this is a bug, please report it"));
+    }
+    net::post(io_, [s = std::move(session_)] {});
+  }
+
+ private:
+  net::io_context& io_;
+  std::shared_ptr<Session> session_;
+  const Request request_;
+  bool answered_ = false;
+  bool streaming_ = false;
+};
+
+// Runs `handler` on `exchange`, turning an escaped exception into a 500.
+void RunHandler(const std::function<void(Exchange&)>& handler, ExchangeImpl& exchange) {
+  try {
+    handler(exchange);
+  } catch (const std::exception& e) {
+    spdlog::error("API handler for {} {} failed: {}", exchange.request().method, exchange.request().path, e.what());
+    if (!exchange.Answered())
+      exchange.Reply(ErrorResponse(500, "internal", std::string("internal error: ") + e.what()));
+  }
+  exchange.Finish();
+}
+
+}  // namespace
+
+void HttpServer::Impl::Run(Lane lane, std::shared_ptr<Session> session, Request request,
+                           std::function<void(Exchange&)> handler) {
+  auto exchange = std::make_shared<ExchangeImpl>(io, std::move(session), std::move(request));
+  in_flight->Add();
+  auto task = [exchange, handler = std::move(handler), counter = in_flight]() mutable {
+    RunHandler(handler, *exchange);
+    exchange.reset();
+    handler = nullptr;
+    counter->Done();
+  };
+  if (lane == Lane::kQuick) {
+    quick->Post(std::move(task));
+  } else {
+    std::thread(std::move(task)).detach();
+  }
+}
+
+void HttpServer::Impl::Accept(Listener& listener) {
+  auto on_accept = [this, &listener](beast::error_code ec, auto socket) {
+    if (stopping) return;
+    if (ec) {
+      if (ec == net::error::operation_aborted) return;
+      spdlog::warn("API {}: accept failed: {}; retrying in {} ms", listener.description, ec.message(),
+                   kAcceptBackoff.count());
+      listener.backoff->expires_after(kAcceptBackoff);
+      listener.backoff->async_wait([this, &listener](beast::error_code e) {
+        if (!e && !stopping) Accept(listener);
+      });
+      return;
+    }
+    OnAccepted(listener, Socket(std::move(socket)));
+    Accept(listener);
+  };
+  if (listener.tcp) listener.tcp->async_accept(on_accept);
+  else listener.local->async_accept(on_accept);
+}
+
+void HttpServer::Impl::OnAccepted(Listener& listener, Socket socket) {
+  if (listener.open >= options.max_connections) {
+    // One non-blocking send of a canned answer: a refused client never holds the I/O thread.
+    static const std::string kBody = [] {
+      return DumpJson({{"error",
+                        {{"code", "unavailable"},
+                         {"message", "too many connections: this listener serves a bounded number at once "
+                                     "([api] max-connections in the agent's config); retry shortly"}}}});
+    }();
+    const std::string answer = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+                               "Connection: close\r\nContent-Length: " + std::to_string(kBody.size()) + "\r\n\r\n" + kBody;
+    ::send(socket.native_handle(), answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    beast::error_code ignored;
+    socket.shutdown(net::socket_base::shutdown_send, ignored);
+    socket.close(ignored);
+    return;
+  }
+  auto session = std::make_shared<Session>(*this, listener, std::move(socket));
+  sessions.remove_if([](const std::weak_ptr<Session>& s) { return s.expired(); });
+  sessions.push_back(session);
+  session->Start();
+}
+
+HttpServer::HttpServer(ServerOptions options) : impl_(std::make_unique<Impl>(options)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::ListenTcp(const std::string& host, int port, Dispatcher dispatcher) {
+  const std::string where = host + ":" + std::to_string(port) + " (rpc-listen-addr)";
+  beast::error_code ec;
+  net::ip::tcp::resolver resolver(impl_->io);
+  auto endpoints = resolver.resolve(host, std::to_string(port), net::ip::resolver_base::passive, ec);
+  if (ec || endpoints.empty()) return Status::Unavailable("cannot resolve " + where + ": " + ec.message());
+  const net::ip::tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  Listener& listener = impl_->listeners.emplace_back();
+  listener.dispatcher = std::move(dispatcher);
+  listener.backoff.emplace(impl_->io);
+  auto& acceptor = listener.tcp.emplace(impl_->io);
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    impl_->listeners.pop_back();
+    return Status::Unavailable("cannot listen on " + where + ": " + ec.message() +
+                               "; the port is in use or the address is not local; choose another rpc-listen-addr");
+  }
+  tcp_port_ = acceptor.local_endpoint().port();
+  listener.description = host + ":" + std::to_string(tcp_port_);
+  return Status::Ok();
+}
+
+Status HttpServer::ListenUnix(const std::string& path, Dispatcher dispatcher) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path))
+    return Status::InvalidArgument("unix socket path " + path + " is longer than " +
+                                   std::to_string(sizeof(addr.sun_path) - 1) +
+                                   " bytes; choose a shorter ipc-base-path");
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::Internal(std::string("socket(AF_UNIX): ") + strerror(errno));
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ::unlink(path.c_str());  // a stale socket of an earlier run; the agent lock makes this safe
+  const mode_t old_mask = ::umask(0177);
+  int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::umask(old_mask);
+  if (rc != 0 || ::chmod(path.c_str(), 0600) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+    std::string err = strerror(errno);
+    ::close(fd);
+    return Status::Unavailable("cannot listen on unix socket " + path + ": " + err);
+  }
+  Listener& listener = impl_->listeners.emplace_back();
+  listener.unix_socket = true;
+  listener.description = "unix socket " + path;
+  listener.dispatcher = std::move(dispatcher);
+  listener.backoff.emplace(impl_->io);
+  beast::error_code ec;
+  listener.local.emplace(impl_->io).assign(net::local::stream_protocol(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    impl_->listeners.pop_back();
+    return Status::Internal("cannot serve unix socket " + path + ": " + ec.message());
+  }
+  return Status::Ok();
+}
+
+void HttpServer::Start() {
+  impl_->quick.emplace(std::max(1, impl_->options.quick_workers));
+  for (Listener& listener : impl_->listeners) impl_->Accept(listener);
+  impl_->io_thread = std::thread([this] { impl_->io.run(); });
+}
+
+void HttpServer::Stop() {
+  Impl& impl = *impl_;
+  if (impl.stopping.exchange(true) || !impl.io_thread.joinable()) return;
+  net::post(impl.io, [&impl] {
+    beast::error_code ignored;
+    for (Listener& listener : impl.listeners) {
+      if (listener.tcp) listener.tcp->close(ignored);
+      if (listener.local) listener.local->close(ignored);
+      listener.backoff->cancel();
+    }
+    for (auto& weak : impl.sessions)
+      if (auto session = weak.lock()) session->Close();
+    impl.sessions.clear();
+  });
+  impl.in_flight->WaitIdle();  // streams see Gone and return; engine calls finish
+  impl.quick->Stop();
+  impl.guard.reset();
+  impl.io_thread.join();
+}
+
+int HttpServer::OpenConnections() const { return impl_->open_total.load(); }
+
+}  // namespace slotd::http

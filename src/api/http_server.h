@@ -1,0 +1,137 @@
+// HttpServer: the event-driven HTTP/1.1 front of the agent's API, on
+// Boost.Beast over Asio. One I/O thread reads every request and writes every
+// response without blocking; no client can hold anything but its own
+// connection:
+//
+// - reading a request (headers and body) has a deadline, counted from the
+//   moment the server waits for it; a slow or idle client is cut there;
+// - bodies over the limit are refused with 413 before they are read;
+// - each listener has its own bound on open connections; past it a new
+//   connection gets a 503 JSON answer and is closed, so a flood on TCP never
+//   locks out the unix socket;
+// - handlers run off the I/O thread: kQuick ones (answered from memory) on a
+//   small shared pool, kLong ones (engine calls, execs, streams) each on a
+//   thread of their own, so long-lived work never waits for, or holds, the
+//   workers that serve short requests.
+//
+// Every answer the server makes itself (400, 413, 414, 431, 503, 500) has
+// the API's JSON error body (api/responses.h).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace slotd::http {
+
+// One request as received. `target` is the raw request target; `path` its
+// path, still percent-encoded (the router decodes each segment, so "%2F"
+// never splits one); `query` holds decoded names and values, which may be
+// any bytes, not only UTF-8.
+struct Request {
+  std::string method;
+  std::string target;
+  std::string path;
+  std::vector<std::pair<std::string, std::string>> query;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  bool unix_socket = false;  // arrived on the unix socket (not TCP)
+
+  // The first header named `name` (case-insensitively); "" when absent.
+  std::string Header(std::string_view name) const;
+  // Whether the query has `name`, and its first value ("" when absent).
+  bool HasParam(std::string_view name) const;
+  std::string Param(std::string_view name) const;
+};
+
+// A whole response.
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+};
+
+// The answer to one request, given by the one thread that handles it: either
+// Reply once, or BeginStream and then Write chunks until done. When the
+// handler returns having done neither, the server answers 500.
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  virtual const Request& request() const = 0;
+  // Sends `response` and returns at once (the write goes on without the caller).
+  virtual void Reply(Response response) = 0;
+  // Sends the status line and headers of a chunked response that ends when
+  // the handler returns (the connection then closes). False when the client
+  // has gone.
+  virtual bool BeginStream(int status, const std::string& content_type,
+                           const std::vector<std::pair<std::string, std::string>>& headers = {}) = 0;
+  // Sends one chunk of a begun stream and waits until it is written. False
+  // once the client has gone, a write took longer than the request timeout,
+  // or the server is stopping: the handler should return.
+  virtual bool Write(std::string_view data) = 0;
+  // Becomes true when the client goes away or the server stops; for loops
+  // and calls that take a stop flag.
+  virtual const std::atomic<bool>& Gone() const = 0;
+  // Whether Reply or BeginStream was called.
+  virtual bool Answered() const = 0;
+};
+
+// Where a handler runs (see the file comment).
+enum class Lane { kQuick, kLong };
+
+// How the server should answer one request: at once with `immediate` (when
+// `handler` is empty), or by running `handler` on `lane`.
+struct Dispatch {
+  Response immediate;
+  Lane lane = Lane::kQuick;
+  std::function<void(Exchange&)> handler;
+};
+
+// Chooses how to answer a complete request. Called on the I/O thread: it
+// must not block (route matching and token checks only).
+using Dispatcher = std::function<Dispatch(const Request&)>;
+
+struct ServerOptions {
+  std::chrono::milliseconds request_timeout{10'000};  // to receive one whole request; also each write
+  uint64_t max_body_bytes = 1 << 20;                  // larger bodies: 413
+  int max_connections = 1024;                         // per listener; past it: 503 and close
+  int quick_workers = 4;                              // threads of the kQuick lane
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerOptions options);
+  ~HttpServer();  // Stop()s
+
+  // Listens on TCP `host`:`port` (port 0: a free port, see tcp_port()) with
+  // the system's backlog. Errors name the address.
+  Status ListenTcp(const std::string& host, int port, Dispatcher dispatcher);
+  // Listens on the unix socket `path` (mode 0600), replacing a stale file.
+  Status ListenUnix(const std::string& path, Dispatcher dispatcher);
+  int tcp_port() const { return tcp_port_; }
+
+  // Serves on background threads until Stop().
+  void Start();
+  // Stops accepting, closes every connection, marks every stream Gone, and
+  // waits for the handlers in flight to return.
+  void Stop();
+
+  // Connections open now, on all listeners (for tests and metrics).
+  int OpenConnections() const;
+
+ private:
+  friend class Session;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int tcp_port_ = 0;
+};
+
+}  // namespace slotd::http

@@ -1,0 +1,82 @@
+#include "api/router.h"
+
+namespace slotd {
+namespace {
+
+std::vector<std::string_view> Split(std::string_view path) {
+  std::vector<std::string_view> parts;
+  while (!path.empty()) {
+    if (path.front() == '/') {
+      path.remove_prefix(1);
+      continue;
+    }
+    const size_t slash = path.find('/');
+    parts.push_back(path.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash);
+  }
+  return parts;
+}
+
+bool IsPlaceholder(std::string_view segment) {
+  return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string PercentDecode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 && HexValue(text[i + 2]) >= 0) {
+      out += static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+void Router::Add(std::string method, std::string_view pattern, http::Lane lane, Handler handler) {
+  Route route;
+  route.method = std::move(method);
+  for (std::string_view segment : Split(pattern)) route.segments.emplace_back(segment);
+  route.lane = lane;
+  route.handler = std::move(handler);
+  routes_.push_back(std::move(route));
+}
+
+Router::Match Router::Find(std::string_view method, std::string_view path) const {
+  const std::vector<std::string_view> parts = Split(path);
+  Match match;
+  for (const Route& route : routes_) {
+    if (route.segments.size() != parts.size()) continue;
+    Params params;
+    bool fits = true;
+    for (size_t i = 0; i < parts.size() && fits; ++i) {
+      if (IsPlaceholder(route.segments[i])) params.push_back(PercentDecode(parts[i]));
+      else fits = route.segments[i] == PercentDecode(parts[i]);
+    }
+    if (!fits) continue;
+    if (route.method == method) {
+      match.outcome = Match::Outcome::kFound;
+      match.route = &route;
+      match.params = std::move(params);
+      return match;
+    }
+    match.outcome = Match::Outcome::kWrongMethod;
+    if (match.allow.find(route.method) == std::string::npos)
+      match.allow += (match.allow.empty() ? "" : ", ") + route.method;
+  }
+  return match;
+}
+
+}  // namespace slotd
