@@ -19,6 +19,20 @@ const std::set<std::string> kReservedEnv = {
 
 constexpr uint64_t kMinMemory = 6ull << 20;  // the engine refuses less
 
+// What a create request may store on the container (docs/api.md, "Limits"):
+// the engine keeps labels, env and command in its own records, twice over,
+// so each is bounded here, whatever [api] max-body-size allows.
+constexpr size_t kMaxImageName = 512;
+constexpr size_t kMaxLabels = 64;
+constexpr size_t kMaxLabelKey = 128;
+constexpr size_t kMaxLabelValue = 4 << 10;
+constexpr size_t kMaxEnvVars = 1024;
+constexpr size_t kMaxEnvName = 256;
+constexpr size_t kMaxEnvValue = 32 << 10;
+constexpr size_t kMaxEnvTotal = 256 << 10;
+constexpr size_t kMaxCommandArgs = 1024;
+constexpr size_t kMaxCommandTotal = 256 << 10;
+
 Status Bad(const std::string& field, const std::string& what) {
   return Status::InvalidArgument(field + ": " + what);
 }
@@ -100,6 +114,8 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
   if (!body.contains("image") || !body["image"].is_string() || body["image"].get<std::string>().empty())
     return Bad("image", "required: the image to run, e.g. \"slotd-test/busybox:latest\"");
   req.image = body["image"].get<std::string>();
+  if (req.image.size() > kMaxImageName)
+    return Bad("image", "longer than " + std::to_string(kMaxImageName) + " bytes");
 
   if (body.contains("command")) {
     const json& c = body["command"];
@@ -108,15 +124,31 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
       if (!arg.is_string()) return Bad("command", "expected an array of strings");
       req.command.push_back(arg.get<std::string>());
     }
+    size_t total = 0;
+    for (const auto& arg : req.command) total += arg.size();
+    if (req.command.size() > kMaxCommandArgs || total > kMaxCommandTotal)
+      return Bad("command", "too large: at most " + std::to_string(kMaxCommandArgs) + " arguments of " +
+                                std::to_string(kMaxCommandTotal >> 10) + " KiB in all");
   }
 
   if (Status s = ParseStringMap(body, "env", req.env); !s.ok()) return s;
+  if (req.env.size() > kMaxEnvVars)
+    return Bad("env", "too many variables: " + std::to_string(req.env.size()) + ", at most " + std::to_string(kMaxEnvVars));
   static const std::regex kEnvName("[A-Za-z_][A-Za-z0-9_]*");
+  size_t env_total = 0;
   for (const auto& [name, value] : req.env) {
+    if (name.size() > kMaxEnvName)
+      return Bad("env", "a variable name is longer than " + std::to_string(kMaxEnvName) + " bytes");
+    if (value.size() > kMaxEnvValue)
+      return Bad("env." + name, "the value is longer than " + std::to_string(kMaxEnvValue >> 10) + " KiB");
+    env_total += name.size() + value.size() + 2;
     if (!std::regex_match(name, kEnvName)) return Bad("env." + name, "not a valid variable name");
     if (kReservedEnv.count(name))
       return Bad("env." + name, "is set by the agent from the kernel's allocation and may not be overridden");
   }
+  if (env_total > kMaxEnvTotal)
+    return Bad("env", "too large: " + std::to_string(env_total >> 10) + " KiB in all, at most " +
+                          std::to_string(kMaxEnvTotal >> 10) + " KiB");
 
   if (Status s = ParseResources(body, req.resources); !s.ok()) return s;
 
@@ -133,7 +165,13 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
   }
 
   if (Status s = ParseStringMap(body, "labels", req.labels); !s.ok()) return s;
+  if (req.labels.size() > kMaxLabels)
+    return Bad("labels", "too many: " + std::to_string(req.labels.size()) + ", at most " + std::to_string(kMaxLabels));
   for (const auto& [key, value] : req.labels) {
+    if (key.size() > kMaxLabelKey)
+      return Bad("labels", "a key is longer than " + std::to_string(kMaxLabelKey) + " bytes");
+    if (value.size() > kMaxLabelValue)
+      return Bad("labels." + key, "the value is longer than " + std::to_string(kMaxLabelValue >> 10) + " KiB");
     if (key.rfind(label::kReservedPrefix, 0) == 0)
       return Bad("labels." + key, "the ai.backend. prefix is reserved for the agent's own labels");
   }

@@ -407,7 +407,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Listener& listener_;
   Socket socket_;
   net::steady_timer timer_;
-  beast::flat_buffer buffer_{8192};
+  beast::flat_buffer buffer_;  // bounded by the parser's header and body limits
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   bool keep_alive_ = true;
   bool closed_ = false;

@@ -3,17 +3,19 @@
 namespace slotd {
 namespace {
 
+// The segments of a path: "/v1/kernels/k1" -> {"v1", "kernels", "k1"}. One
+// trailing slash is ignored; an empty segment inside ("a//b") is kept, so it
+// never matches a placeholder.
 std::vector<std::string_view> Split(std::string_view path) {
+  if (path.starts_with('/')) path.remove_prefix(1);
+  if (path.ends_with('/')) path.remove_suffix(1);
   std::vector<std::string_view> parts;
-  while (!path.empty()) {
-    if (path.front() == '/') {
-      path.remove_prefix(1);
-      continue;
-    }
+  if (path.empty()) return parts;
+  while (true) {
     const size_t slash = path.find('/');
     parts.push_back(path.substr(0, slash));
     if (slash == std::string_view::npos) break;
-    path.remove_prefix(slash);
+    path.remove_prefix(slash + 1);
   }
   return parts;
 }
@@ -62,8 +64,12 @@ Router::Match Router::Find(std::string_view method, std::string_view path) const
     Params params;
     bool fits = true;
     for (size_t i = 0; i < parts.size() && fits; ++i) {
-      if (IsPlaceholder(route.segments[i])) params.push_back(PercentDecode(parts[i]));
-      else fits = route.segments[i] == PercentDecode(parts[i]);
+      if (IsPlaceholder(route.segments[i])) {
+        fits = !parts[i].empty();
+        params.push_back(PercentDecode(parts[i]));
+      } else {
+        fits = route.segments[i] == PercentDecode(parts[i]);
+      }
     }
     if (!fits) continue;
     if (route.method == method) {

@@ -1,6 +1,8 @@
 // slotd: the agent. `slotd --config FILE` runs one agent in the foreground;
 // `slotd check FILE...` compares agent configs that will share one node.
+#include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -129,7 +131,23 @@ int CheckConfigs(const std::vector<std::string>& paths, const std::string& node_
 }
 
 // Runs the agent until SIGTERM/SIGINT. Returns the process exit status.
+// Process settings a long-running agent needs: memory freed by large
+// requests goes back to the system (a fixed mmap threshold, so big buffers
+// are mapped and unmapped, and few malloc arenas, so threads do not each
+// keep their own freed memory), and the open-file limit is raised to its
+// hard maximum, so [api] max-connections is not cut short by it.
+void SetUpProcess() {
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  mallopt(M_ARENA_MAX, 2);
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+}
+
 int RunAgent(const std::string& config_path) {
+  SetUpProcess();
   const slotd::HostFacts host = slotd::HostFacts::Detect();
   auto config = slotd::LoadConfig(config_path, host);
   if (!config.ok()) {
