@@ -1,13 +1,7 @@
 // The API under clients a well-behaved test would never be: slow, idle,
 // many, oversized, or speaking bytes that are not UTF-8. Real slotd
 // processes, real containers; raw sockets where a client must misbehave.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <thread>
@@ -28,60 +22,6 @@ AgentOptions Options(const std::string& name, const std::string& api_toml = "") 
   if (!api_toml.empty()) o.extra_toml = "[api]\n" + api_toml;
   return o;
 }
-
-// A client socket that the test drives byte by byte.
-class RawClient {
- public:
-  // Connects to 127.0.0.1:`port`.
-  explicit RawClient(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  // Connects to the unix socket at `path`.
-  explicit RawClient(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  ~RawClient() { ::close(fd_); }
-  RawClient(const RawClient&) = delete;
-
-  bool connected() const { return connected_; }
-  bool Send(std::string_view bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
-  }
-  // Reads what comes within `limit`, or until `until` has come; `closed`
-  // tells whether the peer closed.
-  std::string Read(std::chrono::milliseconds limit, bool* closed = nullptr, std::string_view until = {}) {
-    std::string got;
-    const auto end = std::chrono::steady_clock::now() + limit;
-    if (closed) *closed = false;
-    while (until.empty() || got.find(until) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-      char buf[4096];
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) {
-        if (closed) *closed = true;
-        break;
-      }
-      got.append(buf, static_cast<size_t>(n));
-    }
-    return got;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-};
 
 json SleepKernel(const std::string& id) {
   return {{"kernel_id", id},

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -52,6 +53,30 @@ struct CommandResult {
 CommandResult RunCommand(const std::vector<std::string>& argv);
 // Runs build/bin/slotctl with `args`.
 CommandResult Slotctl(const std::vector<std::string>& args);
+
+// A client socket driven byte by byte, for clients that must misbehave
+// (slow, idle, never finishing their request).
+class RawClient {
+ public:
+  // Connects to 127.0.0.1:`port`.
+  explicit RawClient(int port);
+  // Connects to the unix socket at `path`.
+  explicit RawClient(const std::string& path);
+  ~RawClient();
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  bool connected() const { return connected_; }
+  // Sends all of `bytes`; false when the connection is broken.
+  bool Send(std::string_view bytes);
+  // Reads what comes within `limit`, or until `until` has come; `closed`
+  // tells whether the peer closed.
+  std::string Read(std::chrono::milliseconds limit, bool* closed = nullptr, std::string_view until = {});
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
 
 // Settings for one agent's agent.toml.
 struct AgentOptions {
