@@ -175,6 +175,11 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
     std::lock_guard lock(mutex_);
     for (const auto& plugin : plugins_) plugin->Apply(kernel.allocation, spec);
   }
+  for (const auto& [name, none] : DeviceVariablesSelectingNone()) {
+    const bool set = std::any_of(spec.env.begin(), spec.env.end(),
+                                 [&](const std::string& entry) { return entry.rfind(name + "=", 0) == 0; });
+    if (!set) spec.env.push_back(name + "=" + none);
+  }
 
   // Undo everything taken above; used on every failure path below.
   auto abandon = [&](const Status& why, const std::string& container_id) -> Status {

@@ -84,7 +84,7 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
   args.push_back(nullptr);
   pid_t pid;
   CommandResult result;
-  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) {
+  if (posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) {
     result.err = "cannot run " + argv[0];
     return result;
   }

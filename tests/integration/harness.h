@@ -49,7 +49,7 @@ struct CommandResult {
   std::string out;  // stdout
   std::string err;  // stderr
 };
-// Runs argv (no shell), capturing stdout and stderr.
+// Runs argv (no shell; a bare name is looked up in $PATH), capturing stdout and stderr.
 CommandResult RunCommand(const std::vector<std::string>& argv);
 // Runs build/bin/slotctl with `args`.
 CommandResult Slotctl(const std::vector<std::string>& args);

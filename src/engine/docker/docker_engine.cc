@@ -335,7 +335,7 @@ Status DockerEngine::Restart(const std::string& id, std::chrono::seconds timeout
 Status DockerEngine::Remove(const std::string& id, bool force) {
   Count(id);
   return Call(http_, "remove container " + id, "DELETE",
-              ContainerPath(id) + "?v=0&force=" + (force ? "1" : "0"))
+              ContainerPath(id) + "?v=1&force=" + (force ? "1" : "0"))
       .status();
 }
 
