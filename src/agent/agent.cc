@@ -503,7 +503,7 @@ Status Agent::Relist() {
   }
   auto listed = engine_.List(OwnerFilter());
   if (!listed.ok()) {
-    list_ok_ = false;
+    RecordEngineAnswer(false);
     return listed.status().WithPrefix("listing this agent's containers");
   }
   std::set<std::string> present;
@@ -526,19 +526,22 @@ Status Agent::Relist() {
     }
     std::erase_if(removed_at_seq_, [&](const auto& entry) { return entry.second <= list_seq; });
   }
-  list_ok_ = true;
+  RecordEngineAnswer(true);
   last_sync_ns_ = Clock::now().time_since_epoch().count();
   return Status::Ok();
 }
 
 Status Agent::Restore() {
   auto listed = engine_.List(OwnerFilter());
-  if (!listed.ok()) return listed.status().WithPrefix("listing this agent's containers at start");
+  if (!listed.ok()) {
+    RecordEngineAnswer(false);
+    return listed.status().WithPrefix("listing this agent's containers at start");
+  }
   for (const auto& info : *listed) {
     if (info.labels.count(label::kOwner) == 0 || info.labels.at(label::kOwner) != config_.agent.id) continue;
     if (Status s = ConvergeOn(info, 0, /*strict=*/true); !s.ok()) return s;
   }
-  list_ok_ = true;
+  RecordEngineAnswer(true);
   last_sync_ns_ = Clock::now().time_since_epoch().count();
   std::lock_guard lock(mutex_);
   spdlog::info("restored {} kernel(s) from container labels", kernels_.size());
@@ -546,17 +549,20 @@ Status Agent::Restore() {
 }
 
 double Agent::LastSyncAgeSeconds() const {
-  if (events_connected_) return 0.0;
   int64_t last = last_sync_ns_;
   if (last < 0) return -1.0;
   return std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(last)).count();
 }
 
-bool Agent::EngineReachable() const { return list_ok_ || events_connected_; }
+bool Agent::EngineReachable() const {
+  const int64_t last = last_answer_ns_;
+  return engine_answered_ && last >= 0 &&
+         Clock::now().time_since_epoch() - Clock::duration(last) < kEngineAnswerFresh;
+}
 
-void Agent::SetEventStreamConnected(bool connected) {
-  events_connected_ = connected;
-  if (!connected) list_ok_ = false;
+void Agent::RecordEngineAnswer(bool answered) {
+  if (answered) last_answer_ns_ = Clock::now().time_since_epoch().count();
+  engine_answered_ = answered;
 }
 
 }  // namespace slotd

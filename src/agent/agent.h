@@ -95,12 +95,17 @@ class Agent {
   // ones. Frees nothing when the list fails.
   Status Relist();
 
-  // Seconds since the last successful relist or event-stream connection; negative if never.
+  // Seconds since the last successful relist (or restore); negative if never.
   double LastSyncAgeSeconds() const;
-  // Whether the engine answered the last relist or the event stream is connected.
+  // Whether the engine answered the latest round trip (a probe, relist or
+  // restore) and that answer is recent (kEngineAnswerFresh): a hung engine
+  // is not reachable, even while its sockets stay open.
   bool EngineReachable() const;
-  // Called by the event reader when its stream connects (true) or breaks (false).
-  void SetEventStreamConnected(bool connected);
+  // Records a round trip to the engine made outside the agent (the
+  // watcher's probe): whether the engine answered it in time.
+  void RecordEngineAnswer(bool answered);
+  // How long a successful answer keeps the engine reachable without another.
+  static constexpr std::chrono::seconds kEngineAnswerFresh{6};
 
   const Config& config() const { return config_; }
 
@@ -140,9 +145,9 @@ class Agent {
   uint64_t seq_ = 0;                                      // guarded by mutex_: bumps on container create/forget
   std::set<std::string> restarting_;                      // guarded by mutex_: kernels inside RestartKernel
 
-  std::atomic<int64_t> last_sync_ns_{-1};   // Clock time of the last good sync
-  std::atomic<bool> list_ok_{false};
-  std::atomic<bool> events_connected_{false};
+  std::atomic<int64_t> last_sync_ns_{-1};    // Clock time of the last good relist or restore
+  std::atomic<int64_t> last_answer_ns_{-1};  // Clock time of the last answered round trip
+  std::atomic<bool> engine_answered_{false}; // whether the latest round trip was answered
 };
 
 }  // namespace slotd

@@ -12,6 +12,7 @@ Watcher::~Watcher() { Stop(); }
 void Watcher::Start() {
   events_thread_ = std::thread([this] { ReadEvents(); });
   relist_thread_ = std::thread([this] { RelistLoop(); });
+  probe_thread_ = std::thread([this] { ProbeLoop(); });
 }
 
 void Watcher::Stop() {
@@ -22,6 +23,7 @@ void Watcher::Stop() {
   cv_.notify_all();
   if (events_thread_.joinable()) events_thread_.join();
   if (relist_thread_.joinable()) relist_thread_.join();
+  if (probe_thread_.joinable()) probe_thread_.join();
 }
 
 void Watcher::RequestRelist() {
@@ -39,7 +41,6 @@ void Watcher::ReadEvents() {
     Status s = engine_.StreamEvents(
         filter,
         [&] {
-          agent_.SetEventStreamConnected(true);
           backoff = std::chrono::milliseconds(100);
           RequestRelist();  // covers whatever happened while the stream was down
         },
@@ -47,7 +48,6 @@ void Watcher::ReadEvents() {
           if (agent_.OnEngineEvent(event)) RequestRelist();
         },
         stop_);
-    agent_.SetEventStreamConnected(false);
     if (stop_) break;
     spdlog::warn("engine event stream broke ({}); reconnecting in {} ms", s.message(), backoff.count());
     std::unique_lock lock(mutex_);
@@ -65,6 +65,19 @@ void Watcher::RelistLoop() {
       relist_requested_ = false;
     }
     if (Status s = agent_.Relist(); !s.ok()) spdlog::warn("relist failed, keeping the last picture: {}", s.message());
+  }
+}
+
+void Watcher::ProbeLoop() {
+  bool answered = true;
+  while (true) {
+    const Status s = engine_.Ping(kProbeEvery);
+    agent_.RecordEngineAnswer(s.ok());
+    if (answered && !s.ok()) spdlog::warn("the engine does not answer: {}; /health reports it", s.message());
+    if (!answered && s.ok()) spdlog::info("the engine answers again");
+    answered = s.ok();
+    std::unique_lock lock(mutex_);
+    if (cv_.wait_for(lock, kProbeEvery, [&] { return stop_.load(); })) return;
   }
 }
 

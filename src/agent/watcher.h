@@ -2,7 +2,9 @@
 //  - the event reader follows the engine's event stream (owner-filtered),
 //    reconnecting after any break, and asks for a relist after each (re)connect
 //    so nothing that happened during a gap is missed;
-//  - the relister runs Agent::Relist periodically and whenever asked.
+//  - the relister runs Agent::Relist periodically and whenever asked;
+//  - the prober pings the engine every kProbeEvery, with that as its
+//    deadline, and tells the agent whether it answered (its health).
 #pragma once
 
 #include <atomic>
@@ -29,6 +31,9 @@ class Watcher {
  private:
   void ReadEvents();
   void RelistLoop();
+  void ProbeLoop();
+
+  static constexpr std::chrono::seconds kProbeEvery{2};
 
   Agent& agent_;
   ContainerEngine& engine_;
@@ -40,6 +45,7 @@ class Watcher {
   bool relist_requested_ = false;  // guarded by mutex_
   std::thread events_thread_;
   std::thread relist_thread_;
+  std::thread probe_thread_;
 };
 
 }  // namespace slotd

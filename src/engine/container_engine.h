@@ -111,6 +111,9 @@ class ContainerEngine {
 
   // Checks that the engine answers; returns its version string.
   virtual Result<std::string> Version() = 0;
+  // The cheapest round trip to the engine (Docker's /_ping), for health:
+  // OK when it answered within `timeout`.
+  virtual Status Ping(std::chrono::milliseconds timeout) = 0;
 
   // Creates (does not start) a container; returns its id.
   virtual Result<std::string> Create(const ContainerSpec& spec) = 0;

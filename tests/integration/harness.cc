@@ -174,7 +174,7 @@ void AgentProcess::WriteConfig() const {
                           "claims-dir = \"" + (options_.claims_dir.empty() ? dir_.path() + "/claims" : options_.claims_dir) +
                           "\"\n"
                           "[container]\n"
-                          "docker-host = \"" + DockerHost() + "\"\n"
+                          "docker-host = \"" + (options_.docker_host.empty() ? DockerHost() : options_.docker_host) + "\"\n"
                           "port-range = [" + std::to_string(options_.port_first) + ", " +
                           std::to_string(options_.port_last) + "]\n"
                           "stop-timeout = \"1s\"\n" + options_.container_toml +

@@ -91,6 +91,7 @@ struct AgentOptions {
   int rpc_port = 0;           // the port of rpc-listen-addr (127.0.0.1); 0: picked at start
   std::string container_toml; // lines added to the [container] section verbatim
   std::string extra_toml;     // appended verbatim
+  std::string docker_host;    // container.docker-host; empty: $DOCKER_HOST
 };
 
 // One slotd process with its own directory, config and log.

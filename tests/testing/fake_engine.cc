@@ -146,6 +146,11 @@ Result<std::string> FakeEngine::Version() {
   return std::string("fake");
 }
 
+Status FakeEngine::Ping(std::chrono::milliseconds) {
+  std::lock_guard lock(mutex_);
+  return Enter(Method::kPing);
+}
+
 Result<std::string> FakeEngine::Create(const ContainerSpec& spec) {
   std::lock_guard lock(mutex_);
   if (Status s = Enter(Method::kCreate); !s.ok()) return s;

@@ -40,7 +40,7 @@ namespace slotd {
 class FakeEngine : public ContainerEngine {
  public:
   // The ContainerEngine methods, for FailNext and CallCount.
-  enum class Method { kVersion, kCreate, kStart, kStop, kKill, kRestart, kRemove, kInspect, kList, kExec, kLogs, kStats,
+  enum class Method { kVersion, kCreate, kStart, kStop, kKill, kRestart, kRemove, kInspect, kList, kExec, kLogs, kStats, kPing,
                       kStreamEvents };
 
   // The image every test kernel uses; known from the start.
@@ -56,6 +56,7 @@ class FakeEngine : public ContainerEngine {
 
   // Returns "fake".
   Result<std::string> Version() override;
+  Status Ping(std::chrono::milliseconds timeout) override;
   // Stores the container in state "created"; emits "create".
   Result<std::string> Create(const ContainerSpec& spec) override;
   // Runs it; a running container is left as is (Docker's 304). Emits "start".

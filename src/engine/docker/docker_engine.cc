@@ -248,6 +248,10 @@ Result<std::string> DockerEngine::Version() {
   return version;
 }
 
+Status DockerEngine::Ping(std::chrono::milliseconds timeout) {
+  return Call(http_, "Docker engine ping", "GET", "/_ping", "", timeout).status();
+}
+
 Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
   const std::string what =
       "create container \"" + spec.name + "\" from image \"" + spec.image + "\"";

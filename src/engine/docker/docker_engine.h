@@ -25,6 +25,7 @@ class DockerEngine : public ContainerEngine {
   static Result<std::unique_ptr<DockerEngine>> FromHost(const std::string& docker_host);
 
   Result<std::string> Version() override;
+  Status Ping(std::chrono::milliseconds timeout) override;
   // Sets Image, Cmd, Env, Labels, ExposedPorts and HostConfig (CpusetCpus,
   // CpuQuota/CpuPeriod, Memory with MemorySwap equal to it so that the limit
   // cannot be exceeded through swap, NetworkMode, PortBindings on every host
