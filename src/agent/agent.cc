@@ -168,6 +168,8 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
   spec.command = request.command;
   spec.labels = KernelLabels(kernel);
   spec.network_mode = config_.container.network;
+  spec.pids_limit = config_.container.pids_limit;
+  spec.log_max_bytes = config_.container.log_max_size;
   for (const auto& [name, value] : request.env) spec.env.push_back(name + "=" + value);
   spec.env.push_back("SLOTD_KERNEL_ID=" + request.kernel_id);
   spec.env.push_back("SLOTD_AGENT_ID=" + config_.agent.id);

@@ -36,8 +36,8 @@ constexpr std::string_view kAgentKeys[] = {"id", "node", "rpc-listen-addr", "ipc
                                            "var-base-path", "token-file", "scaling-group"};
 constexpr std::string_view kApiKeys[] = {"max-connections", "request-timeout", "max-body-size"};
 constexpr std::string_view kNodeKeys[] = {"claims-dir"};
-constexpr std::string_view kContainerKeys[] = {"docker-host", "port-range", "network",
-                                               "stats-type", "stats-interval", "stop-timeout"};
+constexpr std::string_view kContainerKeys[] = {"docker-host",    "port-range",   "network",   "stats-type",
+                                               "stats-interval", "stop-timeout", "pids-limit", "log-max-size"};
 constexpr std::string_view kResourceKeys[] = {"reserved-cpu", "reserved-mem"};
 constexpr std::string_view kCpuKeys[] = {"allowed-cores"};
 constexpr std::string_view kMemoryKeys[] = {"size"};
@@ -55,6 +55,12 @@ constexpr std::string_view kAttachModes[] = {"device-requests", "env", "cdi"};
 // tell; slower ones leave the API's measures too stale to act on.
 constexpr std::chrono::milliseconds kMinStatsInterval{100};
 constexpr std::chrono::milliseconds kMaxStatsInterval{3'600'000};
+
+// Bounds of [container] keys: a longer stop-timeout would hold a delete for
+// over an hour; fewer pids or log bytes than this break ordinary kernels.
+constexpr std::chrono::milliseconds kMaxStopTimeout{3'600'000};
+constexpr int64_t kMinPidsLimit = 16;
+constexpr uint64_t kMinLogSize = 1ull << 20;
 
 // The bounds of api.request-timeout and api.max-body-size.
 constexpr std::chrono::milliseconds kMinRequestTimeout{100};
@@ -533,7 +539,22 @@ void Validator::ReadContainer(const toml::table& root, ContainerConfig& containe
     }
   }
   if (std::optional<Field> field = Find(section, "container", "stop-timeout")) {
-    if (std::optional<std::chrono::milliseconds> timeout = Duration(*field)) container.stop_timeout = *timeout;
+    if (std::optional<std::chrono::milliseconds> timeout = Duration(*field)) {
+      if (*timeout > kMaxStopTimeout) Report(*field, "\"" + field->node->as_string()->get() + "\" is out of range; use 0s to 1h");
+      else container.stop_timeout = *timeout;
+    }
+  }
+  if (std::optional<Field> field = Find(section, "container", "pids-limit")) {
+    if (std::optional<int64_t> n = IntegerIn(*field, 0, 4'194'304)) {
+      if (*n != 0 && *n < kMinPidsLimit) Report(*field, "is too small for a kernel; use 0 (no limit) or 16 and up");
+      else container.pids_limit = *n;
+    }
+  }
+  if (std::optional<Field> field = Find(section, "container", "log-max-size")) {
+    if (std::optional<uint64_t> size = Size(*field)) {
+      if (*size != 0 && *size < kMinLogSize) Report(*field, "is too small; use 0 (the engine's own logging) or 1m and up");
+      else container.log_max_size = *size;
+    }
   }
 }
 

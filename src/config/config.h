@@ -49,6 +49,8 @@ struct ContainerConfig {
   std::string stats_type = "cgroup";  // cgroup | docker
   std::chrono::milliseconds stats_interval{1'000};  // between stats sweeps; 100ms to 1h
   std::chrono::milliseconds stop_timeout{10'000};
+  int64_t pids_limit = 4096;              // per kernel; 0: none
+  uint64_t log_max_size = 50ull << 20;    // per log file of a kernel (two files kept); 0: the engine's default logging
 };
 
 // One device of the config-defined mock accelerator ([resource.mock] devices).

@@ -40,6 +40,8 @@ struct ContainerSpec {
   int64_t cpu_quota_us = 0;          // with cpu_period_us; 0: none
   int64_t cpu_period_us = 0;
   int64_t memory_bytes = 0;          // 0: no limit
+  int64_t pids_limit = 0;            // most processes at once; 0: no limit
+  uint64_t log_max_bytes = 0;        // the output kept, per log file (two files); 0: the engine's default logging
   std::string network_mode = "none";
   std::vector<PortBinding> ports;
   // Device requests (HostConfig.DeviceRequests): driver, ids, capabilities.
@@ -68,6 +70,7 @@ struct ContainerInfo {
   // From inspect only: what HostConfig holds, for checks.
   std::string cpuset_cpus;
   int64_t memory_bytes = 0;
+  int64_t pids_limit = 0;    // 0 or less: none
   std::vector<std::string> env;
 };
 

@@ -45,6 +45,11 @@ TEST(Agent, KernelContainerCarriesLabelsCpusetAndMemoryLimit) {
   EXPECT_EQ(json::parse(info->labels.at("ai.backend.allocations")), k["allocations"]);
   EXPECT_EQ(info->cpuset_cpus, "0-1");
   EXPECT_EQ(info->memory_bytes, 96ll << 20);
+  EXPECT_EQ(info->pids_limit, 4096);  // [container] pids-limit's default
+  CommandResult log = RunCommand({"docker", "inspect", "-f",
+                                  "{{.HostConfig.LogConfig.Type}} {{index .HostConfig.LogConfig.Config \"max-size\"}}",
+                                  k["container_id"].get<std::string>()});
+  EXPECT_EQ(log.out, "json-file 52428800\n") << log.err;  // [container] log-max-size's default, 50m
 
   json out = agent.CallJson("POST", "/v1/kernels/k1/exec",
                             {{"command", {"sh", "-c", "grep Cpus_allowed_list /proc/self/status; env"}}}, 200);

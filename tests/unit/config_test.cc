@@ -18,6 +18,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
+constexpr uint64_t kKiB = 1ull << 10;
+constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kGiB = 1ull << 30;
 
 // A 16-core, 64 GiB host named "testnode" without $DOCKER_HOST.
@@ -77,6 +79,12 @@ TEST(ConfigTest, MinimalFileResolvesEveryDefault) {
   EXPECT_EQ(config->container.stats_type, "cgroup");
   EXPECT_EQ(config->container.stats_interval, milliseconds(1'000));
   EXPECT_EQ(config->container.stop_timeout, milliseconds(10'000));
+  EXPECT_EQ(config->container.pids_limit, 4096);
+  EXPECT_EQ(config->container.log_max_size, 50 * kMiB);
+
+  EXPECT_EQ(config->api.max_connections, 1024);
+  EXPECT_EQ(config->api.request_timeout, milliseconds(10'000));
+  EXPECT_EQ(config->api.max_body_size, 1 * kMiB);
 
   EXPECT_EQ(config->resource.reserved_cpu, 1);
   EXPECT_EQ(config->resource.reserved_mem, 1 * kGiB);
@@ -370,7 +378,7 @@ TEST(ConfigTest, UnknownKeyListsTheKnownKeysOfItsSection) {
             "agent.toml:4: node.claims_dir: unknown key; known keys of [node]: claims-dir");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nports = [1, 2]\n"),
             "agent.toml:4: container.ports: unknown key; known keys of [container]: docker-host, port-range, "
-            "network, stats-type, stats-interval, stop-timeout");
+            "network, stats-type, stats-interval, stop-timeout, pids-limit, log-max-size");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\nreserved-gpu = 1\n"),
             "agent.toml:4: resource.reserved-gpu: unknown key; known keys of [resource]: reserved-cpu, reserved-mem");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cpu]\ncores = \"0\"\n"),
@@ -551,6 +559,30 @@ TEST(ConfigTest, StopTimeoutIsADuration) {
   Result<Config> config = Parse(std::string(kMinimal) + "[container]\nstop-timeout = \"2m\"\n");
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->container.stop_timeout, milliseconds(120'000));
+}
+
+TEST(ConfigTest, KernelLimitsAndApiLimitsHaveSaneRanges) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\npids-limit = 8\n"),
+            "agent.toml:4: container.pids-limit: is too small for a kernel; use 0 (no limit) or 16 and up");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nlog-max-size = \"1k\"\n"),
+            "agent.toml:4: container.log-max-size: is too small; use 0 (the engine's own logging) or 1m and up");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nstop-timeout = \"2h\"\n"),
+            "agent.toml:4: container.stop-timeout: \"2h\" is out of range; use 0s to 1h");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[api]\nrequest-timeout = \"20m\"\n"),
+            "agent.toml:4: api.request-timeout: \"20m\" is out of range; use 100ms to 10m");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[api]\nmax-body-size = \"2g\"\n"),
+            "agent.toml:4: api.max-body-size: is out of range; use 1k to 1g");
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "[api]\nmax-connections = 0\n").find("api.max-connections"),
+            std::string::npos);
+  Result<Config> config = Parse(std::string(kMinimal) +
+                                "[api]\nmax-connections = 64\nrequest-timeout = \"2s\"\nmax-body-size = \"64k\"\n"
+                                "[container]\npids-limit = 0\nlog-max-size = 0\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->api.max_connections, 64);
+  EXPECT_EQ(config->api.request_timeout, milliseconds(2'000));
+  EXPECT_EQ(config->api.max_body_size, 64 * kKiB);
+  EXPECT_EQ(config->container.pids_limit, 0);
+  EXPECT_EQ(config->container.log_max_size, 0u);
 }
 
 TEST(ConfigTest, StatsIntervalIsADurationFrom100msTo1h) {

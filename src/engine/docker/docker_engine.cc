@@ -289,6 +289,10 @@ Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
         {{"Driver", "cdi"}, {"DeviceIDs", spec.cdi_devices}, {"Capabilities", json::array()}});
   }
   if (!requests.empty()) host["DeviceRequests"] = requests;
+  if (spec.pids_limit > 0) host["PidsLimit"] = spec.pids_limit;
+  if (spec.log_max_bytes > 0)
+    host["LogConfig"] = {{"Type", "json-file"},
+                         {"Config", {{"max-size", std::to_string(spec.log_max_bytes)}, {"max-file", "2"}}}};
   config["HostConfig"] = host;
 
   std::string path = std::string(kApi) + "/containers/create";
@@ -369,6 +373,7 @@ Result<ContainerInfo> DockerEngine::Inspect(const std::string& id) {
   info.finished_at = StringField(state, "FinishedAt");
   info.cpuset_cpus = StringField(host, "CpusetCpus");
   info.memory_bytes = IntField(host, "Memory");
+  info.pids_limit = IntField(host, "PidsLimit");
   info.env = StringListField(config, "Env");
   return info;
 }
