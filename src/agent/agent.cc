@@ -133,8 +133,17 @@ void Agent::Forget(std::string kernel_id, const std::string& reason) {
 
 Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
   Kernel kernel;
+  std::shared_ptr<PendingCreate> pending;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    // The same request while the first is still under way: wait for its outcome and share it.
+    if (auto it = pending_creates_.find(request.kernel_id);
+        it != pending_creates_.end() && it->second->canonical == request.Canonical()) {
+      std::shared_ptr<PendingCreate> first = it->second;
+      create_done_.wait(lock, [&] { return first->done; });
+      if (!first->outcome.ok()) return first->outcome.status();
+      return CreateOutcome{first->outcome->kernel, false};
+    }
     if (Kernel* existing = Find(request.kernel_id)) {
       if (existing->request.Canonical() == request.Canonical()) return CreateOutcome{*existing, false};
       return Status::Conflict("kernel " + request.kernel_id +
@@ -160,7 +169,20 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
     }
     kernel.holds_resources = true;
     kernels_[request.kernel_id] = kernel;  // PREPARING: reserves the id and the resources
+    pending = std::make_shared<PendingCreate>();
+    pending->canonical = request.Canonical();
+    pending_creates_[request.kernel_id] = pending;
   }
+  Result<CreateOutcome> outcome = CreateContainer(request, kernel);
+  std::lock_guard lock(mutex_);
+  pending->outcome = outcome;
+  pending->done = true;
+  pending_creates_.erase(request.kernel_id);
+  create_done_.notify_all();
+  return outcome;
+}
+
+Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request, const Kernel& kernel) {
 
   ContainerSpec spec;
   spec.name = ContainerName(config_.agent.id, request.kernel_id);

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -112,6 +113,9 @@ class Agent {
  private:
   using Clock = std::chrono::steady_clock;
 
+  // Builds, creates and starts the container of `kernel`, already reserved
+  // (PREPARING) by CreateKernel; on failure, undoes the reservation.
+  Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel);
   Kernel* Find(const std::string& kernel_id);            // requires mutex_
   // The lowest NUMA node with room for all of `request`'s topology-bound
   // units (cores, devices); nullopt when none has. Requires mutex_.
@@ -144,6 +148,14 @@ class Agent {
   std::map<std::string, uint64_t> removed_at_seq_;        // guarded by mutex_: kernel id -> seq when forgotten
   uint64_t seq_ = 0;                                      // guarded by mutex_: bumps on container create/forget
   std::set<std::string> restarting_;                      // guarded by mutex_: kernels inside RestartKernel
+  // A create under way, which repeats of the same request wait for and share.
+  struct PendingCreate {
+    nlohmann::json canonical;                             // the request, CreateRequest::Canonical()
+    bool done = false;
+    Result<CreateOutcome> outcome = Status::Internal("the create has not finished");
+  };
+  std::map<std::string, std::shared_ptr<PendingCreate>> pending_creates_;  // guarded by mutex_; by kernel id
+  std::condition_variable create_done_;                    // with mutex_: a pending create finished
 
   std::atomic<int64_t> last_sync_ns_{-1};    // Clock time of the last good relist or restore
   std::atomic<int64_t> last_answer_ns_{-1};  // Clock time of the last answered round trip

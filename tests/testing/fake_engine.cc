@@ -40,6 +40,15 @@ const FakeEngine::Container* FakeEngine::Resolve(const std::string& id_or_name) 
 
 Status FakeEngine::Enter(Method method) {
   ++calls_[method];
+  if (holds_armed_.erase(method) > 0) {
+    // Wait with mutex_ released, as the real engine works while others call it;
+    // the caller's lock_guard owns mutex_ again afterwards.
+    std::unique_lock<std::mutex> lock(mutex_, std::adopt_lock);
+    holding_.insert(method);
+    hold_cv_.notify_all();
+    hold_cv_.wait(lock, [&] { return holding_.count(method) == 0; });
+    lock.release();
+  }
   auto it = failures_.find(method);
   if (it == failures_.end() || it->second.empty()) return Status::Ok();
   Status failure = std::move(it->second.front());
@@ -313,6 +322,22 @@ Status FakeEngine::StreamEvents(const std::vector<std::string>& label_filters,
 void FakeEngine::AddImage(const std::string& image) {
   std::lock_guard lock(mutex_);
   images_.insert(image);
+}
+
+void FakeEngine::HoldNext(Method method) {
+  std::lock_guard lock(mutex_);
+  holds_armed_.insert(method);
+}
+
+bool FakeEngine::WaitUntilHeld(Method method) {
+  std::unique_lock lock(mutex_);
+  return hold_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return holding_.count(method) > 0; });
+}
+
+void FakeEngine::Release(Method method) {
+  std::lock_guard lock(mutex_);
+  holding_.erase(method);
+  hold_cv_.notify_all();
 }
 
 void FakeEngine::FailNext(Method method, Status status) {

@@ -101,6 +101,15 @@ class FakeEngine : public ContainerEngine {
   // without any effect. Several calls queue up, one failure per call.
   void FailNext(Method method, Status status);
 
+  // Makes the next call of `method` stop before it has any effect (and
+  // before a FailNext failure applies) until Release(method), so that a test
+  // can run other calls while it is in flight. Returns at once.
+  void HoldNext(Method method);
+  // Waits until a call of `method` is held; false when none is within 10 s.
+  bool WaitUntilHeld(Method method);
+  // Lets the held call of `method` go on.
+  void Release(Method method);
+
   // The container exits on its own with `exit_code`, as if its process ended
   // or was killed by someone else; returns the "die" event it emits.
   // kNotFound for an unknown container, kFailedPrecondition when it is not running.
@@ -186,6 +195,9 @@ class FakeEngine : public ContainerEngine {
   std::map<std::string, Container> containers_;  // guarded by mutex_: id -> container, in creation order
   std::map<std::string, std::string> names_;     // guarded by mutex_: name -> id
   std::map<Method, std::deque<Status>> failures_;  // guarded by mutex_: queued FailNext
+  std::set<Method> holds_armed_;                    // guarded by mutex_: HoldNext not yet met by a call
+  std::set<Method> holding_;                        // guarded by mutex_: calls held now
+  std::condition_variable hold_cv_;                 // signalled when a call is held or released
   std::map<std::string, int> calls_for_;         // guarded by mutex_: container id -> calls
   std::map<Method, int> calls_;                  // guarded by mutex_: method -> calls
   std::deque<EngineEvent> events_;               // guarded by mutex_: the last kEventLogSize events

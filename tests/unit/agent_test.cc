@@ -634,6 +634,59 @@ TEST_F(AgentTest, RestartOfARunningKernelKeepsItsAllocation) {
   EXPECT_EQ(engine_.CallsFor(k.container_id), 2);  // Start at create, then Restart
 }
 
+// ----------------------------------------------------------- interleavings
+
+TEST_F(AgentTest, RepeatsOfACreateUnderWayWaitForItsFailureAndShareIt) {
+  engine_.HoldNext(Method::kStart);
+  engine_.FailNext(Method::kStart, Status::InvalidArgument("exec: \"nope\": executable file not found"));
+  Result<Agent::CreateOutcome> first = Status::Internal("not run");
+  std::thread creator([&] { first = agent_->CreateKernel(Request("k1")); });
+  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStart));
+  EXPECT_EQ(StateOf("k1"), KernelState::kPreparing);
+
+  std::vector<Result<Agent::CreateOutcome>> repeats(9, Status::Internal("not run"));
+  std::vector<std::thread> threads;
+  for (auto& repeat : repeats) threads.emplace_back([&] { repeat = agent_->CreateKernel(Request("k1")); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let them reach the wait; the outcome must not depend on it
+  engine_.Release(Method::kStart);
+  creator.join();
+  for (auto& t : threads) t.join();
+
+  ASSERT_FALSE(first.ok());
+  for (const auto& repeat : repeats) {
+    ASSERT_FALSE(repeat.ok());
+    EXPECT_EQ(repeat.status().code(), first.status().code());
+    EXPECT_EQ(repeat.status().message(), first.status().message());
+  }
+  EXPECT_EQ(agent_->GetKernel("k1").status().code(), Status::Code::kNotFound);
+  ExpectNothingHeld();
+  EXPECT_EQ(engine_.CallCount(Method::kCreate), 1);
+}
+
+TEST_F(AgentTest, RepeatsOfACreateUnderWayShareItsKernelAndOnlyTheFirstCreated) {
+  engine_.HoldNext(Method::kStart);
+  Result<Agent::CreateOutcome> first = Status::Internal("not run");
+  std::thread creator([&] { first = agent_->CreateKernel(Request("k1")); });
+  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStart));
+  std::vector<Result<Agent::CreateOutcome>> repeats(5, Status::Internal("not run"));
+  std::vector<std::thread> threads;
+  for (auto& repeat : repeats) threads.emplace_back([&] { repeat = agent_->CreateKernel(Request("k1")); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  engine_.Release(Method::kStart);
+  creator.join();
+  for (auto& t : threads) t.join();
+
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_TRUE(first->created);
+  for (const auto& repeat : repeats) {
+    ASSERT_TRUE(repeat.ok()) << repeat.status().message();
+    EXPECT_FALSE(repeat->created);
+    EXPECT_EQ(repeat->kernel.state, KernelState::kRunning);
+    EXPECT_EQ(repeat->kernel.container_id, first->kernel.container_id);
+  }
+  EXPECT_EQ(engine_.CallCount(Method::kCreate), 1);
+}
+
 // ------------------------------------------------------------ exec and logs
 
 TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {
