@@ -269,6 +269,16 @@ Result<Kernel> Agent::GetKernel(const std::string& kernel_id) const {
   return it->second;
 }
 
+bool Agent::OwnedByACall(const Kernel& kernel) const {
+  return kernel.state == KernelState::kPreparing || kernel.state == KernelState::kTerminating ||
+         restarting_.count(kernel.id()) > 0;
+}
+
+Status Agent::Busy(const Kernel& kernel) const {
+  const std::string doing = restarting_.count(kernel.id()) ? "restarting" : KernelStateName(kernel.state);
+  return Status::FailedPrecondition("kernel " + kernel.id() + " is busy (" + doing + "); retry when that finishes");
+}
+
 Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
   KernelState previous;
   std::string container_id;
@@ -276,9 +286,7 @@ Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
     std::lock_guard lock(mutex_);
     Kernel* k = Find(kernel_id);
     if (!k) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
-    if (k->state == KernelState::kPreparing || k->state == KernelState::kTerminating)
-      return Status::FailedPrecondition("kernel " + kernel_id + " is " + KernelStateName(k->state) +
-                                        "; retry when that finishes");
+    if (OwnedByACall(*k)) return Busy(*k);
     previous = k->state;
     k->state = KernelState::kTerminating;
     container_id = k->container_id;
@@ -314,9 +322,7 @@ Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
     std::lock_guard lock(mutex_);
     Kernel* k = Find(kernel_id);
     if (!k) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
-    if (k->state == KernelState::kPreparing || k->state == KernelState::kTerminating || restarting_.count(kernel_id))
-      return Status::FailedPrecondition("kernel " + kernel_id + " is busy (" + KernelStateName(k->state) +
-                                        "); retry when that finishes");
+    if (OwnedByACall(*k)) return Busy(*k);
     if (Status s = TakeResources(*k); !s.ok())
       return Status::ResourceExhausted("kernel " + kernel_id + " cannot be restarted: " + s.message());
     was_running = k->state == KernelState::kRunning;
@@ -391,7 +397,7 @@ void Agent::Resume(Kernel& kernel, const std::string& how) {
 bool Agent::OnDeath(const std::string& kernel_id, const EngineEvent& event) {
   // Whether this death is news for a settled kernel of this container.
   auto is_news = [&](Kernel* k) {
-    return k && k->container_id == event.id && !restarting_.count(kernel_id) &&
+    return k && k->container_id == event.id && !OwnedByACall(*k) &&
            (k->state == KernelState::kRunning || k->state == KernelState::kError);
   };
   {
@@ -432,9 +438,9 @@ bool Agent::OnEngineEvent(const EngineEvent& event) {
     k->reason = "out of memory";
   } else if (action == "start") {
     bool settled = k->state == KernelState::kTerminated || k->state == KernelState::kError;
-    if (settled && !restarting_.count(k->id())) Resume(*k, "started outside slotd");
+    if (settled && !OwnedByACall(*k)) Resume(*k, "started outside slotd");
   } else if (action == "destroy") {
-    if (k->state == KernelState::kTerminating || k->state == KernelState::kPreparing) return false;
+    if (OwnedByACall(*k)) return false;
     spdlog::warn("kernel {}: its container was removed outside slotd; freeing its resources", k->id());
     Forget(k->id(), "container removed outside slotd");
   }
@@ -469,9 +475,7 @@ Status Agent::ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool stri
   std::lock_guard lock(mutex_);
   Kernel* k = Find(kernel_id);
   if (k) {
-    if (k->container_id != info.id || k->state == KernelState::kPreparing ||
-        k->state == KernelState::kTerminating || restarting_.count(kernel_id))
-      return Status::Ok();
+    if (k->container_id != info.id || OwnedByACall(*k)) return Status::Ok();
     if (running && (k->state == KernelState::kTerminated || k->state == KernelState::kError)) {
       Resume(*k, "found running on relist");
     } else if (!running && k->state == KernelState::kRunning) {
@@ -540,9 +544,7 @@ Status Agent::Relist() {
     std::lock_guard lock(mutex_);
     std::vector<std::string> vanished;
     for (const auto& [id, k] : kernels_) {
-      bool settled = k.state != KernelState::kPreparing && k.state != KernelState::kTerminating &&
-                     !restarting_.count(id);
-      if (settled && k.container_seq <= list_seq && !present.count(k.container_id)) vanished.push_back(id);
+      if (!OwnedByACall(k) && k.container_seq <= list_seq && !present.count(k.container_id)) vanished.push_back(id);
     }
     for (const auto& id : vanished) {
       spdlog::warn("kernel {}: its container vanished; freeing its resources", id);

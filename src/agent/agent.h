@@ -117,6 +117,12 @@ class Agent {
   // (PREPARING) by CreateKernel; on failure, undoes the reservation.
   Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel);
   Kernel* Find(const std::string& kernel_id);            // requires mutex_
+  // Whether a call (create, delete, restart) is acting on `kernel` now, so
+  // that no other call, event or relist may change it. The one test of it.
+  // Requires mutex_.
+  bool OwnedByACall(const Kernel& kernel) const;
+  // The refusal of a call on a kernel OwnedByACall. Requires mutex_.
+  Status Busy(const Kernel& kernel) const;
   // The lowest NUMA node with room for all of `request`'s topology-bound
   // units (cores, devices); nullopt when none has. Requires mutex_.
   std::optional<int> ChooseNumaNode(const ResourceRequest& request) const;

@@ -687,6 +687,30 @@ TEST_F(AgentTest, RepeatsOfACreateUnderWayShareItsKernelAndOnlyTheFirstCreated) 
   EXPECT_EQ(engine_.CallCount(Method::kCreate), 1);
 }
 
+TEST_F(AgentTest, ADeleteDuringARestartIsRefusedAndTheRestartsDieIsNotNews) {
+  Kernel k = MustCreate(Request("k1"));
+  engine_.HoldNext(Method::kRestart);
+  Result<Kernel> restarted = Status::Internal("not run");
+  std::thread restarter([&] { restarted = agent_->RestartKernel("k1"); });
+  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kRestart));
+
+  Result<Kernel> deleted = agent_->DeleteKernel("k1");
+  EXPECT_EQ(deleted.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(deleted.status().message().find("restarting"), std::string::npos) << deleted.status().message();
+  engine_.Release(Method::kRestart);
+  restarter.join();
+  ASSERT_TRUE(restarted.ok()) << restarted.status().message();
+  EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
+
+  // The restart's own die event came while the restart owned the kernel: no news.
+  for (const auto& event : engine_.Events())
+    if (event.action == "die") agent_->OnEngineEvent(event);
+  EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
+  ASSERT_TRUE(agent_->DeleteKernel("k1").ok());
+  EXPECT_EQ(agent_->DeleteKernel("k1").status().code(), Status::Code::kNotFound);
+  ExpectNothingHeld();
+}
+
 // ------------------------------------------------------------ exec and logs
 
 TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {
