@@ -447,7 +447,36 @@ bool Agent::OnEngineEvent(const EngineEvent& event) {
   return false;
 }
 
-Status Agent::ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool strict) {
+void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
+  for (const std::string& kernel_id : kernel_ids) {
+    std::string container_id;
+    {
+      std::lock_guard lock(mutex_);
+      Kernel* k = Find(kernel_id);
+      if (!k || k->state != KernelState::kPreparing) continue;
+      container_id = k->container_id;
+    }
+    const Status started = engine_.Start(container_id);
+    std::lock_guard lock(mutex_);
+    Kernel* k = Find(kernel_id);
+    if (!k || k->container_id != container_id || k->state != KernelState::kPreparing) continue;
+    if (started.ok()) {
+      k->state = KernelState::kRunning;
+      spdlog::info("kernel {}: started its container, created before the agent stopped", kernel_id);
+      Emit("kernel_started", *k);
+    } else {
+      FreeResources(*k);
+      k->state = KernelState::kTerminated;
+      k->exit_code.reset();
+      k->reason = "never started: " + started.message();
+      spdlog::warn("kernel {}: {}", kernel_id, k->reason);
+      Emit("kernel_terminated", *k, {{"exit_code", nullptr}, {"reason", k->reason}});
+    }
+  }
+}
+
+Status Agent::ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool strict,
+                         std::vector<std::string>* never_started) {
   auto kid = info.labels.find(label::kKernelId);
   if (kid == info.labels.end()) {
     spdlog::warn("container {} carries owner label {} but no {}; leaving it alone", info.name, config_.agent.id,
@@ -499,7 +528,18 @@ Status Agent::ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool stri
     return Status::Ok();
   }
   kernel.container_seq = ++seq_;
-  if (running) {
+  if (info.state == "created") {
+    // Created but never started: the agent stopped between the two calls of
+    // a create. Finish the create (FinishStarts), holding its resources.
+    if (Status s = TakeResources(kernel); !s.ok()) {
+      kernel.state = KernelState::kTerminated;
+      kernel.reason = "never started: the agent stopped between creating and starting its container, and its "
+                      "resources are now held elsewhere (" + s.message() + "); delete it";
+    } else {
+      kernel.state = KernelState::kPreparing;
+      if (never_started) never_started->push_back(kernel_id);
+    }
+  } else if (running) {
     if (Status s = TakeResources(kernel); !s.ok()) {
       Status why = Status::FailedPrecondition(
           "kernel " + kernel_id + " (container " + info.name + ") cannot be restored: " + s.message() +
@@ -535,11 +575,13 @@ Status Agent::Relist() {
     return listed.status().WithPrefix("listing this agent's containers");
   }
   std::set<std::string> present;
+  std::vector<std::string> never_started;
   for (const auto& info : *listed) {
     if (info.labels.count(label::kOwner) == 0 || info.labels.at(label::kOwner) != config_.agent.id) continue;
     present.insert(info.id);
-    if (Status s = ConvergeOn(info, list_seq, /*strict=*/false); !s.ok()) return s;
+    if (Status s = ConvergeOn(info, list_seq, /*strict=*/false, &never_started); !s.ok()) return s;
   }
+  FinishStarts(never_started);
   {
     std::lock_guard lock(mutex_);
     std::vector<std::string> vanished;
@@ -563,10 +605,12 @@ Status Agent::Restore() {
     RecordEngineAnswer(false);
     return listed.status().WithPrefix("listing this agent's containers at start");
   }
+  std::vector<std::string> never_started;
   for (const auto& info : *listed) {
     if (info.labels.count(label::kOwner) == 0 || info.labels.at(label::kOwner) != config_.agent.id) continue;
-    if (Status s = ConvergeOn(info, 0, /*strict=*/true); !s.ok()) return s;
+    if (Status s = ConvergeOn(info, 0, /*strict=*/true, &never_started); !s.ok()) return s;
   }
+  FinishStarts(never_started);
   RecordEngineAnswer(true);
   last_sync_ns_ = Clock::now().time_since_epoch().count();
   std::lock_guard lock(mutex_);

@@ -140,7 +140,14 @@ class Agent {
   void Emit(const char* type, const Kernel& kernel, nlohmann::json extra = nlohmann::json::object());
   std::vector<std::string> OwnerFilter() const;
   // Converges on one listed container; `strict` turns restore conflicts into errors.
-  Status ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool strict);  // requires mutex_ released
+  // An unknown container that was created but never started is adopted
+  // PREPARING with its resources, and its kernel id added to `never_started`.
+  Status ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool strict,
+                    std::vector<std::string>* never_started);  // requires mutex_ released
+  // Starts the containers of kernels adopted PREPARING by ConvergeOn: RUNNING
+  // when the engine starts them, else TERMINATED "never started: <why>" with
+  // no exit code and nothing held. Takes mutex_ itself; starts without it.
+  void FinishStarts(const std::vector<std::string>& kernel_ids);
 
   const Config config_;
   ContainerEngine& engine_;

@@ -500,6 +500,45 @@ TEST_F(AgentTest, RestoreFailsWhenTheEngineCannotBeListed) {
   EXPECT_FALSE(agent_->EngineReachable());
 }
 
+// A container as the agent creates it, left created but never started (the
+// agent stopped between the two calls); returns its id.
+std::string NeverStartedCopyOf(FakeEngine& engine, const Kernel& kernel) {
+  std::optional<ContainerSpec> spec = engine.SpecOf(kernel.container_id);
+  EXPECT_TRUE(spec.has_value());
+  EXPECT_TRUE(engine.RemoveBehindBack(kernel.container_id).ok());
+  auto id = engine.Create(*spec);
+  EXPECT_TRUE(id.ok()) << id.status().message();
+  return id.ok() ? *id : "";
+}
+
+TEST_F(AgentTest, RestoreFinishesTheStartOfANeverStartedContainer) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
+  const std::string id = NeverStartedCopyOf(engine_, k);
+  auto agent = NewAgent();
+  ASSERT_TRUE(agent->Restore().ok());
+  Result<Kernel> adopted = agent->GetKernel("k1");
+  ASSERT_TRUE(adopted.ok());
+  EXPECT_EQ(adopted->state, KernelState::kRunning);
+  EXPECT_FALSE(adopted->exit_code.has_value());
+  EXPECT_EQ(adopted->allocation.ToJson(), k.allocation.ToJson());
+  EXPECT_TRUE(engine_.Peek(id)->running);
+  EXPECT_EQ(Used(*agent, "cpu"), 2u);
+}
+
+TEST_F(AgentTest, ANeverStartedContainerThatCannotStartIsReportedAsNeverStartedWithNoExitCode) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
+  NeverStartedCopyOf(engine_, k);
+  engine_.FailNext(Method::kStart, Status::InvalidArgument("exec: \"nope\": executable file not found"));
+  auto agent = NewAgent();
+  ASSERT_TRUE(agent->Restore().ok());  // the agent starts all the same
+  Result<Kernel> adopted = agent->GetKernel("k1");
+  ASSERT_TRUE(adopted.ok());
+  EXPECT_EQ(adopted->state, KernelState::kTerminated);
+  EXPECT_FALSE(adopted->exit_code.has_value());  // no exit code it never had
+  EXPECT_EQ(adopted->reason.rfind("never started: ", 0), 0u) << adopted->reason;
+  EXPECT_EQ(Used(*agent, "cpu"), 0u);
+}
+
 TEST_F(AgentTest, RestoreAfterACrashRebuildsTheSameKernelsAndAllocations) {
   Kernel k1 = MustCreate(Request("k1", {{"cpu", 2}, {"mem", "512m"}}, {{"ports", json::array({8080})}}));
   Kernel k2 = MustCreate(Request("k2", {{"cpu", 1}}));
