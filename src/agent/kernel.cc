@@ -272,7 +272,7 @@ Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
 }
 
 std::string ContainerName(const std::string& agent_id, const std::string& kernel_id) {
-  return "slotd-" + agent_id + "-" + kernel_id;
+  return "slotd-" + std::to_string(agent_id.size()) + "-" + agent_id + "-" + kernel_id;
 }
 
 }  // namespace slotd

@@ -90,7 +90,11 @@ Labels KernelLabels(const Kernel& kernel);
 // holds_resources are left for the caller). kInvalidArgument names the label.
 Result<Kernel> KernelFromContainer(const ContainerInfo& info);
 
-// The container name of a kernel: slotd-<agent-id>-<kernel-id>.
+// The container name of a kernel: slotd-<length of agent-id>-<agent-id>-<kernel-id>,
+// e.g. slotd-6-gpu1-a-k-0001. Read from the left, the length says where the
+// agent id ends, so no two (agent, kernel) pairs share a name: agent "adv"
+// with kernel "a-k1" and agent "adv-a" with kernel "k1" get slotd-3-adv-a-k1
+// and slotd-5-adv-a-k1. The engine refuses a second container of one name.
 std::string ContainerName(const std::string& agent_id, const std::string& kernel_id);
 
 }  // namespace slotd

@@ -37,7 +37,7 @@ TEST(Agent, KernelContainerCarriesLabelsCpusetAndMemoryLimit) {
 
   auto info = Engine().Inspect(k["container_id"].get<std::string>());
   ASSERT_TRUE(info.ok()) << info.status().message();
-  EXPECT_EQ(info->name, "slotd-" + agent.options().id + "-k1");
+  EXPECT_EQ(info->name, ContainerName(agent.options().id, "k1"));
   EXPECT_EQ(info->labels.at("ai.backend.owner"), agent.options().id);
   EXPECT_EQ(info->labels.at("ai.backend.agent-id"), agent.options().id);
   EXPECT_EQ(info->labels.at("ai.backend.kernel-id"), "k1");

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/kernel.h"
 #include "integration/harness.h"
 
 namespace slotd::testing {
@@ -164,7 +165,7 @@ TEST(Mock, AllocationsSurviveSigkillAndAMismatchedRestoreRefusesToStart) {
   EXPECT_NE(log.find("mock device " + first + " is not in this agent's resource.mock.allowed-devices"),
             std::string::npos)
       << log;
-  EXPECT_NE(log.find("docker rm -f slotd-" + agent.options().id + "-holder"), std::string::npos) << log;
+  EXPECT_NE(log.find("docker rm -f " + ContainerName(agent.options().id, "holder")), std::string::npos) << log;
 
   // Give the device back: the agent starts and the kernel is intact.
   agent.SetExtraToml(MockSection());

@@ -15,6 +15,7 @@
 
 #include "common/units.h"
 #include "config/config.h"
+#include "agent/kernel.h"
 #include "integration/harness.h"
 
 namespace slotd::testing {
@@ -236,7 +237,7 @@ TEST_F(MultiAgent, ADeadAgentsRunningKernelsStillHoldTheirCores) {
   // but the dead agent's container still runs on them.
   AgentProcess second(NodeAgent(claims_.path(), 0, "successor"));
   EXPECT_FALSE(second.Start());
-  std::string name = "slotd-" + first.options().id + "-still-running";
+  std::string name = ContainerName(first.options().id, "still-running");
   EXPECT_NE(second.log().find("cpu core 0: held by running container " + name + " of agent " + first.options().id),
             std::string::npos)
       << second.log();

@@ -438,7 +438,7 @@ TEST_F(AgentTest, RelistMarksErrorAKernelRestartedBehindTheBackWhoseCoresAreTake
 
 TEST_F(AgentTest, ForeignContainerIsNeverListedAdoptedOrTouched) {
   // Another agent's kernel, on our core 0, under a name that looks like ours.
-  Result<std::string> foreign = engine_.AddContainer("slotd-a1-k9", OwnedLabels("k9", {0}, 256 * kMiB, "a2"));
+  Result<std::string> foreign = engine_.AddContainer(ContainerName("a1", "k9"), OwnedLabels("k9", {0}, 256 * kMiB, "a2"));
   ASSERT_TRUE(foreign.ok());
 
   ASSERT_TRUE(agent_->Restore().ok());

@@ -310,8 +310,10 @@ TEST(KernelLabelsTest, KernelFromContainerNamesAMissingOrMalformedLabel) {
   EXPECT_NE(k.status().message().find("allocations.cpu"), std::string::npos) << k.status().message();
 }
 
-TEST(KernelLabelsTest, ContainerNameJoinsAgentAndKernel) {
-  EXPECT_EQ(ContainerName("a1", "k-0001"), "slotd-a1-k-0001");
+TEST(KernelLabelsTest, ContainerNamesAreUnambiguousAcrossAgents) {
+  EXPECT_EQ(ContainerName("a1", "k-0001"), "slotd-2-a1-k-0001");
+  EXPECT_NE(ContainerName("adv", "a-k1"), ContainerName("adv-a", "k1"));
+  EXPECT_NE(ContainerName("a-1", "2-k"), ContainerName("a", "1-2-k"));
 }
 
 }  // namespace
