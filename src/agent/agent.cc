@@ -199,10 +199,11 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     std::lock_guard lock(mutex_);
     for (const auto& plugin : plugins_) plugin->Apply(kernel.allocation, spec);
   }
-  for (const auto& [name, none] : DeviceVariablesSelectingNone()) {
+  for (const auto& variable : DeviceVariablesSelectingNone()) {
+    const std::string prefix = variable.first + "=";
     const bool set = std::any_of(spec.env.begin(), spec.env.end(),
-                                 [&](const std::string& entry) { return entry.rfind(name + "=", 0) == 0; });
-    if (!set) spec.env.push_back(name + "=" + none);
+                                 [&](const std::string& entry) { return entry.rfind(prefix, 0) == 0; });
+    if (!set) spec.env.push_back(prefix + variable.second);
   }
 
   // Undo everything taken above; used on every failure path below.

@@ -15,6 +15,7 @@
 #include "cli/stats_view.h"
 #include "cli/table.h"
 #include "common/http_client.h"
+#include "common/token_file.h"
 #include "common/units.h"
 #include "config/config.h"
 #include "node/claims.h"
@@ -58,12 +59,9 @@ slotd::Result<HttpClient> Connect(const Target& t) {
     client = HttpClient::Tcp("http://127.0.0.1:6001");
   }
   if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    std::string token;
-    if (!in || !std::getline(in, token))
-      return Status::InvalidArgument("cannot read token file " + token_file);
-    while (!token.empty() && isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-    client->SetBearerToken(token);
+    auto token = slotd::ReadTokenFile(token_file);
+    if (!token.ok()) return token.status();
+    client->SetBearerToken(*token);
   }
   return *client;
 }

@@ -19,8 +19,10 @@
 #include "agent/watcher.h"
 #include "api/server.h"
 #include "common/lock_file.h"
+#include "common/token_file.h"
 #include "common/units.h"
 #include "config/config.h"
+#include "config/local_checks.h"
 #include "engine/docker/docker_engine.h"
 #include "node/check.h"
 #include "node/claims.h"
@@ -40,17 +42,6 @@ void SetUpLogging(const std::string& format, const std::string& level) {
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
   logger->set_level(spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);
-}
-
-// Reads the bearer token: the file's first line, trimmed; errors name the file.
-slotd::Result<std::string> ReadToken(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::InvalidArgument("agent.token-file: cannot read " + path + ": " + strerror(errno));
-  std::string token;
-  std::getline(in, token);
-  while (!token.empty() && isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  if (token.empty()) return Status::InvalidArgument("agent.token-file: " + path + " is empty; put the token on its first line");
-  return token;
 }
 
 // Logs how many engine calls the start made that named a container, and how
@@ -159,8 +150,15 @@ int RunAgent(const std::string& config_path) {
     std::cerr << "slotd: cannot start: " << s.message() << "\n";
     return 1;
   };
+  if (std::vector<std::string> problems = slotd::LocalProblems(*config); !problems.empty()) {
+    std::string text;
+    for (const std::string& problem : problems) text += (text.empty() ? "" : "\n  ") + problem;
+    return fail(Status::InvalidArgument(text));
+  }
   const std::string& ipc = config->agent.ipc_base_path;
-  if (Status s = slotd::MakeDirs(ipc); !s.ok()) return fail(s);
+  if (Status s = slotd::MakeDirs(ipc); !s.ok()) return fail(s.WithPrefix("agent.ipc-base-path"));
+  if (Status s = slotd::MakeDirs(config->agent.var_base_path); !s.ok())
+    return fail(s.WithPrefix("agent.var-base-path"));
   auto lock = slotd::LockFile::Acquire(ipc + "/agent.lock");
   if (!lock.ok())
     return fail(lock.status().WithPrefix("another agent uses ipc-base-path " + ipc +
@@ -168,8 +166,8 @@ int RunAgent(const std::string& config_path) {
 
   std::optional<std::string> token;
   if (config->agent.token_file) {
-    auto read = ReadToken(*config->agent.token_file);
-    if (!read.ok()) return fail(read.status());
+    auto read = slotd::ReadTokenFile(*config->agent.token_file);
+    if (!read.ok()) return fail(read.status().WithPrefix("agent.token-file"));
     token = *read;
   }
 

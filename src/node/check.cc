@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/units.h"
+#include "config/local_checks.h"
 #include "node/claims.h"
 
 namespace slotd {
@@ -115,6 +116,7 @@ CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFa
       AddLines("error: ", config.status().message(), report.errors);
       continue;
     }
+    for (const std::string& problem : LocalProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
     ResolvedDevices devices = resolve(*config);
     if (!devices.error.ok()) report.problems.push_back("missing: " + path + ": " + devices.error.message());
     for (const std::string& note : devices.notes) report.notes.push_back("note: " + path + ": " + note);

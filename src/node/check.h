@@ -45,7 +45,8 @@ struct CheckReport {
   // "error: ...": a file that does not load (LoadConfig's lines), or is given twice.
   std::vector<std::string> errors;
   // "clash: a.toml and b.toml both claim cpu cores 2-3", "missing: ...": what
-  // stops these agents from sharing the node.
+  // stops these agents from sharing the node; "problem: a.toml: ...": what
+  // stops one of them from starting here (LocalProblems).
   std::vector<std::string> problems;
   // "note: ...": what could not be checked, and why.
   std::vector<std::string> notes;

@@ -104,6 +104,43 @@ void ExpectClash(const std::function<std::string(CheckAgent& a, CheckAgent& b)>&
   EXPECT_NE(r.out.find("\nslotd check: 1 problem among 2 configs; give each agent"), std::string::npos) << r.out;
 }
 
+TEST(Check, ItReportsWhatTheAgentWouldRefuseToStartOnAndTheAgentRefusesIt) {
+  TempDir dir;
+  CheckAgent a = CheckAgent::Clean(dir.path(), 0);
+  WriteFile(dir.path() + "/var-is-a-file", "x");
+  a.var = dir.path() + "/var-is-a-file";
+  a.ipc = dir.path() + "/" + std::string(110, 'i');
+  WriteFile(dir.path() + "/empty.token", "\n");
+  a.extra_toml = "";
+  std::string path = a.Write(dir.path() + "/a.toml");
+  // token-file belongs to [agent]: put it right after the id.
+  std::string text = ReadFile(path);
+  text.insert(text.find("\n") + 1, "token-file = \"" + dir.path() + "/empty.token\"\n");
+  WriteFile(path, text);
+  WriteFile(dir.path() + "/claims", "not a directory");
+
+  CommandResult r = Slotd({"check", path});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  for (const std::string& what : std::vector<std::string>{"agent.var-base-path: " + a.var + " exists and is not a directory",
+                                  "node.claims-dir: " + dir.path() + "/claims exists and is not a directory",
+                                  "agent.ipc-base-path: the API socket", "agent.token-file: token file " + dir.path() +
+                                  "/empty.token has no token"})
+    EXPECT_NE(r.out.find("problem: " + path + ": " + what), std::string::npos) << what << "\n" << r.out;
+
+  r = Slotd({"--config", path});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("agent.var-base-path: " + a.var + " exists and is not a directory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("agent.token-file"), std::string::npos) << r.err;
+
+  // A token file that is a directory, and var-base-path under /proc.
+  text.replace(text.find(dir.path() + "/empty.token"), (dir.path() + "/empty.token").size(), dir.path());
+  text.replace(text.find(a.var), a.var.size(), "/proc/slotd");
+  WriteFile(path, text);
+  r = Slotd({"check", path});
+  EXPECT_NE(r.out.find("is a directory; point token-file at a file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("agent.var-base-path: /proc/slotd is on /proc"), std::string::npos) << r.out;
+}
+
 TEST(Check, ACleanSetOfThreeConfigsPassesWithExitZero) {
   TempDir dir;
   // This machine may have fewer than three cores: check for a node with three.

@@ -1,0 +1,21 @@
+// What `slotd --config` would refuse about a valid config on this host: its
+// paths and its token file. One rule, two callers: the agent checks it
+// before it starts, and `slotd check` reports it for each file.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace slotd {
+
+// Every problem of `config`'s paths on this host, one line each, naming the
+// key, the path and what to do: var-base-path that is not a directory or is
+// under /proc or /sys; ipc-base-path or claims-dir that is not a directory;
+// an agent.sock path over the unix socket limit; a token-file that is
+// missing, a directory or empty. Paths that do not exist yet are fine (the
+// agent creates them). Empty when there is none.
+std::vector<std::string> LocalProblems(const Config& config);
+
+}  // namespace slotd
