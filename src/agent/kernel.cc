@@ -1,5 +1,6 @@
 #include "agent/kernel.h"
 
+#include <algorithm>
 #include <random>
 #include <regex>
 #include <set>
@@ -234,13 +235,38 @@ Labels KernelLabels(const Kernel& kernel) {
   labels[label::kSessionId] = kernel.request.session_id;
   labels[label::kAllocations] = kernel.allocation.ToJson().dump();
   labels[label::kRequest] = kernel.request.Canonical().dump();
+  labels[label::kFormat] = std::to_string(label::kCurrentFormat);
   return labels;
 }
 
+Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name) {
+  int format = 1;
+  if (auto it = labels.find(label::kFormat); it != labels.end()) {
+    const std::string& text = it->second;
+    const bool digits = !text.empty() && text.size() < 6 &&
+                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoi(text) < 1)
+      return Status::InvalidArgument("container " + container_name + ": label " + label::kFormat + " is \"" + text +
+                                     "\", not a label format");
+    format = std::stoi(text);
+  }
+  if (format > label::kCurrentFormat)
+    return Status::FailedPrecondition(
+        "container " + container_name + " was written by a newer slotd (label format " + std::to_string(format) +
+        "; this slotd reads formats 1 to " + std::to_string(label::kCurrentFormat) +
+        "): run the newer slotd on this node again, or remove the container (docker rm -f " + container_name + ")");
+  Labels migrated = labels;
+  // 1 -> 2: the format label is new; nothing else changed.
+  migrated[label::kFormat] = std::to_string(label::kCurrentFormat);
+  return migrated;
+}
+
 Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
+  Result<Labels> labels = MigrateLabels(info.labels, info.name);
+  if (!labels.ok()) return labels.status();
   auto get = [&](const char* key) -> Result<std::string> {
-    auto it = info.labels.find(key);
-    if (it == info.labels.end())
+    auto it = labels->find(key);
+    if (it == labels->end())
       return Status::InvalidArgument("container " + info.name + " has no label " + key);
     return it->second;
   };

@@ -26,8 +26,19 @@ inline constexpr char kSessionId[] = "ai.backend.session-id";
 inline constexpr char kAllocations[] = "ai.backend.allocations";
 // The canonical create request, so a repeat can be told from a conflict after a restart.
 inline constexpr char kRequest[] = "ai.backend.slotd.request";
+// The format of these labels, a whole number; absent means format 1.
+inline constexpr char kFormat[] = "ai.backend.slotd.label-format";
 inline constexpr char kReservedPrefix[] = "ai.backend.";
+// The format this version writes, and the newest it reads.
+inline constexpr int kCurrentFormat = 2;
 }  // namespace label
+
+// Brings the labels of an owned container written in any earlier label
+// format to the current one; the one place where old formats are read.
+// Format 1 (slotd 0.1.0, no format label) -> 2: adds the format label.
+// kFailedPrecondition naming the container and both formats when they were
+// written by a newer slotd: this version cannot know what they mean.
+Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name);
 
 // A validated create request.
 struct CreateRequest {

@@ -3,6 +3,8 @@
 // conflict), and a kernel survives the trip through its container labels.
 #include "agent/kernel.h"
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -314,6 +316,60 @@ TEST(KernelLabelsTest, ContainerNamesAreUnambiguousAcrossAgents) {
   EXPECT_EQ(ContainerName("a1", "k-0001"), "slotd-2-a1-k-0001");
   EXPECT_NE(ContainerName("adv", "a-k1"), ContainerName("adv-a", "k1"));
   EXPECT_NE(ContainerName("a-1", "2-k"), ContainerName("a", "1-2-k"));
+}
+
+}  // namespace
+}  // namespace slotd
+
+namespace slotd {
+namespace {
+
+// The container recorded in tests/fixtures/labels-v1.json, as a list shows it.
+ContainerInfo RecordedV1Container() {
+  std::ifstream in(std::string(SLOTD_FIXTURES_DIR) + "/labels-v1.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  ContainerInfo info;
+  info.id = "0123456789ab";
+  info.name = doc.at("name").get<std::string>();
+  info.state = "running";
+  info.running = true;
+  info.labels = doc.at("labels").get<Labels>();
+  return info;
+}
+
+TEST(LabelFormat, ContainersOfTheFirstFormatAreReadWithTheirExactAllocation) {
+  Result<Kernel> kernel = KernelFromContainer(RecordedV1Container());
+  ASSERT_TRUE(kernel.ok()) << kernel.status().message();
+  EXPECT_EQ(kernel->agent_id, "fixture-a");
+  EXPECT_EQ(kernel->id(), "k-fixture");
+  EXPECT_EQ(kernel->request.session_id, "s-fixture");
+  EXPECT_EQ(kernel->allocation.ToJson(),
+            nlohmann::json::parse(R"({"cpu":[0],"devices":{"mock":["mock0"]},"mem":67108864,"numa_node":0,)"
+                                  R"("ports":[{"container":8080,"host":41000}]})"));
+  EXPECT_EQ(kernel->request.env.at("FOO"), "bar");
+  EXPECT_EQ(kernel->request.labels.at("team"), "vision");
+  // Written again, they carry the current format and read back the same.
+  Labels rewritten = KernelLabels(*kernel);
+  EXPECT_EQ(rewritten.at(label::kFormat), std::to_string(label::kCurrentFormat));
+  ContainerInfo again = RecordedV1Container();
+  again.labels = rewritten;
+  Result<Kernel> reread = KernelFromContainer(again);
+  ASSERT_TRUE(reread.ok()) << reread.status().message();
+  EXPECT_EQ(reread->allocation.ToJson(), kernel->allocation.ToJson());
+  EXPECT_EQ(reread->request.Canonical(), kernel->request.Canonical());
+}
+
+TEST(LabelFormat, ANewerFormatIsRefusedNamingTheContainerAndBothFormats) {
+  ContainerInfo info = RecordedV1Container();
+  info.labels[label::kFormat] = std::to_string(label::kCurrentFormat + 1);
+  Result<Kernel> kernel = KernelFromContainer(info);
+  ASSERT_FALSE(kernel.ok());
+  EXPECT_EQ(kernel.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(kernel.status().message().find("slotd-fixture-a-k-fixture was written by a newer slotd (label format 3"),
+            std::string::npos)
+      << kernel.status().message();
+  info.labels[label::kFormat] = "two";
+  EXPECT_EQ(KernelFromContainer(info).status().code(), Status::Code::kInvalidArgument);
 }
 
 }  // namespace
