@@ -385,8 +385,9 @@ json Agent::DescribeResources() const {
 void Agent::Resume(Kernel& kernel, const std::string& how) {
   if (Status s = TakeResources(kernel); !s.ok()) {
     kernel.state = KernelState::kError;
-    kernel.reason = "container " + how + " but its resources are taken: " + s.message();
-    spdlog::error("kernel {}: {}", kernel.id(), kernel.reason);
+    kernel.reason = "container " + how + " on resources it does not hold: " + s.message();
+    spdlog::error("kernel {}: {}; stopping it", kernel.id(), kernel.reason);
+    intruders_.emplace_back(kernel.id(), kernel.container_id);
     return;
   }
   kernel.state = KernelState::kRunning;
@@ -422,7 +423,35 @@ bool Agent::OnDeath(const std::string& kernel_id, const EngineEvent& event) {
   return false;
 }
 
+void Agent::StopIntruders() {
+  std::vector<std::pair<std::string, std::string>> intruders;
+  {
+    std::lock_guard lock(mutex_);
+    intruders.swap(intruders_);
+  }
+  const auto timeout = std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
+  for (const auto& [kernel_id, container_id] : intruders) {
+    const Status stopped = engine_.Stop(container_id, timeout);
+    std::lock_guard lock(mutex_);
+    Kernel* k = Find(kernel_id);
+    if (!k || k->container_id != container_id || k->state != KernelState::kError) continue;
+    if (!stopped.ok() && stopped.code() != Status::Code::kNotFound) {
+      spdlog::error("kernel {}: could not stop its container {}: {}", kernel_id, container_id, stopped.message());
+      continue;
+    }
+    k->state = KernelState::kTerminated;
+    k->reason = "stopped by slotd: its " + k->reason;
+    Emit("kernel_terminated", *k, {{"exit_code", nullptr}, {"reason", k->reason}});
+  }
+}
+
 bool Agent::OnEngineEvent(const EngineEvent& event) {
+  const bool relist = ApplyEngineEvent(event);
+  StopIntruders();
+  return relist;
+}
+
+bool Agent::ApplyEngineEvent(const EngineEvent& event) {
   if (event.type != "container") return false;
   auto owner = event.attributes.find(label::kOwner);
   if (owner == event.attributes.end() || owner->second != config_.agent.id) return false;  // never ours to touch
@@ -583,6 +612,7 @@ Status Agent::Relist() {
     if (Status s = ConvergeOn(info, list_seq, /*strict=*/false, &never_started); !s.ok()) return s;
   }
   FinishStarts(never_started);
+  StopIntruders();
   {
     std::lock_guard lock(mutex_);
     std::vector<std::string> vanished;

@@ -131,11 +131,19 @@ class Agent {
   void FreeResources(Kernel& kernel);                    // requires mutex_
   void MarkTerminated(Kernel& kernel, std::optional<int> exit_code, const std::string& reason);  // requires mutex_
   // Re-takes a terminated kernel's allocation because its container runs
-  // again (`how`); ERROR with the reason when another kernel holds part of it.
+  // again (`how`); ERROR with the reason when another kernel holds part of
+  // it (or the config no longer allows it), and queued for StopIntruders.
   void Resume(Kernel& kernel, const std::string& how);  // requires mutex_
   // Applies a "die" event: TERMINATED and freed, unless the engine says the
   // container already runs again. Takes mutex_ itself; inspects without it.
   bool OnDeath(const std::string& kernel_id, const EngineEvent& event);
+  // OnEngineEvent without the StopIntruders that follows it.
+  bool ApplyEngineEvent(const EngineEvent& event);
+  // Stops the containers Resume found running on resources their kernels do
+  // not hold (started behind the agent's back onto another kernel's cores,
+  // say): TERMINATED "stopped by slotd: ...". Takes mutex_ itself; stops
+  // without it.
+  void StopIntruders();
   void Forget(std::string kernel_id, const std::string& reason);  // requires mutex_; by value: callers pass ids of the kernel it erases
   void Emit(const char* type, const Kernel& kernel, nlohmann::json extra = nlohmann::json::object());
   std::vector<std::string> OwnerFilter() const;
@@ -168,6 +176,7 @@ class Agent {
     Result<CreateOutcome> outcome = Status::Internal("the create has not finished");
   };
   std::map<std::string, std::shared_ptr<PendingCreate>> pending_creates_;  // guarded by mutex_; by kernel id
+  std::vector<std::pair<std::string, std::string>> intruders_;  // guarded by mutex_: (kernel, container) to stop
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
 
   std::atomic<int64_t> last_sync_ns_{-1};    // Clock time of the last good relist or restore

@@ -156,7 +156,7 @@ TEST_F(AgentTest, CreateAllocatesAndLabelsTheContainer) {
 
   std::optional<ContainerInfo> info = engine_.Peek(k.container_id);
   ASSERT_TRUE(info.has_value());
-  EXPECT_EQ(info->name, "slotd-a1-k1");
+  EXPECT_EQ(info->name, ContainerName("a1", "k1"));
   EXPECT_TRUE(info->running);
   EXPECT_EQ(info->labels.at("ai.backend.owner"), "a1");
   EXPECT_EQ(info->labels.at("ai.backend.agent-id"), "a1");
@@ -414,13 +414,10 @@ TEST_F(AgentTest, RelistAdoptsAnExitedOwnedContainerAsTerminatedHoldingNothing) 
 }
 
 // A TERMINATED kernel's container started again by someone else while its
-// cores went to another kernel: the relist must not leave the record saying
-// TERMINATED while the container runs on another kernel's core. The event
-// path (OnEngineEvent "start") marks such a kernel ERROR with the reason.
-//
-// A container started behind the agent's back after its cores were given
-// away: the relist marks its kernel ERROR, naming what is taken.
-TEST_F(AgentTest, RelistMarksErrorAKernelRestartedBehindTheBackWhoseCoresAreTaken) {
+// cores went to another kernel, the event lost: the relist must not leave
+// the record saying TERMINATED while the container runs on another kernel's
+// core. It stops the container and says why.
+TEST_F(AgentTest, RelistStopsAKernelRestartedBehindTheBackWhoseCoresAreTaken) {
   Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
   agent_->OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 0));
   EXPECT_EQ(MustCreate(Request("k2", {{"cpu", 1}})).allocation.cores, k1.allocation.cores);
@@ -429,8 +426,10 @@ TEST_F(AgentTest, RelistMarksErrorAKernelRestartedBehindTheBackWhoseCoresAreTake
   ASSERT_TRUE(agent_->Relist().ok());
   auto k = agent_->GetKernel("k1");
   ASSERT_TRUE(k.ok());
-  EXPECT_EQ(k->state, KernelState::kError);
+  EXPECT_EQ(k->state, KernelState::kTerminated);
+  EXPECT_NE(k->reason.find("stopped by slotd"), std::string::npos) << k->reason;
   EXPECT_NE(k->reason.find("cpu core 0"), std::string::npos) << k->reason;
+  EXPECT_FALSE(engine_.Peek(k1.container_id)->running);
   EXPECT_EQ(Used("cpu"), 1u);
 }
 
@@ -748,6 +747,29 @@ TEST_F(AgentTest, ADeleteDuringARestartIsRefusedAndTheRestartsDieIsNotNews) {
   ASSERT_TRUE(agent_->DeleteKernel("k1").ok());
   EXPECT_EQ(agent_->DeleteKernel("k1").status().code(), Status::Code::kNotFound);
   ExpectNothingHeld();
+}
+
+TEST_F(AgentTest, AnOldContainerStartedBehindTheAgentsBackOnAnotherKernelsCoresIsStopped) {
+  Kernel old = MustCreate(Request("old", {{"cpu", 4}}));
+  agent_->OnEngineEvent(*engine_.KillBehindBack(old.container_id, 0));
+  ASSERT_EQ(StateOf("old"), KernelState::kTerminated);
+  Kernel fresh = MustCreate(Request("fresh", {{"cpu", 4}}));  // the same four cores
+
+  ASSERT_TRUE(engine_.Start(old.container_id).ok());  // docker start, behind the agent's back
+  for (const auto& event : engine_.Events())
+    if (event.action == "start" && event.id == old.container_id) agent_->OnEngineEvent(event);
+
+  Result<Kernel> stopped = agent_->GetKernel("old");
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->state, KernelState::kTerminated);
+  EXPECT_NE(stopped->reason.find("stopped by slotd"), std::string::npos) << stopped->reason;
+  EXPECT_NE(stopped->reason.find("held by kernel fresh"), std::string::npos) << stopped->reason;
+  EXPECT_FALSE(engine_.Peek(old.container_id)->running);
+  EXPECT_EQ(StateOf("fresh"), KernelState::kRunning);
+  EXPECT_TRUE(engine_.Peek(fresh.container_id)->running);
+  EXPECT_EQ(Used("cpu"), 4u);
+  // And a fresh agent (a restart of slotd) starts: nothing to refuse.
+  EXPECT_TRUE(NewAgent()->Restore().ok());
 }
 
 // ------------------------------------------------------------ exec and logs
