@@ -423,6 +423,39 @@ bool Agent::OnDeath(const std::string& kernel_id, const EngineEvent& event) {
   return false;
 }
 
+// What differs between a kernel's allocation and its container as inspected,
+// in words; empty when nothing does.
+static std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
+  std::vector<std::string> drift;
+  if (info.state == "paused") drift.push_back("paused outside slotd (docker unpause it)");
+  const std::string cpuset = FormatCoreList(kernel.allocation.cores);
+  if (!kernel.allocation.cores.empty() && info.cpuset_cpus != cpuset)
+    drift.push_back("its cpuset was changed outside slotd to \"" + info.cpuset_cpus + "\" (allocated: " + cpuset + ")");
+  if (kernel.allocation.mem_bytes > 0 && static_cast<uint64_t>(info.memory_bytes) != kernel.allocation.mem_bytes)
+    drift.push_back("its memory limit was changed outside slotd to " + std::to_string(info.memory_bytes) +
+                    " bytes (allocated: " + std::to_string(kernel.allocation.mem_bytes) + ")");
+  std::string text;
+  for (const auto& d : drift) text += (text.empty() ? "" : "; ") + d;
+  return text;
+}
+
+void Agent::CheckDrift(const std::string& kernel_id, const std::string& container_id) {
+  auto info = engine_.Inspect(container_id);
+  if (!info.ok()) return;  // gone: its destroy event or the next relist tells
+  std::lock_guard lock(mutex_);
+  Kernel* k = Find(kernel_id);
+  if (!k || k->container_id != container_id || OwnedByACall(*k) || k->state != KernelState::kRunning) return;
+  std::string condition = DriftOf(*k, *info);
+  if (condition == k->condition) return;
+  k->condition = std::move(condition);
+  if (k->condition.empty()) {
+    spdlog::info("kernel {}: its container matches its allocation again", kernel_id);
+  } else {
+    spdlog::warn("kernel {}: {}", kernel_id, k->condition);
+  }
+  Emit("kernel_condition", *k, {{"condition", k->condition.empty() ? json(nullptr) : json(k->condition)}});
+}
+
 void Agent::StopIntruders() {
   std::vector<std::pair<std::string, std::string>> intruders;
   {
@@ -459,6 +492,11 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
   if (kid == event.attributes.end()) return false;
   const std::string& action = event.action;
   if (action == "die") return OnDeath(kid->second, event);
+
+  if (action == "update" || action == "pause" || action == "unpause") {
+    CheckDrift(kid->second, event.id);
+    return false;
+  }
 
   std::lock_guard lock(mutex_);
   Kernel* k = Find(kid->second);
@@ -613,6 +651,18 @@ Status Agent::Relist() {
   }
   FinishStarts(never_started);
   StopIntruders();
+  // Paused containers, and kernels whose condition may have cleared, are inspected.
+  for (const auto& info : *listed) {
+    auto kid = info.labels.find(label::kKernelId);
+    if (kid == info.labels.end() || !present.count(info.id)) continue;
+    bool check = info.state == "paused";
+    if (!check) {
+      std::lock_guard lock(mutex_);
+      const Kernel* k = Find(kid->second);
+      check = k && !k->condition.empty();
+    }
+    if (check) CheckDrift(kid->second, info.id);
+  }
   {
     std::lock_guard lock(mutex_);
     std::vector<std::string> vanished;

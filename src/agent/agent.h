@@ -137,6 +137,10 @@ class Agent {
   // Applies a "die" event: TERMINATED and freed, unless the engine says the
   // container already runs again. Takes mutex_ itself; inspects without it.
   bool OnDeath(const std::string& kernel_id, const EngineEvent& event);
+  // Inspects a RUNNING kernel's container (unlocked) and sets its condition
+  // to what differs from its allocation: paused, cpuset, memory limit; emits
+  // kernel_condition when that changes. Takes mutex_ itself.
+  void CheckDrift(const std::string& kernel_id, const std::string& container_id);
   // OnEngineEvent without the StopIntruders that follows it.
   bool ApplyEngineEvent(const EngineEvent& event);
   // Stops the containers Resume found running on resources their kernels do

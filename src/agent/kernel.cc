@@ -221,6 +221,7 @@ json Kernel::ToJson() const {
           {"state", KernelStateName(state)},
           {"exit_code", exit_code ? json(*exit_code) : json(nullptr)},
           {"reason", reason},
+          {"condition", condition.empty() ? json(nullptr) : json(condition)},
           {"allocations", allocation.ToJson()},
           {"ports", ports},
           {"labels", request.labels},

@@ -83,6 +83,9 @@ struct Kernel {
   KernelState state = KernelState::kPreparing;
   std::optional<int> exit_code;
   std::string reason;        // why it is TERMINATED or ERROR
+  // What is wrong with a RUNNING kernel's container as changed behind the
+  // agent's back (paused, its cpuset or memory limit updated); empty: nothing.
+  std::string condition;
   Allocation allocation;
   bool holds_resources = false;  // whether `allocation` is taken from the plugins now
   int64_t created_at = 0;    // unix seconds

@@ -1,6 +1,7 @@
 // The agent end to end: real slotd processes, real containers.
 #include <signal.h>
 
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -322,6 +323,47 @@ TEST(Agent, SlotctlRunsListsAndRemovesKernels) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   r = Slotctl({"--config", agent.config_path(), "--json", "kernels"});
   EXPECT_EQ(json::parse(r.out).size(), 0u);
+}
+
+}  // namespace
+}  // namespace slotd::testing
+
+namespace slotd::testing {
+namespace {
+
+// Polls the kernel until `done` holds for its record, up to 10 s; the last record.
+json WaitForKernel(const AgentProcess& agent, const std::string& id, const std::function<bool(const json&)>& done) {
+  json k;
+  for (int i = 0; i < 100; ++i) {
+    k = agent.CallJson("GET", "/v1/kernels/" + id, nullptr, 200);
+    if (done(k)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return k;
+}
+
+TEST(Agent, APauseOrAnUpdateBehindTheAgentsBackIsReportedAsTheKernelsCondition) {
+  AgentProcess agent(Options("drift", "0-1"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json k = agent.CreateKernel(SleepKernel("k1", 1, "64m"));
+  const std::string container = k["container_id"];
+  EXPECT_TRUE(k["condition"].is_null());
+
+  ASSERT_EQ(RunCommand({"docker", "pause", container}).exit_code, 0);
+  json paused = WaitForKernel(agent, "k1", [](const json& r) { return r["condition"].is_string(); });
+  ASSERT_TRUE(paused["condition"].is_string()) << paused.dump();
+  EXPECT_NE(paused["condition"].get<std::string>().find("paused outside slotd"), std::string::npos);
+  ASSERT_EQ(RunCommand({"docker", "unpause", container}).exit_code, 0);
+  json clear = WaitForKernel(agent, "k1", [](const json& r) { return r["condition"].is_null(); });
+  EXPECT_TRUE(clear["condition"].is_null()) << clear.dump();
+
+  ASSERT_EQ(RunCommand({"docker", "update", "--cpuset-cpus", "1", container}).exit_code, 0);
+  json moved = WaitForKernel(agent, "k1", [](const json& r) { return r["condition"].is_string(); });
+  ASSERT_TRUE(moved["condition"].is_string()) << moved.dump();
+  EXPECT_NE(moved["condition"].get<std::string>().find("cpuset was changed outside slotd to \"1\" (allocated: 0)"),
+            std::string::npos)
+      << moved.dump();
+  EXPECT_EQ(moved["state"], "RUNNING");
 }
 
 }  // namespace
