@@ -11,14 +11,10 @@
 #include <type_traits>
 #include <utility>
 
-namespace slotd {
-
-NvmlApi::~NvmlApi() = default;
-
-namespace {
-
 // ---- The part of NVML's C ABI that slotd uses, declared here from NVIDIA's
-// public API reference so that no NVIDIA header is needed to build.
+// public API reference so that no NVIDIA header is needed to build. At global
+// scope, as in C, so that the functions' types are NVML's own (UBSan's
+// function check compares them with the library's).
 
 using nvmlReturn_t = int;  // an enum in C: 0 is success, anything else an error
 constexpr nvmlReturn_t kNvmlSuccess = 0;
@@ -73,6 +69,12 @@ struct nvmlProcessInfo_v2_t {
   unsigned int gpuInstanceId;        // MIG instance ids; 0xFFFFFFFF without MIG
   unsigned int computeInstanceId;
 };
+
+namespace slotd {
+
+NvmlApi::~NvmlApi() = default;
+
+namespace {
 
 // The process lists NVML keeps, per GPU.
 enum class ProcessKind { kCompute, kGraphics };
