@@ -43,29 +43,6 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
          std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Decodes %XX escapes (and '+' as a space in a query); a malformed escape
-// stays as written.
-std::string DecodeQueryPart(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 && HexValue(text[i + 2]) >= 0) {
-      out += static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]));
-      i += 2;
-    } else {
-      out += text[i] == '+' ? ' ' : text[i];
-    }
-  }
-  return out;
-}
-
 std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view query) {
   std::vector<std::pair<std::string, std::string>> out;
   while (!query.empty()) {
@@ -73,8 +50,8 @@ std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view que
     const std::string_view part = query.substr(0, amp);
     if (!part.empty()) {
       const size_t eq = part.find('=');
-      out.emplace_back(DecodeQueryPart(part.substr(0, eq)),
-                       eq == std::string_view::npos ? std::string() : DecodeQueryPart(part.substr(eq + 1)));
+      out.emplace_back(PercentDecode(part.substr(0, eq), /*plus_is_space=*/true),
+                       eq == std::string_view::npos ? std::string() : PercentDecode(part.substr(eq + 1), /*plus_is_space=*/true));
     }
     if (amp == std::string_view::npos) break;
     query.remove_prefix(amp + 1);
@@ -150,6 +127,31 @@ struct InFlight {
 };
 
 }  // namespace
+
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string PercentDecode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 && HexValue(text[i + 2]) >= 0) {
+      out += static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]));
+      i += 2;
+    } else {
+      out += plus_is_space && text[i] == '+' ? ' ' : text[i];
+    }
+  }
+  return out;
+}
 
 std::string Request::Header(std::string_view name) const {
   for (const auto& [key, value] : headers)

@@ -51,6 +51,10 @@ struct Request {
   std::string Param(std::string_view name) const;
 };
 
+// Decodes %XX escapes (and, with `plus_is_space`, '+' as a space, as in a
+// query); a malformed escape stays as written. Any bytes may come out.
+std::string PercentDecode(std::string_view text, bool plus_is_space = false);
+
 // A whole response.
 struct Response {
   int status = 200;

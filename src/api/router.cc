@@ -24,28 +24,7 @@ bool IsPlaceholder(std::string_view segment) {
   return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}';
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 }  // namespace
-
-std::string PercentDecode(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 && HexValue(text[i + 2]) >= 0) {
-      out += static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
 
 void Router::Add(std::string method, std::string_view pattern, http::Lane lane, Handler handler) {
   Route route;
@@ -66,9 +45,9 @@ Router::Match Router::Find(std::string_view method, std::string_view path) const
     for (size_t i = 0; i < parts.size() && fits; ++i) {
       if (IsPlaceholder(route.segments[i])) {
         fits = !parts[i].empty();
-        params.push_back(PercentDecode(parts[i]));
+        params.push_back(http::PercentDecode(parts[i]));
       } else {
-        fits = route.segments[i] == PercentDecode(parts[i]);
+        fits = route.segments[i] == http::PercentDecode(parts[i]);
       }
     }
     if (!fits) continue;

@@ -44,7 +44,4 @@ class Router {
   std::vector<Route> routes_;
 };
 
-// Decodes %XX escapes; a malformed escape stays as written.
-std::string PercentDecode(std::string_view text);
-
 }  // namespace slotd

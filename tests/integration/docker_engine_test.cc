@@ -5,6 +5,8 @@
 #include "engine/docker/docker_engine.h"
 
 #include <gtest/gtest.h>
+
+#include "testing/collect_output.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,17 +57,9 @@ class DockerEngineTest : public ::testing::Test {
 
   // The whole output StreamLogs gives for the container.
   Result<std::string> Logs(const std::string& id, int tail) {
-    std::string text;
-    std::atomic<bool> stop{false};
-    Status s = engine_->StreamLogs(
-        id, tail, /*follow=*/false, [] {},
-        [&](std::string_view piece) {
-          text.append(piece);
-          return true;
-        },
-        stop);
-    if (!s.ok()) return s;
-    return text;
+    return CollectOutput([&](const auto& on_output, const auto& stop) {
+      return engine_->StreamLogs(id, tail, /*follow=*/false, [] {}, on_output, stop);
+    });
   }
 
   // A spec with a unique name, this run's label and network "none".

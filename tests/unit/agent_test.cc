@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/collect_output.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -104,17 +106,9 @@ class AgentTest : public ::testing::Test {
 
   // The whole output StreamLogs gives for the kernel.
   Result<std::string> Logs(const std::string& kernel_id, int tail) {
-    std::string text;
-    std::atomic<bool> stop{false};
-    Status s = agent_->StreamLogs(
-        kernel_id, tail, /*follow=*/false, [] {},
-        [&](std::string_view piece) {
-          text.append(piece);
-          return true;
-        },
-        stop);
-    if (!s.ok()) return s;
-    return text;
+    return CollectOutput([&](const auto& on_output, const auto& stop) {
+      return agent_->StreamLogs(kernel_id, tail, /*follow=*/false, [] {}, on_output, stop);
+    });
   }
 
   // Asserts that nothing at all is allocated.
