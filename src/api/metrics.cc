@@ -105,6 +105,9 @@ std::string RenderMetrics(const StatsSnapshot& snapshot, const MetricsFacts& fac
             facts.engine_reachable ? 1 : 0);
   for (const auto& [state, count] : facts.kernels_by_state)
     out.Gauge("slotd_kernels", "Kernels in the agent's table, by state.", {{"state", state}}, count);
+  out.Gauge("slotd_kernels_with_condition",
+            "Running kernels whose container was paused or had its cpuset or memory changed outside slotd.", {},
+            facts.kernels_with_condition);
 
   out.Gauge("slotd_stats_interval_seconds", "Configured time between stats sweeps.", {},
             static_cast<double>(snapshot.interval_ms) / 1e3);

@@ -24,6 +24,7 @@ struct MetricsFacts {
   // state should be present, 0 where none is in it.
   std::map<std::string, int> kernels_by_state;
   bool engine_reachable = false;  // as GET /health reports it
+  int kernels_with_condition = 0;  // RUNNING kernels whose container was changed behind the agent's back
 };
 
 // The Content-Type of RenderMetrics' text (the exposition format 0.0.4).

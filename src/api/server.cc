@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -313,7 +314,10 @@ void ApiServer::Events(Exchange& ex) {
 
 void ApiServer::Metrics(Exchange& ex) const {
   MetricsFacts facts;
-  facts.kernels_by_state = CountByState(agent_.ListKernels());
+  const std::vector<Kernel> kernels = agent_.ListKernels();
+  facts.kernels_by_state = CountByState(kernels);
+  facts.kernels_with_condition = static_cast<int>(
+      std::count_if(kernels.begin(), kernels.end(), [](const Kernel& k) { return !k.condition.empty(); }));
   facts.engine_reachable = agent_.EngineReachable();
   http::Response response;
   response.content_type = kMetricsContentType;

@@ -353,6 +353,10 @@ TEST(Agent, APauseOrAnUpdateBehindTheAgentsBackIsReportedAsTheKernelsCondition) 
   json paused = WaitForKernel(agent, "k1", [](const json& r) { return r["condition"].is_string(); });
   ASSERT_TRUE(paused["condition"].is_string()) << paused.dump();
   EXPECT_NE(paused["condition"].get<std::string>().find("paused outside slotd"), std::string::npos);
+  const std::string metrics = agent.Call("GET", "/metrics").body;
+  EXPECT_NE(metrics.find("slotd_kernels_with_condition{agent_id=\"" + agent.options().id + "\"} 1"),
+            std::string::npos)
+      << metrics;
   ASSERT_EQ(RunCommand({"docker", "unpause", container}).exit_code, 0);
   json clear = WaitForKernel(agent, "k1", [](const json& r) { return r["condition"].is_null(); });
   EXPECT_TRUE(clear["condition"].is_null()) << clear.dump();
