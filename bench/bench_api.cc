@@ -14,7 +14,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "common.h"
@@ -43,15 +42,6 @@ Samples Time(const HttpClient& client, const std::string& path, int samples) {
     out.Add(Millis(start, end));
   }
   return out;
-}
-
-// A line of /proc/<pid>/status, e.g. "Threads", as a number.
-long StatusField(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
-  return -1;
 }
 
 long OpenFiles(pid_t pid) {
@@ -114,9 +104,9 @@ void Run(const std::string& id) {
                       exec);
   }
   const Timings loaded = TimeAll(tcp, unix_socket);
-  const long threads = StatusField(agent.pid(), "Threads");
+  const long threads = testing::ProcStatusField(agent.pid(), "Threads");
   const long files = OpenFiles(agent.pid());
-  const long rss_kib = StatusField(agent.pid(), "VmRSS");
+  const long rss_kib = testing::ProcStatusField(agent.pid(), "VmRSS");
 
   std::printf("held open: %d slow-header clients, %d event subscribers, %d execs (all TCP); %d calls each\n",
               kSlowHeaderClients, kSubscribers, kExecs, kSamples);

@@ -33,11 +33,9 @@ constexpr auto kFootprintWindow = std::chrono::seconds(20);  // CPU is averaged 
 
 // Resident memory of process `pid` in bytes (VmRSS of /proc/<pid>/status).
 uint64_t ResidentBytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmRSS:  1234 kB"
-  throw BenchFailure("no VmRSS in /proc/" + std::to_string(pid) + "/status");
+  const long kib = testing::ProcStatusField(pid, "VmRSS");
+  if (kib < 0) throw BenchFailure("no VmRSS in /proc/" + std::to_string(pid) + "/status");
+  return static_cast<uint64_t>(kib) * 1024;
 }
 
 // CPU seconds (user + system) process `pid` has used, from /proc/<pid>/stat.

@@ -246,10 +246,10 @@ Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_
     const std::string& text = it->second;
     const bool digits = !text.empty() && text.size() < 6 &&
                         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits || std::stoi(text) < 1)
+    format = digits ? std::stoi(text) : 0;
+    if (format < 1)
       return Status::InvalidArgument("container " + container_name + ": label " + label::kFormat + " is \"" + text +
                                      "\", not a label format");
-    format = std::stoi(text);
   }
   if (format > label::kCurrentFormat)
     return Status::FailedPrecondition(

@@ -175,7 +175,6 @@ class Session;
 
 // One listening socket with its dispatcher and its bound.
 struct Listener {
-  bool unix_socket = false;
   std::string description;  // "127.0.0.1:6001", "unix socket /run/x/agent.sock"
   Dispatcher dispatcher;
   std::optional<net::ip::tcp::acceptor> tcp;
@@ -201,7 +200,6 @@ struct HttpServer::Impl {
   std::optional<WorkerPool> quick;
   std::shared_ptr<InFlight> in_flight = std::make_shared<InFlight>();
   std::atomic<bool> stopping{false};
-  std::atomic<int> open_total{0};
 };
 
 // One connection: reads requests one after another (keep-alive), hands each
@@ -213,7 +211,6 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(HttpServer::Impl& server, Listener& listener, Socket socket)
       : server_(server), listener_(listener), socket_(std::move(socket)), timer_(server.io) {
     ++listener_.open;
-    ++server_.open_total;
   }
   ~Session() { Close(); }
 
@@ -229,7 +226,6 @@ class Session : public std::enable_shared_from_this<Session> {
     socket_.shutdown(net::socket_base::shutdown_both, ignored);
     socket_.close(ignored);
     --listener_.open;
-    --server_.open_total;
   }
 
   // Writes a whole response, then reads the next request or closes.
@@ -386,7 +382,6 @@ class Session : public std::enable_shared_from_this<Session> {
     for (const auto& field : message)
       request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     request.body = std::move(message.body());
-    request.unix_socket = listener_.unix_socket;
 
     Dispatch dispatch = listener_.dispatcher(request);
     if (!dispatch.handler) return Send(std::move(dispatch.immediate));
@@ -598,7 +593,6 @@ Status HttpServer::ListenUnix(const std::string& path, Dispatcher dispatcher) {
     return Status::Unavailable("cannot listen on unix socket " + path + ": " + err);
   }
   Listener& listener = impl_->listeners.emplace_back();
-  listener.unix_socket = true;
   listener.description = "unix socket " + path;
   listener.dispatcher = std::move(dispatcher);
   listener.backoff.emplace(impl_->io);
@@ -637,7 +631,5 @@ void HttpServer::Stop() {
   impl.guard.reset();
   impl.io_thread.join();
 }
-
-int HttpServer::OpenConnections() const { return impl_->open_total.load(); }
 
 }  // namespace slotd::http

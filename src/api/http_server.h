@@ -42,7 +42,6 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> query;
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
-  bool unix_socket = false;  // arrived on the unix socket (not TCP)
 
   // The first header named `name` (case-insensitively); "" when absent.
   std::string Header(std::string_view name) const;
@@ -127,9 +126,6 @@ class HttpServer {
   // Stops accepting, closes every connection, marks every stream Gone, and
   // waits for the handlers in flight to return.
   void Stop();
-
-  // Connections open now, on all listeners (for tests and metrics).
-  int OpenConnections() const;
 
  private:
   friend class Session;

@@ -3,7 +3,6 @@
 // processes, real containers; raw sockets where a client must misbehave.
 #include <signal.h>
 
-#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -248,22 +247,13 @@ TEST(Api, LogsFollowStreamsNewOutputUntilTheKernelEnds) {
   ExpectJsonError(agent.Call("GET", "/v1/kernels/gone/logs?follow=1"), 404, "not_found");
 }
 
-// Resident memory of `pid` in KiB, from /proc.
-long RssKiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  return -1;
-}
-
 TEST(Api, MemoryReturnsToItsBaselineAfterLargeRequests) {
   AgentProcess agent(Options("memory"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   // Warm up every path once, then take the baseline.
   agent.CreateKernel(SleepKernel("warm"));
   agent.CallJson("DELETE", "/v1/kernels/warm", nullptr, 200);
-  const long baseline = RssKiB(agent.pid());
+  const long baseline = ProcStatusField(agent.pid(), "VmRSS");
   ASSERT_GT(baseline, 0);
   json big = SleepKernel("x");
   big["labels"] = {{"note", std::string(900'000, 'x')}};  // refused: over the label limit
@@ -274,7 +264,7 @@ TEST(Api, MemoryReturnsToItsBaselineAfterLargeRequests) {
     agent.CreateKernel(roomy);
     agent.CallJson("DELETE", "/v1/kernels/y", nullptr, 200);
   }
-  const long after = RssKiB(agent.pid());
+  const long after = ProcStatusField(agent.pid(), "VmRSS");
   EXPECT_LT(after - baseline, 8 * 1024) << "RSS grew from " << baseline << " KiB to " << after << " KiB";
 }
 

@@ -40,6 +40,10 @@ class TempDir {
 void WriteFile(const std::string& path, const std::string& text);
 std::string ReadFile(const std::string& path);
 
+// The number at the start of the line "<field>:" of /proc/<pid>/status
+// ("VmRSS" in KiB, "Threads"); -1 when there is no such line.
+long ProcStatusField(pid_t pid, const std::string& field);
+
 // A unique id fragment for this test process ("p1234").
 std::string RunTag();
 
