@@ -35,10 +35,11 @@ std::map<std::string, std::vector<std::string>> UnmeteredDevicesOf(
 }  // namespace
 
 Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr<ResourcePlugin>> plugins,
-             EventHub& hub)
+             EventHub& hub, Clock& clock)
     : config_(std::move(config)),
       engine_(engine),
       hub_(hub),
+      clock_(clock),
       plugins_(std::move(plugins)),
       meters_(MetersOf(plugins_)),
       unmetered_devices_(UnmeteredDevicesOf(plugins_)) {}
@@ -135,12 +136,12 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
   Kernel kernel;
   std::shared_ptr<PendingCreate> pending;
   {
-    std::unique_lock lock(mutex_);
+    MutexLock lock(mutex_);
     // The same request while the first is still under way: wait for its outcome and share it.
     if (auto it = pending_creates_.find(request.kernel_id);
         it != pending_creates_.end() && it->second->canonical == request.Canonical()) {
       std::shared_ptr<PendingCreate> first = it->second;
-      create_done_.wait(lock, [&] { return first->done; });
+      create_done_.wait(lock.native(), [&] { return first->done; });
       if (!first->outcome.ok()) return first->outcome.status();
       return CreateOutcome{first->outcome->kernel, false};
     }
@@ -174,7 +175,7 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
     pending_creates_[request.kernel_id] = pending;
   }
   Result<CreateOutcome> outcome = CreateContainer(request, kernel);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   pending->outcome = outcome;
   pending->done = true;
   pending_creates_.erase(request.kernel_id);
@@ -196,7 +197,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   spec.env.push_back("SLOTD_KERNEL_ID=" + request.kernel_id);
   spec.env.push_back("SLOTD_AGENT_ID=" + config_.agent.id);
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     for (const auto& plugin : plugins_) plugin->Apply(kernel.allocation, spec);
   }
   for (const auto& variable : DeviceVariablesSelectingNone()) {
@@ -214,7 +215,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
         spdlog::error("kernel {}: could not remove its half-created container {}: {}", request.kernel_id,
                       container_id, removed.message());
     }
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (container_id.empty()) {  // nothing was announced yet
       if (Kernel* k = Find(request.kernel_id)) FreeResources(*k);
       kernels_.erase(request.kernel_id);
@@ -238,7 +239,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     return abandon(s, "");
   }
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     Kernel* k = Find(request.kernel_id);
     k->container_id = *created;
     k->container_seq = ++seq_;
@@ -246,7 +247,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   Emit("kernel_created", kernel);
   if (Status s = engine_.Start(*created); !s.ok()) return abandon(s.WithPrefix("starting the container"), *created);
 
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Kernel* k = Find(request.kernel_id);
   if (!k) return Status::Internal("kernel " + request.kernel_id + " vanished while it was being created");
   if (k->state == KernelState::kPreparing) {
@@ -257,14 +258,14 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
 }
 
 std::vector<Kernel> Agent::ListKernels() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<Kernel> out;
   for (const auto& [id, kernel] : kernels_) out.push_back(kernel);
   return out;
 }
 
 Result<Kernel> Agent::GetKernel(const std::string& kernel_id) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = kernels_.find(kernel_id);
   if (it == kernels_.end()) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
   return it->second;
@@ -284,7 +285,7 @@ Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
   KernelState previous;
   std::string container_id;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     Kernel* k = Find(kernel_id);
     if (!k) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
     if (OwnedByACall(*k)) return Busy(*k);
@@ -300,7 +301,7 @@ Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
   }
   Status removed = stopped.ok() || stopped.code() == Status::Code::kNotFound ? engine_.Remove(container_id, true)
                                                                               : stopped;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Kernel* k = Find(kernel_id);
   if (!k) return Status::NotFound("kernel " + kernel_id + " was removed meanwhile");
   if (!removed.ok() && removed.code() != Status::Code::kNotFound) {
@@ -320,7 +321,7 @@ Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
   std::string container_id;
   bool was_running;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     Kernel* k = Find(kernel_id);
     if (!k) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
     if (OwnedByACall(*k)) return Busy(*k);
@@ -332,7 +333,7 @@ Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
   }
   auto timeout = std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
   Status s = engine_.Restart(container_id, timeout);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   restarting_.erase(kernel_id);
   Kernel* k = Find(kernel_id);
   if (!k) return Status::NotFound("kernel " + kernel_id + " was removed while restarting");
@@ -366,7 +367,7 @@ Status Agent::StreamLogs(const std::string& kernel_id, int tail, bool follow, co
 }
 
 std::vector<StatsTarget> Agent::StatsTargets() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<StatsTarget> targets;
   for (const auto& [id, kernel] : kernels_) {
     if (kernel.state != KernelState::kRunning || kernel.container_id.empty()) continue;
@@ -376,7 +377,7 @@ std::vector<StatsTarget> Agent::StatsTargets() const {
 }
 
 json Agent::DescribeResources() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   json out = json::object();
   for (const auto& plugin : plugins_) out.update(plugin->Describe());
   return out;
@@ -396,31 +397,43 @@ void Agent::Resume(Kernel& kernel, const std::string& how) {
   Emit("kernel_started", kernel);
 }
 
-bool Agent::OnDeath(const std::string& kernel_id, const EngineEvent& event) {
-  // Whether this death is news for a settled kernel of this container.
-  auto is_news = [&](Kernel* k) {
-    return k && k->container_id == event.id && !OwnedByACall(*k) &&
-           (k->state == KernelState::kRunning || k->state == KernelState::kError);
-  };
-  {
-    std::lock_guard lock(mutex_);
-    if (!is_news(Find(kernel_id))) return false;
-  }
+reconcile::Known Agent::KnownOf(const Kernel& kernel) const {
+  return {kernel.container_id, kernel.state, OwnedByACall(kernel), kernel.container_seq};
+}
+
+reconcile::EventStep Agent::EventStepFor(const Kernel* kernel, const EngineEvent& event) const {
+  if (!kernel) return reconcile::DecideOnEvent(event, nullptr);
+  const reconcile::Known known = KnownOf(*kernel);
+  return reconcile::DecideOnEvent(event, &known);
+}
+
+reconcile::Step Agent::StepFor(const ContainerInfo& info, uint64_t list_seq) const {
+  auto kid = info.labels.find(label::kKernelId);
+  if (kid == info.labels.end()) return reconcile::DecideOnContainer(info, nullptr, std::nullopt, list_seq);
+  std::optional<uint64_t> forgotten_at;
+  if (auto removed = removed_at_seq_.find(kid->second); removed != removed_at_seq_.end())
+    forgotten_at = removed->second;
+  auto it = kernels_.find(kid->second);
+  if (it == kernels_.end()) return reconcile::DecideOnContainer(info, nullptr, forgotten_at, list_seq);
+  const reconcile::Known known = KnownOf(it->second);
+  return reconcile::DecideOnContainer(info, &known, forgotten_at, list_seq);
+}
+
+void Agent::ConfirmDeath(const std::string& kernel_id, const EngineEvent& event) {
   // A die that a restart has already overtaken (the event reader lagged) must
   // not free a kernel whose container runs again: ask the engine, unlocked.
   std::optional<int> code;
   if (auto it = event.attributes.find("exitCode"); it != event.attributes.end()) code = std::atoi(it->second.c_str());
   if (auto info = engine_.Inspect(event.id); info.ok()) {
-    if (info->running) return false;
+    if (info->running) return;
     code = info->exit_code;
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Kernel* k = Find(kernel_id);
-  if (!is_news(k)) return false;
+  if (EventStepFor(k, event) != reconcile::EventStep::kCheckDeath) return;  // changed meanwhile
   std::string reason = k->reason == "out of memory" ? k->reason
                                                     : "exited with code " + (code ? std::to_string(*code) : "?");
   MarkTerminated(*k, code, reason);
-  return false;
 }
 
 // What differs between a kernel's allocation and its container as inspected,
@@ -442,7 +455,7 @@ static std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
 void Agent::CheckDrift(const std::string& kernel_id, const std::string& container_id) {
   auto info = engine_.Inspect(container_id);
   if (!info.ok()) return;  // gone: its destroy event or the next relist tells
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Kernel* k = Find(kernel_id);
   if (!k || k->container_id != container_id || OwnedByACall(*k) || k->state != KernelState::kRunning) return;
   std::string condition = DriftOf(*k, *info);
@@ -459,13 +472,13 @@ void Agent::CheckDrift(const std::string& kernel_id, const std::string& containe
 void Agent::StopIntruders() {
   std::vector<std::pair<std::string, std::string>> intruders;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     intruders.swap(intruders_);
   }
   const auto timeout = std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
   for (const auto& [kernel_id, container_id] : intruders) {
     const Status stopped = engine_.Stop(container_id, timeout);
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     Kernel* k = Find(kernel_id);
     if (!k || k->container_id != container_id || k->state != KernelState::kError) continue;
     if (!stopped.ok() && stopped.code() != Status::Code::kNotFound) {
@@ -485,32 +498,33 @@ bool Agent::OnEngineEvent(const EngineEvent& event) {
 }
 
 bool Agent::ApplyEngineEvent(const EngineEvent& event) {
-  if (event.type != "container") return false;
-  auto owner = event.attributes.find(label::kOwner);
-  if (owner == event.attributes.end() || owner->second != config_.agent.id) return false;  // never ours to touch
-  auto kid = event.attributes.find(label::kKernelId);
-  if (kid == event.attributes.end()) return false;
-  const std::string& action = event.action;
-  if (action == "die") return OnDeath(kid->second, event);
-
-  if (action == "update" || action == "pause" || action == "unpause") {
-    CheckDrift(kid->second, event.id);
-    return false;
-  }
-
-  std::lock_guard lock(mutex_);
-  Kernel* k = Find(kid->second);
-  if (!k) return action == "create" || action == "start";
-  if (k->container_id != event.id) return false;  // an older container of a reused id
-  if (action == "oom") {
-    k->reason = "out of memory";
-  } else if (action == "start") {
-    bool settled = k->state == KernelState::kTerminated || k->state == KernelState::kError;
-    if (settled && !OwnedByACall(*k)) Resume(*k, "started outside slotd");
-  } else if (action == "destroy") {
-    if (OwnedByACall(*k)) return false;
-    spdlog::warn("kernel {}: its container was removed outside slotd; freeing its resources", k->id());
-    Forget(k->id(), "container removed outside slotd");
+  const std::optional<std::string> kernel_id = reconcile::KernelIdOfEvent(event, config_.agent.id);
+  if (!kernel_id) return false;
+  MutexLock lock(mutex_);
+  Kernel* k = Find(*kernel_id);
+  switch (EventStepFor(k, event)) {
+    case reconcile::EventStep::kNothing:
+      return false;
+    case reconcile::EventStep::kRelist:
+      return true;
+    case reconcile::EventStep::kNoteOom:
+      k->reason = "out of memory";
+      return false;
+    case reconcile::EventStep::kResume:
+      Resume(*k, "started outside slotd");
+      return false;
+    case reconcile::EventStep::kForget:
+      spdlog::warn("kernel {}: its container was removed outside slotd; freeing its resources", *kernel_id);
+      Forget(*kernel_id, "container removed outside slotd");
+      return false;
+    case reconcile::EventStep::kCheckDeath:
+      lock.Unlock();
+      ConfirmDeath(*kernel_id, event);
+      return false;
+    case reconcile::EventStep::kCheckDrift:
+      lock.Unlock();
+      CheckDrift(*kernel_id, event.id);
+      return false;
   }
   return false;
 }
@@ -519,13 +533,13 @@ void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
   for (const std::string& kernel_id : kernel_ids) {
     std::string container_id;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       Kernel* k = Find(kernel_id);
       if (!k || k->state != KernelState::kPreparing) continue;
       container_id = k->container_id;
     }
     const Status started = engine_.Start(container_id);
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     Kernel* k = Find(kernel_id);
     if (!k || k->container_id != container_id || k->state != KernelState::kPreparing) continue;
     if (started.ok()) {
@@ -543,60 +557,21 @@ void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
   }
 }
 
-Status Agent::ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool strict,
-                         std::vector<std::string>* never_started) {
-  auto kid = info.labels.find(label::kKernelId);
-  if (kid == info.labels.end()) {
-    spdlog::warn("container {} carries owner label {} but no {}; leaving it alone", info.name, config_.agent.id,
-                  label::kKernelId);
-    return Status::Ok();
-  }
-  const std::string& kernel_id = kid->second;
-  bool running = info.state == "running" || info.state == "restarting" || info.state == "paused";
-
-  std::optional<int> exit_code;
-  if (!running) {
-    // Only an exited container's code is missing from the list; ask for it without the lock.
-    bool need_code;
-    {
-      std::lock_guard lock(mutex_);
-      Kernel* k = Find(kernel_id);
-      need_code = !k || (k->state == KernelState::kRunning && k->container_id == info.id);
-    }
-    if (need_code) {
-      auto inspected = engine_.Inspect(info.id);
-      if (inspected.ok()) exit_code = inspected->exit_code;
-    }
-  }
-
-  std::lock_guard lock(mutex_);
-  Kernel* k = Find(kernel_id);
-  if (k) {
-    if (k->container_id != info.id || OwnedByACall(*k)) return Status::Ok();
-    if (running && (k->state == KernelState::kTerminated || k->state == KernelState::kError)) {
-      Resume(*k, "found running on relist");
-    } else if (!running && k->state == KernelState::kRunning) {
-      MarkTerminated(*k, exit_code, "exited with code " + (exit_code ? std::to_string(*exit_code) : "?") +
-                                        " (noticed on relist)");
-    }
-    return Status::Ok();
-  }
-
-  // Unknown: adopt, unless it was forgotten after this list began.
-  auto removed = removed_at_seq_.find(kernel_id);
-  if (removed != removed_at_seq_.end() && removed->second > list_seq) return Status::Ok();
+Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, std::optional<int> exit_code, bool at_start,
+                    std::vector<std::string>& never_started) {
   auto restored = KernelFromContainer(info);
   if (!restored.ok()) {
     spdlog::error("cannot adopt container {}: {}", info.name, restored.status().message());
-    return strict ? restored.status() : Status::Ok();
+    return at_start ? restored.status() : Status::Ok();
   }
   Kernel kernel = std::move(*restored);
-  if (kernel.id() != kernel_id) {
+  const std::string kernel_id = kernel.id();
+  if (info.labels.at(label::kKernelId) != kernel_id) {
     spdlog::error("cannot adopt container {}: its labels disagree on the kernel id", info.name);
     return Status::Ok();
   }
   kernel.container_seq = ++seq_;
-  if (info.state == "created") {
+  if (step == reconcile::Step::kAdoptCreated) {
     // Created but never started: the agent stopped between the two calls of
     // a create. Finish the create (FinishStarts), holding its resources.
     if (Status s = TakeResources(kernel); !s.ok()) {
@@ -605,19 +580,28 @@ Status Agent::ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool stri
                       "resources are now held elsewhere (" + s.message() + "); delete it";
     } else {
       kernel.state = KernelState::kPreparing;
-      if (never_started) never_started->push_back(kernel_id);
+      never_started.push_back(kernel_id);
     }
-  } else if (running) {
+  } else if (step == reconcile::Step::kAdoptRunning) {
     if (Status s = TakeResources(kernel); !s.ok()) {
-      Status why = Status::FailedPrecondition(
-          "kernel " + kernel_id + " (container " + info.name + ") cannot be restored: " + s.message() +
-          ". Its container still holds what its ai.backend.allocations label records; either give this agent "
-          "those resources back in its config, or remove the container (docker rm -f " + info.name +
-          "), then start the agent again");
-      if (strict) return why;
-      kernel.state = KernelState::kError;
-      kernel.reason = why.message();
-      spdlog::error("{}", why.message());
+      if (s.code() == Status::Code::kResourceExhausted) {
+        // A newer kernel holds it (AdoptionOrder): this older container was
+        // started again behind the agent's back. Stop it; never refuse.
+        kernel.state = KernelState::kError;
+        kernel.reason = "container found running on resources it does not hold: " + s.message();
+        spdlog::error("kernel {}: {}; stopping it", kernel_id, kernel.reason);
+        intruders_.emplace_back(kernel_id, info.id);
+      } else {
+        Status why = Status::FailedPrecondition(
+            "kernel " + kernel_id + " (container " + info.name + ") cannot be restored: " + s.message() +
+            ". Its container still holds what its ai.backend.allocations label records; either give this agent "
+            "those resources back in its config, or remove the container (docker rm -f " + info.name +
+            "), then start the agent again");
+        if (at_start) return why;
+        kernel.state = KernelState::kError;
+        kernel.reason = why.message();
+        spdlog::error("{}", why.message());
+      }
     } else {
       kernel.state = KernelState::kRunning;
     }
@@ -627,74 +611,100 @@ Status Agent::ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool stri
     kernel.reason = "exited with code " + (exit_code ? std::to_string(*exit_code) : "?");
   }
   spdlog::info("adopted kernel {} ({})", kernel_id, KernelStateName(kernel.state));
-  kernels_[kernel_id] = kernel;
+  kernels_[kernel_id] = std::move(kernel);
   return Status::Ok();
 }
 
-Status Agent::Relist() {
+Status Agent::Converge(bool at_start) {
   uint64_t list_seq;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     list_seq = seq_;
   }
   auto listed = engine_.List(OwnerFilter());
   if (!listed.ok()) {
     RecordEngineAnswer(false);
-    return listed.status().WithPrefix("listing this agent's containers");
+    return listed.status().WithPrefix(at_start ? "listing this agent's containers at start"
+                                               : "listing this agent's containers");
   }
+  std::vector<ContainerInfo> mine;
   std::set<std::string> present;
-  std::vector<std::string> never_started;
-  for (const auto& info : *listed) {
-    if (info.labels.count(label::kOwner) == 0 || info.labels.at(label::kOwner) != config_.agent.id) continue;
+  for (auto& info : *listed) {
+    auto owner = info.labels.find(label::kOwner);
+    if (owner == info.labels.end() || owner->second != config_.agent.id) continue;  // never ours to touch
     present.insert(info.id);
-    if (Status s = ConvergeOn(info, list_seq, /*strict=*/false, &never_started); !s.ok()) return s;
+    mine.push_back(std::move(info));
   }
-  FinishStarts(never_started);
-  StopIntruders();
-  // Paused containers, and kernels whose condition may have cleared, are inspected.
-  for (const auto& info : *listed) {
-    auto kid = info.labels.find(label::kKernelId);
-    if (kid == info.labels.end() || !present.count(info.id)) continue;
-    bool check = info.state == "paused";
-    if (!check) {
-      std::lock_guard lock(mutex_);
-      const Kernel* k = Find(kid->second);
-      check = k && !k->condition.empty();
-    }
-    if (check) CheckDrift(kid->second, info.id);
-  }
+  mine = reconcile::AdoptionOrder(std::move(mine));
+
+  // Decide which containers need their exit code, ask the engine without the
+  // lock, then decide again on what is true now and apply.
+  std::vector<std::string> to_inspect;
   {
-    std::lock_guard lock(mutex_);
-    std::vector<std::string> vanished;
-    for (const auto& [id, k] : kernels_) {
-      if (!OwnedByACall(k) && k.container_seq <= list_seq && !present.count(k.container_id)) vanished.push_back(id);
+    MutexLock lock(mutex_);
+    for (const auto& info : mine)
+      if (reconcile::NeedsExitCode(StepFor(info, list_seq))) to_inspect.push_back(info.id);
+  }
+  std::map<std::string, int> exit_codes;
+  for (const auto& id : to_inspect)
+    if (auto inspected = engine_.Inspect(id); inspected.ok()) exit_codes[id] = inspected->exit_code;
+
+  std::vector<std::string> never_started;
+  std::vector<std::pair<std::string, std::string>> to_check;  // (kernel, container) whose drift to check
+  {
+    MutexLock lock(mutex_);
+    for (const auto& info : mine) {
+      const reconcile::Step step = StepFor(info, list_seq);
+      std::optional<int> exit_code;
+      if (auto code = exit_codes.find(info.id); code != exit_codes.end()) exit_code = code->second;
+      const std::string kernel_id = info.labels.count(label::kKernelId) ? info.labels.at(label::kKernelId) : "";
+      switch (step) {
+        case reconcile::Step::kNothing:
+        case reconcile::Step::kSkipForgotten:
+          break;
+        case reconcile::Step::kUnlabelled:
+          spdlog::warn("container {} carries owner label {} but no {}; leaving it alone", info.name,
+                       config_.agent.id, label::kKernelId);
+          break;
+        case reconcile::Step::kResume:
+          Resume(*Find(kernel_id), "found running on relist");
+          break;
+        case reconcile::Step::kMarkExited:
+          MarkTerminated(*Find(kernel_id), exit_code,
+                         "exited with code " + (exit_code ? std::to_string(*exit_code) : "?") + " (noticed on relist)");
+          break;
+        case reconcile::Step::kAdoptCreated:
+        case reconcile::Step::kAdoptRunning:
+        case reconcile::Step::kAdoptExited:
+          if (Status s = Adopt(step, info, exit_code, at_start, never_started); !s.ok()) return s;
+          break;
+      }
+      // Paused containers, and kernels whose condition may have cleared, are inspected.
+      const Kernel* k = kernel_id.empty() ? nullptr : Find(kernel_id);
+      if (k && k->container_id == info.id && (info.state == "paused" || !k->condition.empty()))
+        to_check.emplace_back(kernel_id, info.id);
     }
-    for (const auto& id : vanished) {
+    std::map<std::string, reconcile::Known> known;
+    for (const auto& [id, kernel] : kernels_) known.emplace(id, KnownOf(kernel));
+    for (const auto& id : reconcile::Vanished(known, present, list_seq)) {
       spdlog::warn("kernel {}: its container vanished; freeing its resources", id);
       Forget(id, "container vanished");
     }
     std::erase_if(removed_at_seq_, [&](const auto& entry) { return entry.second <= list_seq; });
   }
+  FinishStarts(never_started);
+  StopIntruders();
+  for (const auto& [kernel_id, container_id] : to_check) CheckDrift(kernel_id, container_id);
   RecordEngineAnswer(true);
-  last_sync_ns_ = Clock::now().time_since_epoch().count();
+  last_sync_ns_ = clock_.Now().time_since_epoch().count();
   return Status::Ok();
 }
 
+Status Agent::Relist() { return Converge(/*at_start=*/false); }
+
 Status Agent::Restore() {
-  auto listed = engine_.List(OwnerFilter());
-  if (!listed.ok()) {
-    RecordEngineAnswer(false);
-    return listed.status().WithPrefix("listing this agent's containers at start");
-  }
-  std::vector<std::string> never_started;
-  for (const auto& info : *listed) {
-    if (info.labels.count(label::kOwner) == 0 || info.labels.at(label::kOwner) != config_.agent.id) continue;
-    if (Status s = ConvergeOn(info, 0, /*strict=*/true, &never_started); !s.ok()) return s;
-  }
-  FinishStarts(never_started);
-  RecordEngineAnswer(true);
-  last_sync_ns_ = Clock::now().time_since_epoch().count();
-  std::lock_guard lock(mutex_);
+  if (Status s = Converge(/*at_start=*/true); !s.ok()) return s;
+  MutexLock lock(mutex_);
   spdlog::info("restored {} kernel(s) from container labels", kernels_.size());
   return Status::Ok();
 }
@@ -702,17 +712,17 @@ Status Agent::Restore() {
 double Agent::LastSyncAgeSeconds() const {
   int64_t last = last_sync_ns_;
   if (last < 0) return -1.0;
-  return std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(last)).count();
+  return std::chrono::duration<double>(clock_.Now().time_since_epoch() - Clock::Duration(last)).count();
 }
 
 bool Agent::EngineReachable() const {
   const int64_t last = last_answer_ns_;
   return engine_answered_ && last >= 0 &&
-         Clock::now().time_since_epoch() - Clock::duration(last) < kEngineAnswerFresh;
+         clock_.Now().time_since_epoch() - Clock::Duration(last) < kEngineAnswerFresh;
 }
 
 void Agent::RecordEngineAnswer(bool answered) {
-  if (answered) last_answer_ns_ = Clock::now().time_since_epoch().count();
+  if (answered) last_answer_ns_ = clock_.Now().time_since_epoch().count();
   engine_answered_ = answered;
 }
 

@@ -22,6 +22,9 @@
 
 #include "agent/event_hub.h"
 #include "agent/kernel.h"
+#include "agent/reconcile.h"
+#include "common/clock.h"
+#include "common/mutex.h"
 #include "config/config.h"
 #include "engine/container_engine.h"
 #include "resources/plugin.h"
@@ -32,13 +35,18 @@ namespace slotd {
 
 class Agent {
  public:
-  // `engine` and `hub` must outlive the agent.
+  // `engine`, `hub` and `clock` must outlive the agent. `clock` measures how
+  // old the last relist and the last engine answer are.
   Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr<ResourcePlugin>> plugins,
-        EventHub& hub);
+        EventHub& hub, Clock& clock = Clock::Real());
 
-  // Rebuilds the kernel table from the owned containers' labels. Fails (and
-  // the agent must not serve) when the engine cannot be listed or a running
-  // kernel's allocation cannot be restored; the message names the kernel.
+  // Rebuilds the kernel table from the owned containers' labels, as Relist
+  // does. Fails (and the agent must not serve) when the engine cannot be
+  // listed, a container's labels cannot be read, or a running kernel holds
+  // what this agent's config no longer gives it; the message names the
+  // kernel and what to do. A running container on resources that a newer
+  // kernel holds (started again behind the agent's back) is no reason to
+  // refuse: it is stopped, TERMINATED "stopped by slotd: ...".
   Status Restore();
 
   // The outcome of a create: the kernel, and whether this call created it
@@ -91,9 +99,10 @@ class Agent {
   // should run to adopt it.
   bool OnEngineEvent(const EngineEvent& event);
 
-  // Lists the owned containers and converges the kernel table on them: adopts
-  // unknown ones, marks dead ones TERMINATED and frees them, forgets vanished
-  // ones. Frees nothing when the list fails.
+  // Lists the owned containers and converges the kernel table on them, as
+  // reconcile::DecideOnContainer says: adopts unknown ones, marks dead ones
+  // TERMINATED and frees them, forgets vanished ones, stops intruders, checks
+  // paused containers for drift. Frees nothing when the list fails.
   Status Relist();
 
   // Seconds since the last successful relist (or restore); negative if never.
@@ -111,80 +120,90 @@ class Agent {
   const Config& config() const { return config_; }
 
  private:
-  using Clock = std::chrono::steady_clock;
-
   // Builds, creates and starts the container of `kernel`, already reserved
   // (PREPARING) by CreateKernel; on failure, undoes the reservation.
   Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel);
-  Kernel* Find(const std::string& kernel_id);            // requires mutex_
+  Kernel* Find(const std::string& kernel_id) REQUIRES(mutex_);
   // Whether a call (create, delete, restart) is acting on `kernel` now, so
   // that no other call, event or relist may change it. The one test of it.
-  // Requires mutex_.
-  bool OwnedByACall(const Kernel& kernel) const;
-  // The refusal of a call on a kernel OwnedByACall. Requires mutex_.
-  Status Busy(const Kernel& kernel) const;
+  bool OwnedByACall(const Kernel& kernel) const REQUIRES(mutex_);
+  // The refusal of a call on a kernel OwnedByACall.
+  Status Busy(const Kernel& kernel) const REQUIRES(mutex_);
   // The lowest NUMA node with room for all of `request`'s topology-bound
-  // units (cores, devices); nullopt when none has. Requires mutex_.
-  std::optional<int> ChooseNumaNode(const ResourceRequest& request) const;
-  std::string SlotTypes() const;                         // "cpu, mem, mock.device"; requires mutex_
-  Status TakeResources(Kernel& kernel);                  // Claim for `kernel`; requires mutex_
-  void FreeResources(Kernel& kernel);                    // requires mutex_
-  void MarkTerminated(Kernel& kernel, std::optional<int> exit_code, const std::string& reason);  // requires mutex_
+  // units (cores, devices); nullopt when none has.
+  std::optional<int> ChooseNumaNode(const ResourceRequest& request) const REQUIRES(mutex_);
+  std::string SlotTypes() const REQUIRES(mutex_);  // "cpu, mem, mock.device"
+  Status TakeResources(Kernel& kernel) REQUIRES(mutex_);  // Claim for `kernel`
+  void FreeResources(Kernel& kernel) REQUIRES(mutex_);
+  void MarkTerminated(Kernel& kernel, std::optional<int> exit_code, const std::string& reason) REQUIRES(mutex_);
   // Re-takes a terminated kernel's allocation because its container runs
   // again (`how`); ERROR with the reason when another kernel holds part of
   // it (or the config no longer allows it), and queued for StopIntruders.
-  void Resume(Kernel& kernel, const std::string& how);  // requires mutex_
-  // Applies a "die" event: TERMINATED and freed, unless the engine says the
-  // container already runs again. Takes mutex_ itself; inspects without it.
-  bool OnDeath(const std::string& kernel_id, const EngineEvent& event);
+  void Resume(Kernel& kernel, const std::string& how) REQUIRES(mutex_);
+  // What the reconcile decisions need of `kernel`.
+  reconcile::Known KnownOf(const Kernel& kernel) const REQUIRES(mutex_);
+  // reconcile::DecideOnEvent for `kernel` (nullptr: unknown).
+  reconcile::EventStep EventStepFor(const Kernel* kernel, const EngineEvent& event) const REQUIRES(mutex_);
+  // reconcile::DecideOnContainer for a listed container.
+  reconcile::Step StepFor(const ContainerInfo& info, uint64_t list_seq) const REQUIRES(mutex_);
+  // Applies a "die" event (EventStep::kCheckDeath): TERMINATED and freed,
+  // unless the engine says the container already runs again or the kernel
+  // changed meanwhile. Takes mutex_ itself; inspects without it.
+  void ConfirmDeath(const std::string& kernel_id, const EngineEvent& event) EXCLUDES(mutex_);
   // Inspects a RUNNING kernel's container (unlocked) and sets its condition
   // to what differs from its allocation: paused, cpuset, memory limit; emits
   // kernel_condition when that changes. Takes mutex_ itself.
-  void CheckDrift(const std::string& kernel_id, const std::string& container_id);
+  void CheckDrift(const std::string& kernel_id, const std::string& container_id) EXCLUDES(mutex_);
   // OnEngineEvent without the StopIntruders that follows it.
-  bool ApplyEngineEvent(const EngineEvent& event);
+  bool ApplyEngineEvent(const EngineEvent& event) EXCLUDES(mutex_);
   // Stops the containers Resume found running on resources their kernels do
   // not hold (started behind the agent's back onto another kernel's cores,
   // say): TERMINATED "stopped by slotd: ...". Takes mutex_ itself; stops
   // without it.
-  void StopIntruders();
-  void Forget(std::string kernel_id, const std::string& reason);  // requires mutex_; by value: callers pass ids of the kernel it erases
+  void StopIntruders() EXCLUDES(mutex_);
+  // By value: callers pass ids of the kernel it erases.
+  void Forget(std::string kernel_id, const std::string& reason) REQUIRES(mutex_);
   void Emit(const char* type, const Kernel& kernel, nlohmann::json extra = nlohmann::json::object());
   std::vector<std::string> OwnerFilter() const;
-  // Converges on one listed container; `strict` turns restore conflicts into errors.
-  // An unknown container that was created but never started is adopted
-  // PREPARING with its resources, and its kernel id added to `never_started`.
-  Status ConvergeOn(const ContainerInfo& info, uint64_t list_seq, bool strict,
-                    std::vector<std::string>* never_started);  // requires mutex_ released
-  // Starts the containers of kernels adopted PREPARING by ConvergeOn: RUNNING
+  // Adopts an unknown container (one of the kAdopt* steps). A created one
+  // becomes PREPARING with its resources and its kernel id goes into
+  // `never_started`; a running one RUNNING, or ERROR queued for
+  // StopIntruders when a newer kernel holds its resources. `at_start` turns
+  // unreadable labels and resources the config no longer gives into errors.
+  Status Adopt(reconcile::Step step, const ContainerInfo& info, std::optional<int> exit_code, bool at_start,
+               std::vector<std::string>& never_started) REQUIRES(mutex_);
+  // Relist and Restore: one list of the engine, decided and applied.
+  Status Converge(bool at_start) EXCLUDES(mutex_);
+  // Starts the containers of kernels adopted PREPARING by Adopt: RUNNING
   // when the engine starts them, else TERMINATED "never started: <why>" with
   // no exit code and nothing held. Takes mutex_ itself; starts without it.
-  void FinishStarts(const std::vector<std::string>& kernel_ids);
+  void FinishStarts(const std::vector<std::string>& kernel_ids) EXCLUDES(mutex_);
 
   const Config config_;
   ContainerEngine& engine_;
   EventHub& hub_;
+  Clock& clock_;
 
-  mutable std::mutex mutex_;
-  std::vector<std::unique_ptr<ResourcePlugin>> plugins_;  // guarded by mutex_
+  mutable Mutex mutex_;
+  std::vector<std::unique_ptr<ResourcePlugin>> plugins_ GUARDED_BY(mutex_);
   const std::vector<std::shared_ptr<DeviceMeter>> meters_;  // set at construction; thread-safe objects
   const std::map<std::string, std::vector<std::string>> unmetered_devices_;  // set at construction
-  std::map<std::string, Kernel> kernels_;                 // guarded by mutex_
-  std::map<std::string, uint64_t> removed_at_seq_;        // guarded by mutex_: kernel id -> seq when forgotten
-  uint64_t seq_ = 0;                                      // guarded by mutex_: bumps on container create/forget
-  std::set<std::string> restarting_;                      // guarded by mutex_: kernels inside RestartKernel
+  std::map<std::string, Kernel> kernels_ GUARDED_BY(mutex_);
+  std::map<std::string, uint64_t> removed_at_seq_ GUARDED_BY(mutex_);  // kernel id -> seq when forgotten
+  uint64_t seq_ GUARDED_BY(mutex_) = 0;                                // bumps on container create/forget
+  std::set<std::string> restarting_ GUARDED_BY(mutex_);                // kernels inside RestartKernel
   // A create under way, which repeats of the same request wait for and share.
   struct PendingCreate {
     nlohmann::json canonical;                             // the request, CreateRequest::Canonical()
     bool done = false;
     Result<CreateOutcome> outcome = Status::Internal("the create has not finished");
   };
-  std::map<std::string, std::shared_ptr<PendingCreate>> pending_creates_;  // guarded by mutex_; by kernel id
-  std::vector<std::pair<std::string, std::string>> intruders_;  // guarded by mutex_: (kernel, container) to stop
+  std::map<std::string, std::shared_ptr<PendingCreate>> pending_creates_ GUARDED_BY(mutex_);  // by kernel id
+  std::vector<std::pair<std::string, std::string>> intruders_ GUARDED_BY(mutex_);  // (kernel, container) to stop
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
 
-  std::atomic<int64_t> last_sync_ns_{-1};    // Clock time of the last good relist or restore
-  std::atomic<int64_t> last_answer_ns_{-1};  // Clock time of the last answered round trip
+  std::atomic<int64_t> last_sync_ns_{-1};    // clock_ time of the last good relist or restore
+  std::atomic<int64_t> last_answer_ns_{-1};  // clock_ time of the last answered round trip
   std::atomic<bool> engine_answered_{false}; // whether the latest round trip was answered
 };
 

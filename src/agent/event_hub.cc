@@ -3,31 +3,32 @@
 namespace slotd {
 
 EventHub::Subscription::~Subscription() {
-  std::lock_guard lock(hub_.mutex_);
-  hub_.subscribers_.erase(this);
+  MutexLock lock(hub_.mutex_);
+  hub_.queues_.erase(this);
 }
 
 std::optional<nlohmann::json> EventHub::Subscription::Next(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(hub_.mutex_);
-  if (!hub_.cv_.wait_for(lock, timeout, [&] { return !queue_.empty(); })) return std::nullopt;
-  nlohmann::json event = std::move(queue_.front());
-  queue_.pop_front();
+  MutexLock lock(hub_.mutex_);
+  std::deque<nlohmann::json>& queue = hub_.queues_.at(this);
+  if (!hub_.cv_.wait_for(lock.native(), timeout, [&] { return !queue.empty(); })) return std::nullopt;
+  nlohmann::json event = std::move(queue.front());
+  queue.pop_front();
   return event;
 }
 
 std::unique_ptr<EventHub::Subscription> EventHub::Subscribe() {
   std::unique_ptr<Subscription> sub(new Subscription(*this));
-  std::lock_guard lock(mutex_);
-  subscribers_.insert(sub.get());
+  MutexLock lock(mutex_);
+  queues_[sub.get()];
   return sub;
 }
 
 void EventHub::Publish(const nlohmann::json& event) {
   {
-    std::lock_guard lock(mutex_);
-    for (Subscription* sub : subscribers_) {
-      if (sub->queue_.size() >= kMaxQueued) sub->queue_.pop_front();
-      sub->queue_.push_back(event);
+    MutexLock lock(mutex_);
+    for (auto& [sub, queue] : queues_) {
+      if (queue.size() >= kMaxQueued) queue.pop_front();
+      queue.push_back(event);
     }
   }
   cv_.notify_all();

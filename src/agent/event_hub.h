@@ -9,9 +9,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
+#include <map>
 
 #include <nlohmann/json.hpp>
+
+#include "common/mutex.h"
 
 namespace slotd {
 
@@ -28,7 +30,6 @@ class EventHub {
     friend class EventHub;
     explicit Subscription(EventHub& hub) : hub_(hub) {}
     EventHub& hub_;
-    std::deque<nlohmann::json> queue_;  // guarded by hub_.mutex_
   };
 
   // Starts receiving every event published from now on.
@@ -38,9 +39,9 @@ class EventHub {
 
  private:
   static constexpr size_t kMaxQueued = 1000;
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable cv_;
-  std::set<Subscription*> subscribers_;  // guarded by mutex_
+  std::map<const Subscription*, std::deque<nlohmann::json>> queues_ GUARDED_BY(mutex_);  // one per subscriber
 };
 
 }  // namespace slotd

@@ -4,8 +4,8 @@
 
 namespace slotd {
 
-Watcher::Watcher(Agent& agent, ContainerEngine& engine, std::chrono::milliseconds relist_interval)
-    : agent_(agent), engine_(engine), relist_interval_(relist_interval) {}
+Watcher::Watcher(Agent& agent, ContainerEngine& engine, std::chrono::milliseconds relist_interval, Clock& clock)
+    : agent_(agent), engine_(engine), relist_interval_(relist_interval), clock_(clock) {}
 
 Watcher::~Watcher() { Stop(); }
 
@@ -17,7 +17,7 @@ void Watcher::Start() {
 
 void Watcher::Stop() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -28,7 +28,7 @@ void Watcher::Stop() {
 
 void Watcher::RequestRelist() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     relist_requested_ = true;
   }
   cv_.notify_all();
@@ -36,12 +36,12 @@ void Watcher::RequestRelist() {
 
 void Watcher::ReadEvents() {
   const std::vector<std::string> filter = {std::string(label::kOwner) + "=" + agent_.config().agent.id};
-  auto backoff = std::chrono::milliseconds(100);
+  std::chrono::milliseconds backoff = kFirstBackoff;
   while (!stop_) {
     Status s = engine_.StreamEvents(
         filter,
         [&] {
-          backoff = std::chrono::milliseconds(100);
+          backoff = kFirstBackoff;
           RequestRelist();  // covers whatever happened while the stream was down
         },
         [&](const EngineEvent& event) {
@@ -50,17 +50,18 @@ void Watcher::ReadEvents() {
         stop_);
     if (stop_) break;
     spdlog::warn("engine event stream broke ({}); reconnecting in {} ms", s.message(), backoff.count());
-    std::unique_lock lock(mutex_);
-    cv_.wait_for(lock, backoff, [&] { return stop_.load(); });
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+    MutexLock lock(mutex_);
+    clock_.WaitFor(lock.native(), cv_, backoff, [&] { return stop_.load(); });
+    backoff = std::min(backoff * 2, kMaxBackoff);
   }
 }
 
 void Watcher::RelistLoop() {
   while (true) {
     {
-      std::unique_lock lock(mutex_);
-      cv_.wait_for(lock, relist_interval_, [&] { return stop_.load() || relist_requested_; });
+      MutexLock lock(mutex_);
+      clock_.WaitFor(lock.native(), cv_, relist_interval_,
+                     [&]() REQUIRES(mutex_) { return stop_.load() || relist_requested_; });
       if (stop_) return;
       relist_requested_ = false;
     }
@@ -76,8 +77,8 @@ void Watcher::ProbeLoop() {
     if (answered && !s.ok()) spdlog::warn("the engine does not answer: {}; /health reports it", s.message());
     if (!answered && s.ok()) spdlog::info("the engine answers again");
     answered = s.ok();
-    std::unique_lock lock(mutex_);
-    if (cv_.wait_for(lock, kProbeEvery, [&] { return stop_.load(); })) return;
+    MutexLock lock(mutex_);
+    if (clock_.WaitFor(lock.native(), cv_, kProbeEvery, [&] { return stop_.load(); })) return;
   }
 }
 

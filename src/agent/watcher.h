@@ -5,6 +5,7 @@
 //  - the relister runs Agent::Relist periodically and whenever asked;
 //  - the prober pings the engine every kProbeEvery, with that as its
 //    deadline, and tells the agent whether it answered (its health).
+// Periods and backoff are waited on `clock`; the probe's deadline is real time.
 #pragma once
 
 #include <atomic>
@@ -14,13 +15,15 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "common/mutex.h"
 
 namespace slotd {
 
 class Watcher {
  public:
-  // `agent` and `engine` must outlive the watcher.
-  Watcher(Agent& agent, ContainerEngine& engine, std::chrono::milliseconds relist_interval);
+  // `agent`, `engine` and `clock` must outlive the watcher.
+  Watcher(Agent& agent, ContainerEngine& engine, std::chrono::milliseconds relist_interval,
+          Clock& clock = Clock::Real());
   ~Watcher();  // stops and joins both threads
 
   void Start();
@@ -34,15 +37,20 @@ class Watcher {
   void ProbeLoop();
 
   static constexpr std::chrono::seconds kProbeEvery{2};
+  // The first wait before reconnecting the event stream; it doubles after
+  // each failed attempt up to kMaxBackoff, and starts again on success.
+  static constexpr std::chrono::milliseconds kFirstBackoff{100};
+  static constexpr std::chrono::milliseconds kMaxBackoff{5000};
 
   Agent& agent_;
   ContainerEngine& engine_;
   const std::chrono::milliseconds relist_interval_;
+  Clock& clock_;
 
   std::atomic<bool> stop_{false};
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable cv_;
-  bool relist_requested_ = false;  // guarded by mutex_
+  bool relist_requested_ GUARDED_BY(mutex_) = false;
   std::thread events_thread_;
   std::thread relist_thread_;
   std::thread probe_thread_;

@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/responses.h"
+#include "common/mutex.h"
 
 namespace slotd::http {
 namespace {
@@ -69,14 +70,14 @@ class WorkerPool {
   ~WorkerPool() { Stop(); }
   void Post(std::function<void()> task) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       tasks_.push_back(std::move(task));
     }
     cv_.notify_one();
   }
   void Stop() {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       if (stopping_) return;
       stopping_ = true;
     }
@@ -89,8 +90,8 @@ class WorkerPool {
     while (true) {
       std::function<void()> task;
       {
-        std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+        MutexLock lock(mutex_);
+        cv_.wait(lock.native(), [&]() REQUIRES(mutex_) { return stopping_ || !tasks_.empty(); });
         if (tasks_.empty()) return;
         task = std::move(tasks_.front());
         tasks_.pop_front();
@@ -98,10 +99,10 @@ class WorkerPool {
       task();
     }
   }
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mutex_
-  bool stopping_ = false;                    // guarded by mutex_
+  std::deque<std::function<void()>> tasks_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::vector<std::thread> threads_;
 };
 
@@ -109,20 +110,20 @@ class WorkerPool {
 // handler's thread, so the count outlives the server for as long as a
 // thread still touches it.
 struct InFlight {
-  std::mutex mutex;
+  Mutex mutex;
   std::condition_variable cv;
-  int count = 0;  // guarded by mutex
+  int count GUARDED_BY(mutex) = 0;
   void Add() {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(mutex);
     ++count;
   }
   void Done() {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(mutex);
     if (--count == 0) cv.notify_all();
   }
   void WaitIdle() {
-    std::unique_lock<std::mutex> lock(mutex);
-    cv.wait(lock, [&] { return count == 0; });
+    MutexLock lock(mutex);
+    cv.wait(lock.native(), [&]() REQUIRES(mutex) { return count == 0; });
   }
 };
 

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
+#include "agent/engine_lease.h"
 #include "agent/foreign_holders.h"
 #include "agent/watcher.h"
 #include "api/server.h"
@@ -194,6 +195,10 @@ int RunAgent(const std::string& config_path) {
   auto claims = slotd::NodeClaims::Register(config->node.claims_dir, mine, host.memory_bytes,
                                             [&] { return slotd::CheckForeignHolders(**engine, mine); });
   if (!claims.ok()) return fail(claims.status());
+  auto lease = slotd::EngineLease::Take(
+      **engine, {config->agent.id, config->node.claims_dir, config->agent.node, static_cast<int>(getpid())},
+      &slotd::NodeClaims::IsLive);
+  if (!lease.ok()) return fail(lease.status());
 
   slotd::EventHub hub;
   slotd::Agent agent(*config, **engine, std::move(*plugins), hub);
@@ -230,6 +235,7 @@ int RunAgent(const std::string& config_path) {
   api.Stop();
   collector.Stop();
   watcher.Stop();
+  (*lease)->Release();
   return 0;
 }
 

@@ -74,6 +74,13 @@ struct ContainerInfo {
   std::vector<std::string> env;
 };
 
+// A named volume of the engine, as listed. Kernels get none; agents keep
+// their engine lease in one (agent/engine_lease.h).
+struct VolumeInfo {
+  std::string name;
+  Labels labels;
+};
+
 // One event of the engine's event stream.
 struct EngineEvent {
   std::string type;    // "container", "image", ...
@@ -153,6 +160,14 @@ class ContainerEngine {
   // takes about a second to answer: it samples twice). kNotFound when the
   // container is gone; kFailedPrecondition when it is not running.
   virtual Result<ContainerStats> Stats(const std::string& id) = 0;
+
+  // Creates the named volume with `labels`. Creating a volume that exists
+  // is OK and changes nothing (the engine's rule): list it to see whose it is.
+  virtual Status CreateVolume(const std::string& name, const Labels& labels) = 0;
+  // Lists the volumes whose labels match all `label_filters` ("key=value" or "key").
+  virtual Result<std::vector<VolumeInfo>> ListVolumes(const std::vector<std::string>& label_filters) = 0;
+  // Removes the named volume; kNotFound when there is none, kConflict while a container uses it.
+  virtual Status RemoveVolume(const std::string& name) = 0;
 
   // Streams events matching `label_filters` (and type=container), calling
   // `on_event` for each, from the moment the stream is connected (on_connected

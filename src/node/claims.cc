@@ -110,6 +110,10 @@ Status WriteClaim(const std::string& dir, const AgentClaims& mine) {
 
 }  // namespace
 
+bool NodeClaims::IsLive(const std::string& dir, const std::string& agent_id) {
+  return LockFile::IsHeld(LivePath(dir, agent_id));
+}
+
 Result<std::vector<AgentClaims>> NodeClaims::ReadLive(const std::string& dir) {
   std::vector<AgentClaims> live;
   std::error_code ec;
@@ -119,7 +123,7 @@ Result<std::vector<AgentClaims>> NodeClaims::ReadLive(const std::string& dir) {
     const std::string name = entry.path().filename().string();
     if (entry.path().extension() != ".json") continue;
     const std::string id = name.substr(0, name.size() - 5);
-    if (!LockFile::IsHeld(LivePath(dir, id))) continue;  // its agent is gone: the claim is void
+    if (!IsLive(dir, id)) continue;  // its agent is gone: the claim is void
     std::ifstream in(entry.path());
     std::stringstream text;
     text << in.rdbuf();

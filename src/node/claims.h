@@ -71,6 +71,10 @@ class NodeClaims {
                                                       uint64_t node_memory,
                                                       const std::function<Status()>& extra_check);
 
+  // Whether agent `agent_id` registered in `dir` is alive now (holds its
+  // liveness lock there).
+  static bool IsLive(const std::string& dir, const std::string& agent_id);
+
   // The live claims in `dir`, sorted by agent id; dead agents' files are skipped.
   static Result<std::vector<AgentClaims>> ReadLive(const std::string& dir);
 

@@ -50,7 +50,7 @@ Status CpuPlugin::Claim(const std::string& kernel_id, const Allocation& alloc) {
                                         FormatCoreList({allowed_.begin(), allowed_.end()}) + ")");
     auto it = holder_.find(core);
     if (it != holder_.end() && it->second != kernel_id)
-      return Status::FailedPrecondition("cpu core " + std::to_string(core) + " is already held by kernel " + it->second);
+      return Status::ResourceExhausted("cpu core " + std::to_string(core) + " is already held by kernel " + it->second);
   }
   for (int core : alloc.cores) holder_[core] = kernel_id;
   return Status::Ok();

@@ -69,7 +69,7 @@ Status DevicePlugin::Claim(const std::string& kernel_id, const Allocation& alloc
                                         ".allowed-devices");
     auto holder = holder_.find(id);
     if (holder != holder_.end() && holder->second != kernel_id)
-      return Status::FailedPrecondition(name_ + " device " + id + " is already held by kernel " + holder->second);
+      return Status::ResourceExhausted(name_ + " device " + id + " is already held by kernel " + holder->second);
   }
   for (const auto& id : ids) holder_[id] = kernel_id;
   return Status::Ok();

@@ -22,8 +22,11 @@ Status MemoryPlugin::Allocate(const std::string& kernel_id, const ResourceReques
 
 Status MemoryPlugin::Claim(const std::string& kernel_id, const Allocation& alloc) {
   uint64_t others = Used() - (held_.count(kernel_id) ? held_.at(kernel_id) : 0);
+  if (alloc.mem_bytes > capacity_)
+    return Status::FailedPrecondition("memory " + FormatSize(alloc.mem_bytes) + " is more than this agent's " +
+                                      FormatSize(capacity_));
   if (alloc.mem_bytes > capacity_ - others)
-    return Status::FailedPrecondition("memory " + FormatSize(alloc.mem_bytes) + " does not fit: " +
+    return Status::ResourceExhausted("memory " + FormatSize(alloc.mem_bytes) + " does not fit: " +
                                       FormatSize(capacity_ - others) + " free of this agent's " +
                                       FormatSize(capacity_));
   held_[kernel_id] = alloc.mem_bytes;

@@ -37,8 +37,10 @@ class ResourcePlugin {
   virtual Status Allocate(const std::string& kernel_id, const ResourceRequest& request, Allocation& out) = 0;
 
   // Takes exactly this plugin's part of `alloc` for `kernel_id` (restore from
-  // a label). Takes nothing on failure: kFailedPrecondition naming the item
-  // that is outside this agent's allow-list or already held by `holder`.
+  // a label). Takes nothing on failure: kResourceExhausted naming the item
+  // and the kernel that already holds it; kFailedPrecondition naming the item
+  // that this agent's config does not give it (outside its allow-list, more
+  // than its capacity, a device no longer present).
   virtual Status Claim(const std::string& kernel_id, const Allocation& alloc) = 0;
 
   // Frees everything `kernel_id` holds here; a no-op when it holds nothing.

@@ -26,7 +26,7 @@ Status PortPlugin::Claim(const std::string& kernel_id, const Allocation& alloc) 
                                         std::to_string(last_));
     auto it = holder_.find(binding.host_port);
     if (it != holder_.end() && it->second != kernel_id)
-      return Status::FailedPrecondition("host port " + std::to_string(binding.host_port) +
+      return Status::ResourceExhausted("host port " + std::to_string(binding.host_port) +
                                         " is already held by kernel " + it->second);
   }
   for (const auto& binding : alloc.ports) holder_[binding.host_port] = kernel_id;

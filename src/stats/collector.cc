@@ -73,7 +73,7 @@ class StatsCollector::MeterWorker {
   ~MeterWorker() {
     bool in_call;
     {
-      std::lock_guard lock(shared_->mutex);
+      MutexLock lock(shared_->mutex);
       shared_->stop = true;
       in_call = shared_->posted != shared_->done;
     }
@@ -93,7 +93,7 @@ class StatsCollector::MeterWorker {
   // is, while the previous job is still running (a call stuck past its deadline).
   bool Post(const std::vector<std::string>& devices) {
     {
-      std::lock_guard lock(shared_->mutex);
+      MutexLock lock(shared_->mutex);
       if (shared_->posted != shared_->done) return false;
       shared_->devices = devices;
       ++shared_->posted;
@@ -105,8 +105,9 @@ class StatsCollector::MeterWorker {
   // Waits for the posted job until `deadline`: one reading per device, in
   // the order posted, or nullopt when the job is not done by then.
   std::optional<std::vector<Result<DeviceReading>>> Wait(SteadyClock::time_point deadline) {
-    std::unique_lock lock(shared_->mutex);
-    if (!shared_->cv.wait_until(lock, deadline, [this] { return shared_->done == shared_->posted; }))
+    MutexLock lock(shared_->mutex);
+    if (!shared_->cv.wait_until(lock.native(), deadline,
+                                [this]() REQUIRES(shared_->mutex) { return shared_->done == shared_->posted; }))
       return std::nullopt;
     return std::move(shared_->results);
   }
@@ -117,28 +118,29 @@ class StatsCollector::MeterWorker {
 
  private:
   struct Shared {
-    std::mutex mutex;
-    std::condition_variable cv;          // signals a posted job, a finished job and stop
-    bool stop = false;                   // guarded by mutex
-    uint64_t posted = 0;                 // guarded by mutex: jobs handed over
-    uint64_t done = 0;                   // guarded by mutex: jobs finished; posted != done: a job runs
-    std::vector<std::string> devices;    // guarded by mutex: the posted job's devices
-    std::vector<Result<DeviceReading>> results;  // guarded by mutex: the last finished job's readings
+    Mutex mutex;
+    std::condition_variable cv;                  // signals a posted job, a finished job and stop
+    bool stop GUARDED_BY(mutex) = false;
+    uint64_t posted GUARDED_BY(mutex) = 0;       // jobs handed over
+    uint64_t done GUARDED_BY(mutex) = 0;         // jobs finished; posted != done: a job runs
+    std::vector<std::string> devices GUARDED_BY(mutex);            // the posted job's devices
+    std::vector<Result<DeviceReading>> results GUARDED_BY(mutex);  // the last finished job's readings
     std::shared_ptr<DeviceMeter> meter;  // constant; Measure is called by the thread only
   };
 
   static void Run(std::shared_ptr<Shared> shared) {
-    std::unique_lock lock(shared->mutex);
+    MutexLock lock(shared->mutex);
     for (;;) {
-      shared->cv.wait(lock, [&] { return shared->stop || shared->posted != shared->done; });
+      shared->cv.wait(lock.native(),
+                      [&]() REQUIRES(shared->mutex) { return shared->stop || shared->posted != shared->done; });
       if (shared->stop) return;
       const uint64_t job = shared->posted;
       const std::vector<std::string> devices = shared->devices;
-      lock.unlock();
+      lock.Unlock();
       std::vector<Result<DeviceReading>> results;
       results.reserve(devices.size());
       for (const std::string& id : devices) results.push_back(shared->meter->Measure(id));
-      lock.lock();
+      lock.Lock();
       shared->results = std::move(results);
       shared->done = job;
       shared->cv.notify_all();
@@ -151,12 +153,14 @@ class StatsCollector::MeterWorker {
 };
 
 StatsCollector::StatsCollector(Options options, std::function<std::vector<StatsTarget>()> targets,
-                               ContainerEngine& engine, std::vector<std::shared_ptr<DeviceMeter>> meters)
+                               ContainerEngine& engine, std::vector<std::shared_ptr<DeviceMeter>> meters,
+                               Clock& clock)
     : options_(std::move(options)),
       targets_(std::move(targets)),
       engine_(engine),
       reader_(options_.root),
-      proc_(options_.root + (options_.root.ends_with('/') ? "" : "/") + "proc/") {
+      proc_(options_.root + (options_.root.ends_with('/') ? "" : "/") + "proc/"),
+      clock_(clock) {
   for (auto& meter : meters) meters_.push_back(std::make_unique<MeterWorker>(std::move(meter)));
   latest_ = NewSnapshot();
 }
@@ -179,7 +183,7 @@ void StatsCollector::Start() {
 
 void StatsCollector::Stop() {
   {
-    std::lock_guard lock(loop_mutex_);
+    MutexLock lock(loop_mutex_);
     stop_requested_ = true;
   }
   loop_cv_.notify_all();
@@ -188,21 +192,21 @@ void StatsCollector::Stop() {
 }
 
 std::shared_ptr<const StatsSnapshot> StatsCollector::Latest() const {
-  std::lock_guard lock(latest_mutex_);
+  MutexLock lock(latest_mutex_);
   return latest_;
 }
 
 std::shared_ptr<const StatsSnapshot> StatsCollector::SweepOnce() { return Sweep(); }
 
 void StatsCollector::Loop() {
-  SteadyClock::time_point next = SteadyClock::now();
+  Clock::TimePoint next = clock_.Now();
   while (!stop_requested_) {
     Sweep();
     next += options_.interval;
-    const SteadyClock::time_point now = SteadyClock::now();
+    const Clock::TimePoint now = clock_.Now();
     if (next < now) next = now;  // a sweep longer than the interval: the next one starts at once
-    std::unique_lock lock(loop_mutex_);
-    loop_cv_.wait_until(lock, next, [this] { return stop_requested_.load(); });
+    MutexLock lock(loop_mutex_);
+    clock_.WaitUntil(lock.native(), loop_cv_, next, [this] { return stop_requested_.load(); });
   }
 }
 
@@ -313,7 +317,7 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
       std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start).count();
   std::shared_ptr<const StatsSnapshot> published = std::move(snapshot);
   {
-    std::lock_guard lock(latest_mutex_);
+    MutexLock lock(latest_mutex_);
     latest_ = published;
   }
   return published;

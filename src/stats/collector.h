@@ -39,6 +39,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/mutex.h"
 #include "engine/container_engine.h"
 #include "stats/cgroup.h"
 #include "stats/device_meter.h"
@@ -69,9 +71,10 @@ class StatsCollector {
   };
 
   // `targets` returns the agent's running kernels (called once per sweep,
-  // from the collector's thread). `engine` must outlive the collector.
+  // from the collector's thread). `engine` and `clock` must outlive the
+  // collector; `clock` paces the sweeps (readings are stamped in real time).
   StatsCollector(Options options, std::function<std::vector<StatsTarget>()> targets, ContainerEngine& engine,
-                 std::vector<std::shared_ptr<DeviceMeter>> meters);
+                 std::vector<std::shared_ptr<DeviceMeter>> meters, Clock& clock = Clock::Real());
   ~StatsCollector();  // Stop()
 
   // Starts the loop: a first sweep at once, then one every interval.
@@ -137,11 +140,12 @@ class StatsCollector {
   uint64_t sweeps_total_ = 0;
   uint64_t skipped_total_ = 0;
 
-  mutable std::mutex latest_mutex_;
-  std::shared_ptr<const StatsSnapshot> latest_;  // guarded by latest_mutex_
+  mutable Mutex latest_mutex_;
+  std::shared_ptr<const StatsSnapshot> latest_ GUARDED_BY(latest_mutex_);
 
-  std::mutex loop_mutex_;
+  Mutex loop_mutex_;
   std::condition_variable loop_cv_;
+  Clock& clock_;  // paces Loop
   // Written under loop_mutex_ (so the loop's wait sees it); read without it
   // between a sweep's kernels.
   std::atomic<bool> stop_requested_{false};

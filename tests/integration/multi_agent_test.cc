@@ -228,6 +228,27 @@ TEST_F(MultiAgent, ClashingConfigsAreRefusedNamingTheHolderAndStartOnceItIsGone)
   EXPECT_TRUE(second.Start()) << second.log();
 }
 
+// Two agents with one id but different claims directories do not see each
+// other in the claims, yet would act on the same containers: the engine
+// lease refuses the second, naming the first, until the first is gone.
+TEST_F(MultiAgent, ASecondAgentOfTheSameIdWithAnotherClaimsDirIsRefusedUntilTheFirstIsGone) {
+  AgentProcess first(NodeAgent(claims_.path(), 0, "twin"));
+  ASSERT_TRUE(first.Start()) << first.log();
+  first.CreateKernel(Sleeper("k-of-the-first"));
+
+  TempDir other_claims;
+  AgentProcess second(NodeAgent(other_claims.path(), 0, "twin"));
+  ASSERT_EQ(second.options().id, first.options().id);
+  ExpectRefused(second, "another agent with id " + first.options().id + " runs against this engine");
+  EXPECT_NE(second.log().find("pid " + std::to_string(first.pid())), std::string::npos) << second.log();
+  EXPECT_NE(second.log().find("claims-dir " + claims_.path()), std::string::npos) << second.log();
+  first.WaitForState("k-of-the-first", "RUNNING");  // the refused one touched nothing
+
+  first.Kill(SIGKILL);
+  ASSERT_TRUE(second.Start()) << second.log();
+  second.WaitForState("k-of-the-first", "RUNNING");  // it is this id's kernel: adopted
+}
+
 TEST_F(MultiAgent, ADeadAgentsRunningKernelsStillHoldTheirCores) {
   AgentProcess first(NodeAgent(claims_.path(), 0, "dead"));
   ASSERT_TRUE(first.Start()) << first.log();

@@ -29,7 +29,9 @@ FakeEngine::FakeEngine() : images_{kDefaultImage} {}
 // ------------------------------------------------------------ private helpers
 
 FakeEngine::Container* FakeEngine::Resolve(const std::string& id_or_name) {
-  return const_cast<Container*>(std::as_const(*this).Resolve(id_or_name));
+  if (auto it = containers_.find(id_or_name); it != containers_.end()) return &it->second;
+  if (auto it = names_.find(id_or_name); it != names_.end()) return &containers_.at(it->second);
+  return nullptr;
 }
 
 const FakeEngine::Container* FakeEngine::Resolve(const std::string& id_or_name) const {
@@ -38,17 +40,16 @@ const FakeEngine::Container* FakeEngine::Resolve(const std::string& id_or_name) 
   return nullptr;
 }
 
+void FakeEngine::HoldHere(Method method) {
+  // Wait with mutex_ released, as the real engine works while others call it.
+  holding_.insert(method);
+  hold_cv_.notify_all();
+  mutex_.Wait(hold_cv_, [&]() REQUIRES(mutex_) { return holding_.count(method) == 0; });
+}
+
 Status FakeEngine::Enter(Method method) {
   ++calls_[method];
-  if (holds_armed_.erase(method) > 0) {
-    // Wait with mutex_ released, as the real engine works while others call it;
-    // the caller's lock_guard owns mutex_ again afterwards.
-    std::unique_lock<std::mutex> lock(mutex_, std::adopt_lock);
-    holding_.insert(method);
-    hold_cv_.notify_all();
-    hold_cv_.wait(lock, [&] { return holding_.count(method) == 0; });
-    lock.release();
-  }
+  if (holds_armed_.erase(method) > 0) HoldHere(method);
   auto it = failures_.find(method);
   if (it == failures_.end() || it->second.empty()) return Status::Ok();
   Status failure = std::move(it->second.front());
@@ -150,24 +151,24 @@ bool FakeEngine::Matches(const Labels& labels, const std::vector<std::string>& f
 // ------------------------------------------------------------ ContainerEngine
 
 Result<std::string> FakeEngine::Version() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (Status s = Enter(Method::kVersion); !s.ok()) return s;
   return std::string("fake");
 }
 
 Status FakeEngine::Ping(std::chrono::milliseconds) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return Enter(Method::kPing);
 }
 
 Result<std::string> FakeEngine::Create(const ContainerSpec& spec) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (Status s = Enter(Method::kCreate); !s.ok()) return s;
   return Make(spec);
 }
 
 Status FakeEngine::Start(const std::string& id) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto c = EnterFor(Method::kStart, id);
   if (!c.ok()) return c.status();
   if (!(*c)->info.running) Run(**c);
@@ -175,7 +176,7 @@ Status FakeEngine::Start(const std::string& id) {
 }
 
 Status FakeEngine::Stop(const std::string& id, std::chrono::seconds /*timeout*/) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto c = EnterFor(Method::kStop, id);
   if (!c.ok()) return c.status();
   if ((*c)->info.running) {
@@ -186,7 +187,7 @@ Status FakeEngine::Stop(const std::string& id, std::chrono::seconds /*timeout*/)
 }
 
 Status FakeEngine::Kill(const std::string& id, const std::string& /*signal*/) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto c = EnterFor(Method::kKill, id);
   if (!c.ok()) return c.status();
   if (!(*c)->info.running)
@@ -196,7 +197,7 @@ Status FakeEngine::Kill(const std::string& id, const std::string& /*signal*/) {
 }
 
 Status FakeEngine::Restart(const std::string& id, std::chrono::seconds /*timeout*/) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto c = EnterFor(Method::kRestart, id);
   if (!c.ok()) return c.status();
   if ((*c)->info.running) {
@@ -209,7 +210,7 @@ Status FakeEngine::Restart(const std::string& id, std::chrono::seconds /*timeout
 }
 
 Status FakeEngine::Remove(const std::string& id, bool force) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto c = EnterFor(Method::kRemove, id);
   if (!c.ok()) return c.status();
   if ((*c)->info.running && !force)
@@ -220,14 +221,14 @@ Status FakeEngine::Remove(const std::string& id, bool force) {
 }
 
 Result<ContainerInfo> FakeEngine::Inspect(const std::string& id) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto c = EnterFor(Method::kInspect, id);
   if (!c.ok()) return c.status();
   return (*c)->info;
 }
 
 Result<std::vector<ContainerInfo>> FakeEngine::List(const std::vector<std::string>& label_filters) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (Status s = Enter(Method::kList); !s.ok()) return s;
   std::vector<ContainerInfo> out;
   for (const auto& [id, c] : containers_) {
@@ -244,12 +245,36 @@ Result<std::vector<ContainerInfo>> FakeEngine::List(const std::vector<std::strin
     listed.created_unix = full.created_unix;
     out.push_back(std::move(listed));
   }
+  if (answer_holds_armed_.erase(Method::kList) > 0) HoldHere(Method::kList);
   return out;
+}
+
+Status FakeEngine::CreateVolume(const std::string& name, const Labels& labels) {
+  MutexLock lock(mutex_);
+  if (Status s = Enter(Method::kVolumes); !s.ok()) return s;
+  volumes_.try_emplace(name, labels);
+  return Status::Ok();
+}
+
+Result<std::vector<VolumeInfo>> FakeEngine::ListVolumes(const std::vector<std::string>& label_filters) {
+  MutexLock lock(mutex_);
+  if (Status s = Enter(Method::kVolumes); !s.ok()) return s;
+  std::vector<VolumeInfo> out;
+  for (const auto& [name, labels] : volumes_)
+    if (Matches(labels, label_filters)) out.push_back({name, labels});
+  return out;
+}
+
+Status FakeEngine::RemoveVolume(const std::string& name) {
+  MutexLock lock(mutex_);
+  if (Status s = Enter(Method::kVolumes); !s.ok()) return s;
+  if (volumes_.erase(name) == 0) return Status::NotFound("get " + name + ": no such volume");
+  return Status::Ok();
 }
 
 Result<ExecResult> FakeEngine::Exec(const std::string& id, const std::vector<std::string>& command,
                                     std::chrono::seconds /*timeout*/) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto c = EnterFor(Method::kExec, id);
   if (!c.ok()) return c.status();
   if (!(*c)->info.running) return Status::Conflict("Container " + (*c)->info.id + " is not running");
@@ -261,7 +286,7 @@ Result<ExecResult> FakeEngine::Exec(const std::string& id, const std::vector<std
 }
 
 Result<ContainerStats> FakeEngine::Stats(const std::string& id) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto c = EnterFor(Method::kStats, id);
   if (!c.ok()) return c.status();
   if (!(*c)->info.running) return Status::FailedPrecondition("stats of container " + id + ": not running");
@@ -272,7 +297,7 @@ Status FakeEngine::StreamLogs(const std::string& id, int tail, bool, const std::
                               const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>&) {
   std::string text;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     auto c = EnterFor(Method::kLogs, id);
     if (!c.ok()) return c.status();
     text = (*c)->logs;
@@ -298,20 +323,21 @@ Status FakeEngine::StreamEvents(const std::vector<std::string>& label_filters,
   Subscriber sub;
   sub.filters = label_filters;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (Status s = Enter(Method::kStreamEvents); !s.ok()) return s;
     subscribers_.insert(&sub);
   }
   on_connected();
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   while (true) {
     // `stop` has no way to wake us, so look at it every 10 ms.
-    events_cv_.wait_for(lock, std::chrono::milliseconds(10), [&] { return stop.load() || !sub.pending.empty(); });
+    events_cv_.wait_for(lock.native(), std::chrono::milliseconds(10),
+                        [&] { return stop.load() || !sub.pending.empty(); });
     if (stop) break;
     std::deque<EngineEvent> batch = std::exchange(sub.pending, {});
-    lock.unlock();
+    lock.Unlock();
     for (const EngineEvent& event : batch) on_event(event);
-    lock.lock();
+    lock.Lock();
   }
   subscribers_.erase(&sub);
   return Status::Ok();
@@ -320,33 +346,39 @@ Status FakeEngine::StreamEvents(const std::vector<std::string>& label_filters,
 // ---------------------------------------------------------------- test controls
 
 void FakeEngine::AddImage(const std::string& image) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   images_.insert(image);
 }
 
 void FakeEngine::HoldNext(Method method) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   holds_armed_.insert(method);
 }
 
+void FakeEngine::HoldNextAnswer(Method method) {
+  MutexLock lock(mutex_);
+  answer_holds_armed_.insert(method);
+}
+
 bool FakeEngine::WaitUntilHeld(Method method) {
-  std::unique_lock lock(mutex_);
-  return hold_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return holding_.count(method) > 0; });
+  MutexLock lock(mutex_);
+  return hold_cv_.wait_for(lock.native(), std::chrono::seconds(10),
+                           [&]() REQUIRES(mutex_) { return holding_.count(method) > 0; });
 }
 
 void FakeEngine::Release(Method method) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   holding_.erase(method);
   hold_cv_.notify_all();
 }
 
 void FakeEngine::FailNext(Method method, Status status) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   failures_[method].push_back(std::move(status));
 }
 
 Result<EngineEvent> FakeEngine::KillBehindBack(const std::string& id, int exit_code) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Container* c = Resolve(id);
   if (!c) return Status::NotFound("No such container: " + id);
   if (!c->info.running) return Status::FailedPrecondition("container " + id + " is not running");
@@ -354,7 +386,7 @@ Result<EngineEvent> FakeEngine::KillBehindBack(const std::string& id, int exit_c
 }
 
 Result<EngineEvent> FakeEngine::RemoveBehindBack(const std::string& id) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Container* c = Resolve(id);
   if (!c) return Status::NotFound("No such container: " + id);
   return Destroy(*c);
@@ -362,7 +394,7 @@ Result<EngineEvent> FakeEngine::RemoveBehindBack(const std::string& id) {
 
 Result<std::string> FakeEngine::AddContainer(const std::string& name, const Labels& labels, bool running,
                                              int exit_code, const std::string& image) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ContainerSpec spec;
   spec.name = name;
   spec.image = image;
@@ -376,49 +408,49 @@ Result<std::string> FakeEngine::AddContainer(const std::string& name, const Labe
 }
 
 void FakeEngine::SetLogs(const std::string& id, const std::string& text) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (Container* c = Resolve(id)) c->logs = text;
 }
 
 void FakeEngine::SetStats(const std::string& id, const ContainerStats& stats) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (Container* c = Resolve(id)) c->stats = stats;
 }
 
 int FakeEngine::CallsFor(const std::string& id) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const Container* c = Resolve(id);
   auto it = calls_for_.find(c ? c->info.id : id);
   return it == calls_for_.end() ? 0 : it->second;
 }
 
 int FakeEngine::CallCount(Method method) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = calls_.find(method);
   return it == calls_.end() ? 0 : it->second;
 }
 
 std::optional<ContainerInfo> FakeEngine::Peek(const std::string& id) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const Container* c = Resolve(id);
   if (!c) return std::nullopt;
   return c->info;
 }
 
 std::optional<ContainerSpec> FakeEngine::SpecOf(const std::string& id) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const Container* c = Resolve(id);
   if (!c) return std::nullopt;
   return c->spec;
 }
 
 size_t FakeEngine::ContainerCount() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return containers_.size();
 }
 
 std::vector<EngineEvent> FakeEngine::Events() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return {events_.begin(), events_.end()};
 }
 

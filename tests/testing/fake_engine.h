@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "engine/container_engine.h"
 
 namespace slotd {
@@ -40,8 +41,9 @@ namespace slotd {
 class FakeEngine : public ContainerEngine {
  public:
   // The ContainerEngine methods, for FailNext and CallCount.
+  // kVolumes stands for the three volume calls.
   enum class Method { kVersion, kCreate, kStart, kStop, kKill, kRestart, kRemove, kInspect, kList, kExec, kLogs, kStats, kPing,
-                      kStreamEvents };
+                      kVolumes, kStreamEvents };
 
   // The image every test kernel uses; known from the start.
   static constexpr char kDefaultImage[] = "slotd-test/busybox:latest";
@@ -84,6 +86,10 @@ class FakeEngine : public ContainerEngine {
   // The reading set by SetStats (zeros until then); kFailedPrecondition when
   // the container is not running.
   Result<ContainerStats> Stats(const std::string& id) override;
+  // A volume is a name with labels; creating an existing one changes nothing.
+  Status CreateVolume(const std::string& name, const Labels& labels) override;
+  Result<std::vector<VolumeInfo>> ListVolumes(const std::vector<std::string>& label_filters) override;
+  Status RemoveVolume(const std::string& name) override;
   // Calls on_connected, then on_event (in this thread, without the fake's
   // lock held) for each event emitted from then on whose container matches
   // `label_filters`, until `stop` is set (checked at least every 10 ms);
@@ -105,6 +111,10 @@ class FakeEngine : public ContainerEngine {
   // before a FailNext failure applies) until Release(method), so that a test
   // can run other calls while it is in flight. Returns at once.
   void HoldNext(Method method);
+  // Makes the next call of `method` have its effect and compute its answer,
+  // then stop before returning it until Release(method): the answer is stale
+  // by the time the caller sees it, as a slow engine's can be. kList only.
+  void HoldNextAnswer(Method method);
   // Waits until a call of `method` is held; false when none is within 10 s.
   bool WaitUntilHeld(Method method);
   // Lets the held call of `method` go on.
@@ -169,41 +179,46 @@ class FakeEngine : public ContainerEngine {
     std::deque<EngineEvent> pending;
   };
 
-  // The container named by id or name, or nullptr. Requires mutex_.
-  Container* Resolve(const std::string& id_or_name);
-  const Container* Resolve(const std::string& id_or_name) const;
-  // Counts a call of `method` and pops its queued failure, if any. Requires mutex_.
-  Status Enter(Method method);
-  // Enter, then resolves `id_or_name` and counts the call against it. Requires mutex_.
-  Result<Container*> EnterFor(Method method, const std::string& id_or_name);
-  // Emits `action` for `c` to the log and matching subscribers. Requires mutex_.
-  EngineEvent Emit(const Container& c, const std::string& action, std::optional<int> exit_code = std::nullopt);
-  // Sets `c` running; emits "start". Requires mutex_.
-  void Run(Container& c);
-  // Exits running `c` with `exit_code`; emits "kill" first when `killed`, then "die". Requires mutex_.
-  EngineEvent Exit(Container& c, int exit_code, bool killed);
-  // Deletes `c` (exiting it first if running); emits "destroy". Requires mutex_.
-  EngineEvent Destroy(Container& c);
-  // Creates a container in state "created". Requires mutex_.
-  Result<std::string> Make(const ContainerSpec& spec);
+  // The container named by id or name, or nullptr.
+  Container* Resolve(const std::string& id_or_name) REQUIRES(mutex_);
+  const Container* Resolve(const std::string& id_or_name) const REQUIRES(mutex_);
+  // Blocks the calling method as held (see HoldNext) until Release.
+  void HoldHere(Method method) REQUIRES(mutex_);
+  // Counts a call of `method` and pops its queued failure, if any.
+  Status Enter(Method method) REQUIRES(mutex_);
+  // Enter, then resolves `id_or_name` and counts the call against it.
+  Result<Container*> EnterFor(Method method, const std::string& id_or_name) REQUIRES(mutex_);
+  // Emits `action` for `c` to the log and matching subscribers.
+  EngineEvent Emit(const Container& c, const std::string& action, std::optional<int> exit_code = std::nullopt)
+      REQUIRES(mutex_);
+  // Sets `c` running; emits "start".
+  void Run(Container& c) REQUIRES(mutex_);
+  // Exits running `c` with `exit_code`; emits "kill" first when `killed`, then "die".
+  EngineEvent Exit(Container& c, int exit_code, bool killed) REQUIRES(mutex_);
+  // Deletes `c` (exiting it first if running); emits "destroy".
+  EngineEvent Destroy(Container& c) REQUIRES(mutex_);
+  // Creates a container in state "created".
+  Result<std::string> Make(const ContainerSpec& spec) REQUIRES(mutex_);
   // Whether `labels` satisfy every "key=value" / "key" filter.
   static bool Matches(const Labels& labels, const std::vector<std::string>& filters);
 
-  mutable std::mutex mutex_;
+  mutable Mutex mutex_;
   std::condition_variable events_cv_;            // signalled on every Emit
-  std::set<std::string> images_;                 // guarded by mutex_
-  std::map<std::string, Container> containers_;  // guarded by mutex_: id -> container, in creation order
-  std::map<std::string, std::string> names_;     // guarded by mutex_: name -> id
-  std::map<Method, std::deque<Status>> failures_;  // guarded by mutex_: queued FailNext
-  std::set<Method> holds_armed_;                    // guarded by mutex_: HoldNext not yet met by a call
-  std::set<Method> holding_;                        // guarded by mutex_: calls held now
+  std::set<std::string> images_ GUARDED_BY(mutex_);
+  std::map<std::string, Container> containers_ GUARDED_BY(mutex_);  // id -> container, in creation order
+  std::map<std::string, std::string> names_ GUARDED_BY(mutex_);  // name -> id
+  std::map<std::string, Labels> volumes_ GUARDED_BY(mutex_);  // name -> labels
+  std::map<Method, std::deque<Status>> failures_ GUARDED_BY(mutex_);  // queued FailNext
+  std::set<Method> holds_armed_ GUARDED_BY(mutex_);  // HoldNext not yet met by a call
+  std::set<Method> answer_holds_armed_ GUARDED_BY(mutex_);  // HoldNextAnswer not yet met by a call
+  std::set<Method> holding_ GUARDED_BY(mutex_);  // calls held now
   std::condition_variable hold_cv_;                 // signalled when a call is held or released
-  std::map<std::string, int> calls_for_;         // guarded by mutex_: container id -> calls
-  std::map<Method, int> calls_;                  // guarded by mutex_: method -> calls
-  std::deque<EngineEvent> events_;               // guarded by mutex_: the last kEventLogSize events
-  std::set<Subscriber*> subscribers_;            // guarded by mutex_: open StreamEvents calls
-  uint64_t next_id_ = 1;                         // guarded by mutex_: for container ids and pids
-  int64_t clock_ns_ = 0;                         // guarded by mutex_: logical time, +1 s per event
+  std::map<std::string, int> calls_for_ GUARDED_BY(mutex_);  // container id -> calls
+  std::map<Method, int> calls_ GUARDED_BY(mutex_);  // method -> calls
+  std::deque<EngineEvent> events_ GUARDED_BY(mutex_);  // the last kEventLogSize events
+  std::set<Subscriber*> subscribers_ GUARDED_BY(mutex_);  // open StreamEvents calls
+  uint64_t next_id_ GUARDED_BY(mutex_) = 1;  // for container ids and pids
+  int64_t clock_ns_ GUARDED_BY(mutex_) = 0;  // logical time, +1 s per event
 };
 
 }  // namespace slotd

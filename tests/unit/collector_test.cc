@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "testing/fake_clock.h"
 #include "testing/fake_engine.h"
 #include "testing/temp_tree.h"
 
@@ -197,14 +198,15 @@ class CollectorTest : public ::testing::Test {
   }
 
   std::unique_ptr<StatsCollector> Make(StatsCollector::Options options,
-                                       std::vector<std::shared_ptr<DeviceMeter>> meters = {}) {
+                                       std::vector<std::shared_ptr<DeviceMeter>> meters = {},
+                                       Clock& clock = Clock::Real()) {
     return std::make_unique<StatsCollector>(
         std::move(options),
         [this] {
           std::lock_guard lock(targets_mutex_);
           return targets_;
         },
-        engine_, std::move(meters));
+        engine_, std::move(meters), clock);
   }
 
   FakeHost host_;
@@ -720,6 +722,25 @@ TEST_F(CollectorTest, StopDoesNotWaitForTheNextInterval) {
   collector->Stop();  // would hang for an hour if it waited
   collector->Start();
   EXPECT_EQ(WaitForSweeps(*collector, 2)->sweeps_total, 2u);
+}
+
+// The interval is waited on the collector's clock: with a clock that moves
+// only when told, each move of one interval gives exactly one more sweep.
+TEST_F(CollectorTest, TheLoopSweepsOncePerIntervalOfItsClock) {
+  FakeClock clock;
+  StatsCollector::Options options = Options();
+  options.interval = std::chrono::hours(1);
+  auto collector = Make(options, {}, clock);
+  const Clock::TimePoint start = clock.Now();
+  collector->Start();
+  EXPECT_EQ(WaitForSweeps(*collector, 1)->sweeps_total, 1u);  // the first sweep runs at once
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(clock.WaitForWaiterUntil(start + i * options.interval)) << "interval " << i;
+    EXPECT_EQ(collector->Latest()->sweeps_total, static_cast<uint64_t>(i));
+    clock.Advance(options.interval);
+    EXPECT_EQ(WaitForSweeps(*collector, i + 1)->sweeps_total, static_cast<uint64_t>(i + 1));
+  }
+  collector->Stop();
 }
 
 }  // namespace

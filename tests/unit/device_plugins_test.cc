@@ -180,7 +180,7 @@ TEST(MockPluginTest, ClaimRefusesADeviceHeldByAnotherKernel) {
   MockPlugin mock(FourMockDevices());
   ASSERT_TRUE(mock.Claim("k1", Holding("mock", {"mock1"})).ok());
   Status s = mock.Claim("k2", Holding("mock", {"mock3", "mock1"}));
-  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(s.code(), Status::Code::kResourceExhausted);
   EXPECT_EQ(s.message(), "mock device mock1 is already held by kernel k1");
   EXPECT_EQ(mock.Describe()["mock.device"]["used"], 1);  // mock3 was not taken
 

@@ -81,7 +81,7 @@ TEST(CpuPluginTest, ClaimRefusesACoreHeldByAnotherKernelAndTakesNothing) {
   Allocation clashing;
   clashing.cores = {2, 5};
   Status s = cpu.Claim("k2", clashing);
-  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(s.code(), Status::Code::kResourceExhausted);
   EXPECT_EQ(s.message(), "cpu core 2 is already held by kernel k1");
   EXPECT_EQ(Used(cpu, "cpu"), 1);  // core 5 was not taken either
 }
@@ -153,7 +153,7 @@ TEST(MemoryPluginTest, ClaimRefusesWhatDoesNotFitBesideTheOthers) {
   Allocation big;
   big.mem_bytes = 768 * kMiB;
   Status s = mem.Claim("k2", big);
-  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(s.code(), Status::Code::kResourceExhausted);
   EXPECT_EQ(s.message(), "memory 768m does not fit: 512m free of this agent's 1g");
   EXPECT_EQ(Used(mem, "mem"), static_cast<int64_t>(512 * kMiB));
 }
@@ -242,7 +242,7 @@ TEST(PortPluginTest, ClaimRefusesAPortOutsideTheRangeOrHeldByAnother) {
   Allocation clashing;
   clashing.ports = {{22, 30005}, {8080, 30000}};
   s = ports.Claim("k2", clashing);
-  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(s.code(), Status::Code::kResourceExhausted);
   EXPECT_EQ(s.message(), "host port 30000 is already held by kernel k1");
   EXPECT_EQ(Used(ports, "ports"), 1);  // 30005 was not taken either
 }

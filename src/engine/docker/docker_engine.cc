@@ -415,6 +415,32 @@ Result<ContainerStats> DockerEngine::Stats(const std::string& id) {
   return stats;
 }
 
+Status DockerEngine::CreateVolume(const std::string& name, const Labels& labels) {
+  json body = {{"Name", name}, {"Labels", json::object()}};
+  for (const auto& [key, value] : labels) body["Labels"][key] = value;
+  return Call(http_, "create volume " + name, "POST", std::string(kApi) + "/volumes/create", Dump(body)).status();
+}
+
+Result<std::vector<VolumeInfo>> DockerEngine::ListVolumes(const std::vector<std::string>& label_filters) {
+  const std::string what = "list volumes";
+  std::string path = std::string(kApi) + "/volumes";
+  if (!label_filters.empty()) path += "?filters=" + LabelFilters(label_filters);
+  auto response = Call(http_, what, "GET", path);
+  if (!response.ok()) return response.status();
+  auto parsed = ParseJson(response->body, what);
+  if (!parsed.ok()) return parsed.status();
+  const json* volumes = Field(*parsed, "Volumes");
+  std::vector<VolumeInfo> out;
+  if (volumes == nullptr || volumes->is_null()) return out;  // the engine sends null for none
+  if (!volumes->is_array()) return Status::Internal(what + ": the engine sent no Volumes array");
+  for (const json& v : *volumes) out.push_back({StringField(v, "Name"), StringMapField(v, "Labels")});
+  return out;
+}
+
+Status DockerEngine::RemoveVolume(const std::string& name) {
+  return Call(http_, "remove volume " + name, "DELETE", std::string(kApi) + "/volumes/" + UrlEncode(name)).status();
+}
+
 Result<std::vector<ContainerInfo>> DockerEngine::List(
     const std::vector<std::string>& label_filters) {
   const std::string what = "list containers";

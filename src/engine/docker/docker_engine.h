@@ -56,6 +56,9 @@ class DockerEngine : public ContainerEngine {
                           std::chrono::seconds timeout) override;
   Status StreamLogs(const std::string& id, int tail, bool follow, const std::function<void()>& on_started,
                     const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>& stop) override;
+  Status CreateVolume(const std::string& name, const Labels& labels) override;
+  Result<std::vector<VolumeInfo>> ListVolumes(const std::vector<std::string>& label_filters) override;
+  Status RemoveVolume(const std::string& name) override;
   // `action` is kept as the engine sends it ("exec_start: sh -c ..." too).
   Status StreamEvents(const std::vector<std::string>& label_filters,
                       const std::function<void()>& on_connected,

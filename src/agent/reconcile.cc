@@ -1,0 +1,113 @@
+#include "agent/reconcile.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace slotd::reconcile {
+
+namespace {
+
+// A kernel that no call owns and whose last word is that it ended (or that
+// it could not hold its resources): news about its container changes it.
+bool Settled(const Known& known) {
+  return !known.owned_by_call && (known.state == KernelState::kTerminated || known.state == KernelState::kError);
+}
+
+}  // namespace
+
+const char* StepName(Step step) {
+  switch (step) {
+    case Step::kNothing: return "nothing";
+    case Step::kUnlabelled: return "unlabelled";
+    case Step::kResume: return "resume";
+    case Step::kMarkExited: return "mark-exited";
+    case Step::kAdoptCreated: return "adopt-created";
+    case Step::kAdoptRunning: return "adopt-running";
+    case Step::kAdoptExited: return "adopt-exited";
+    case Step::kSkipForgotten: return "skip-forgotten";
+  }
+  return "?";
+}
+
+bool NeedsExitCode(Step step) { return step == Step::kMarkExited || step == Step::kAdoptExited; }
+
+bool IsRunningState(const std::string& state) {
+  return state == "running" || state == "restarting" || state == "paused";
+}
+
+Step DecideOnContainer(const ContainerInfo& info, const Known* known, std::optional<uint64_t> forgotten_at_seq,
+                       uint64_t list_seq) {
+  if (info.labels.count(label::kKernelId) == 0) return Step::kUnlabelled;
+  const bool running = IsRunningState(info.state);
+  if (known) {
+    if (known->container_id != info.id || known->owned_by_call) return Step::kNothing;
+    if (running && Settled(*known)) return Step::kResume;
+    if (!running && known->state == KernelState::kRunning) return Step::kMarkExited;
+    return Step::kNothing;
+  }
+  if (forgotten_at_seq && *forgotten_at_seq > list_seq) return Step::kSkipForgotten;
+  if (info.state == "created") return Step::kAdoptCreated;
+  return running ? Step::kAdoptRunning : Step::kAdoptExited;
+}
+
+std::vector<std::string> Vanished(const std::map<std::string, Known>& known,
+                                  const std::set<std::string>& listed_container_ids, uint64_t list_seq) {
+  std::vector<std::string> vanished;
+  for (const auto& entry : known) {
+    const Known& k = entry.second;
+    if (!k.owned_by_call && k.container_seq <= list_seq && listed_container_ids.count(k.container_id) == 0)
+      vanished.push_back(entry.first);
+  }
+  return vanished;
+}
+
+std::vector<ContainerInfo> AdoptionOrder(std::vector<ContainerInfo> listed) {
+  auto key = [](const ContainerInfo& info) {
+    auto kid = info.labels.find(label::kKernelId);
+    return std::make_tuple(-info.created_unix, kid == info.labels.end() ? std::string() : kid->second, info.id);
+  };
+  std::stable_sort(listed.begin(), listed.end(),
+                   [&](const ContainerInfo& a, const ContainerInfo& b) { return key(a) < key(b); });
+  return listed;
+}
+
+const char* EventStepName(EventStep step) {
+  switch (step) {
+    case EventStep::kNothing: return "nothing";
+    case EventStep::kRelist: return "relist";
+    case EventStep::kCheckDeath: return "check-death";
+    case EventStep::kCheckDrift: return "check-drift";
+    case EventStep::kNoteOom: return "note-oom";
+    case EventStep::kResume: return "resume";
+    case EventStep::kForget: return "forget";
+  }
+  return "?";
+}
+
+std::optional<std::string> KernelIdOfEvent(const EngineEvent& event, const std::string& agent_id) {
+  if (event.type != "container") return std::nullopt;
+  auto owner = event.attributes.find(label::kOwner);
+  if (owner == event.attributes.end() || owner->second != agent_id) return std::nullopt;  // never ours to touch
+  auto kid = event.attributes.find(label::kKernelId);
+  if (kid == event.attributes.end()) return std::nullopt;
+  return kid->second;
+}
+
+EventStep DecideOnEvent(const EngineEvent& event, const Known* known) {
+  const std::string& action = event.action;
+  if (!known) return action == "create" || action == "start" ? EventStep::kRelist : EventStep::kNothing;
+  if (known->container_id != event.id) return EventStep::kNothing;  // an older container of a reused id
+  if (action == "oom") return EventStep::kNoteOom;
+  if (known->owned_by_call) return EventStep::kNothing;
+  if (action == "die") {
+    return known->state == KernelState::kRunning || known->state == KernelState::kError ? EventStep::kCheckDeath
+                                                                                         : EventStep::kNothing;
+  }
+  if (action == "update" || action == "pause" || action == "unpause")
+    return known->state == KernelState::kRunning ? EventStep::kCheckDrift : EventStep::kNothing;
+  if (action == "start") return Settled(*known) ? EventStep::kResume : EventStep::kNothing;
+  if (action == "destroy") return EventStep::kForget;
+  return EventStep::kNothing;
+}
+
+}  // namespace slotd::reconcile

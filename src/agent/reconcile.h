@@ -1,0 +1,91 @@
+// Reconcile: the pure decision of what the agent does about what the engine
+// shows it — each container of a relist, each event of the stream — given
+// what it knows of its kernels. No engine, no lock, no clock: the agent core
+// gathers the facts, asks here, and applies the answer (Agent::Relist,
+// Agent::Restore, Agent::OnEngineEvent). Tested from a table of cases in
+// tests/unit/reconcile_test.cc.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/kernel.h"
+#include "engine/container_engine.h"
+
+namespace slotd::reconcile {
+
+// What the agent knows of one kernel, as far as the decisions need it.
+struct Known {
+  std::string container_id;
+  KernelState state = KernelState::kPreparing;
+  // A create, delete or restart acts on the kernel now: nothing else may change it.
+  bool owned_by_call = false;
+  // The agent's mutation sequence when the kernel's container appeared.
+  uint64_t container_seq = 0;
+};
+
+// What to do about one container of a relist.
+enum class Step {
+  kNothing,        // the picture already agrees, or a call owns the kernel, or it is an older container of its id
+  kUnlabelled,     // carries the owner label but no kernel id: log it and leave it alone
+  kResume,         // known TERMINATED or ERROR, its container runs again: re-take its allocation
+  kMarkExited,     // known RUNNING, its container stopped: TERMINATED with the exit code, resources freed
+  kAdoptCreated,   // unknown, created and never started: adopt PREPARING with its allocation, then start it
+  kAdoptRunning,   // unknown, running: adopt RUNNING with its allocation
+  kAdoptExited,    // unknown, stopped: adopt TERMINATED with the exit code, holding nothing
+  kSkipForgotten,  // unknown, but its kernel was forgotten after the list was asked for: being removed
+};
+const char* StepName(Step step);
+
+// Whether applying `step` needs the container's exit code (which only an
+// inspect gives; a list does not).
+bool NeedsExitCode(Step step);
+
+// Whether the engine's state string means the container's processes exist
+// (running, paused or restarting): such a container holds its resources.
+bool IsRunningState(const std::string& state);
+
+// The step for one listed container of this agent. `known` is the kernel its
+// kernel-id label names, or nullptr; `forgotten_at_seq` is when the agent
+// forgot a kernel of that id, if it did; `list_seq` is the agent's mutation
+// sequence when the list was asked for.
+Step DecideOnContainer(const ContainerInfo& info, const Known* known, std::optional<uint64_t> forgotten_at_seq,
+                       uint64_t list_seq);
+
+// The kernels whose containers vanished: known, not owned by a call, their
+// container there before the list was asked for (`list_seq`) and not in it.
+std::vector<std::string> Vanished(const std::map<std::string, Known>& known,
+                                  const std::set<std::string>& listed_container_ids, uint64_t list_seq);
+
+// The order in which a list's containers are adopted: newest created first
+// (ties by kernel id, then container id). The agent never gives a resource to
+// two kernels at once, so when two running containers claim one resource the
+// newer got it from the agent and the older was started again behind its
+// back: adopting newest first lets the rightful holder claim it.
+std::vector<ContainerInfo> AdoptionOrder(std::vector<ContainerInfo> listed);
+
+// What to do about one event of the owner-filtered engine stream.
+enum class EventStep {
+  kNothing,     // not this agent's, not about a known kernel's current container, or a call owns it
+  kRelist,      // names a kernel the agent does not know: relist to adopt it
+  kCheckDeath,  // "die" of a settled kernel: confirm with an inspect, then TERMINATED and freed
+  kCheckDrift,  // pause, unpause, update: inspect and compare with the allocation
+  kNoteOom,     // the kernel ran out of memory: its coming death says so
+  kResume,      // its container was started outside slotd: re-take its allocation
+  kForget,      // its container was removed outside slotd: free and forget the kernel
+};
+const char* EventStepName(EventStep step);
+
+// The kernel id an event of `agent_id`'s containers names; nullopt for any
+// other event (another owner's, not a container's, no kernel id).
+std::optional<std::string> KernelIdOfEvent(const EngineEvent& event, const std::string& agent_id);
+
+// The step for an event naming a kernel (see KernelIdOfEvent); `known` is
+// that kernel or nullptr.
+EventStep DecideOnEvent(const EngineEvent& event, const Known* known);
+
+}  // namespace slotd::reconcile

@@ -1,0 +1,24 @@
+#include "common/clock.h"
+
+namespace slotd {
+
+namespace {
+
+class SteadyClock final : public Clock {
+ public:
+  TimePoint Now() const override { return std::chrono::steady_clock::now(); }
+
+  bool WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, TimePoint deadline,
+                 const std::function<bool()>& done) override {
+    return cv.wait_until(lock, deadline, done);
+  }
+};
+
+}  // namespace
+
+Clock& Clock::Real() {
+  static SteadyClock clock;
+  return clock;
+}
+
+}  // namespace slotd

@@ -1,0 +1,45 @@
+// FakeClock: a Clock that moves only when a test says so (Advance), so that
+// periods, backoff and ages are tested without sleeping. Waiters are woken
+// by Advance, by a notify of their condition variable, or by a short real
+// poll (kPoll) — which only makes them test again, never time out early.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include "common/clock.h"
+#include "common/mutex.h"
+
+namespace slotd {
+
+class FakeClock final : public Clock {
+ public:
+  // Starts at an arbitrary fixed time point.
+  FakeClock();
+
+  TimePoint Now() const override;
+  // Returns when `done` holds or Now() >= deadline, whichever comes first.
+  bool WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, TimePoint deadline,
+                 const std::function<bool()>& done) override;
+
+  // Moves the time forward by `by`.
+  void Advance(Duration by);
+
+  // Waits (in real time, at most 10 s) until some thread waits with its
+  // deadline exactly at `deadline`; false if none did. Lets a test know that
+  // a loop has reached its wait before it moves the time.
+  bool WaitForWaiterUntil(TimePoint deadline) const;
+  // Waits (in real time, at most 10 s) until `count` threads wait on this
+  // clock at once; false if they never did.
+  bool WaitForWaiters(size_t count) const;
+
+ private:
+  static constexpr std::chrono::milliseconds kPoll{1};
+
+  mutable Mutex mutex_;
+  TimePoint now_ GUARDED_BY(mutex_);
+  std::multimap<TimePoint, int> waiters_ GUARDED_BY(mutex_);  // deadlines of the threads in WaitUntil
+};
+
+}  // namespace slotd

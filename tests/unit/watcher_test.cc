@@ -1,0 +1,137 @@
+// The watcher's periods and backoff, and the ages the agent reports, on a
+// clock that moves only when the test moves it: no test here sleeps for a
+// period, and each checks the exact period.
+#include "agent/watcher.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "testing/fake_clock.h"
+#include "testing/fake_engine.h"
+
+namespace slotd {
+namespace {
+
+using Method = FakeEngine::Method;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Polls `ready` in real time for at most 10 s.
+bool Eventually(const std::function<bool()>& ready) {
+  const auto give_up = std::chrono::steady_clock::now() + seconds(10);
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() >= give_up) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+class WatcherTest : public ::testing::Test {
+ protected:
+  static Config TestConfig() {
+    Config config;
+    config.agent.id = "a1";
+    config.resource.allowed_cores = {0, 1};
+    config.resource.allowed_cores_explicit = true;
+    config.resource.memory_size = 1ull << 30;
+    config.resource.memory_size_explicit = true;
+    return config;
+  }
+
+  std::unique_ptr<Agent> NewAgent() {
+    auto plugins = MakePlugins(config_, HostFacts{});
+    EXPECT_TRUE(plugins.ok()) << plugins.status().message();
+    return std::make_unique<Agent>(config_, engine_, std::move(*plugins), hub_, clock_);
+  }
+
+  FakeClock clock_;
+  FakeEngine engine_;
+  EventHub hub_;
+  Config config_ = TestConfig();
+  std::unique_ptr<Agent> agent_ = NewAgent();
+};
+
+TEST_F(WatcherTest, RelistsOncePerIntervalOfItsClock) {
+  const milliseconds interval = seconds(30);
+  const Clock::TimePoint start = clock_.Now();
+  Watcher watcher(*agent_, engine_, interval, clock_);
+  watcher.Start();
+  // The event stream's connection asks for a first relist at once.
+  ASSERT_TRUE(Eventually([&] { return engine_.CallCount(Method::kList) >= 1; }));
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(clock_.WaitForWaiterUntil(start + i * interval)) << "interval " << i;
+    const int lists = engine_.CallCount(Method::kList);
+    clock_.Advance(interval);
+    ASSERT_TRUE(Eventually([&] { return engine_.CallCount(Method::kList) == lists + 1; })) << "interval " << i;
+  }
+  watcher.Stop();
+}
+
+TEST_F(WatcherTest, ProbesEveryTwoSecondsAndAFailedProbeMakesTheEngineUnreachable) {
+  const Clock::TimePoint start = clock_.Now();
+  Watcher watcher(*agent_, engine_, std::chrono::hours(1), clock_);
+  watcher.Start();
+  ASSERT_TRUE(Eventually([&] { return engine_.CallCount(Method::kPing) == 1; }));
+  ASSERT_TRUE(clock_.WaitForWaiterUntil(start + seconds(2)));
+  EXPECT_TRUE(agent_->EngineReachable());
+
+  engine_.FailNext(Method::kPing, Status::DeadlineExceeded("no answer within 2000 ms"));
+  clock_.Advance(seconds(2));
+  ASSERT_TRUE(Eventually([&] { return engine_.CallCount(Method::kPing) == 2; }));
+  ASSERT_TRUE(clock_.WaitForWaiterUntil(start + seconds(4)));
+  EXPECT_FALSE(agent_->EngineReachable());
+
+  clock_.Advance(seconds(2));
+  ASSERT_TRUE(Eventually([&] { return engine_.CallCount(Method::kPing) == 3; }));
+  ASSERT_TRUE(clock_.WaitForWaiterUntil(start + seconds(6)));
+  EXPECT_TRUE(agent_->EngineReachable());
+  watcher.Stop();
+}
+
+TEST_F(WatcherTest, ReconnectsTheEventStreamWithADoublingBackoff) {
+  for (int i = 0; i < 3; ++i) engine_.FailNext(Method::kStreamEvents, Status::Unavailable("stream broke"));
+  const Clock::TimePoint start = clock_.Now();
+  Watcher watcher(*agent_, engine_, std::chrono::hours(1), clock_);
+  watcher.Start();
+  Clock::TimePoint at = start;
+  int calls = 1;
+  for (milliseconds backoff : {milliseconds(100), milliseconds(200), milliseconds(400)}) {
+    ASSERT_TRUE(Eventually([&] { return engine_.CallCount(Method::kStreamEvents) == calls; }));
+    at += backoff;
+    ASSERT_TRUE(clock_.WaitForWaiterUntil(at)) << "a wait of " << backoff.count() << " ms";
+    clock_.Advance(backoff);
+    ++calls;
+  }
+  // The fourth attempt connects, and the connection asks for a relist.
+  ASSERT_TRUE(Eventually([&] { return engine_.CallCount(Method::kStreamEvents) == 4; }));
+  ASSERT_TRUE(Eventually([&] { return engine_.CallCount(Method::kList) >= 1; }));
+  watcher.Stop();
+}
+
+TEST_F(WatcherTest, AnEngineAnswerStaysFreshForItsWindowOfTheClock) {
+  agent_->RecordEngineAnswer(true);
+  EXPECT_TRUE(agent_->EngineReachable());
+  clock_.Advance(Agent::kEngineAnswerFresh - milliseconds(1));
+  EXPECT_TRUE(agent_->EngineReachable());
+  clock_.Advance(milliseconds(1));
+  EXPECT_FALSE(agent_->EngineReachable());
+}
+
+TEST_F(WatcherTest, TheSyncAgeCountsFromTheLastSuccessfulRelist) {
+  EXPECT_LT(agent_->LastSyncAgeSeconds(), 0);  // never synced
+  ASSERT_TRUE(agent_->Relist().ok());
+  clock_.Advance(seconds(90));
+  EXPECT_DOUBLE_EQ(agent_->LastSyncAgeSeconds(), 90.0);
+  engine_.FailNext(Method::kList, Status::Unavailable("engine gone"));
+  EXPECT_FALSE(agent_->Relist().ok());
+  clock_.Advance(seconds(10));
+  EXPECT_DOUBLE_EQ(agent_->LastSyncAgeSeconds(), 100.0);
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_DOUBLE_EQ(agent_->LastSyncAgeSeconds(), 0.0);
+}
+
+}  // namespace
+}  // namespace slotd
