@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <iostream>
 
 #include "cli/slotctl_defaults.h"
@@ -118,9 +119,9 @@ Outcome<std::string> AgentClient::Exchange(const std::string& method, const std:
   std::string answer;
   bool too_long = false;
   auto keep = [&](std::string_view chunk) {
-    if (answer.size() + chunk.size() > kMaxAnswerBytes) return !(too_long = true);
-    answer.append(chunk);
-    return true;
+    too_long = answer.size() + chunk.size() > kMaxAnswerBytes;
+    if (!too_long) answer.append(chunk);
+    return !too_long;  // false stops the transfer
   };
   auto res = http_.RequestStreamed(method, path, body, timeout, keep);
   if (too_long)

@@ -177,9 +177,10 @@ int RunKernels(const Options& options, const AgentClient& agent) {
   auto answer = agent.Call("GET", "/v1/kernels");
   if (!answer.ok()) return Report(answer.failure());
   const AnswerField kernels = answer->Root()["kernels"];
+  const std::vector<AnswerField> records = kernels.Elements();  // --json too needs the array
   std::vector<std::vector<std::string>> rows;
-  for (const auto& k : kernels.Elements())
-    if (!options.json_output) rows.push_back(KernelRow(k));
+  if (!options.json_output)
+    for (const auto& k : records) rows.push_back(KernelRow(k));
   if (!answer->problem().empty()) return ReportBadAnswer(*answer, agent);
   if (options.json_output) return PrintJson(kernels.raw(), 2), 0;
   PrintTable(kKernelHeader, rows);
@@ -228,7 +229,7 @@ int RunRestart(const std::string& kernel_id, const Options& options, const Agent
 int RunExec(const ExecArgs& args, const Options& options, const AgentClient& agent) {
   auto answer = agent.Call("POST", KernelPath(args.kernel_id) + "/exec",
                            {{"command", args.command}, {"timeout_s", args.timeout_s}},
-                           std::chrono::seconds(args.timeout_s + 30));
+                           std::chrono::seconds(int64_t{args.timeout_s} + 30));
   if (!answer.ok()) return Report(answer.failure());
   if (options.json_output) return PrintJson(answer->body(), 2), 0;
   const AnswerField result = answer->Root();

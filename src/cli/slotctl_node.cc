@@ -70,9 +70,9 @@ AgentAnswer AskAgent(const slotd::AgentClaims& claims, const std::string& path, 
   std::string text;
   bool too_long = false;
   auto keep = [&](std::string_view chunk) {
-    if (text.size() + chunk.size() > kMaxAnswerBytes) return !(too_long = true);
-    text.append(chunk);
-    return true;
+    too_long = text.size() + chunk.size() > kMaxAnswerBytes;
+    if (!too_long) text.append(chunk);
+    return !too_long;  // false stops the transfer
   };
   auto res = client->RequestStreamed("GET", path, "", std::chrono::seconds(5), keep);
   if (too_long) return {std::nullopt, client->Describe() + " answered GET " + path + " with more than " +
