@@ -16,8 +16,15 @@ using nlohmann::json;
 // an agent leaves out reads as null instead of being undefined behaviour.
 namespace {
 
-// The number at `j`, or 0 when it is absent or not a number.
-uint64_t Bytes(const json& j) { return j.is_number() ? j.get<uint64_t>() : 0; }
+// The whole number of 0 or more at `j`, or 0 when it is absent or anything
+// else (a float is not converted: one out of range would be undefined).
+uint64_t Bytes(const json& j) { return j.is_number_unsigned() ? j.get<uint64_t>() : 0; }
+
+// The whole number at `j` that fits int64, or 0 when it is absent or anything else.
+int64_t Whole(const json& j) {
+  if (j.is_number_unsigned()) return j.get<uint64_t>() <= uint64_t(INT64_MAX) ? j.get<int64_t>() : 0;
+  return j.is_number_integer() ? j.get<int64_t>() : 0;
+}
 
 // "12.5" for a number, "-" for anything else (null: not measured yet).
 std::string Percent(const json& j) {
@@ -139,10 +146,10 @@ std::string FormatAgentSlice(const json& stats) {
 std::string FormatStatsHeader(const json& stats) {
   json s = stats;
   std::string text = "agent " + Text(s["agent_id"]);
-  const int64_t at = s.value("collected_at_ms", int64_t{0});
+  const int64_t at = Whole(s["collected_at_ms"]);
   if (at == 0) return text + "  no sweep yet\n";
   char sweep[48];
-  std::snprintf(sweep, sizeof sweep, "sweep %.1f ms", static_cast<double>(s.value("sweep_us", int64_t{0})) / 1000);
+  std::snprintf(sweep, sizeof sweep, "sweep %.1f ms", static_cast<double>(Whole(s["sweep_us"])) / 1000);
   const size_t kernels = s["kernels"].size();
   return text + "  " + ClockTime(at) + "  " + sweep + "  " + std::to_string(kernels) +
          (kernels == 1 ? " kernel" : " kernels") + "\n";
@@ -156,7 +163,7 @@ std::string FormatKernelStats(const json& kernel) {
   std::snprintf(cpu_time, sizeof cpu_time, "%.1fs", static_cast<double>(Bytes(k["cpu"]["usage_ns"])) / 1e9);
   json& cpu_percent = k["cpu"]["percent"];
   text += ", container " + ShortId(Text(k["container_id"])) + ", sampled at " +
-          ClockTime(k.value("sampled_at_ms", int64_t{0})) + "\n";
+          ClockTime(Whole(k["sampled_at_ms"])) + "\n";
   text += "cpu     " + Percent(cpu_percent) + (cpu_percent.is_number() ? "% of one core" : " (known from the next sample)") +
           ", " + cpu_time + " in all\n";
   const uint64_t limit = Bytes(k["memory"]["limit_bytes"]);

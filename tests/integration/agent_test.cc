@@ -180,7 +180,7 @@ TEST(Agent, TokenIsRequiredOnTcpButNotForHealth) {
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   // slotctl --config finds the socket and the token itself.
   CommandResult r = Slotctl({"--agent", "http://127.0.0.1:" + std::to_string(agent.port()), "kernels"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 7);  // refused: docs/cli.md "Exit status"
   EXPECT_NE(r.err.find("HTTP 401"), std::string::npos) << r.err;
   r = Slotctl({"--agent", "http://127.0.0.1:" + std::to_string(agent.port()), "--token-file",
                agent.dir() + "/token", "kernels"});
@@ -317,7 +317,7 @@ TEST(Agent, SlotctlRunsListsAndRemovesKernels) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["resources"]["cpu"]["used"], 1);
   r = Slotctl({"--config", agent.config_path(), "run", "--cpu", "5", kTestImage, "--", "true"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 6);  // no room
   EXPECT_NE(r.err.find("insufficient cpu: requested 5, free 1 of 2 (HTTP 422)"), std::string::npos) << r.err;
   r = Slotctl({"--config", agent.config_path(), "rm", "c1"});
   EXPECT_EQ(r.exit_code, 0) << r.err;

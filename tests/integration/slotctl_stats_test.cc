@@ -145,7 +145,7 @@ TEST(SlotctlStats, StatsShowsTheRunningKernelsAndTheAgentsSliceAndOneKernelsMeas
   EXPECT_EQ(Lines(r.out).size(), 1u) << r.out;
 
   r = Slotctl({"--socket", socket, "stats", "nosuch"});
-  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.exit_code, 4) << r.out;  // not found: docs/cli.md "Exit status"
   EXPECT_NE(r.err.find("(HTTP 404)"), std::string::npos) << r.err;
 }
 
@@ -180,7 +180,7 @@ TEST(SlotctlStats, TopPrintsOneFramePerIterationAndStops) {
   EXPECT_EQ(frames, 2) << r.out;
 
   r = Slotctl({"--socket", socket, "top", "--interval", "soon"});
-  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.exit_code, 2) << r.out;  // usage
   EXPECT_NE(r.err.find("--interval: invalid duration \"soon\""), std::string::npos) << r.err;
 }
 

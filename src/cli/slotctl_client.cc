@@ -1,0 +1,172 @@
+#include "cli/slotctl_client.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+
+#include "cli/slotctl_defaults.h"
+#include "common/token_file.h"
+#include "config/config.h"
+
+namespace slotctl {
+
+using nlohmann::json;
+
+namespace {
+
+// The most bytes of an error body quoted in a message when it has no JSON message.
+constexpr size_t kMaxQuotedBody = 1000;
+
+// The message of an agent's error answer: its JSON error.message, else the
+// start of the body as it is.
+std::string ErrorMessage(const std::string& body) {
+  std::optional<json> parsed = ParseAnswerJson(body);
+  if (parsed && parsed->is_object()) {
+    auto error = parsed->find("error");
+    if (error != parsed->end() && error->is_object()) {
+      auto message = error->find("message");
+      if (message != error->end() && message->is_string()) return message->get<std::string>();
+    }
+  }
+  if (body.empty()) return "no message";
+  return body.size() <= kMaxQuotedBody ? body : body.substr(0, kMaxQuotedBody) + "...";
+}
+
+// The exit status for a Status of HttpClient::Stream, whose HTTP errors are
+// coded as StatusForHttpError codes them.
+Exit ExitForStreamStatus(const slotd::Status& status) {
+  using Code = slotd::Status::Code;
+  switch (status.code()) {
+    case Code::kOk: return Exit::kOk;
+    case Code::kUnavailable: return Exit::kUnreachable;
+    case Code::kInvalidArgument: return Exit::kBadRequest;
+    case Code::kFailedPrecondition: return Exit::kRefused;
+    case Code::kNotFound: return Exit::kNotFound;
+    case Code::kConflict: return Exit::kConflict;
+    case Code::kResourceExhausted: return Exit::kNoRoom;
+    default: return Exit::kAgentError;
+  }
+}
+
+// What to do when the agent cannot be reached.
+constexpr char kUnreachableAdvice[] =
+    "; is slotd running there? Name its agent with --socket PATH, --agent URL or --config FILE";
+
+}  // namespace
+
+Exit ExitForHttpStatus(long status) {
+  switch (status) {
+    case 401:
+    case 403: return Exit::kRefused;
+    case 404: return Exit::kNotFound;
+    case 409: return Exit::kConflict;
+    case 422: return Exit::kNoRoom;
+    case 503: return Exit::kUnreachable;
+    default: return status >= 400 && status < 500 ? Exit::kBadRequest : Exit::kAgentError;
+  }
+}
+
+std::string ExitStatusHelp() {
+  return "Exit status:\n"
+         "  0  ok (exec: the command's own exit status)\n"
+         "  1  any other failure (a config, token file or claims directory that cannot be read)\n"
+         "  2  usage: a wrong command line or option value\n"
+         "  3  the agent cannot be reached: no connection, no answer in time, or HTTP 503\n"
+         "  4  not found (HTTP 404): no such kernel\n"
+         "  5  conflict (HTTP 409): the kernel exists with another request, or its state forbids the call\n"
+         "  6  no room (HTTP 422): the resources asked for are not free\n"
+         "  7  refused (HTTP 401, 403): the agent wants a token (--token-file), or another one\n"
+         "  8  bad request (HTTP 400, 413, 414, 431, other 4xx): the agent refused the request\n"
+         "  9  agent error (HTTP 500, 504 exec timeout, other statuses) or an answer slotctl cannot read\n";
+}
+
+int Report(const Failure& failure) {
+  std::cerr << "slotctl: " << failure.message << "\n";
+  return static_cast<int>(failure.exit);
+}
+
+Outcome<AgentClient> AgentClient::Connect(const AgentTarget& target) {
+  std::string token_file = target.token_file;
+  std::optional<slotd::HttpClient> http;
+  if (!target.socket_path.empty()) {
+    http = slotd::HttpClient::Unix(target.socket_path);
+  } else if (!target.agent_url.empty()) {
+    http = slotd::HttpClient::Tcp(target.agent_url);
+  } else if (!target.config_path.empty()) {
+    auto config = slotd::LoadConfig(target.config_path);
+    if (!config.ok()) return FailureOf(config.status(), Exit::kFailure);
+    const std::string socket = config->agent.ipc_base_path + "/agent.sock";
+    if (access(socket.c_str(), R_OK | W_OK) == 0) {
+      http = slotd::HttpClient::Unix(socket);
+    } else {
+      http = slotd::HttpClient::Tcp("http://" + config->agent.rpc_host + ":" + std::to_string(config->agent.rpc_port));
+      if (token_file.empty() && config->agent.token_file) token_file = *config->agent.token_file;
+    }
+  } else {
+    http = slotd::HttpClient::Tcp(kDefaultAgentUrl);
+  }
+  if (!token_file.empty()) {
+    auto token = slotd::ReadTokenFile(token_file);
+    if (!token.ok()) return FailureOf(token.status(), Exit::kFailure);
+    http->SetBearerToken(*token);
+  }
+  return AgentClient(std::move(*http));
+}
+
+Outcome<std::string> AgentClient::Exchange(const std::string& method, const std::string& path,
+                                           const std::string& body, std::chrono::seconds timeout) const {
+  std::string answer;
+  bool too_long = false;
+  auto keep = [&](std::string_view chunk) {
+    too_long = answer.size() + chunk.size() > kMaxAnswerBytes;
+    if (!too_long) answer.append(chunk);
+    return !too_long;  // false stops the transfer
+  };
+  auto res = http_.RequestStreamed(method, path, body, timeout, keep);
+  if (too_long)
+    return BadAnswer(method + " " + path, "it is longer than " + std::to_string(kMaxAnswerBytes >> 20) + " MiB");
+  if (!res.ok()) {
+    const auto code = res.status().code();
+    const bool unreachable =
+        code == slotd::Status::Code::kUnavailable || code == slotd::Status::Code::kDeadlineExceeded;
+    return Failure{unreachable ? Exit::kUnreachable : Exit::kFailure,
+                   res.status().message() + (unreachable ? kUnreachableAdvice : "")};
+  }
+  if (res->status < 200 || res->status >= 300)
+    return Failure{ExitForHttpStatus(res->status),
+                   ErrorMessage(res->body) + " (HTTP " + std::to_string(res->status) + ")"};
+  return answer;
+}
+
+Outcome<Answer> AgentClient::Call(const std::string& method, const std::string& path, const json& body,
+                                  std::chrono::seconds timeout) const {
+  auto text = Exchange(method, path, body.is_null() ? "" : body.dump(), timeout);
+  if (!text.ok()) return text.failure();
+  std::optional<json> parsed = ParseAnswerJson(*text);
+  if (!parsed)
+    return BadAnswer(method + " " + path, "it is not JSON (or nests deeper than " + std::to_string(kMaxAnswerDepth) +
+                                              " levels)");
+  return Answer(std::move(*parsed), method + " " + path);
+}
+
+Outcome<std::string> AgentClient::CallText(const std::string& method, const std::string& path,
+                                           std::chrono::seconds timeout) const {
+  return Exchange(method, path, "", timeout);
+}
+
+std::optional<Failure> AgentClient::Stream(const std::string& path,
+                                           const std::function<bool(std::string_view)>& on_chunk) const {
+  const std::atomic<bool> never{false};
+  slotd::Status s = http_.Stream("GET", path, "", [] {}, on_chunk, never, /*end_is_ok=*/true);
+  if (s.ok()) return std::nullopt;
+  return Failure{ExitForStreamStatus(s), s.message()};
+}
+
+Failure AgentClient::BadAnswer(const std::string& request, const std::string& problem) const {
+  return {Exit::kAgentError, "the agent at " + Describe() + " answered " + request +
+                                 " with something slotctl cannot read: " + problem +
+                                 "; is the agent of another slotd version? (docs/api.md gives the form slotctl reads)"};
+}
+
+}  // namespace slotctl

@@ -1,0 +1,328 @@
+// The subcommands that talk to one agent, and the refreshing views of `top`
+// and `node --top`. `node` itself is in slotctl_node.cc.
+#include "cli/slotctl_commands.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include "cli/stats_view.h"
+#include "cli/table.h"
+#include "common/units.h"
+
+namespace slotctl {
+
+using nlohmann::json;
+
+namespace {
+
+// The highest core number slotctl believes; past it a core list is a bad answer.
+constexpr uint64_t kMaxCore = 1 << 20;
+
+void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::cout << FormatTable(header, rows);
+}
+
+// Prints `value` as JSON (`indent` 2: over lines; -1: on one line), then a newline.
+void PrintJson(const json& value, int indent) {
+  std::cout << value.dump(indent, ' ', false, json::error_handler_t::replace) << "\n";
+}
+
+// Prints the failure for `answer`'s problem; returns its exit status.
+int ReportBadAnswer(const Answer& answer, const AgentClient& agent) {
+  return Report(agent.BadAnswer(answer.request(), answer.problem()));
+}
+
+// The API path of kernel `id` ("/v1/kernels/<id>"), the id escaped.
+std::string KernelPath(const std::string& id) { return "/v1/kernels/" + slotd::UrlEncode(id); }
+
+const std::vector<std::string> kKernelHeader = {"KERNEL",  "STATE", "EXIT",  "CORES",    "MEM",
+                                                "DEVICES", "PORTS", "IMAGE", "CONTAINER"};
+
+// A kernel record (docs/api.md) as a row of kKernelHeader.
+std::vector<std::string> KernelRow(const AnswerField& k) {
+  const AnswerField a = k["allocations"];
+  std::vector<int> cores;
+  for (const auto& core : a["cpu"].Elements()) cores.push_back(static_cast<int>(core.Count(kMaxCore)));
+  std::string ports;
+  for (const auto& p : k["ports"].Elements())
+    ports += (ports.empty() ? "" : ",") + p["host"].Shown() + "->" + p["container"].Shown();
+  std::string devices;
+  for (const auto& plugin : a["devices"].Members())
+    for (const auto& id : plugin.second.Elements()) devices += (devices.empty() ? "" : ",") + id.String();
+  return {k["kernel_id"].String(),
+          k["state"].String(),
+          k["exit_code"].Shown(),
+          cores.empty() ? "-" : slotd::FormatCoreList(cores),
+          slotd::FormatSize(a["mem"].Count()),
+          devices.empty() ? "-" : devices,
+          ports.empty() ? "-" : ports,
+          k["image"].Shown(),
+          k["container_id"].Shown().substr(0, 12)};
+}
+
+// Prints the kernel record `answer` (--json: as it is; else its row).
+int PrintKernel(const Answer& answer, const Options& options, const AgentClient& agent) {
+  if (options.json_output) return PrintJson(answer.body(), 2), 0;
+  std::vector<std::string> row = KernelRow(answer.Root());
+  if (!answer.problem().empty()) return ReportBadAnswer(answer, agent);
+  PrintTable(kKernelHeader, {row});
+  return 0;
+}
+
+// "KEY=VALUE" of the option `flag` split in two; kUsage when there is no KEY=.
+Outcome<std::pair<std::string, std::string>> SplitKeyValue(const std::string& item, const std::string& flag) {
+  const auto eq = item.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return Failure{Exit::kUsage, flag + " \"" + item + "\": expected KEY=VALUE"};
+  return std::make_pair(item.substr(0, eq), item.substr(eq + 1));
+}
+
+// The body of POST /v1/kernels for `args`; kUsage naming the option when one is malformed.
+Outcome<json> CreateRequest(const CreateArgs& args) {
+  json body = {{"image", args.image}};
+  if (!args.command.empty()) body["command"] = args.command;
+  if (!args.kernel_id.empty()) body["kernel_id"] = args.kernel_id;
+  if (!args.session_id.empty()) body["session_id"] = args.session_id;
+  json resources = json::object();
+  if (args.cpu) resources["cpu"] = args.cpu;
+  if (!args.mem.empty()) resources["mem"] = args.mem;
+  for (const auto& device : args.devices) {
+    auto kv = SplitKeyValue(device, "--device");
+    if (!kv.ok()) return kv.failure();
+    const std::string& count = kv->second;
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(count.c_str(), &end, 10);
+    if (count.empty() || *end != '\0' || errno == ERANGE)
+      return Failure{Exit::kUsage, "--device " + device + ": COUNT must be a whole number, e.g. mock.device=1"};
+    resources[kv->first] = n;
+  }
+  if (!resources.empty()) body["resources"] = resources;
+  for (const auto& [flag, items, field] : {std::tuple{"--env", &args.env, "env"},
+                                           std::tuple{"--label", &args.labels, "labels"}}) {
+    for (const auto& item : *items) {
+      auto kv = SplitKeyValue(item, flag);
+      if (!kv.ok()) return kv.failure();
+      body[field][kv->first] = kv->second;
+    }
+  }
+  if (!args.ports.empty()) body["ports"] = args.ports;
+  return body;
+}
+
+// The agent's stats as `slotctl stats` shows them: its kernels in `order`, then its slice of the node.
+Outcome<std::string> AgentStatsView(const Answer& stats, KernelOrder order, bool with_header,
+                                    const AgentClient& agent) {
+  // The containers the views walk; the values in them are read leniently.
+  const AnswerField root = stats.Root();
+  for (const auto& kernel : root["kernels"].Elements()) kernel.Members();
+  root["agent"].Members();
+  if (!stats.problem().empty()) return agent.BadAnswer(stats.request(), stats.problem());
+  return Render("the agent's stats", [&] {
+    return (with_header ? FormatStatsHeader(stats.body()) : "") + FormatKernelsTable(stats.body(), order) + "\n" +
+           FormatAgentSlice(stats.body());
+  });
+}
+
+}  // namespace
+
+int RunInfo(const Options& options, const AgentClient& agent) {
+  auto answer = agent.Call("GET", "/v1/agent");
+  if (!answer.ok()) return Report(answer.failure());
+  if (options.json_output) return PrintJson(answer->body(), 2), 0;
+  const AnswerField a = answer->Root();
+  const std::string head = "agent " + a["id"].Shown() + " on node " + a["node"].Shown() + " (version " +
+                           a["version"].Shown() + ", pid " + a["pid"].Shown() + ")\n" + "api " +
+                           a["api_address"].Shown() + ", socket " + a["unix_socket"].Shown() + ", ports " +
+                           a["port_range"].At(0).Shown() + "-" + a["port_range"].At(1).Shown() + "\n\n";
+  std::vector<std::vector<std::string>> slot_rows, device_rows;
+  for (const auto& resource : a["resources"].Members()) {
+    const std::string& slot = resource.first;
+    const AnswerField& use = resource.second;
+    const bool bytes = slot == "mem";
+    auto amount = [bytes](const AnswerField& v) { return bytes ? slotd::FormatSize(v.Count()) : v.Shown(); };
+    const std::string detail = use.Has("cores")   ? "cores " + use["cores"].Shown()
+                               : use.Has("range") ? "range " + use["range"].At(0).Shown() + "-" +
+                                                        use["range"].At(1).Shown()
+                                                  : "";
+    slot_rows.push_back({slot, amount(use["capacity"]), amount(use["used"]), amount(use["free"]), detail});
+    if (!use.Has("devices")) continue;
+    for (const auto& d : use["devices"].Elements()) {
+      std::string properties;
+      for (const auto& [key, value] : d.Members()) {
+        if (key == "id" || key == "numa_node" || key == "held_by") continue;
+        properties += (properties.empty() ? "" : " ") + key + "=" +
+                      (key == "memory" ? slotd::FormatSize(value.Count()) : value.Shown());
+      }
+      device_rows.push_back({slot, d["id"].Shown(), d["numa_node"].Shown(), d["held_by"].Shown(), properties});
+    }
+  }
+  if (!answer->problem().empty()) return ReportBadAnswer(*answer, agent);
+  std::cout << head;
+  PrintTable({"SLOT", "CAPACITY", "USED", "FREE", "DETAIL"}, slot_rows);
+  if (!device_rows.empty()) {
+    std::cout << "\n";
+    PrintTable({"SLOT", "DEVICE", "NUMA", "HELD BY", "PROPERTIES"}, device_rows);
+  }
+  return 0;
+}
+
+int RunKernels(const Options& options, const AgentClient& agent) {
+  auto answer = agent.Call("GET", "/v1/kernels");
+  if (!answer.ok()) return Report(answer.failure());
+  const AnswerField kernels = answer->Root()["kernels"];
+  const std::vector<AnswerField> records = kernels.Elements();  // --json too needs the array
+  std::vector<std::vector<std::string>> rows;
+  if (!options.json_output)
+    for (const auto& k : records) rows.push_back(KernelRow(k));
+  if (!answer->problem().empty()) return ReportBadAnswer(*answer, agent);
+  if (options.json_output) return PrintJson(kernels.raw(), 2), 0;
+  PrintTable(kKernelHeader, rows);
+  return 0;
+}
+
+int RunCreate(const CreateArgs& args, const Options& options, const AgentClient& agent) {
+  auto request = CreateRequest(args);
+  if (!request.ok()) return Report(request.failure());
+  auto answer = agent.Call("POST", "/v1/kernels", *request);
+  if (!answer.ok()) return Report(answer.failure());
+  return PrintKernel(*answer, options, agent);
+}
+
+int RunRemove(const std::vector<std::string>& kernel_ids, const Options& options, const AgentClient& agent) {
+  int status = 0;
+  auto failed = [&status](int exit) {
+    if (status == 0) status = exit;
+  };
+  for (const auto& id : kernel_ids) {
+    auto answer = agent.Call("DELETE", KernelPath(id));
+    if (!answer.ok()) {
+      failed(Report(answer.failure()));
+      continue;
+    }
+    if (options.json_output) {
+      PrintJson(answer->body(), -1);
+      continue;
+    }
+    const std::string exit_code = answer->Root()["exit_code"].Shown();
+    if (!answer->problem().empty()) {
+      failed(ReportBadAnswer(*answer, agent));
+      continue;
+    }
+    std::cout << "removed " << id << " (exit code " << exit_code << ")\n";
+  }
+  return status;
+}
+
+int RunRestart(const std::string& kernel_id, const Options& options, const AgentClient& agent) {
+  auto answer = agent.Call("POST", KernelPath(kernel_id) + "/restart");
+  if (!answer.ok()) return Report(answer.failure());
+  return PrintKernel(*answer, options, agent);
+}
+
+int RunExec(const ExecArgs& args, const Options& options, const AgentClient& agent) {
+  auto answer = agent.Call("POST", KernelPath(args.kernel_id) + "/exec",
+                           {{"command", args.command}, {"timeout_s", args.timeout_s}},
+                           std::chrono::seconds(int64_t{args.timeout_s} + 30));
+  if (!answer.ok()) return Report(answer.failure());
+  if (options.json_output) return PrintJson(answer->body(), 2), 0;
+  const AnswerField result = answer->Root();
+  const std::string out = result["stdout"].String(), err = result["stderr"].String();
+  const uint64_t exit_code = result["exit_code"].Count(255);
+  if (!answer->problem().empty()) return ReportBadAnswer(*answer, agent);
+  std::cout << out;
+  std::cerr << err;
+  return static_cast<int>(exit_code);
+}
+
+int RunLogs(const LogsArgs& args, const Options& options, const AgentClient& agent) {
+  const std::string path = KernelPath(args.kernel_id) + "/logs?tail=" + std::to_string(args.tail) +
+                           (args.follow ? "&follow=1" : "");
+  if (options.json_output && !args.follow) {
+    auto text = agent.CallText("GET", path);
+    if (!text.ok()) return Report(text.failure());
+    return PrintJson({{"kernel_id", args.kernel_id}, {"logs", *text}}, -1), 0;
+  }
+  // The output as it comes, never held whole; with --json, one line per piece.
+  auto print = [&](std::string_view piece) {
+    if (options.json_output) {
+      PrintJson({{"kernel_id", args.kernel_id}, {"output", std::string(piece)}}, -1);
+    } else {
+      std::cout.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+    }
+    std::cout.flush();
+    return static_cast<bool>(std::cout);
+  };
+  if (auto failure = agent.Stream(path, print)) return Report(*failure);
+  return 0;
+}
+
+int RunStats(const std::string& kernel_id, const Options& options, const AgentClient& agent) {
+  auto answer = agent.Call("GET", kernel_id.empty() ? "/v1/stats" : KernelPath(kernel_id) + "/stats");
+  if (!answer.ok()) return Report(answer.failure());
+  if (options.json_output) return PrintJson(answer->body(), 2), 0;
+  Outcome<std::string> text = std::string();
+  if (kernel_id.empty()) {
+    text = AgentStatsView(*answer, KernelOrder::kById, /*with_header=*/false, agent);
+  } else {
+    answer->Root().Members();  // the view reads an object
+    if (!answer->problem().empty()) return ReportBadAnswer(*answer, agent);
+    text = Render("the stats of kernel " + kernel_id, [&] { return FormatKernelStats(answer->body()); });
+  }
+  if (!text.ok()) return Report(text.failure());
+  std::cout << *text;
+  return 0;
+}
+
+int RunTop(const RefreshArgs& args, const Options& options, const AgentClient& agent) {
+  auto plan = PlanRefresh(args, options);
+  if (!plan.ok()) return Report(plan.failure());
+  return Refresh(*plan, [&]() -> Outcome<std::string> {
+    auto answer = agent.Call("GET", "/v1/stats");
+    if (!answer.ok()) return answer.failure();
+    if (options.json_output) return answer->body().dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    return AgentStatsView(*answer, KernelOrder::kByCpuPercentDesc, /*with_header=*/true, agent);
+  });
+}
+
+Outcome<RefreshPlan> PlanRefresh(const RefreshArgs& args, const Options& options) {
+  auto interval = slotd::ParseDuration(args.interval);
+  if (!interval.ok()) return Failure{Exit::kUsage, "--interval: " + interval.status().message()};
+  if (interval->count() == 0)
+    return Failure{Exit::kUsage, "--interval " + args.interval + ": must be more than 0, e.g. 500ms"};
+  if (args.iterations < 0)
+    return Failure{Exit::kUsage, "--iterations " + std::to_string(args.iterations) +
+                                     ": must be a count of refreshes, or 0 to refresh until interrupted"};
+  // Frames replace each other on a terminal; --json frames are one line each.
+  return RefreshPlan{*interval, args.iterations, isatty(STDOUT_FILENO) && !options.json_output};
+}
+
+int Refresh(const RefreshPlan& plan, const std::function<Outcome<std::string>()>& frame) {
+  for (int i = 0; plan.iterations == 0 || i < plan.iterations; ++i) {
+    const auto next = std::chrono::steady_clock::now() + plan.interval;
+    auto text = frame();
+    if (!text.ok()) return Report(text.failure());
+    if (plan.clear_screen) std::cout << "\033[H\033[2J";
+    else if (i > 0) std::cout << "\n";
+    std::cout << *text << std::flush;
+    if (plan.iterations == 0 || i + 1 < plan.iterations) std::this_thread::sleep_until(next);
+  }
+  return 0;
+}
+
+Outcome<std::string> Render(const std::string& what, const std::function<std::string()>& view) {
+  try {
+    return view();
+  } catch (const json::exception& e) {
+    return Failure{Exit::kAgentError, "cannot show " + what + ": it is not in the form slotctl knows (" + e.what() +
+                                          "); is the agent of another slotd version?"};
+  }
+}
+
+}  // namespace slotctl
