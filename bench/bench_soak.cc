@@ -299,7 +299,6 @@ void Run(const std::string& id, std::chrono::seconds duration) {
   const Samples quiet = Probe(agent, tally, stop, kQuietProbes);
 
   std::atomic<long> events{0};
-  std::atomic<long> kernels{0};
   Samples churn;
   {
     std::vector<std::jthread> threads;
