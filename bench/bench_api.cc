@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
 #include "common.h"
@@ -42,13 +41,6 @@ Samples Time(const HttpClient& client, const std::string& path, int samples) {
     out.Add(Millis(start, end));
   }
   return out;
-}
-
-long OpenFiles(pid_t pid) {
-  long n = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
-    ++n;
-  return n;
 }
 
 struct Timings {

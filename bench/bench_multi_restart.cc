@@ -12,23 +12,28 @@
 // labelled exactly as the agent labels its own, with 16m of memory and no
 // core (the API requires cpu >= 1 and there are not 200 cores).
 //
+// Each agent reaches the engine through an EngineProxy of its own
+// (tests/testing/engine_proxy.h), which records every request it makes.
+//
 // Then kRounds restarts, taking the running agents in turn, alternately
 // after SIGTERM and after SIGKILL: the time from the spawn to the first
 // GET /v1/kernels that lists exactly its 50 kernels, all RUNNING (Start()
-// also waits for /health), and the figures of the agent's own log line
-//   start-up engine calls naming a container: N; naming one not this agent's: M
-// M must be 0. After every restart each other running agent still lists its
-// 50 RUNNING kernels and each owner still has 50 running containers on the
-// engine. Exits 1 when any of that fails.
+// also waits for /health), and, from the proxy's record of that start (the
+// spawn until that listing), N engine requests naming a container and M of
+// them naming one that is not the agent's own (by the ids and names of its
+// owner's containers on the engine). M must be 0. After every restart each
+// other running agent still lists its 50 RUNNING kernels and each owner
+// still has 50 running containers on the engine. Exits 1 when any of that
+// fails.
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <memory>
-#include <optional>
-#include <regex>
+#include <set>
 
 #include "common.h"
 #include "common/units.h"
+#include "testing/engine_proxy.h"
 
 namespace slotd::bench {
 namespace {
@@ -65,36 +70,49 @@ bool ListsItsOwn(const testing::AgentProcess& agent) {
   return listed.total == kKernels && listed.running == kKernels;
 }
 
-// The N and M of the last "start-up engine calls" line in `log` from `offset` on.
+// The engine requests of one start that named a container.
 struct StartupCalls {
-  int naming = 0;   // N: engine calls that named a container
-  int foreign = 0;  // M: of those, calls naming a container not the agent's own
+  int naming = 0;   // N: requests that named a container
+  int foreign = 0;  // M: of those, requests naming a container not the agent's own
 };
-StartupCalls ParseStartupCalls(const std::string& log, size_t offset, const std::string& agent_id) {
-  static const std::regex kLine(R"(start-up engine calls naming a container: ([0-9]+); naming one not this agent's: ([0-9]+))");
-  std::smatch m;
-  std::string tail = log.substr(std::min(offset, log.size()));
-  std::optional<StartupCalls> last;
-  for (auto from = tail.cbegin(); std::regex_search(from, tail.cend(), m, kLine); from = m[0].second)
-    last = StartupCalls{std::stoi(m[1]), std::stoi(m[2])};
-  if (!last)
-    throw BenchFailure("agent " + agent_id + " logged no \"start-up engine calls\" line in this start; its log:\n" + tail);
-  return *last;
+
+// The ids and names of `owner`'s containers on the engine.
+std::set<std::string> ContainersOf(const std::string& owner) {
+  std::set<std::string> own;
+  for (const auto& info : Check(testing::Engine().List({std::string(label::kOwner) + "=" + owner}),
+                                "listing the containers of " + owner)) {
+    own.insert(info.id);
+    own.insert(info.name);
+  }
+  return own;
 }
 
 // One restart of `agent` after `signal`: the milliseconds from the spawn to
-// the first full listing of its own kernels, and its start-up engine calls.
+// the first full listing of its own kernels, and the requests naming a
+// container that `proxy`, its way to the engine, saw in between.
 struct Restart {
   double ms = 0;
   StartupCalls calls;
 };
-Restart RestartAgent(testing::AgentProcess& agent, int signal) {
+Restart RestartAgent(testing::AgentProcess& agent, const EngineProxy& proxy, int signal) {
   agent.Kill(signal);
-  const size_t log_offset = agent.log().size();
+  const size_t first_request = proxy.Requests().size();
   const double ms = TimeSpawnUntilReady(agent, [&] { return ListsItsOwn(agent); }, kRestartLimit,
                                        "restarted agent " + agent.options().id + " listing its " +
                                            std::to_string(kKernels) + " kernels");
-  return {ms, ParseStartupCalls(agent.log(), log_offset, agent.options().id)};
+  const std::vector<EngineProxy::Request> requests = proxy.Requests();
+  const std::set<std::string> own = ContainersOf(agent.options().id);
+  Restart restart{ms, {}};
+  for (size_t i = first_request; i < requests.size(); ++i) {
+    if (requests[i].container.empty()) continue;
+    ++restart.calls.naming;
+    if (!own.count(requests[i].container)) {
+      ++restart.calls.foreign;
+      std::printf("  agent %s at start-up: %s %s names a container not its own\n", agent.options().id.c_str(),
+                  requests[i].method.c_str(), requests[i].target.c_str());
+    }
+  }
+  return restart;
 }
 
 // Throws unless every running agent lists its kKernels RUNNING kernels and
@@ -125,8 +143,10 @@ void Run(const std::vector<std::string>& owners) {
   const int running_agents = std::min<int>(kOwners, static_cast<int>(cores.size()));
   testing::TempDir claims;  // the node claims directory all the agents share
 
+  std::vector<std::unique_ptr<EngineProxy>> proxies;  // agents[i] talks to the engine through proxies[i]
   std::vector<std::unique_ptr<testing::AgentProcess>> agents;
   for (int i = 0; i < running_agents; ++i) {
+    proxies.push_back(std::make_unique<EngineProxy>(testing::DockerHost()));
     testing::AgentOptions options = base;
     options.id = owners[i];
     options.cores = std::to_string(cores[i]);
@@ -134,13 +154,15 @@ void Run(const std::vector<std::string>& owners) {
     options.port_first = base.port_first + 10 * i;
     options.port_last = options.port_first + 9;
     options.claims_dir = claims.path();
+    options.docker_host = proxies[i]->docker_host();
     agents.push_back(std::make_unique<testing::AgentProcess>(options));
   }
   std::printf("bench_multi_restart: %d owners x %d kernels (%s, no core each) on engine %s, image %s\n", kOwners,
               kKernels, kKernelMemory, testing::DockerHost().c_str(), testing::kTestImage);
   for (int i = 0; i < kOwners; ++i) {
     if (i < running_agents)
-      std::printf("  agent %s: allowed-cores %s, ports %d-%d, shared claims dir\n", owners[i].c_str(),
+      std::printf("  agent %s: allowed-cores %s, ports %d-%d, shared claims dir, engine through a counting proxy\n",
+                  owners[i].c_str(),
                   agents[i]->options().cores.c_str(), agents[i]->options().port_first,
                   agents[i]->options().port_last);
     else
@@ -163,15 +185,15 @@ void Run(const std::vector<std::string>& owners) {
     ThrowIfInterrupted();
     testing::AgentProcess& agent = *agents[round % running_agents];
     const int signal = round % 2 == 0 ? SIGTERM : SIGKILL;
-    Restart restart = RestartAgent(agent, signal);
-    std::printf("  restart %2d: %s after %s: ready and listing its %d in %7.2f ms; start-up engine calls naming a "
+    Restart restart = RestartAgent(agent, *proxies[round % running_agents], signal);
+    std::printf("  restart %2d: %s after %s: ready and listing its %d in %7.2f ms; start-up engine requests naming a "
                 "container: %d, naming one not its own: %d\n",
                 round + 1, agent.options().id.c_str(), signal == SIGTERM ? "SIGTERM" : "SIGKILL", kKernels, restart.ms,
                 restart.calls.naming, restart.calls.foreign);
     std::fflush(stdout);
     if (restart.calls.foreign != 0)
       throw BenchFailure("restarted agent " + agent.options().id + " made " + std::to_string(restart.calls.foreign) +
-                         " engine calls naming containers not its own at start-up");
+                         " engine requests naming containers not its own at start-up");
     all_ms.Add(restart.ms);
     (signal == SIGTERM ? term_ms : kill_ms).Add(restart.ms);
     max_naming = std::max(max_naming, restart.calls.naming);
@@ -181,8 +203,8 @@ void Run(const std::vector<std::string>& owners) {
   PrintSamples("spawn -> ready, lists its 50 (after SIGTERM)", term_ms);
   PrintSamples("spawn -> ready, lists its 50 (after SIGKILL)", kill_ms);
   PrintSamples("spawn -> ready, lists its 50 (all restarts)", all_ms);
-  std::printf("  start-up engine calls naming a container: at most %d per start; naming one not its own: %d in all "
-              "(must be 0)\n", max_naming, total_foreign);
+  std::printf("  start-up engine requests naming a container (counted by the proxy): at most %d per start; naming "
+              "one not its own: %d in all (must be 0)\n", max_naming, total_foreign);
   std::printf("  after every restart: each running agent lists its %d RUNNING, each of the %d owners has %d running "
               "containers\n", kKernels, kOwners, kKernels);
   std::fflush(stdout);

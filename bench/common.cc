@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -63,6 +64,13 @@ double Samples::Percentile(double p) const {
   std::sort(sorted.begin(), sorted.end());
   size_t rank = static_cast<size_t>(std::ceil(p / 100 * sorted.size()));
   return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+long OpenFiles(pid_t pid) {
+  long n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+    ++n;
+  return n;
 }
 
 void PrintSamples(const std::string& label, const Samples& samples) {

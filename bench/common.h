@@ -7,6 +7,8 @@
 // engine at $DOCKER_HOST.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <functional>
 #include <stdexcept>
@@ -67,6 +69,9 @@ class Samples {
  private:
   std::vector<double> values_;
 };
+
+// The number of entries of /proc/<pid>/fd: the files `pid` has open.
+long OpenFiles(pid_t pid);
 
 // Prints one line: the label, then median and p90 in milliseconds, and n.
 void PrintSamples(const std::string& label, const Samples& samples);

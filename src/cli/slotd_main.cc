@@ -7,7 +7,6 @@
 
 #include <fstream>
 #include <iostream>
-#include <set>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -43,20 +42,6 @@ void SetUpLogging(const std::string& format, const std::string& level) {
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
   logger->set_level(spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);
-}
-
-// Logs how many engine calls the start made that named a container, and how
-// many of those named one that is not this agent's (by the client's own count;
-// it must be 0: an agent never touches another owner's containers).
-void LogStartupEngineCalls(const slotd::DockerEngine& engine, const slotd::Agent& agent) {
-  std::set<std::string> own;
-  for (const auto& kernel : agent.ListKernels()) own.insert(kernel.container_id);
-  int naming = 0, foreign = 0;
-  for (const auto& [container, calls] : engine.CallsByContainer()) {
-    naming += calls;
-    if (!own.count(container)) foreign += calls;
-  }
-  spdlog::info("start-up engine calls naming a container: {}; naming one not this agent's: {}", naming, foreign);
 }
 
 // The device ids `plugins` own, by plugin name; plugins without devices are left out.
@@ -203,7 +188,6 @@ int RunAgent(const std::string& config_path) {
   slotd::EventHub hub;
   slotd::Agent agent(*config, **engine, std::move(*plugins), hub);
   if (Status s = agent.Restore(); !s.ok()) return fail(s);
-  LogStartupEngineCalls(**engine, agent);
 
   slotd::StatsCollector::Options stats;
   stats.agent_id = config->agent.id;

@@ -1,12 +1,14 @@
 // DockerEngine against the real Docker engine at $DOCKER_HOST, with the local
 // image slotd-test/busybox:latest. Every container is created with network
 // "none", carries this run's label and is force-removed by the fixture, pass
-// or fail.
+// or fail. The engine under test talks to the engine through an EngineProxy
+// (tests/testing), which counts the requests that name each container.
 #include "engine/docker/docker_engine.h"
 
 #include <gtest/gtest.h>
 
 #include "testing/collect_output.h"
+#include "testing/engine_proxy.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,7 +43,8 @@ class DockerEngineTest : public ::testing::Test {
     ASSERT_TRUE(host != nullptr && *host != '\0')
         << "DOCKER_HOST is not set: these tests need a running Docker engine, e.g. "
            "DOCKER_HOST=unix:///tmp/dtest/docker.sock (scripts/test starts a private one)";
-    docker_host_ = host;
+    proxy_ = std::make_unique<EngineProxy>(host);
+    docker_host_ = proxy_->docker_host();
     auto engine = DockerEngine::FromHost(docker_host_);
     ASSERT_TRUE(engine.ok()) << engine.status().message();
     engine_ = std::move(engine).value();
@@ -90,7 +93,8 @@ class DockerEngineTest : public ::testing::Test {
     }
   }
 
-  std::string docker_host_;
+  std::unique_ptr<EngineProxy> proxy_;  // engine_ talks to the engine through it; it records every request
+  std::string docker_host_;             // the proxy's
   std::unique_ptr<DockerEngine> engine_;
   std::vector<std::string> created_;
 };
@@ -150,7 +154,8 @@ TEST_F(DockerEngineTest, CreateThenInspectShowsSettingsAndStartRuns) {
   EXPECT_EQ(info->state, "running");
   EXPECT_GT(info->pid, 0);
   EXPECT_FALSE(info->started_at.empty());
-  EXPECT_EQ(engine_->CallsByContainer()[*id], 5);  // create, inspect, start x2, inspect
+  // Create (by name), inspect, start x2, inspect: as the engine received them.
+  EXPECT_EQ(proxy_->CallsNaming({*id, spec.name}), 5);
 }
 
 TEST_F(DockerEngineTest, CreateSendsLimitsPortsAndDeviceRequests) {
@@ -438,7 +443,7 @@ TEST_F(DockerEngineTest, CallsOnUnknownContainerAreNotFound) {
   EXPECT_EQ(engine_->Inspect(id).status().code(), Code::kNotFound);
   EXPECT_EQ(engine_->Start(id).code(), Code::kNotFound);
   EXPECT_EQ(Logs(id, 0).status().code(), Code::kNotFound);
-  EXPECT_EQ(engine_->CallsByContainer()[id], 3);
+  EXPECT_EQ(proxy_->CallsNaming({id}), 3);
 }
 
 // One frame of a Docker multiplexed stream.

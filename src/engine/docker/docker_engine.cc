@@ -226,16 +226,6 @@ Result<std::unique_ptr<DockerEngine>> DockerEngine::FromHost(const std::string& 
                                  "\": expected unix:///path/to/docker.sock or tcp://HOST:PORT");
 }
 
-void DockerEngine::Count(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++calls_by_container_[id];
-}
-
-std::map<std::string, int> DockerEngine::CallsByContainer() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return calls_by_container_;
-}
-
 Result<std::string> DockerEngine::Version() {
   const std::string what = "Docker engine version";
   auto response = Call(http_, what, "GET", std::string(kApi) + "/version");
@@ -306,19 +296,16 @@ Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
   for (const auto& warning : StringListField(*j, "Warnings")) {
     spdlog::warn("{}: engine warning: {}", what, warning);
   }
-  Count(id);
   return id;
 }
 
 Status DockerEngine::Start(const std::string& id) {
-  Count(id);
   return Call(http_, "start container " + id, "POST", ContainerPath(id) + "/start", "",
               kCallTimeout, {304})
       .status();
 }
 
 Status DockerEngine::Stop(const std::string& id, std::chrono::seconds timeout) {
-  Count(id);
   return Call(http_, "stop container " + id, "POST",
               ContainerPath(id) + "/stop?t=" + std::to_string(timeout.count()), "",
               timeout + kStopSlack, {304})
@@ -326,14 +313,12 @@ Status DockerEngine::Stop(const std::string& id, std::chrono::seconds timeout) {
 }
 
 Status DockerEngine::Kill(const std::string& id, const std::string& signal) {
-  Count(id);
   return Call(http_, "kill container " + id + " with " + signal, "POST",
               ContainerPath(id) + "/kill?signal=" + UrlEncode(signal))
       .status();
 }
 
 Status DockerEngine::Restart(const std::string& id, std::chrono::seconds timeout) {
-  Count(id);
   return Call(http_, "restart container " + id, "POST",
               ContainerPath(id) + "/restart?t=" + std::to_string(timeout.count()), "",
               timeout + kStopSlack)
@@ -341,14 +326,12 @@ Status DockerEngine::Restart(const std::string& id, std::chrono::seconds timeout
 }
 
 Status DockerEngine::Remove(const std::string& id, bool force) {
-  Count(id);
   return Call(http_, "remove container " + id, "DELETE",
               ContainerPath(id) + "?v=1&force=" + (force ? "1" : "0"))
       .status();
 }
 
 Result<ContainerInfo> DockerEngine::Inspect(const std::string& id) {
-  Count(id);
   const std::string what = "inspect container " + id;
   auto response = Call(http_, what, "GET", ContainerPath(id) + "/json");
   if (!response.ok()) return response.status();
@@ -379,7 +362,6 @@ Result<ContainerInfo> DockerEngine::Inspect(const std::string& id) {
 }
 
 Result<ContainerStats> DockerEngine::Stats(const std::string& id) {
-  Count(id);
   const std::string what = "stats of container " + id;
   auto response = Call(http_, what, "GET", ContainerPath(id) + "/stats?stream=false");
   if (!response.ok()) return response.status();
@@ -472,7 +454,6 @@ Result<std::vector<ContainerInfo>> DockerEngine::List(
 Result<ExecResult> DockerEngine::Exec(const std::string& id,
                                       const std::vector<std::string>& command,
                                       std::chrono::seconds timeout) {
-  Count(id);
   const std::string what = "exec \"" + JoinCommand(command) + "\" in container " + id;
   const auto deadline = Clock::now() + timeout;
   const Status late =
@@ -546,7 +527,6 @@ Result<ExecResult> DockerEngine::Exec(const std::string& id,
 Status DockerEngine::StreamLogs(const std::string& id, int tail, bool follow, const std::function<void()>& on_started,
                                 const std::function<bool(std::string_view)>& on_output,
                                 const std::atomic<bool>& stop) {
-  Count(id);
   const std::string what = "logs of container " + id;
   const std::string path = ContainerPath(id) + "/logs?stdout=1&stderr=1&follow=" + (follow ? "1" : "0") +
                            "&tail=" + (tail > 0 ? std::to_string(tail) : std::string("all"));

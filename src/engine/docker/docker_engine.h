@@ -5,9 +5,7 @@
 // Errors follow container_engine.h and always keep the engine's own message.
 #pragma once
 
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <functional>
 #include <string_view>
@@ -65,21 +63,10 @@ class DockerEngine : public ContainerEngine {
                       const std::function<void(const EngineEvent&)>& on_event,
                       const std::atomic<bool>& stop) override;
 
-  // For benchmarks and tests: how many calls named each container, by the id
-  // or name given to the call (Create counts under the new id). List,
-  // Version and StreamEvents name no container and are not counted.
-  std::map<std::string, int> CallsByContainer() const;
-
  private:
   explicit DockerEngine(HttpClient http);
 
-  // Records one call naming `id`.
-  void Count(const std::string& id);
-
   const HttpClient http_;  // constant after construction
-
-  mutable std::mutex mutex_;
-  std::map<std::string, int> calls_by_container_;  // guarded by mutex_
 };
 
 // Splits a Docker multiplexed stream (8-byte frame headers: stream byte 1 =
