@@ -35,6 +35,7 @@
 #include <thread>
 
 #include "common.h"
+#include "common/mutex.h"
 #include "common/units.h"
 
 namespace slotd::bench {
@@ -65,26 +66,26 @@ using testing::RawClient;
 class Tally {
  public:
   void Count(const std::string& kind, long n = 1) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     counts_[kind] += n;
   }
   void Fail(const std::string& what) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     errors_.push_back(what);
   }
   std::map<std::string, long> counts() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return counts_;
   }
   std::vector<std::string> errors() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return errors_;
   }
 
  private:
-  mutable std::mutex mutex_;
-  std::map<std::string, long> counts_;  // guarded by mutex_
-  std::vector<std::string> errors_;     // guarded by mutex_
+  mutable Mutex mutex_;
+  std::map<std::string, long> counts_ GUARDED_BY(mutex_);
+  std::vector<std::string> errors_ GUARDED_BY(mutex_);
 };
 
 // The agent's footprint at one moment.

@@ -201,12 +201,12 @@ EngineProxy::~EngineProxy() {
 }
 
 std::vector<EngineProxy::Request> EngineProxy::Requests() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return requests_;
 }
 
 int EngineProxy::CallsNaming(const std::set<std::string>& containers) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   int calls = 0;
   for (const auto& request : requests_) calls += !request.container.empty() && containers.count(request.container);
   return calls;
@@ -236,7 +236,7 @@ std::string EngineProxy::NamedContainer(const std::string& target) {
 }
 
 void EngineProxy::Record(Request request) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   requests_.push_back(std::move(request));
 }
 

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "testing/temp_tree.h"
 
 namespace slotd {
@@ -89,8 +90,8 @@ class EngineProxy {
   std::thread acceptor_;
   std::list<Connection> connections_;  // the acceptor's only, until the destructor joins them
 
-  mutable std::mutex mutex_;
-  std::vector<Request> requests_;  // guarded by mutex_
+  mutable Mutex mutex_;
+  std::vector<Request> requests_ GUARDED_BY(mutex_);
 };
 
 }  // namespace slotd
