@@ -1,3 +1,5 @@
+// Renders the schema's key tables as markdown and splices them into
+// docs/config.md between their marker lines, leaving the prose alone.
 #include "config/config_doc.h"
 
 #include <algorithm>

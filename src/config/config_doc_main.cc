@@ -1,7 +1,6 @@
 // slotd-config-doc: the generated parts of docs/config.md (the accepted
 // sections and every key table), from the same tables slotd reads
 // agent.toml with. Needs no agent and no host facts.
-#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
