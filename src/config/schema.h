@@ -171,7 +171,8 @@ struct Key {
 };
 
 // A key whose value `store` puts into the target; `show_default` shows the
-// default from a default-made T.
+// default from a default-made T (null only when DefaultsTo or DefaultDoc
+// follows and says it).
 template <typename T, typename V>
 Key<T> StoredKey(std::string name, ValueType<V> type, std::string doc, std::vector<Check<V>> checks,
                  std::function<void(T&, V&&)> store, std::function<std::string(const T&)> show_default) {
@@ -198,6 +199,7 @@ Key<T> StoredKey(std::string name, ValueType<V> type, std::string doc, std::vect
   return key;
 }
 
+// Whether M is a std::optional (a key whose absence leaves no value).
 template <typename M>
 struct IsOptional : std::false_type {};
 template <typename M>
