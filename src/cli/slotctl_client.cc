@@ -5,7 +5,7 @@
 #include <atomic>
 #include <iostream>
 
-#include "cli/slotctl_defaults.h"
+#include "config/defaults.h"
 #include "common/token_file.h"
 #include "config/config.h"
 
@@ -104,7 +104,7 @@ Outcome<AgentClient> AgentClient::Connect(const AgentTarget& target) {
       if (token_file.empty() && config->agent.token_file) token_file = *config->agent.token_file;
     }
   } else {
-    http = slotd::HttpClient::Tcp(kDefaultAgentUrl);
+    http = slotd::HttpClient::Tcp(slotd::DefaultApiUrl());
   }
   if (!token_file.empty()) {
     auto token = slotd::ReadTokenFile(token_file);

@@ -83,7 +83,7 @@ class AgentClient {
  public:
   // --socket, else --agent, else --config (its unix socket when this user
   // can open it, else its rpc-listen-addr with its token-file), else
-  // kDefaultAgentUrl; with the token of --token-file (ReadTokenFile) when
+  // slotd::DefaultApiUrl(); with the token of --token-file (ReadTokenFile) when
   // given. kFailure when the config or the token file cannot be read.
   static Outcome<AgentClient> Connect(const AgentTarget& target);
 

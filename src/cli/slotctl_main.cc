@@ -11,7 +11,7 @@
 
 #include "cli/slotctl_client.h"
 #include "cli/slotctl_commands.h"
-#include "cli/slotctl_defaults.h"
+#include "config/defaults.h"
 
 namespace {
 
@@ -29,7 +29,7 @@ struct Subcommand {
 
 void AddGlobalFlags(CLI::App& app, Options& o) {
   app.add_option("--agent", o.target.agent_url,
-                 std::string("agent API base URL (without --socket and --config: ") + slotctl::kDefaultAgentUrl + ")");
+                 std::string("agent API base URL (without --socket and --config: ") + slotd::DefaultApiUrl() + ")");
   app.add_option("--socket", o.target.socket_path, "agent unix socket, e.g. /run/slotd/gpu1-a/agent.sock");
   app.add_option("--config", o.target.config_path, "read the agent's socket, address and token from its agent.toml");
   app.add_option("--token-file", o.target.token_file, "file holding the API bearer token");
@@ -121,7 +121,7 @@ Subcommand AddNode(CLI::App& app) {
       "node", "list this node's live agents (from its claims directory): pid, API, cores, memory, devices, kernels");
   node->add_option("--claims-dir", args->claims_dir,
                    std::string("the node's claims directory (default: --config's node.claims-dir, else ") +
-                       slotctl::kDefaultClaimsDir + ")");
+                       std::string(slotd::kDefaultClaimsDir) + ")");
   CLI::Option* top = node->add_flag(
       "--top", args->top, "refresh a view of every live agent's kernels and their measures (GET /v1/stats of each)");
   for (CLI::Option* refresh_flag : AddRefreshFlags(node, args->refresh)) refresh_flag->needs(top);

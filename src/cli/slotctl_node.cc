@@ -9,11 +9,11 @@
 #include <string_view>
 
 #include "cli/slotctl_commands.h"
-#include "cli/slotctl_defaults.h"
 #include "cli/stats_view.h"
 #include "cli/table.h"
 #include "common/units.h"
 #include "config/config.h"
+#include "config/defaults.h"
 #include "node/claims.h"
 
 namespace slotctl {
@@ -26,7 +26,7 @@ namespace {
 // --config's agent.toml, else kDefaultClaimsDir.
 Outcome<std::string> ClaimsDir(const Options& options, const std::string& flag) {
   if (!flag.empty()) return flag;
-  if (options.target.config_path.empty()) return std::string(kDefaultClaimsDir);
+  if (options.target.config_path.empty()) return std::string(slotd::kDefaultClaimsDir);
   auto config = slotd::LoadConfig(options.target.config_path);
   if (!config.ok()) return FailureOf(config.status(), Exit::kFailure);
   return config->node.claims_dir;
