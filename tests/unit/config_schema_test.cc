@@ -12,20 +12,10 @@
 #include "config/agent_schema.h"
 #include "config/config.h"
 #include "config/config_doc.h"
+#include "testing/test_host.h"
 
 namespace slotd {
 namespace {
-
-constexpr uint64_t kGiB = 1ull << 30;
-
-// A 16-core, 64 GiB host named "testnode" without $DOCKER_HOST.
-HostFacts TestHost() {
-  HostFacts host;
-  host.hostname = "testnode";
-  for (int core = 0; core < 16; ++core) host.cpuset.push_back(core);
-  host.memory_bytes = 64 * kGiB;
-  return host;
-}
 
 Result<Config> Parse(const std::string& text) { return ParseConfig(text, "agent.toml", TestHost()); }
 

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "testing/test_host.h"
+
 namespace slotd {
 namespace {
 
@@ -21,15 +23,6 @@ using std::chrono::milliseconds;
 constexpr uint64_t kKiB = 1ull << 10;
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kGiB = 1ull << 30;
-
-// A 16-core, 64 GiB host named "testnode" without $DOCKER_HOST.
-HostFacts TestHost() {
-  HostFacts host;
-  host.hostname = "testnode";
-  for (int core = 0; core < 16; ++core) host.cpuset.push_back(core);
-  host.memory_bytes = 64 * kGiB;
-  return host;
-}
 
 std::vector<int> Range(int first, int last) {
   std::vector<int> cores;
