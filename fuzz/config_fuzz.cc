@@ -139,10 +139,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto config = slotd::ParseConfig(text, kPath, FakeHost());
   if (!config.ok()) {
     const std::string& message = config.status().message();
-    FUZZ_CHECK(!message.empty(), "a refusal without a message");
+    FUZZ_CHECK(message.rfind(std::string(kPath) + ":", 0) == 0, "the error does not name the file: " + message);
+    // A TOML syntax error is one problem, whose description is toml++'s: it
+    // can quote the input, newlines included. Every other line is a problem.
+    if (message.find(": invalid TOML: ") != std::string::npos) return 0;
     std::istringstream lines(message);
     for (std::string line; std::getline(lines, line);)
-      FUZZ_CHECK(line.rfind(kPath, 0) == 0, "an error line that does not name the file: " + line);
+      FUZZ_CHECK(line.rfind(std::string(kPath) + ":", 0) == 0, "an error line that does not name the file: " + line);
     return 0;
   }
   CheckPromises(*config, text);

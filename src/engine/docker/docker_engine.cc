@@ -87,10 +87,11 @@ Result<json> ParseJson(const std::string& body, const std::string& what) {
 }
 
 // Seconds since the epoch of an RFC 3339 UTC time ("2024-05-01T12:34:56.1Z");
-// 0 when it does not parse.
+// 0 when it does not parse. The field widths keep each number small enough
+// for the arithmetic below (a year of -2147483648 would overflow it).
 int64_t ParseRfc3339(const std::string& text) {
   std::tm tm{};
-  if (std::sscanf(text.c_str(), "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
     return 0;
   }
