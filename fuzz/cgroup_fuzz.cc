@@ -7,7 +7,7 @@
 // <root>/proc/1/status; any other NAME (letters, digits, '.', '_', '-', ',', '/')
 // is a path under <root>/sys/fs/cgroup/. A file holds the lines up to the
 // next "### " line, newlines included. The files are written to a fresh
-// directory for each input.
+// directory for each input, removed after it.
 // Invariants: ForEachLine yields exactly the lines of each file (lines of
 // 4096 bytes or more skipped, as it promises); SplitFields yields pieces of
 // the line; a container id found is 64 hex digits of the cgroup file; a
@@ -39,17 +39,27 @@ struct File {
   std::string_view text;
 };
 
-// The directory this process writes its fake roots under; removed at exit.
-const fs::path& ScratchDir() {
-  static const fs::path dir = [] {
-    const char* base = fs::is_directory("/dev/shm") && access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+// A fresh directory for one input's fake root, removed when it goes out of
+// scope (left behind only when an invariant aborts, for a look).
+class ScratchRoot {
+ public:
+  ScratchRoot() {
+    const char* base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     std::string pattern = std::string(base) + "/slotd-fuzz-cgroup.XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr) std::abort();
-    std::atexit([] { std::error_code ignored; fs::remove_all(ScratchDir(), ignored); });
-    return fs::path(pattern);
-  }();
-  return dir;
-}
+    path_ = pattern;
+  }
+  ~ScratchRoot() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  ScratchRoot(const ScratchRoot&) = delete;
+  ScratchRoot& operator=(const ScratchRoot&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
 
 bool IsSafeName(std::string_view name) {
   if (name.empty() || name.size() > 128 || name.front() == '/' || name.find("..") != std::string_view::npos) return false;
@@ -134,9 +144,9 @@ bool SameSample(const slotd::CgroupSample& a, const slotd::CgroupSample& b) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
-  const fs::path root = ScratchDir() / "root";
+  const ScratchRoot scratch;
+  const fs::path& root = scratch.path();
   std::error_code ignored;
-  fs::remove_all(root, ignored);
   const std::vector<File> files = SplitFiles(input);
   std::string cgroup_text;
   for (const File& file : files) {
