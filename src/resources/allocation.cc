@@ -1,6 +1,8 @@
 #include "resources/allocation.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 namespace slotd {
 
@@ -22,6 +24,16 @@ nlohmann::json Allocation::ToJson() const {
   return j;
 }
 
+namespace {
+
+// Whether `v` is a whole number from 0 to INT_MAX: one that an int holds as
+// written, not wrapped.
+bool IsNonNegativeInt(const nlohmann::json& v) {
+  return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= std::numeric_limits<int>::max();
+}
+
+}  // namespace
+
 Result<Allocation> Allocation::FromJson(const nlohmann::json& j) {
   auto bad = [](const std::string& field, const std::string& want) {
     return Status::InvalidArgument("allocations." + field + ": expected " + want);
@@ -31,7 +43,7 @@ Result<Allocation> Allocation::FromJson(const nlohmann::json& j) {
   if (j.contains("cpu")) {
     if (!j["cpu"].is_array()) return bad("cpu", "an array of core numbers");
     for (const auto& c : j["cpu"]) {
-      if (!c.is_number_integer() || c.get<int>() < 0) return bad("cpu", "an array of core numbers");
+      if (!IsNonNegativeInt(c)) return bad("cpu", "an array of core numbers");
       a.cores.push_back(c.get<int>());
     }
     std::sort(a.cores.begin(), a.cores.end());
@@ -53,14 +65,14 @@ Result<Allocation> Allocation::FromJson(const nlohmann::json& j) {
   if (j.contains("ports")) {
     if (!j["ports"].is_array()) return bad("ports", "an array of {container, host}");
     for (const auto& p : j["ports"]) {
-      if (!p.is_object() || !p.contains("container") || !p.contains("host") ||
-          !p["container"].is_number_integer() || !p["host"].is_number_integer())
+      if (!p.is_object() || !p.contains("container") || !p.contains("host") || !IsNonNegativeInt(p["container"]) ||
+          !IsNonNegativeInt(p["host"]))
         return bad("ports", "an array of {container, host}");
       a.ports.push_back({p["container"].get<int>(), p["host"].get<int>()});
     }
   }
   if (j.contains("numa_node")) {
-    if (!j["numa_node"].is_number_integer() || j["numa_node"].get<int>() < 0) return bad("numa_node", "a node number");
+    if (!IsNonNegativeInt(j["numa_node"])) return bad("numa_node", "a node number");
     a.numa_node = j["numa_node"].get<int>();
   }
   return a;

@@ -1,5 +1,7 @@
 #include "engine/docker/docker_engine.h"
 
+#include "engine/docker/docker_answers.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -85,10 +87,11 @@ Result<json> ParseJson(const std::string& body, const std::string& what) {
 }
 
 // Seconds since the epoch of an RFC 3339 UTC time ("2024-05-01T12:34:56.1Z");
-// 0 when it does not parse.
+// 0 when it does not parse. The field widths keep each number small enough
+// for the arithmetic below (a year of -2147483648 would overflow it).
 int64_t ParseRfc3339(const std::string& text) {
   std::tm tm{};
-  if (std::sscanf(text.c_str(), "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
     return 0;
   }
@@ -173,6 +176,103 @@ Status DemultiplexDockerStream(std::string_view stream, std::string& out, std::s
     return true;
   });
   return demuxer.Finish();
+}
+
+// --- The answers of the engine (docker_answers.h).
+
+Result<std::vector<ContainerInfo>> ParseContainerList(const std::string& body, const std::string& what) {
+  auto parsed = ParseJson(body, what);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->is_array()) {
+    return Status::Internal(what + ": the engine sent no array: " + body.substr(0, 200));
+  }
+  std::vector<ContainerInfo> out;
+  for (const json& c : *parsed) {
+    ContainerInfo info;
+    info.id = StringField(c, "Id");
+    const auto names = StringListField(c, "Names");
+    if (!names.empty()) info.name = StripSlash(names.front());
+    info.image = StringField(c, "Image");
+    info.labels = StringMapField(c, "Labels");
+    info.state = StringField(c, "State");
+    info.running = info.state == "running";
+    info.created_unix = IntField(c, "Created");
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+Result<ContainerInfo> ParseContainerInspect(const std::string& body, const std::string& what) {
+  auto parsed = ParseJson(body, what);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
+  const json& config = ObjectField(j, "Config");
+  const json& state = ObjectField(j, "State");
+  const json& host = ObjectField(j, "HostConfig");
+
+  ContainerInfo info;
+  info.id = StringField(j, "Id");
+  info.name = StripSlash(StringField(j, "Name"));
+  info.image = StringField(config, "Image");
+  info.labels = StringMapField(config, "Labels");
+  info.state = StringField(state, "Status");
+  info.running = BoolField(state, "Running");
+  info.exit_code = static_cast<int>(IntField(state, "ExitCode"));
+  info.pid = static_cast<int>(IntField(state, "Pid"));
+  info.created_unix = ParseRfc3339(StringField(j, "Created"));
+  info.started_at = StringField(state, "StartedAt");
+  info.finished_at = StringField(state, "FinishedAt");
+  info.cpuset_cpus = StringField(host, "CpusetCpus");
+  info.memory_bytes = IntField(host, "Memory");
+  info.pids_limit = IntField(host, "PidsLimit");
+  info.env = StringListField(config, "Env");
+  return info;
+}
+
+Result<ContainerStats> ParseContainerStats(const std::string& body, const std::string& what) {
+  auto parsed = ParseJson(body, what);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
+  // A container that is not running is answered with an empty reading, dated
+  // at the zero time.
+  if (StringField(j, "read").rfind("0001-01-01", 0) == 0)
+    return Status::FailedPrecondition(what + ": the container is not running");
+  const json& memory = ObjectField(j, "memory_stats");
+  const json& memory_detail = ObjectField(memory, "stats");
+  ContainerStats stats;
+  stats.cpu_usage_ns = static_cast<uint64_t>(IntField(ObjectField(ObjectField(j, "cpu_stats"), "cpu_usage"), "total_usage"));
+  stats.memory_used_bytes = static_cast<uint64_t>(IntField(memory, "usage"));
+  stats.memory_limit_bytes = static_cast<uint64_t>(IntField(memory, "limit"));
+  for (const char* key : {"total_cache", "cache", "file"}) {
+    if (Field(memory_detail, key) != nullptr) {
+      stats.memory_cache_bytes = static_cast<uint64_t>(IntField(memory_detail, key));
+      break;
+    }
+  }
+  stats.pids = static_cast<uint64_t>(IntField(ObjectField(j, "pids_stats"), "current"));
+  const json* io = Field(ObjectField(j, "blkio_stats"), "io_service_bytes_recursive");
+  if (io != nullptr && io->is_array()) {
+    for (const json& entry : *io) {
+      std::string op = StringField(entry, "op");
+      for (char& c : op) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (op == "read") stats.io_read_bytes += static_cast<uint64_t>(IntField(entry, "value"));
+      if (op == "write") stats.io_write_bytes += static_cast<uint64_t>(IntField(entry, "value"));
+    }
+  }
+  return stats;
+}
+
+std::optional<EngineEvent> ParseEngineEvent(std::string_view line) {
+  const json j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  EngineEvent event;
+  event.type = StringField(j, "Type");
+  event.action = StringField(j, "Action");
+  const json& actor = ObjectField(j, "Actor");
+  event.id = StringField(actor, "ID");
+  event.attributes = StringMapField(actor, "Attributes");
+  event.time_nano = IntField(j, "timeNano");
+  return event;
 }
 
 namespace {
@@ -335,66 +435,14 @@ Result<ContainerInfo> DockerEngine::Inspect(const std::string& id) {
   const std::string what = "inspect container " + id;
   auto response = Call(http_, what, "GET", ContainerPath(id) + "/json");
   if (!response.ok()) return response.status();
-  auto parsed = ParseJson(response->body, what);
-  if (!parsed.ok()) return parsed.status();
-  const json& j = *parsed;
-  const json& config = ObjectField(j, "Config");
-  const json& state = ObjectField(j, "State");
-  const json& host = ObjectField(j, "HostConfig");
-
-  ContainerInfo info;
-  info.id = StringField(j, "Id");
-  info.name = StripSlash(StringField(j, "Name"));
-  info.image = StringField(config, "Image");
-  info.labels = StringMapField(config, "Labels");
-  info.state = StringField(state, "Status");
-  info.running = BoolField(state, "Running");
-  info.exit_code = static_cast<int>(IntField(state, "ExitCode"));
-  info.pid = static_cast<int>(IntField(state, "Pid"));
-  info.created_unix = ParseRfc3339(StringField(j, "Created"));
-  info.started_at = StringField(state, "StartedAt");
-  info.finished_at = StringField(state, "FinishedAt");
-  info.cpuset_cpus = StringField(host, "CpusetCpus");
-  info.memory_bytes = IntField(host, "Memory");
-  info.pids_limit = IntField(host, "PidsLimit");
-  info.env = StringListField(config, "Env");
-  return info;
+  return ParseContainerInspect(response->body, what);
 }
 
 Result<ContainerStats> DockerEngine::Stats(const std::string& id) {
   const std::string what = "stats of container " + id;
   auto response = Call(http_, what, "GET", ContainerPath(id) + "/stats?stream=false");
   if (!response.ok()) return response.status();
-  auto parsed = ParseJson(response->body, what);
-  if (!parsed.ok()) return parsed.status();
-  const json& j = *parsed;
-  // A container that is not running is answered with an empty reading, dated
-  // at the zero time.
-  if (StringField(j, "read").rfind("0001-01-01", 0) == 0)
-    return Status::FailedPrecondition(what + ": the container is not running");
-  const json& memory = ObjectField(j, "memory_stats");
-  const json& memory_detail = ObjectField(memory, "stats");
-  ContainerStats stats;
-  stats.cpu_usage_ns = static_cast<uint64_t>(IntField(ObjectField(ObjectField(j, "cpu_stats"), "cpu_usage"), "total_usage"));
-  stats.memory_used_bytes = static_cast<uint64_t>(IntField(memory, "usage"));
-  stats.memory_limit_bytes = static_cast<uint64_t>(IntField(memory, "limit"));
-  for (const char* key : {"total_cache", "cache", "file"}) {
-    if (Field(memory_detail, key) != nullptr) {
-      stats.memory_cache_bytes = static_cast<uint64_t>(IntField(memory_detail, key));
-      break;
-    }
-  }
-  stats.pids = static_cast<uint64_t>(IntField(ObjectField(j, "pids_stats"), "current"));
-  const json* io = Field(ObjectField(j, "blkio_stats"), "io_service_bytes_recursive");
-  if (io != nullptr && io->is_array()) {
-    for (const json& entry : *io) {
-      std::string op = StringField(entry, "op");
-      for (char& c : op) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (op == "read") stats.io_read_bytes += static_cast<uint64_t>(IntField(entry, "value"));
-      if (op == "write") stats.io_write_bytes += static_cast<uint64_t>(IntField(entry, "value"));
-    }
-  }
-  return stats;
+  return ParseContainerStats(response->body, what);
 }
 
 Status DockerEngine::CreateVolume(const std::string& name, const Labels& labels) {
@@ -430,25 +478,7 @@ Result<std::vector<ContainerInfo>> DockerEngine::List(
   if (!label_filters.empty()) path += "&filters=" + LabelFilters(label_filters);
   auto response = Call(http_, what, "GET", path);
   if (!response.ok()) return response.status();
-  auto parsed = ParseJson(response->body, what);
-  if (!parsed.ok()) return parsed.status();
-  if (!parsed->is_array()) {
-    return Status::Internal(what + ": the engine sent no array: " + response->body.substr(0, 200));
-  }
-  std::vector<ContainerInfo> out;
-  for (const json& c : *parsed) {
-    ContainerInfo info;
-    info.id = StringField(c, "Id");
-    const auto names = StringListField(c, "Names");
-    if (!names.empty()) info.name = StripSlash(names.front());
-    info.image = StringField(c, "Image");
-    info.labels = StringMapField(c, "Labels");
-    info.state = StringField(c, "State");
-    info.running = info.state == "running";
-    info.created_unix = IntField(c, "Created");
-    out.push_back(std::move(info));
-  }
-  return out;
+  return ParseContainerList(response->body, what);
 }
 
 Result<ExecResult> DockerEngine::Exec(const std::string& id,
@@ -558,20 +588,13 @@ Status DockerEngine::StreamEvents(const std::vector<std::string>& label_filters,
     for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
       const std::string_view line(pending.data() + start, nl - start);
       if (line.find_first_not_of(" \r\t") == std::string_view::npos) continue;
-      const json j = json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.is_object()) {
+      std::optional<EngineEvent> event = ParseEngineEvent(line);
+      if (!event) {
         spdlog::warn("Docker event stream on {}: skipping a malformed event: {}", http_.Describe(),
                      std::string(line.substr(0, 200)));
         continue;
       }
-      EngineEvent event;
-      event.type = StringField(j, "Type");
-      event.action = StringField(j, "Action");
-      const json& actor = ObjectField(j, "Actor");
-      event.id = StringField(actor, "ID");
-      event.attributes = StringMapField(actor, "Attributes");
-      event.time_nano = IntField(j, "timeNano");
-      on_event(event);
+      on_event(*event);
     }
     pending.erase(0, start);
     return true;

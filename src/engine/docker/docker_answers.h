@@ -1,0 +1,36 @@
+// The parsers of what the Docker engine answers, apart from the calls that
+// fetch it, so that they can be tested and fuzzed on bytes alone. DockerEngine
+// uses exactly these; they are defined in docker_engine.cc.
+//
+// An answer is untrusted: each parser takes any bytes, never throws, and
+// reads a missing or mistyped field as empty ("", 0, false, no labels).
+// Thread-safety: free functions without state; safe from any thread.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/container_engine.h"
+
+namespace slotd {
+
+// GET /containers/json: one ContainerInfo per element of the array, in its
+// order. kInternal, prefixed with `what`, when `body` is not JSON or not an array.
+Result<std::vector<ContainerInfo>> ParseContainerList(const std::string& body, const std::string& what);
+
+// GET /containers/{id}/json. kInternal, prefixed with `what`, when `body` is not JSON.
+Result<ContainerInfo> ParseContainerInspect(const std::string& body, const std::string& what);
+
+// GET /containers/{id}/stats?stream=false. kInternal, prefixed with `what`,
+// when `body` is not JSON; kFailedPrecondition for the empty reading (dated
+// 0001-01-01) the engine sends for a container that is not running.
+Result<ContainerStats> ParseContainerStats(const std::string& body, const std::string& what);
+
+// One line of GET /events (without its newline); nothing when the line is
+// not a JSON object.
+std::optional<EngineEvent> ParseEngineEvent(std::string_view line);
+
+}  // namespace slotd
