@@ -12,13 +12,36 @@
 
 namespace slotd {
 
+std::string OneLine(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 void ProblemLog::Report(const toml::source_region* where, const std::string& key_path, const std::string& what) {
   Problem problem;
   if (where != nullptr) {
     problem.line = where->begin.line;
     problem.column = where->begin.column;
   }
-  problem.text = key_path + ": " + what;
+  problem.text = OneLine(key_path + ": " + what);
   problems_.push_back(std::move(problem));
 }
 
@@ -111,7 +134,7 @@ Result<toml::table> ParseToml(const std::string& text, const std::string& path) 
   } catch (const toml::parse_error& error) {
     const toml::source_position& at = error.source().begin;
     return Status::InvalidArgument(path + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) +
-                                   ": invalid TOML: " + std::string(error.description()));
+                                   ": invalid TOML: " + OneLine(error.description()));
   } catch (const std::exception& error) {
     return Status::Internal("cannot parse config file " + path + ": " + error.what());
   }

@@ -46,6 +46,12 @@ class ProblemLog {
   std::vector<Problem> problems_;
 };
 
+// `text` on one line: line breaks, tabs and the other control characters
+// written as \n, \r, \t and \xNN, so that a problem that quotes the file
+// (a key or string with a line break, toml++'s description of a syntax
+// error) cannot spill onto a second line.
+std::string OneLine(std::string_view text);
+
 // "a table", "an integer", ...: the TOML type of `node` with its article.
 std::string TypeName(const toml::node& node);
 

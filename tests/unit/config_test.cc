@@ -914,6 +914,15 @@ TEST(ConfigTest, TomlSyntaxErrorsGiveLineAndColumn) {
   EXPECT_NE(unterminated.find("invalid TOML: "), std::string::npos) << unterminated;
 }
 
+// Each problem stays on its line even when it quotes a key or a string that
+// holds a line break or another control character: they are written escaped.
+TEST(ConfigTest, AProblemQuotingALineBreakStaysOnOneLine) {
+  const std::string error = ErrorOf("[agent]\nid = \"a\\nb\"\nnode = \"n1\"\n\"x\\ty\" = 1\n");
+  EXPECT_EQ(error.find('\n', error.find('\n') + 1), std::string::npos) << error;  // two problems, two lines
+  EXPECT_NE(error.find("agent.toml:2: agent.id: \"a\\nb\" is not a valid agent id"), std::string::npos) << error;
+  EXPECT_NE(error.find("agent.toml:4: agent.\"x\\ty\": unknown key"), std::string::npos) << error;
+}
+
 // -------------------------------------------------------------- LoadConfig
 
 class LoadConfigTest : public ::testing::Test {
