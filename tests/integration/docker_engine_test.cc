@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "testing/collect_output.h"
+#include "testing/canned_server.h"
 #include "testing/engine_proxy.h"
 #include <unistd.h>
 
@@ -467,6 +468,22 @@ TEST(DockerStream, DemultiplexesFramesAndRejectsTruncation) {
 
   EXPECT_FALSE(DemultiplexDockerStream(stream.substr(0, 9), out, err).ok());
   EXPECT_FALSE(DemultiplexDockerStream("plain text, no frames", out, err).ok());
+}
+
+// What an engine sends is untrusted: an event stream whose "line" never
+// ends is cut at a bound (and reconnected by the watcher), not buffered for
+// as long as the engine sends it.
+TEST(DockerEngineBounds, AnEventLineWithoutEndIsCutNotBufferedForever) {
+  testing::CannedServer server;
+  server.Answer(200, std::string(3u << 20, 'x'));
+  auto engine = DockerEngine::FromHost("tcp://" + server.url().substr(std::string("http://").size()));
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  std::atomic<bool> stop{false};
+  int events = 0;
+  const Status s = (*engine)->StreamEvents({}, [] {}, [&](const EngineEvent&) { ++events; }, stop);
+  EXPECT_EQ(s.code(), Code::kUnavailable);
+  EXPECT_NE(s.message().find("without a line break"), std::string::npos) << s.message();
+  EXPECT_EQ(events, 0);
 }
 
 }  // namespace

@@ -581,7 +581,11 @@ Status DockerEngine::StreamEvents(const std::vector<std::string>& label_filters,
                                   const std::atomic<bool>& stop) {
   const std::string path = std::string(kApi) + "/events?filters=" +
                            LabelFilters(label_filters, {{"type", json::array({"container"})}});
+  // An event is a few KiB; a line past this bound is not an event, and
+  // would otherwise be buffered for as long as the engine keeps sending it.
+  constexpr size_t kMaxEventLine = 1u << 20;
   std::string pending;  // an event line not yet complete
+  bool overlong = false;
   auto on_chunk = [&](std::string_view chunk) {
     pending.append(chunk);
     size_t start = 0;
@@ -597,10 +601,14 @@ Status DockerEngine::StreamEvents(const std::vector<std::string>& label_filters,
       on_event(*event);
     }
     pending.erase(0, start);
-    return true;
+    overlong = pending.size() > kMaxEventLine;
+    return !overlong;
   };
-  return http_.Stream("GET", path, "", on_connected, on_chunk, stop)
-      .WithPrefix("Docker event stream");
+  Status streamed = http_.Stream("GET", path, "", on_connected, on_chunk, stop);
+  if (overlong)
+    return Status::Unavailable("Docker event stream on " + http_.Describe() + ": a line of over " +
+                               std::to_string(kMaxEventLine) + " bytes without a line break; reconnecting");
+  return streamed.WithPrefix("Docker event stream");
 }
 
 }  // namespace slotd
