@@ -51,6 +51,16 @@ int64_t IntField(const json& j, const char* key) {
   return f != nullptr && f->is_number_integer() ? f->get<int64_t>() : 0;
 }
 
+// A count or a byte total: a whole number from 0 up; 0 when absent, negative
+// or not a whole number (an engine's answer is untrusted).
+uint64_t CountField(const json& j, const char* key) {
+  const json* f = Field(j, key);
+  if (f == nullptr || !f->is_number_integer()) return 0;
+  if (f->is_number_unsigned()) return f->get<uint64_t>();
+  const int64_t value = f->get<int64_t>();
+  return value < 0 ? 0 : static_cast<uint64_t>(value);
+}
+
 bool BoolField(const json& j, const char* key) {
   const json* f = Field(j, key);
   return f != nullptr && f->is_boolean() && f->get<bool>();
@@ -240,23 +250,23 @@ Result<ContainerStats> ParseContainerStats(const std::string& body, const std::s
   const json& memory = ObjectField(j, "memory_stats");
   const json& memory_detail = ObjectField(memory, "stats");
   ContainerStats stats;
-  stats.cpu_usage_ns = static_cast<uint64_t>(IntField(ObjectField(ObjectField(j, "cpu_stats"), "cpu_usage"), "total_usage"));
-  stats.memory_used_bytes = static_cast<uint64_t>(IntField(memory, "usage"));
-  stats.memory_limit_bytes = static_cast<uint64_t>(IntField(memory, "limit"));
+  stats.cpu_usage_ns = CountField(ObjectField(ObjectField(j, "cpu_stats"), "cpu_usage"), "total_usage");
+  stats.memory_used_bytes = CountField(memory, "usage");
+  stats.memory_limit_bytes = CountField(memory, "limit");
   for (const char* key : {"total_cache", "cache", "file"}) {
     if (Field(memory_detail, key) != nullptr) {
-      stats.memory_cache_bytes = static_cast<uint64_t>(IntField(memory_detail, key));
+      stats.memory_cache_bytes = CountField(memory_detail, key);
       break;
     }
   }
-  stats.pids = static_cast<uint64_t>(IntField(ObjectField(j, "pids_stats"), "current"));
+  stats.pids = CountField(ObjectField(j, "pids_stats"), "current");
   const json* io = Field(ObjectField(j, "blkio_stats"), "io_service_bytes_recursive");
   if (io != nullptr && io->is_array()) {
     for (const json& entry : *io) {
       std::string op = StringField(entry, "op");
       for (char& c : op) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (op == "read") stats.io_read_bytes += static_cast<uint64_t>(IntField(entry, "value"));
-      if (op == "write") stats.io_write_bytes += static_cast<uint64_t>(IntField(entry, "value"));
+      if (op == "read") stats.io_read_bytes += CountField(entry, "value");
+      if (op == "write") stats.io_write_bytes += CountField(entry, "value");
     }
   }
   return stats;
