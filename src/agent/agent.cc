@@ -457,7 +457,7 @@ void Agent::CheckDrift(const std::string& kernel_id, const std::string& containe
   if (!info.ok()) return;  // gone: its destroy event or the next relist tells
   MutexLock lock(mutex_);
   Kernel* k = Find(kernel_id);
-  if (!k || k->container_id != container_id || OwnedByACall(*k) || k->state != KernelState::kRunning) return;
+  if (!k || !reconcile::MayCheckDrift(KnownOf(*k), container_id)) return;  // changed meanwhile
   std::string condition = DriftOf(*k, *info);
   if (condition == k->condition) return;
   k->condition = std::move(condition);
@@ -657,7 +657,8 @@ Status Agent::Converge(bool at_start) {
       const reconcile::Step step = StepFor(info, list_seq);
       std::optional<int> exit_code;
       if (auto code = exit_codes.find(info.id); code != exit_codes.end()) exit_code = code->second;
-      const std::string kernel_id = info.labels.count(label::kKernelId) ? info.labels.at(label::kKernelId) : "";
+      const auto kid = info.labels.find(label::kKernelId);
+      const std::string kernel_id = kid == info.labels.end() ? "" : kid->second;
       switch (step) {
         case reconcile::Step::kNothing:
         case reconcile::Step::kSkipForgotten:

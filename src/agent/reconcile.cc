@@ -15,18 +15,8 @@ bool Settled(const Known& known) {
 
 }  // namespace
 
-const char* StepName(Step step) {
-  switch (step) {
-    case Step::kNothing: return "nothing";
-    case Step::kUnlabelled: return "unlabelled";
-    case Step::kResume: return "resume";
-    case Step::kMarkExited: return "mark-exited";
-    case Step::kAdoptCreated: return "adopt-created";
-    case Step::kAdoptRunning: return "adopt-running";
-    case Step::kAdoptExited: return "adopt-exited";
-    case Step::kSkipForgotten: return "skip-forgotten";
-  }
-  return "?";
+bool MayCheckDrift(const Known& known, const std::string& container_id) {
+  return known.container_id == container_id && known.state == KernelState::kRunning && !known.owned_by_call;
 }
 
 bool NeedsExitCode(Step step) { return step == Step::kMarkExited || step == Step::kAdoptExited; }
@@ -71,19 +61,6 @@ std::vector<ContainerInfo> AdoptionOrder(std::vector<ContainerInfo> listed) {
   return listed;
 }
 
-const char* EventStepName(EventStep step) {
-  switch (step) {
-    case EventStep::kNothing: return "nothing";
-    case EventStep::kRelist: return "relist";
-    case EventStep::kCheckDeath: return "check-death";
-    case EventStep::kCheckDrift: return "check-drift";
-    case EventStep::kNoteOom: return "note-oom";
-    case EventStep::kResume: return "resume";
-    case EventStep::kForget: return "forget";
-  }
-  return "?";
-}
-
 std::optional<std::string> KernelIdOfEvent(const EngineEvent& event, const std::string& agent_id) {
   if (event.type != "container") return std::nullopt;
   auto owner = event.attributes.find(label::kOwner);
@@ -104,7 +81,7 @@ EventStep DecideOnEvent(const EngineEvent& event, const Known* known) {
                                                                                          : EventStep::kNothing;
   }
   if (action == "update" || action == "pause" || action == "unpause")
-    return known->state == KernelState::kRunning ? EventStep::kCheckDrift : EventStep::kNothing;
+    return MayCheckDrift(*known, event.id) ? EventStep::kCheckDrift : EventStep::kNothing;
   if (action == "start") return Settled(*known) ? EventStep::kResume : EventStep::kNothing;
   if (action == "destroy") return EventStep::kForget;
   return EventStep::kNothing;

@@ -39,7 +39,6 @@ enum class Step {
   kAdoptExited,    // unknown, stopped: adopt TERMINATED with the exit code, holding nothing
   kSkipForgotten,  // unknown, but its kernel was forgotten after the list was asked for: being removed
 };
-const char* StepName(Step step);
 
 // Whether applying `step` needs the container's exit code (which only an
 // inspect gives; a list does not).
@@ -48,6 +47,11 @@ bool NeedsExitCode(Step step);
 // Whether the engine's state string means the container's processes exist
 // (running, paused or restarting): such a container holds its resources.
 bool IsRunningState(const std::string& state);
+
+// Whether the drift of kernel `known`'s container `container_id` (paused,
+// cpuset, memory limit changed outside slotd) may be checked now: it is the
+// kernel's own container, the kernel RUNNING, and no call owns it.
+bool MayCheckDrift(const Known& known, const std::string& container_id);
 
 // The step for one listed container of this agent. `known` is the kernel its
 // kernel-id label names, or nullptr; `forgotten_at_seq` is when the agent
@@ -78,7 +82,6 @@ enum class EventStep {
   kResume,      // its container was started outside slotd: re-take its allocation
   kForget,      // its container was removed outside slotd: free and forget the kernel
 };
-const char* EventStepName(EventStep step);
 
 // The kernel id an event of `agent_id`'s containers names; nullopt for any
 // other event (another owner's, not a container's, no kernel id).

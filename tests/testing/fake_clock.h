@@ -5,7 +5,7 @@
 #pragma once
 
 #include <chrono>
-#include <map>
+#include <set>
 #include <mutex>
 
 #include "common/clock.h"
@@ -30,16 +30,13 @@ class FakeClock final : public Clock {
   // deadline exactly at `deadline`; false if none did. Lets a test know that
   // a loop has reached its wait before it moves the time.
   bool WaitForWaiterUntil(TimePoint deadline) const;
-  // Waits (in real time, at most 10 s) until `count` threads wait on this
-  // clock at once; false if they never did.
-  bool WaitForWaiters(size_t count) const;
 
  private:
   static constexpr std::chrono::milliseconds kPoll{1};
 
   mutable Mutex mutex_;
   TimePoint now_ GUARDED_BY(mutex_);
-  std::multimap<TimePoint, int> waiters_ GUARDED_BY(mutex_);  // deadlines of the threads in WaitUntil
+  std::multiset<TimePoint> waiters_ GUARDED_BY(mutex_);  // deadlines of the threads in WaitUntil
 };
 
 }  // namespace slotd

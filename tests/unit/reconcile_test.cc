@@ -38,6 +38,34 @@ struct ContainerCase {
   Step expected;
 };
 
+// The steps' names, so that a failing case says which step it got.
+const char* StepName(Step step) {
+  switch (step) {
+    case Step::kNothing: return "nothing";
+    case Step::kUnlabelled: return "unlabelled";
+    case Step::kResume: return "resume";
+    case Step::kMarkExited: return "mark-exited";
+    case Step::kAdoptCreated: return "adopt-created";
+    case Step::kAdoptRunning: return "adopt-running";
+    case Step::kAdoptExited: return "adopt-exited";
+    case Step::kSkipForgotten: return "skip-forgotten";
+  }
+  return "?";
+}
+
+const char* EventStepName(EventStep step) {
+  switch (step) {
+    case EventStep::kNothing: return "nothing";
+    case EventStep::kRelist: return "relist";
+    case EventStep::kCheckDeath: return "check-death";
+    case EventStep::kCheckDrift: return "check-drift";
+    case EventStep::kNoteOom: return "note-oom";
+    case EventStep::kResume: return "resume";
+    case EventStep::kForget: return "forget";
+  }
+  return "?";
+}
+
 constexpr uint64_t kListSeq = 10;
 
 const std::vector<ContainerCase>& ContainerCases() {

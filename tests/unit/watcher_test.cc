@@ -5,10 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <memory>
-#include <thread>
 
+#include "testing/eventually.h"
 #include "testing/fake_clock.h"
 #include "testing/fake_engine.h"
 
@@ -18,16 +17,6 @@ namespace {
 using Method = FakeEngine::Method;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// Polls `ready` in real time for at most 10 s.
-bool Eventually(const std::function<bool()>& ready) {
-  const auto give_up = std::chrono::steady_clock::now() + seconds(10);
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() >= give_up) return false;
-    std::this_thread::sleep_for(milliseconds(1));
-  }
-  return true;
-}
 
 class WatcherTest : public ::testing::Test {
  protected:
