@@ -28,6 +28,7 @@
 #include "agent/agent.h"
 #include "common.h"
 #include "common/units.h"
+#include "resources/mock/mock_kind.h"
 #include "testing/fake_engine.h"
 
 namespace slotd::bench {
@@ -58,7 +59,7 @@ Config BenchConfig() {
     mock.devices.push_back({id, 16 * kGiB, 100, i < kDevices / 2 ? 0 : 1});
     mock.allowed_devices.push_back(id);
   }
-  config.resource.mock = std::move(mock);
+  config.resource.devices.by_kind["mock"] = std::make_shared<MockConfig>(std::move(mock));
   config.container.stop_timeout = std::chrono::seconds(1);
   return config;
 }

@@ -18,6 +18,9 @@
 #include <toml++/toml.h>
 
 #include "config/config.h"
+#include "resources/agent_config.h"
+#include "resources/cuda/cuda_kind.h"
+#include "resources/mock/mock_kind.h"
 #include "fuzz_check.h"
 
 namespace {
@@ -76,22 +79,21 @@ std::string Render(const Config& c) {
                        {"reserved-mem", Bytes(c.resource.reserved_mem)},
                        {"cpu", toml::table{{"allowed-cores", cores}}},
                        {"memory", toml::table{{"size", Bytes(c.resource.memory_size)}}}};
-  if (c.resource.cuda) {
-    toml::table cuda{{"nvml-library", c.resource.cuda->nvml_library}, {"attach", c.resource.cuda->attach}};
-    if (!c.resource.cuda->allowed_devices.empty())
-      cuda.insert("allowed-devices", Strings(c.resource.cuda->allowed_devices));
+  if (const auto* cuda_config = c.resource.devices.Of<slotd::CudaConfig>("cuda")) {
+    toml::table cuda{{"nvml-library", cuda_config->nvml_library}, {"attach", cuda_config->attach}};
+    if (!cuda_config->allowed_devices.empty()) cuda.insert("allowed-devices", Strings(cuda_config->allowed_devices));
     resource.insert("cuda", std::move(cuda));
   }
-  if (c.resource.mock) {
+  if (const auto* mock = c.resource.devices.Of<slotd::MockConfig>("mock")) {
     toml::array devices;
-    for (const slotd::MockDevice& d : c.resource.mock->devices) {
+    for (const slotd::MockDevice& d : mock->devices) {
       devices.push_back(toml::table{{"id", d.id},
                                     {"memory", Bytes(d.memory_bytes)},
                                     {"processing-units", d.processing_units},
                                     {"numa-node", d.numa_node}});
     }
     resource.insert("mock", toml::table{{"devices", std::move(devices)},
-                                        {"allowed-devices", Strings(c.resource.mock->allowed_devices)}});
+                                        {"allowed-devices", Strings(mock->allowed_devices)}});
   }
   const toml::table root{{"agent", std::move(agent)},         {"api", std::move(api)},
                          {"node", std::move(node)},           {"container", std::move(container)},
@@ -123,13 +125,13 @@ void CheckPromises(const Config& c, const std::string& text) {
              "allowed cores outside the host's cpuset\n" + text);
   FUZZ_CHECK(c.resource.memory_size > 0 && c.resource.memory_size <= host.memory_bytes,
              "memory size " + std::to_string(c.resource.memory_size) + "\n" + text);
-  if (c.resource.mock) {
-    for (const std::string& id : c.resource.mock->allowed_devices) {
+  if (const auto* mock = c.resource.devices.Of<slotd::MockConfig>("mock")) {
+    for (const std::string& id : mock->allowed_devices) {
       bool declared = false;
-      for (const slotd::MockDevice& d : c.resource.mock->devices) declared = declared || d.id == id;
+      for (const slotd::MockDevice& d : mock->devices) declared = declared || d.id == id;
       FUZZ_CHECK(declared, "mock allowed device " + id + " is not declared\n" + text);
     }
-    FUZZ_CHECK(!c.resource.mock->devices.empty(), "a mock section without devices\n" + text);
+    FUZZ_CHECK(!mock->devices.empty(), "a mock section without devices\n" + text);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/units.h"
+#include "resources/device_kinds.h"
 
 namespace slotd {
 
@@ -133,6 +134,12 @@ void Agent::Forget(std::string kernel_id, const std::string& reason) {
 }
 
 Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
+  for (const auto& [name, value] : request.env) {
+    if (DeviceVariablesSelectingNone().count(name))
+      return Status::InvalidArgument("env." + name +
+                                     ": selects devices, so the agent sets it from the kernel's allocation; it may "
+                                     "not be overridden. Ask for devices in resources instead");
+  }
   Kernel kernel;
   std::shared_ptr<PendingCreate> pending;
   {

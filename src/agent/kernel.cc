@@ -87,14 +87,6 @@ Status ParseResources(const json& body, ResourceRequest& out) {
 
 }  // namespace
 
-const std::map<std::string, std::string>& DeviceVariablesSelectingNone() {
-  static const std::map<std::string, std::string> kNone = {
-      {"NVIDIA_VISIBLE_DEVICES", "void"},  // the NVIDIA runtime's "no GPU"
-      {"CUDA_VISIBLE_DEVICES", ""},        {"GPU_DEVICE_ORDINAL", ""},      {"HIP_VISIBLE_DEVICES", ""},
-      {"ROCR_VISIBLE_DEVICES", ""},        {"SLOTD_MOCK_DEVICES", ""},      {"SLOTD_MOCK_DEVICE_COUNT", "0"}};
-  return kNone;
-}
-
 bool IsValidKernelId(const std::string& id) {
   static const std::regex kPattern("[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
   return std::regex_match(id, kPattern);
@@ -149,8 +141,7 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
       return Bad("env." + name, "the value is longer than " + std::to_string(kMaxEnvValue >> 10) + " KiB");
     env_total += name.size() + value.size() + 2;
     if (!std::regex_match(name, kEnvName)) return Bad("env." + name, "not a valid variable name");
-    if (kIdentityEnv.count(name) || DeviceVariablesSelectingNone().count(name))
-      return Bad("env." + name, "is set by the agent from the kernel's allocation and may not be overridden");
+    if (kIdentityEnv.count(name)) return Bad("env." + name, "is set by the agent and may not be overridden");
   }
   if (env_total > kMaxEnvTotal)
     return Bad("env", "too large: " + std::to_string(env_total >> 10) + " KiB in all, at most " +

@@ -65,13 +65,6 @@ Result<CreateRequest> CreateRequestFromCanonical(const nlohmann::json& canonical
 // True when `id` is a valid kernel id: [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
 bool IsValidKernelId(const std::string& id);
 
-// The environment variables that select devices, each with the value that
-// selects none. Every kernel gets every one of them: the value of the plugin
-// that gave it devices, else this one, so that no image's ENV (say
-// NVIDIA_VISIBLE_DEVICES=all under an NVIDIA default runtime) can reach a
-// device. Requests may not set them.
-const std::map<std::string, std::string>& DeviceVariablesSelectingNone();
-
 enum class KernelState { kPreparing, kRunning, kTerminating, kTerminated, kError };
 const char* KernelStateName(KernelState state);
 

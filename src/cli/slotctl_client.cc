@@ -7,7 +7,7 @@
 
 #include "config/defaults.h"
 #include "common/token_file.h"
-#include "config/config.h"
+#include "resources/agent_config.h"
 
 namespace slotctl {
 

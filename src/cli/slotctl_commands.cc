@@ -100,7 +100,7 @@ Outcome<json> CreateRequest(const CreateArgs& args) {
     errno = 0;
     const long n = std::strtol(count.c_str(), &end, 10);
     if (count.empty() || *end != '\0' || errno == ERANGE)
-      return Failure{Exit::kUsage, "--device " + device + ": COUNT must be a whole number, e.g. mock.device=1"};
+      return Failure{Exit::kUsage, "--device " + device + ": COUNT must be a whole number, as in SLOT=2"};
     resources[kv->first] = n;
   }
   if (!resources.empty()) body["resources"] = resources;

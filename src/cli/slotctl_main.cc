@@ -55,7 +55,7 @@ Subcommand AddRun(CLI::App& app) {
   run->add_option("--port", args->ports, "container port that needs a host port, repeatable")
       ->allow_extra_args(false);
   run->add_option("--label", args->labels, "KEY=VALUE user label, repeatable")->allow_extra_args(false);
-  run->add_option("--device", args->devices, "SLOT=COUNT device request, e.g. mock.device=1, repeatable")
+  run->add_option("--device", args->devices, "SLOT=COUNT device request, SLOT one of the device slot types that slotctl info lists (<kind>.device), repeatable")
       ->allow_extra_args(false);
   return {run, [args](const Options& o, const AgentClient& a) { return slotctl::RunCreate(*args, o, a); }, nullptr};
 }

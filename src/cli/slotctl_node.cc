@@ -12,7 +12,7 @@
 #include "cli/stats_view.h"
 #include "cli/table.h"
 #include "common/units.h"
-#include "config/config.h"
+#include "resources/agent_config.h"
 #include "config/defaults.h"
 #include "node/claims.h"
 

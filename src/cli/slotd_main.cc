@@ -26,7 +26,7 @@
 #include "engine/docker/docker_engine.h"
 #include "node/check.h"
 #include "node/claims.h"
-#include "resources/nvml.h"
+#include "resources/agent_config.h"
 #include "stats/collector.h"
 
 namespace {
@@ -53,38 +53,6 @@ std::map<std::string, std::vector<std::string>> OwnedDevices(
   return devices;
 }
 
-// Resolves `config`'s device allow-lists as the agent would at start, through
-// its plugins. When [resource.cuda]'s NVML library cannot be loaded here, the
-// cuda entries are kept as written (or, without an allow-list, as "every
-// GPU") with a note that they were not checked against the GPUs.
-slotd::ResolvedDevices ResolveDevices(const slotd::Config& config, const slotd::HostFacts& host) {
-  slotd::ResolvedDevices resolved;
-  if (config.resource.mock) resolved.ids["mock"] = config.resource.mock->allowed_devices;
-  if (!config.resource.cuda) return resolved;
-  const slotd::CudaConfig& cuda = *config.resource.cuda;
-  if (auto nvml = slotd::LoadNvml(cuda.nvml_library); !nvml.ok()) {
-    const std::string why = "because NVML cannot be loaded here: " + nvml.status().message();
-    if (cuda.allowed_devices_explicit) {
-      resolved.ids["cuda"] = cuda.allowed_devices;
-      resolved.notes.push_back(
-          "resource.cuda.allowed-devices compared as written, not checked against this node's GPUs (an index and "
-          "the UUID of the same GPU are not seen as one), " + why);
-    } else {
-      resolved.every_device.insert("cuda");
-      resolved.notes.push_back("resource.cuda has no allowed-devices, so it takes every GPU; they cannot be listed " +
-                               why);
-    }
-    return resolved;
-  }
-  auto plugins = slotd::MakePlugins(config, host);
-  if (!plugins.ok()) {
-    resolved.error = plugins.status();
-    return resolved;
-  }
-  resolved.ids = OwnedDevices(*plugins);
-  return resolved;
-}
-
 // Runs `slotd check`: prints every problem of `paths` as agents of one node
 // and a summary. The node is this machine, except for the cores and memory
 // that `node_cores` and `node_memory` give when not empty. Returns 0 when
@@ -101,8 +69,7 @@ int CheckConfigs(const std::vector<std::string>& paths, const std::string& node_
     if (!bytes.ok()) return std::cerr << "slotd check: --node-memory: " << bytes.status().message() << "\n", 2;
     host.memory_bytes = *bytes;
   }
-  const slotd::CheckReport report = slotd::CheckNodeConfigs(
-      paths, host, [&](const slotd::Config& config) { return ResolveDevices(config, host); });
+  const slotd::CheckReport report = slotd::CheckNodeConfigs(paths, host);
   std::cout << report.Text();
   return report.ExitCode();
 }

@@ -1,5 +1,5 @@
-// The key tables of agent.toml, one per section, in the order messages and
-// docs/config.md list them. Each key's default is its Config member's
+// The key tables of agent.toml's core sections, in the order messages and
+// docs/config.md list them (the device plugins' sections follow them). Each key's default is its Config member's
 // initializer (config.h, defaults.h) unless the table says DefaultsTo.
 #include "config/agent_schema.h"
 
@@ -18,7 +18,6 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr int kMaxCores = 4096;      // the highest core number ParseCoreList accepts, plus one
-constexpr int kMaxNumaNodes = 1024;  // Linux's largest MAX_NUMNODES; node numbers are below it
 
 // ------------------------------------------------------- agent-specific types
 
@@ -110,21 +109,6 @@ ValueType<PortRange> PortRangeType() {
   return type;
 }
 
-// A GPU entry of resource.cuda.allowed-devices: a string; an integer is
-// refused with the advice to quote it.
-ValueType<std::string> GpuEntryType() {
-  ValueType<std::string> type = StringType();
-  type.read = [string = type.read](const Field& field, ConfigReader& reader) -> std::optional<std::string> {
-    if (const auto* number = field.node->as_integer()) {
-      const std::string index = std::to_string(number->get());
-      reader.Report(field, "expected a string, found the integer " + index + "; quote GPU indices: \"" + index + "\"");
-      return std::nullopt;
-    }
-    return string(field, reader);
-  };
-  return type;
-}
-
 // --------------------------------------------------------------- checks
 
 // True for [a-z0-9][a-z0-9._-]{0,63}.
@@ -147,25 +131,6 @@ Check<std::string> AgentIdPattern() {
       });
 }
 
-// True for [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
-bool IsValidMockDeviceId(const std::string& id) {
-  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
-  if (id.empty() || id.size() > 64 || !alnum(id[0])) return false;
-  return std::all_of(id.begin(), id.end(), [&](char c) { return alnum(c) || c == '.' || c == '_' || c == '-'; });
-}
-
-Check<std::string> MockDeviceIdPattern() {
-  return Rule<std::string>(
-      "1 to 64 characters of `A-Z`, `a-z`, `0-9`, `.`, `_`, `-`, starting with a letter or digit: "
-      "`[A-Za-z0-9][A-Za-z0-9._-]{0,63}`.",
-      [](const std::string& id, const Field&, const ConfigReader&) -> std::string {
-        if (IsValidMockDeviceId(id)) return "";
-        return "\"" + id +
-               "\" is not a valid device id; use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting "
-               "with a letter or digit";
-      });
-}
-
 // Why a docker-host value is unusable, or empty if it is fine.
 std::string DockerHostProblem(const std::string& value) {
   const std::string example(kDefaultDockerHost);
@@ -185,36 +150,6 @@ Check<std::string> DockerHostScheme() {
       "`unix://` followed by an absolute socket path, or `tcp://host:port`. A `$DOCKER_HOST` used as the default "
       "is checked the same way.",
       [](const std::string& value, const Field&, const ConfigReader&) { return DockerHostProblem(value); });
-}
-
-Check<std::string> LibraryNameOrAbsolutePath() {
-  return Rule<std::string>("Not a relative path.", [](const std::string& library, const Field&,
-                                                      const ConfigReader&) -> std::string {
-    if (library.front() == '/' || library.find('/') == std::string::npos) return "";
-    return "\"" + library + "\" is a relative path; give a library name like \"libnvidia-ml.so.1\" or an absolute path";
-  });
-}
-
-// True for a GPU as nvidia-smi -L names it: an index without leading zeros
-// ("0", "12") or a UUID ("GPU-" followed by hex digits and dashes).
-bool IsGpuIndexOrUuid(const std::string& entry) {
-  auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  if (!entry.empty() && std::all_of(entry.begin(), entry.end(), digit)) return entry == "0" || entry[0] != '0';
-  constexpr std::string_view kUuidPrefix = "GPU-";
-  if (entry.size() <= kUuidPrefix.size() || entry.rfind(kUuidPrefix, 0) != 0) return false;
-  return std::all_of(entry.begin() + kUuidPrefix.size(), entry.end(),
-                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == '-'; });
-}
-
-Check<std::string> GpuIndexOrUuid() {
-  return Rule<std::string>(
-      "A UUID is `GPU-` followed by hex digits and dashes; an index is a decimal number without leading zeros.",
-      [](const std::string& entry, const Field&, const ConfigReader&) -> std::string {
-        if (IsGpuIndexOrUuid(entry)) return "";
-        return "\"" + entry +
-               "\" is neither a GPU UUID like \"GPU-6f3c1a2b-...\" nor an index like \"1\"; copy them from "
-               "nvidia-smi -L";
-      });
 }
 
 // ------------------------------------------------------------ cross-key rules
@@ -299,50 +234,6 @@ void ResolveDefaultDockerHost(ContainerConfig& container, ConfigReader& reader) 
     return;
   }
   container.docker_host = env;
-}
-
-// No two mock devices share an id; a later one names the first.
-Check<std::vector<MockDevice>> UniqueDeviceIds() {
-  return Check<std::vector<MockDevice>>{
-      "", [](const std::vector<MockDevice>& devices, const Field& field, ConfigReader& reader) {
-        bool unique = true;
-        for (size_t i = 0; i < devices.size(); ++i) {
-          if (devices[i].id.empty()) continue;  // no usable id: reported already
-          auto first = std::find_if(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(i),
-                                    [&](const MockDevice& other) { return other.id == devices[i].id; });
-          if (first == devices.begin() + static_cast<std::ptrdiff_t>(i)) continue;
-          const toml::node* id = field.node->as_array()->get(i)->as_table()->get("id");
-          reader.Report(Field{id, field.path + "[" + std::to_string(i) + "].id"},
-                        "\"" + devices[i].id + "\" is also the id of resource.mock.devices[" +
-                            std::to_string(first - devices.begin()) + "]; give each device its own id");
-          unique = false;
-        }
-        return unique;
-      }};
-}
-
-// The string ids of resource.mock.devices in the file, or nullopt when some
-// device has none (or there are no devices), so an allow-list cannot be judged.
-std::optional<std::vector<std::string>> DeclaredMockIds(const toml::table& root) {
-  const toml::node* node = NodeAt(root, "resource.mock.devices");
-  const toml::array* devices = node != nullptr ? node->as_array() : nullptr;
-  if (devices == nullptr || devices->empty()) return std::nullopt;
-  std::vector<std::string> ids;
-  for (const toml::node& device : *devices) {
-    const toml::table* table = device.as_table();
-    const auto* id = table != nullptr ? table->get_as<std::string>("id") : nullptr;
-    if (id == nullptr) return std::nullopt;
-    ids.push_back(id->get());
-  }
-  return ids;
-}
-
-Check<std::string> DeclaredMockDevice() {
-  return Rule<std::string>("", [](const std::string& id, const Field&, const ConfigReader& reader) -> std::string {
-    const std::optional<std::vector<std::string>> declared = DeclaredMockIds(reader.root());
-    if (!declared || std::find(declared->begin(), declared->end(), id) != declared->end()) return "";
-    return "\"" + id + "\" is not a declared device; list ids from resource.mock.devices: " + JoinList(*declared);
-  });
 }
 
 // ------------------------------------------------------------- the tables
@@ -506,91 +397,15 @@ KeyTable<ResourceConfig> MemoryKeys() {
   }};
 }
 
-KeyTable<CudaConfig> CudaKeys() {
-  return {"resource.cuda", "[resource.cuda]", {
-    StoredKey<CudaConfig, std::vector<std::string>>(
-        "allowed-devices",
-        ListType(GpuEntryType(), {GpuIndexOrUuid()}, "GPU UUIDs or indices like [\"GPU-6f3c1a2b-...\", \"1\"]",
-                 "list at least one GPU, or leave allowed-devices out to use every visible GPU", "list each GPU once"),
-        "Allow-list: the GPUs this agent may give to kernels; the others are left alone. Each entry is a GPU UUID "
-        "(`\"GPU-6f3c1a2b-9d4e-4f5a-8b6c-7d8e9f0a1b2c\"`) or an index (`\"1\"`), as `nvidia-smi -L` shows them. "
-        "Entries are strings: an index written as a bare integer is an error that says to quote it. Whether each "
-        "entry names a GPU of this node is checked when the agent starts, and the error lists the GPUs found. "
-        "Agents on one node need lists that do not share a GPU.",
-        {},
-        [](CudaConfig& cuda, std::vector<std::string>&& devices) {
-          cuda.allowed_devices = std::move(devices);
-          cuda.allowed_devices_explicit = true;
-        },
-        nullptr)
-        .DefaultDoc("every GPU NVML reports"),
-    MemberKey("nvml-library", &CudaConfig::nvml_library, StringType(),
-              "The NVML library to load: a file name, searched for as the dynamic loader does, or an absolute "
-              "path.",
-              {NotEmpty(), LibraryNameOrAbsolutePath()}),
-    MemberKey("attach", &CudaConfig::attach, EnumType({"device-requests", "env", "cdi"}),
-              "How a kernel's container is given its GPUs: `device-requests` (a Docker device request for the "
-              "GPUs' UUIDs, served by the NVIDIA Container Toolkit), `env` (only `NVIDIA_VISIBLE_DEVICES` and "
-              "`CUDA_VISIBLE_DEVICES`, for a runtime that reads them) or `cdi` (CDI device names "
-              "`nvidia.com/gpu=<uuid>`). Every mode also sets the two variables."),
-  }};
-}
-
-KeyTable<MockDevice> MockDeviceKeys() {
-  return {"resource.mock.devices", "a mock device", {
-    MemberKey("id", &MockDevice::id, StringType(),
-              "The device's name in allocations and `slotctl`. Unique among the devices.", {MockDeviceIdPattern()})
-        .Required("give every device an id, e.g. id = \"mock0\""),
-    MemberKey("memory", &MockDevice::memory_bytes, SizeType(), "The device's memory, as reported by the API.",
-              {AboveZero()})
-        .Required("give every device its memory, e.g. memory = \"16g\""),
-    MemberKey("processing-units", &MockDevice::processing_units, IntegerType(),
-              "The device's processing units (streaming multiprocessors, for a GPU), as reported by the API.",
-              {IntegerRange(1, std::numeric_limits<int>::max())}),
-    MemberKey("numa-node", &MockDevice::numa_node, IntegerType(),
-              "The NUMA node the device is attached to; a kernel gets cores of the same node when it can.",
-              {IntegerRange(0, kMaxNumaNodes - 1)}),
-  }};
-}
-
-KeyTable<MockConfig> MockKeys() {
-  return {"resource.mock", "[resource.mock]", {
-    MemberKey("devices", &MockConfig::devices,
-              TableListType(MockDeviceKeys(), "device tables like [{ id = \"mock0\", memory = \"16g\" }]",
-                            "declare at least one device, or remove [resource.mock] to turn the mock plugin off",
-                            "{ id = \"mock0\", memory = \"16g\" }"),
-              "Every mock device of the node, declared with the keys below. Write it as an array of inline tables "
-              "(`devices = [{ id = \"mock0\", memory = \"16g\" }]`) or as `[[resource.mock.devices]]` tables.",
-              {UniqueDeviceIds()})
-        .Required("declare the mock devices, e.g. devices = [{ id = \"mock0\", memory = \"16g\" }]"),
-    StoredKey<MockConfig, std::vector<std::string>>(
-        "allowed-devices",
-        ListType(StringType(), {DeclaredMockDevice()}, "device ids like [\"mock0\"]",
-                 "list at least one device, or leave allowed-devices out to use every declared device",
-                 "list each device once"),
-        "Allow-list: the ids of the devices this agent may give to kernels. Each must be the `id` of a device in "
-        "`devices`; the error lists the declared ids. Agents on one node need lists that do not share a device.",
-        {},
-        [](MockConfig& mock, std::vector<std::string>&& ids) {
-          mock.allowed_devices = std::move(ids);
-          mock.allowed_devices_explicit = true;
-        },
-        nullptr)
-        .DefaultsTo("every declared device",
-                    [](MockConfig& mock, ConfigReader&) {
-                      for (const MockDevice& device : mock.devices) mock.allowed_devices.push_back(device.id);
-                    }),
-  }};
-}
-
 // A section that is always read, into `part` of Config.
 template <typename T>
 std::function<T*(Config&, bool)> Always(T* (*part)(Config&)) {
   return [part](Config& config, bool) { return part(config); };
 }
 
-Schema BuildAgentSchema() {
-  Schema schema;
+}  // namespace
+
+void AddCoreSections(Schema& schema) {
   schema.Add(Section(AgentKeys(), Always<AgentConfig>([](Config& c) { return &c.agent; })));
   schema.Add(Section(ApiKeys(), Always<ApiConfig>([](Config& c) { return &c.api; })));
   schema.Add(Section(NodeKeys(), Always<NodeConfig>([](Config& c) { return &c.node; })));
@@ -598,21 +413,6 @@ Schema BuildAgentSchema() {
   schema.Add(Section(ResourceKeys(), Always<ResourceConfig>([](Config& c) { return &c.resource; })));
   schema.Add(Section(CpuKeys(), Always<ResourceConfig>([](Config& c) { return &c.resource; })));
   schema.Add(Section(MemoryKeys(), Always<ResourceConfig>([](Config& c) { return &c.resource; })));
-  // The plugin sections: present turns the plugin on.
-  schema.Add(Section(CudaKeys(), std::function<CudaConfig*(Config&, bool)>([](Config& c, bool present) {
-                       return present ? &c.resource.cuda.emplace() : nullptr;
-                     })));
-  schema.Add(Section(MockKeys(), std::function<MockConfig*(Config&, bool)>([](Config& c, bool present) {
-                       return present ? &c.resource.mock.emplace() : nullptr;
-                     })));
-  return schema;
-}
-
-}  // namespace
-
-const Schema& AgentSchema() {
-  static const Schema schema = BuildAgentSchema();
-  return schema;
 }
 
 }  // namespace slotd

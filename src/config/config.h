@@ -1,6 +1,6 @@
 // agent.toml, parsed once into immutable structs.
 //
-// LoadConfig reads and validates the whole file and returns every problem it
+// LoadConfig (resources/agent_config.h) reads and validates the whole file and returns every problem it
 // finds, one per line, each naming the file, the line and the key path:
 //   agent.toml:12: container.port-range: start 31000 is above end 30000
 // Unknown sections and keys, wrong types and out-of-range values are errors.
@@ -8,12 +8,16 @@
 // here, so a Config says exactly what the agent will use.
 //
 // The keys, their types, checks and docs are declared as one table per
-// section in agent_schema.cc. A member initializer below is that key's
-// default: the tables and docs/config.md read it from here.
+// section: the core's in agent_schema.cc, each device plugin's next to its
+// code. A member initializer below is that key's default: the tables and
+// docs/config.md read it from here.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,34 +70,49 @@ struct ContainerConfig {
   bool operator==(const ContainerConfig&) const = default;
 };
 
-// One device of the config-defined mock accelerator ([resource.mock] devices).
-struct MockDevice {
-  std::string id;              // unique among the mock devices, e.g. "mock0"
-  uint64_t memory_bytes = 0;
-  int processing_units = 1;
-  int numa_node = 0;
-
-  bool operator==(const MockDevice&) const = default;
+// A device plugin's section of agent.toml ([resource.<kind>]). Each device
+// kind (resources/device_kinds.h) has its own type, derived through
+// DeviceSectionBase, and registers the key table that reads it; the core
+// never looks inside.
+struct DeviceSection {
+  virtual ~DeviceSection() = default;
+  // True when `other` is a section of the same type with the same values.
+  virtual bool Equals(const DeviceSection& other) const = 0;
 };
 
-// [resource.mock]: present means the mock plugin is on.
-struct MockConfig {
-  std::vector<MockDevice> devices;          // every declared device, in file order
-  std::vector<std::string> allowed_devices; // resolved: the allow-list, or every declared id
-  bool allowed_devices_explicit = false;
+// The base of a kind's section type T, which declares
+// `bool operator==(const T&) const = default;`.
+template <typename T>
+struct DeviceSectionBase : DeviceSection {
+  bool Equals(const DeviceSection& other) const override {
+    const T* same = dynamic_cast<const T*>(&other);
+    return same != nullptr && *same == static_cast<const T&>(*this);
+  }
 
-  bool operator==(const MockConfig&) const = default;
+  // No values of its own: what T's defaulted == compares for its base.
+  constexpr bool operator==(const DeviceSectionBase&) const { return true; }
 };
 
-// [resource.cuda]: present means the CUDA plugin is on. Entries are
-// normalised to UUIDs by the plugin at start, against the GPUs NVML reports.
-struct CudaConfig {
-  std::vector<std::string> allowed_devices;  // UUIDs or decimal indices as written; empty: every visible GPU
-  bool allowed_devices_explicit = false;
-  std::string nvml_library = "libnvidia-ml.so.1";
-  std::string attach = "device-requests";    // device-requests | env | cdi
+// The device plugins' sections a file has, by kind name ("cuda"); a present
+// section turns its plugin on. Read once, then shared by copies of a Config.
+struct DeviceSections {
+  std::map<std::string, std::shared_ptr<const DeviceSection>> by_kind;
 
-  bool operator==(const CudaConfig&) const = default;
+  // Kind `kind`'s section as its type T, or null when the file has none.
+  template <typename T>
+  const T* Of(const std::string& kind) const {
+    auto it = by_kind.find(kind);
+    return it == by_kind.end() ? nullptr : dynamic_cast<const T*>(it->second.get());
+  }
+
+  // The same kinds, with equal values.
+  bool operator==(const DeviceSections& other) const {
+    return by_kind.size() == other.by_kind.size() &&
+           std::all_of(by_kind.begin(), by_kind.end(), [&](const auto& entry) {
+             auto it = other.by_kind.find(entry.first);
+             return it != other.by_kind.end() && entry.second->Equals(*it->second);
+           });
+  }
 };
 
 struct ResourceConfig {
@@ -103,8 +122,7 @@ struct ResourceConfig {
   bool allowed_cores_explicit = false;
   uint64_t memory_size = 0;        // resolved: the share, or node memory minus reserved
   bool memory_size_explicit = false;
-  std::optional<MockConfig> mock;
-  std::optional<CudaConfig> cuda;
+  DeviceSections devices;
 
   bool operator==(const ResourceConfig&) const = default;
 };
@@ -119,12 +137,5 @@ struct Config {
 
   bool operator==(const Config&) const = default;
 };
-
-// Parses and validates `path`. On failure the Status message holds every
-// problem, one per line, "<file>:<line>: <key.path>: <what is wrong>".
-Result<Config> LoadConfig(const std::string& path, const HostFacts& host = HostFacts::Detect());
-
-// Same, from text already in memory; `path` is used only in messages.
-Result<Config> ParseConfig(const std::string& text, const std::string& path, const HostFacts& host);
 
 }  // namespace slotd

@@ -316,4 +316,20 @@ Result<Config> Schema::Read(const toml::table& root, const std::string& file, co
   return Status::InvalidArgument(reader.problems().Format(file));
 }
 
+Result<Config> Schema::Parse(const std::string& text, const std::string& file, const HostFacts& host) const {
+  Result<toml::table> root = ParseToml(text, file);
+  if (!root.ok()) return root.status();
+  try {
+    return Read(*root, file, host);
+  } catch (const std::exception& error) {
+    return Status::Internal("cannot parse config file " + file + ": " + error.what());
+  }
+}
+
+Result<Config> Schema::Load(const std::string& path, const HostFacts& host) const {
+  Result<std::string> text = ReadConfigFile(path);
+  if (!text.ok()) return text.status();
+  return Parse(*text, path, host);
+}
+
 }  // namespace slotd

@@ -12,15 +12,16 @@
 // resolves it while reading.
 //
 // Sections are registered in a Schema (Schema::Add). The agent's own
-// sections are declared in agent_schema.cc; a resource plugin can declare
-// the table of its [resource.<name>] section next to its code and register
-// it the same way, binding it to its own struct in Config.
+// sections are declared in agent_schema.cc; each device plugin declares the
+// table of its [resource.<kind>] section next to its code and registers it
+// with DeviceSectionFor (resources/agent_config.cc joins them).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -392,6 +393,20 @@ class Section {
   std::function<void(const toml::table&, Config&, ConfigReader&)> read_;
 };
 
+// A device plugin's section, [resource.<kind>], read with `table` into a T
+// (a DeviceSection) that Config::resource.devices.by_kind[kind] then holds.
+// An absent section is not stored, so its plugin stays off.
+template <typename T>
+Section DeviceSectionFor(const std::string& kind, KeyTable<T> table) {
+  static_assert(std::is_base_of_v<DeviceSection, T>, "a device section derives from DeviceSection");
+  return Section(std::move(table), std::function<T*(Config&, bool)>([kind](Config& config, bool present) -> T* {
+                   if (!present) return nullptr;
+                   auto section = std::make_shared<T>();
+                   config.resource.devices.by_kind[kind] = section;
+                   return section.get();
+                 }));
+}
+
 // The sections a config file may have, in the order messages and docs list them.
 class Schema {
  public:
@@ -405,6 +420,11 @@ class Schema {
   // section in order. The Config, or InvalidArgument listing every problem
   // ("<file>:<line>: <key path>: <what is wrong>") in file order.
   Result<Config> Read(const toml::table& root, const std::string& file, const HostFacts& host) const;
+  // The same from agent.toml text (`file` names it in messages); a TOML
+  // syntax error is one problem line. No exception leaves it.
+  Result<Config> Parse(const std::string& text, const std::string& file, const HostFacts& host) const;
+  // The same from the file at `path`.
+  Result<Config> Load(const std::string& path, const HostFacts& host) const;
 
  private:
   // Reports unknown sections and keys, and known sections that are not tables.

@@ -2,14 +2,50 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "common/units.h"
 #include "config/local_checks.h"
 #include "node/claims.h"
+#include "resources/agent_config.h"
+#include "resources/device_kinds.h"
 
 namespace slotd {
 namespace {
+
+// The devices a config's allow-lists resolve to on this node.
+struct ResolvedDevices {
+  // kind ("cuda") -> the device ids the agent would own.
+  std::map<std::string, std::vector<std::string>> ids;
+  // Kinds that would take every device of the node (no allow-list) but whose
+  // devices could not be listed here; such a kind clashes with any device of
+  // the same kind in another config.
+  std::set<std::string> every_device;
+  // What could not be checked and why, one line each; not a problem.
+  std::vector<std::string> notes;
+  // An allow-list that names a device this node does not have (the kind's
+  // own message), one line each.
+  std::vector<std::string> missing;
+};
+
+// Resolves `config`'s device sections through their kinds.
+ResolvedDevices ResolveDevices(const Config& config) {
+  ResolvedDevices resolved;
+  for (const DeviceKind& kind : DeviceKinds()) {
+    auto section = config.resource.devices.by_kind.find(kind.name);
+    if (section == config.resource.devices.by_kind.end()) continue;
+    Result<CheckedDevices> checked = kind.check_devices(*section->second);
+    if (!checked.ok()) {
+      resolved.missing.push_back(checked.status().message());
+      continue;
+    }
+    if (!checked->ids.empty()) resolved.ids[kind.name] = checked->ids;
+    if (checked->every_device) resolved.every_device.insert(kind.name);
+    if (!checked->note.empty()) resolved.notes.push_back(checked->note);
+  }
+  return resolved;
+}
 
 // One config that loaded, with what it would claim on this node.
 struct LoadedConfig {
@@ -95,8 +131,7 @@ std::string CheckReport::Text() const {
          (notes.empty() ? "" : " (mind the notes above)") + "\n";
 }
 
-CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
-                             const DeviceResolver& resolve) {
+CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host) {
   CheckReport report;
   report.files = static_cast<int>(paths.size());
   std::vector<LoadedConfig> loaded;
@@ -117,8 +152,8 @@ CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFa
       continue;
     }
     for (const std::string& problem : LocalProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
-    ResolvedDevices devices = resolve(*config);
-    if (!devices.error.ok()) report.problems.push_back("missing: " + path + ": " + devices.error.message());
+    ResolvedDevices devices = ResolveDevices(*config);
+    for (const std::string& missing : devices.missing) report.problems.push_back("missing: " + path + ": " + missing);
     for (const std::string& note : devices.notes) report.notes.push_back("note: " + path + ": " + note);
     AgentClaims claims = ClaimsOf(*config, devices.ids);
     loaded.push_back({std::move(*config), std::move(devices), std::move(claims)});

@@ -8,9 +8,7 @@
 // node.claims-dir must agree, and their memory shares must fit in the node.
 #pragma once
 
-#include <functional>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -18,25 +16,6 @@
 #include "config/config.h"
 
 namespace slotd {
-
-// The devices a config's allow-lists resolve to on this node.
-struct ResolvedDevices {
-  // plugin ("cuda", "mock") -> the device ids the agent would own.
-  std::map<std::string, std::vector<std::string>> ids;
-  // Plugins that would take every device of the node (no allow-list) but
-  // whose devices could not be listed here; such a plugin clashes with any
-  // device of the same plugin in another config.
-  std::set<std::string> every_device;
-  // What could not be checked and why, one line each; not a problem.
-  std::vector<std::string> notes;
-  // Not OK when an allow-list names a device this node does not have (the
-  // plugin's own message).
-  Status error;
-};
-
-// Resolves a loaded config's device allow-lists on this node. slotd resolves
-// them through its real plugins; see slotd_main.cc.
-using DeviceResolver = std::function<ResolvedDevices(const Config& config)>;
 
 // What `slotd check` found. Each line is printed as is, in member order.
 struct CheckReport {
@@ -58,10 +37,10 @@ struct CheckReport {
   std::string Text() const;
 };
 
-// Loads each of `paths` with `host`'s facts, then compares the loaded configs
-// as agents of one node whose memory is host.memory_bytes. `resolve` gives
-// each loaded config's devices.
-CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
-                             const DeviceResolver& resolve);
+// Loads each of `paths` with `host`'s facts, resolves each loaded config's
+// device allow-lists on this node through its device kinds
+// (DeviceKind::check_devices), then compares the configs as agents of one
+// node whose memory is host.memory_bytes.
+CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host);
 
 }  // namespace slotd

@@ -1,5 +1,5 @@
 // DevicePlugin: whole-device allocation from an exclusive allow-list, shared
-// by every accelerator plugin (mock, cuda). A subclass supplies the devices it
+// by every accelerator plugin. A subclass supplies the devices it
 // discovered and how a container is given its devices (Apply).
 #pragma once
 

@@ -27,7 +27,7 @@ class ResourcePlugin {
  public:
   virtual ~ResourcePlugin() = default;
 
-  // The plugin's name ("cpu", "mem", "ports", "mock").
+  // The plugin's name ("cpu", "mem", "ports", or a device kind's name).
   virtual std::string Name() const = 0;
 
   // Takes what `request` asks of this plugin for `kernel_id` and writes it
@@ -54,7 +54,7 @@ class ResourcePlugin {
   // one object by the core.
   virtual nlohmann::json Describe() const = 0;
 
-  // The device slot type this plugin serves ("mock.device"); empty for none.
+  // The device slot type this plugin serves ("<kind>.device"); empty for none.
   virtual std::string DeviceSlot() const { return ""; }
   // The ids of the devices this agent owns through this plugin (its allow-list).
   virtual std::vector<std::string> OwnedDevices() const { return {}; }
@@ -69,10 +69,10 @@ class ResourcePlugin {
   virtual std::map<int, int> FreeByNumaNode() const { return {}; }
 };
 
-// Builds the plugins this config turns on, in allocation order: device
-// plugins (cuda, mock), cpu, mem, ports. Fails when a device plugin cannot
-// start (NVML missing, an allow-list entry that matches no device); the
-// message names the section and says what to do.
+// Builds the plugins this config turns on, in allocation order: the device
+// plugins whose sections it has (in DeviceKinds() order), cpu, mem, ports.
+// Fails when a device plugin cannot start (say, an allow-list entry that
+// matches no device); the message names the section and says what to do.
 Result<std::vector<std::unique_ptr<ResourcePlugin>>> MakePlugins(const Config& config, const HostFacts& host);
 
 }  // namespace slotd

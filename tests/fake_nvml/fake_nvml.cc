@@ -1,5 +1,5 @@
 // A fake libnvidia-ml for tests. It exports, with NVML's C signatures, every
-// entry point slotd's loader (src/resources/nvml.cc) resolves, so tests
+// entry point slotd's loader (src/resources/cuda/nvml.cc) resolves, so tests
 // exercise the real dlopen/dlsym code without a GPU. Built as
 // libnvidia-ml-fake.so.1; tests find it through SLOTD_FAKE_NVML_PATH.
 //

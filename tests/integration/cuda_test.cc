@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "integration/harness.h"
-#include "resources/cuda_plugin.h"
+#include "resources/cuda/cuda_plugin.h"
 
 namespace slotd::testing {
 namespace {

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "resources/device_kinds.h"
 #include "testing/fake_engine.h"
 
 namespace slotd {
@@ -255,6 +256,34 @@ TEST_F(AgentTest, UnknownDeviceSlotIsInvalidArgumentNamingIt) {
   EXPECT_EQ(out.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(out.status().message().find("resources.mock.device"), std::string::npos) << out.status().message();
   ExpectNothingHeld();
+}
+
+// Every kind's variables are refused, whether or not this agent has that
+// kind's plugin (this one has none), and nothing is taken.
+TEST_F(AgentTest, EnvThatSelectsDevicesIsRefusedForEveryKind) {
+  ASSERT_FALSE(DeviceVariablesSelectingNone().empty());
+  for (const auto& [name, none] : DeviceVariablesSelectingNone()) {
+    SCOPED_TRACE(name);
+    auto out = agent_->CreateKernel(Request("k1", {{"cpu", 1}}, {{"env", {{name, "0"}}}}));
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(out.status().message().rfind("env." + name + ": ", 0), 0u) << out.status().message();
+    EXPECT_NE(out.status().message().find("may not be overridden"), std::string::npos) << out.status().message();
+  }
+  EXPECT_EQ(engine_.CallCount(Method::kCreate), 0);
+  ExpectNothingHeld();
+}
+
+// A kernel of an agent without device plugins still gets every kind's
+// variables, set to select none, so an image's own values reach nothing.
+TEST_F(AgentTest, AKernelGetsEveryKindsVariablesSelectingNone) {
+  Kernel k = MustCreate(Request("k1"));
+  std::optional<ContainerSpec> spec = engine_.SpecOf(k.container_id);
+  ASSERT_TRUE(spec.has_value());
+  for (const auto& [name, none] : DeviceVariablesSelectingNone()) {
+    const std::string entry = name + "=" + none;
+    EXPECT_EQ(std::count(spec->env.begin(), spec->env.end(), entry), 1) << entry;
+  }
 }
 
 TEST_F(AgentTest, RepeatOfTheSameRequestReturnsTheExistingKernel) {

@@ -11,6 +11,7 @@
 
 #include "config/agent_schema.h"
 #include "config/config.h"
+#include "resources/agent_config.h"
 #include "config/config_doc.h"
 #include "testing/test_host.h"
 

@@ -1,6 +1,9 @@
 // agent.toml parsing: every accepted key, the defaults derived from the host,
 // and the exact messages an operator sees for each kind of mistake.
 #include "config/config.h"
+#include "resources/agent_config.h"
+#include "resources/cuda/cuda_kind.h"
+#include "resources/mock/mock_kind.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -85,8 +88,8 @@ TEST(ConfigTest, MinimalFileResolvesEveryDefault) {
   EXPECT_FALSE(config->resource.allowed_cores_explicit);
   EXPECT_EQ(config->resource.memory_size, 63 * kGiB);
   EXPECT_FALSE(config->resource.memory_size_explicit);
-  EXPECT_FALSE(config->resource.cuda.has_value());  // absent sections: the plugins are off
-  EXPECT_FALSE(config->resource.mock.has_value());
+  EXPECT_FALSE((config->resource.devices.Of<CudaConfig>("cuda") != nullptr));  // absent sections: the plugins are off
+  EXPECT_FALSE((config->resource.devices.Of<MockConfig>("mock") != nullptr));
 }
 
 TEST(ConfigTest, FullExampleFromTheSpec) {
@@ -160,15 +163,15 @@ allowed-devices = ["mock0"]         # default: all mock devices
   EXPECT_EQ(config->resource.memory_size, 32 * kGiB);
   EXPECT_TRUE(config->resource.memory_size_explicit);
 
-  ASSERT_TRUE(config->resource.cuda.has_value());
-  EXPECT_EQ(config->resource.cuda->allowed_devices,
+  ASSERT_TRUE((config->resource.devices.Of<CudaConfig>("cuda") != nullptr));
+  EXPECT_EQ(config->resource.devices.Of<CudaConfig>("cuda")->allowed_devices,
             (std::vector<std::string>{"GPU-6f3c1a2b-9d4e-4f5a-8b6c-7d8e9f0a1b2c", "1"}));
-  EXPECT_TRUE(config->resource.cuda->allowed_devices_explicit);
-  EXPECT_EQ(config->resource.cuda->nvml_library, "libnvidia-ml.so.1");
-  EXPECT_EQ(config->resource.cuda->attach, "device-requests");
+  EXPECT_TRUE(config->resource.devices.Of<CudaConfig>("cuda")->allowed_devices_explicit);
+  EXPECT_EQ(config->resource.devices.Of<CudaConfig>("cuda")->nvml_library, "libnvidia-ml.so.1");
+  EXPECT_EQ(config->resource.devices.Of<CudaConfig>("cuda")->attach, "device-requests");
 
-  ASSERT_TRUE(config->resource.mock.has_value());
-  const std::vector<MockDevice>& devices = config->resource.mock->devices;
+  ASSERT_TRUE((config->resource.devices.Of<MockConfig>("mock") != nullptr));
+  const std::vector<MockDevice>& devices = config->resource.devices.Of<MockConfig>("mock")->devices;
   ASSERT_EQ(devices.size(), 2u);
   EXPECT_EQ(devices[0].id, "mock0");
   EXPECT_EQ(devices[0].memory_bytes, 16 * kGiB);
@@ -178,8 +181,8 @@ allowed-devices = ["mock0"]         # default: all mock devices
   EXPECT_EQ(devices[1].memory_bytes, 16 * kGiB);
   EXPECT_EQ(devices[1].processing_units, 108);
   EXPECT_EQ(devices[1].numa_node, 1);
-  EXPECT_EQ(config->resource.mock->allowed_devices, std::vector<std::string>{"mock0"});
-  EXPECT_TRUE(config->resource.mock->allowed_devices_explicit);
+  EXPECT_EQ(config->resource.devices.Of<MockConfig>("mock")->allowed_devices, std::vector<std::string>{"mock0"});
+  EXPECT_TRUE(config->resource.devices.Of<MockConfig>("mock")->allowed_devices_explicit);
 }
 
 TEST(ConfigTest, OtherValuesOfEachKey) {
@@ -624,12 +627,12 @@ TEST(ConfigTest, EmptyCudaSectionTurnsThePluginOnWithDefaults) {
   for (const std::string section : {"[resource.cuda]\n", "[resource]\ncuda = {}\n"}) {
     Result<Config> config = Parse(std::string(kMinimal) + section);
     ASSERT_TRUE(config.ok()) << config.status().message();
-    ASSERT_TRUE(config->resource.cuda.has_value()) << section;
-    EXPECT_TRUE(config->resource.cuda->allowed_devices.empty());  // every visible GPU
-    EXPECT_FALSE(config->resource.cuda->allowed_devices_explicit);
-    EXPECT_EQ(config->resource.cuda->nvml_library, "libnvidia-ml.so.1");
-    EXPECT_EQ(config->resource.cuda->attach, "device-requests");
-    EXPECT_FALSE(config->resource.mock.has_value());
+    ASSERT_TRUE((config->resource.devices.Of<CudaConfig>("cuda") != nullptr)) << section;
+    EXPECT_TRUE(config->resource.devices.Of<CudaConfig>("cuda")->allowed_devices.empty());  // every visible GPU
+    EXPECT_FALSE(config->resource.devices.Of<CudaConfig>("cuda")->allowed_devices_explicit);
+    EXPECT_EQ(config->resource.devices.Of<CudaConfig>("cuda")->nvml_library, "libnvidia-ml.so.1");
+    EXPECT_EQ(config->resource.devices.Of<CudaConfig>("cuda")->attach, "device-requests");
+    EXPECT_FALSE((config->resource.devices.Of<MockConfig>("mock") != nullptr));
   }
 }
 
@@ -641,15 +644,15 @@ attach = "cdi"
 )");
   ASSERT_TRUE(config.ok()) << config.status().message();
   // Kept as written, in file order; the plugin resolves them against the GPUs it finds.
-  EXPECT_EQ(config->resource.cuda->allowed_devices, (std::vector<std::string>{"3", "GPU-ABCDEF01-2345", "0"}));
-  EXPECT_TRUE(config->resource.cuda->allowed_devices_explicit);
-  EXPECT_EQ(config->resource.cuda->nvml_library, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
-  EXPECT_EQ(config->resource.cuda->attach, "cdi");
+  EXPECT_EQ(config->resource.devices.Of<CudaConfig>("cuda")->allowed_devices, (std::vector<std::string>{"3", "GPU-ABCDEF01-2345", "0"}));
+  EXPECT_TRUE(config->resource.devices.Of<CudaConfig>("cuda")->allowed_devices_explicit);
+  EXPECT_EQ(config->resource.devices.Of<CudaConfig>("cuda")->nvml_library, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
+  EXPECT_EQ(config->resource.devices.Of<CudaConfig>("cuda")->attach, "cdi");
 
   config = Parse(std::string(kMinimal) + "[resource.cuda]\nnvml-library = \"libnvidia-ml.so\"\nattach = \"env\"\n");
   ASSERT_TRUE(config.ok()) << config.status().message();
-  EXPECT_EQ(config->resource.cuda->nvml_library, "libnvidia-ml.so");
-  EXPECT_EQ(config->resource.cuda->attach, "env");
+  EXPECT_EQ(config->resource.devices.Of<CudaConfig>("cuda")->nvml_library, "libnvidia-ml.so");
+  EXPECT_EQ(config->resource.devices.Of<CudaConfig>("cuda")->attach, "env");
 }
 
 TEST(ConfigTest, CudaAllowedDevicesAreQuotedIndicesOrUuids) {
@@ -703,9 +706,9 @@ TEST(ConfigTest, MockDeviceDefaultsAndAllowList) {
 devices = [{ id = "m0", memory = "1g" }, { id = "M.1_x-2", memory = 1048576, processing-units = 4, numa-node = 3 }]
 )");
   ASSERT_TRUE(config.ok()) << config.status().message();
-  ASSERT_TRUE(config->resource.mock.has_value());
-  EXPECT_FALSE(config->resource.cuda.has_value());
-  const std::vector<MockDevice>& devices = config->resource.mock->devices;
+  ASSERT_TRUE((config->resource.devices.Of<MockConfig>("mock") != nullptr));
+  EXPECT_FALSE((config->resource.devices.Of<CudaConfig>("cuda") != nullptr));
+  const std::vector<MockDevice>& devices = config->resource.devices.Of<MockConfig>("mock")->devices;
   ASSERT_EQ(devices.size(), 2u);
   EXPECT_EQ(devices[0].id, "m0");
   EXPECT_EQ(devices[0].memory_bytes, 1 * kGiB);
@@ -716,8 +719,8 @@ devices = [{ id = "m0", memory = "1g" }, { id = "M.1_x-2", memory = 1048576, pro
   EXPECT_EQ(devices[1].processing_units, 4);
   EXPECT_EQ(devices[1].numa_node, 3);
   // Without an allow-list the agent uses every declared device.
-  EXPECT_EQ(config->resource.mock->allowed_devices, (std::vector<std::string>{"m0", "M.1_x-2"}));
-  EXPECT_FALSE(config->resource.mock->allowed_devices_explicit);
+  EXPECT_EQ(config->resource.devices.Of<MockConfig>("mock")->allowed_devices, (std::vector<std::string>{"m0", "M.1_x-2"}));
+  EXPECT_FALSE(config->resource.devices.Of<MockConfig>("mock")->allowed_devices_explicit);
 
   // An allow-list keeps its own order.
   config = Parse(std::string(kMinimal) + R"([resource.mock]
@@ -725,8 +728,8 @@ devices = [{ id = "m0", memory = "1g" }, { id = "m1", memory = "1g" }, { id = "m
 allowed-devices = ["m2", "m0"]
 )");
   ASSERT_TRUE(config.ok()) << config.status().message();
-  EXPECT_EQ(config->resource.mock->allowed_devices, (std::vector<std::string>{"m2", "m0"}));
-  EXPECT_TRUE(config->resource.mock->allowed_devices_explicit);
+  EXPECT_EQ(config->resource.devices.Of<MockConfig>("mock")->allowed_devices, (std::vector<std::string>{"m2", "m0"}));
+  EXPECT_TRUE(config->resource.devices.Of<MockConfig>("mock")->allowed_devices_explicit);
 }
 
 TEST(ConfigTest, MockDevicesMayBeAnArrayOfTables) {
@@ -740,10 +743,10 @@ processing-units = 2147483647
 numa-node = 1023
 )");
   ASSERT_TRUE(config.ok()) << config.status().message();
-  ASSERT_EQ(config->resource.mock->devices.size(), 2u);
-  EXPECT_EQ(config->resource.mock->devices[1].id, "m1");
-  EXPECT_EQ(config->resource.mock->devices[1].processing_units, 2147483647);
-  EXPECT_EQ(config->resource.mock->devices[1].numa_node, 1023);
+  ASSERT_EQ(config->resource.devices.Of<MockConfig>("mock")->devices.size(), 2u);
+  EXPECT_EQ(config->resource.devices.Of<MockConfig>("mock")->devices[1].id, "m1");
+  EXPECT_EQ(config->resource.devices.Of<MockConfig>("mock")->devices[1].processing_units, 2147483647);
+  EXPECT_EQ(config->resource.devices.Of<MockConfig>("mock")->devices[1].numa_node, 1023);
 }
 
 TEST(ConfigTest, MockSectionNeedsDevices) {
@@ -815,7 +818,7 @@ TEST(ConfigTest, MockDeviceIdPattern) {
       Parse(std::string(kMinimal) + "[resource.mock]\ndevices = [{ id = \"Z" + std::string(63, '9') +
             "\", memory = \"1g\" }]\n");
   ASSERT_TRUE(config.ok()) << config.status().message();
-  EXPECT_EQ(config->resource.mock->devices[0].id, "Z" + std::string(63, '9'));
+  EXPECT_EQ(config->resource.devices.Of<MockConfig>("mock")->devices[0].id, "Z" + std::string(63, '9'));
 }
 
 TEST(ConfigTest, MockAllowListNamesDeclaredDevicesOnce) {

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "agent/agent.h"
-#include "resources/cuda_plugin.h"
-#include "resources/mock_plugin.h"
-#include "resources/nvml.h"
+#include "resources/cuda/cuda_plugin.h"
+#include "resources/mock/mock_plugin.h"
+#include "resources/cuda/nvml.h"
 #include "testing/fake_engine.h"
 
 namespace slotd {
@@ -404,12 +404,12 @@ TEST_F(CudaPluginTest, MakePluginsRefusesAnUnknownGpu) {
   Config config;
   config.resource.allowed_cores = {0};
   config.resource.memory_size = kGiB;
-  config.resource.cuda = Cuda({"4"});
+  config.resource.devices.by_kind["cuda"] = std::make_shared<CudaConfig>(Cuda({"4"}));
   auto plugins = MakePlugins(config, HostFacts{});
   ASSERT_FALSE(plugins.ok());
   EXPECT_THAT(plugins.status().message(), HasSubstr("resource.cuda.allowed-devices: \"4\" matches no GPU"));
 
-  config.resource.cuda = Cuda({"1"});
+  config.resource.devices.by_kind["cuda"] = std::make_shared<CudaConfig>(Cuda({"1"}));
   plugins = MakePlugins(config, HostFacts{});
   ASSERT_TRUE(plugins.ok()) << plugins.status().message();
   EXPECT_EQ((*plugins)[0]->Name(), "cuda");  // device plugins allocate first
@@ -608,7 +608,7 @@ class PlacementTest : public FakeGpuTest {
     config.resource.allowed_cores_explicit = true;
     config.resource.memory_size = 4 * kGiB;
     config.resource.memory_size_explicit = true;
-    config.resource.mock = FourMockDevices();
+    config.resource.devices.by_kind["mock"] = std::make_shared<MockConfig>(FourMockDevices());
     config.container.port_range_start = 30000;
     config.container.port_range_end = 30009;
     config.container.stop_timeout = std::chrono::seconds(1);
@@ -702,7 +702,7 @@ TEST_F(PlacementTest, CoresAndDevicesLandOnOneNodeRecordedInTheLabel) {
 // The placement overrides the allow-list order: with node 1's devices listed
 // first, a kernel whose cores go to node 0 still gets a node-0 device.
 TEST_F(PlacementTest, PlacementWinsOverTheAllowListOrder) {
-  config_.resource.mock = FourMockDevices({"mock2", "mock3", "mock0", "mock1"});
+  config_.resource.devices.by_kind["mock"] = std::make_shared<MockConfig>(FourMockDevices({"mock2", "mock3", "mock0", "mock1"}));
   agent_ = NewAgent();
   Kernel k = MustCreate(Request("k1", {{"cpu", 1}, {"mock.device", 1}}));
   ExpectAllOnNode(k, 0);
@@ -795,8 +795,8 @@ TEST_F(PlacementTest, CpuOnlyRequestKeepsItsCoresOnOneNode) {
 // Docker is asked for exactly that GPU. A cpu-only kernel on the same agent
 // is shut out of every GPU.
 TEST_F(PlacementTest, GpusArePlacedByTheirNumaNode) {
-  config_.resource.mock.reset();
-  config_.resource.cuda = Cuda();
+  config_.resource.devices.by_kind.erase("mock");
+  config_.resource.devices.by_kind["cuda"] = std::make_shared<CudaConfig>(Cuda());
   agent_ = NewAgent();
   ASSERT_NE(agent_, nullptr);
 
@@ -829,10 +829,10 @@ TEST_F(PlacementTest, GpusArePlacedByTheirNumaNode) {
 TEST_F(PlacementTest, StatsTargetsAreTheRunningKernelsAndMetersComeFromThePlugins) {
   EXPECT_TRUE(agent_->DeviceMeters().empty());  // mock only
   const std::map<std::string, std::vector<std::string>> mock_only = {
-      {"mock", config_.resource.mock->allowed_devices}};
+      {"mock", config_.resource.devices.Of<MockConfig>("mock")->allowed_devices}};
   EXPECT_EQ(agent_->UnmeteredDevices(), mock_only);
 
-  config_.resource.cuda = Cuda({"0", "1"});
+  config_.resource.devices.by_kind["cuda"] = std::make_shared<CudaConfig>(Cuda({"0", "1"}));
   agent_ = NewAgent();
   ASSERT_NE(agent_, nullptr);
   std::vector<std::shared_ptr<DeviceMeter>> meters = agent_->DeviceMeters();
@@ -890,7 +890,7 @@ TEST_F(PlacementTest, RestoreRefusesAMockDeviceNoLongerInAllowedDevices) {
                   .AddContainer("slotd-a1-k1", LabelsFor("k1", Holding("mock", {"mock3"}),
                                                          {{"cpu", 1}, {"mock.device", 1}}))
                   .ok());
-  config_.resource.mock = FourMockDevices({"mock0", "mock1", "mock2"});
+  config_.resource.devices.by_kind["mock"] = std::make_shared<MockConfig>(FourMockDevices({"mock0", "mock1", "mock2"}));
   std::unique_ptr<Agent> agent = NewAgent();
   Status s = agent->Restore();
   ASSERT_FALSE(s.ok());
@@ -907,8 +907,10 @@ TEST_F(PlacementTest, RestoreRefusesAMockDeviceNoLongerDeclared) {
                   .AddContainer("slotd-a1-k1", LabelsFor("k1", Holding("mock", {"mock3"}),
                                                          {{"cpu", 1}, {"mock.device", 1}}))
                   .ok());
-  config_.resource.mock->devices.pop_back();
-  config_.resource.mock->allowed_devices = {"mock0", "mock1", "mock2"};
+  MockConfig three = *config_.resource.devices.Of<MockConfig>("mock");
+  three.devices.pop_back();
+  three.allowed_devices = {"mock0", "mock1", "mock2"};
+  config_.resource.devices.by_kind["mock"] = std::make_shared<MockConfig>(three);
   Status s = NewAgent()->Restore();
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("kernel k1"));
@@ -924,7 +926,7 @@ TEST_F(PlacementTest, RestoreAcceptsAnExitedKernelWhoseDeviceWasDropped) {
                                 LabelsFor("k1", Holding("mock", {"mock3"}), {{"cpu", 1}, {"mock.device", 1}}),
                                 /*running=*/false, /*exit_code=*/3)
                   .ok());
-  config_.resource.mock = FourMockDevices({"mock0"});
+  config_.resource.devices.by_kind["mock"] = std::make_shared<MockConfig>(FourMockDevices({"mock0"}));
   std::unique_ptr<Agent> agent = NewAgent();
   ASSERT_TRUE(agent->Restore().ok());
   auto k = agent->GetKernel("k1");
@@ -941,7 +943,7 @@ TEST_F(PlacementTest, RestoreRefusesADeviceOfAPluginThatIsNowOff) {
                   .AddContainer("slotd-a1-k1", LabelsFor("k1", Holding("mock", {"mock0"}),
                                                          {{"cpu", 1}, {"mock.device", 1}}))
                   .ok());
-  config_.resource.mock.reset();
+  config_.resource.devices.by_kind.erase("mock");
   Status s = NewAgent()->Restore();
   ASSERT_FALSE(s.ok()) << "a running kernel holding mock0 was restored by an agent without [resource.mock]";
   EXPECT_THAT(s.message(), HasSubstr("kernel k1"));

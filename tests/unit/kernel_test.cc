@@ -132,9 +132,10 @@ TEST(ParseCreateRequestTest, RefusesACommandThatIsNotAListOfStrings) {
   EXPECT_TRUE(Names(ErrorOf(With("command", json::array({"sleep", 3600}))), "command"));
 }
 
-TEST(ParseCreateRequestTest, RefusesEnvThatSelectsDevicesOrIdentifiesTheKernel) {
-  for (const char* name : {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "SLOTD_MOCK_DEVICES", "SLOTD_KERNEL_ID",
-                           "SLOTD_AGENT_ID"}) {
+// (The variables that select devices are the device kinds'; the agent
+// refuses them: AgentTest.EnvThatSelectsDevicesIsRefusedForEveryKind.)
+TEST(ParseCreateRequestTest, RefusesEnvThatIdentifiesTheKernel) {
+  for (const char* name : {"SLOTD_KERNEL_ID", "SLOTD_AGENT_ID"}) {
     SCOPED_TRACE(name);
     std::string message = ErrorOf(With("env", {{name, "0"}}));
     EXPECT_TRUE(Names(message, std::string("env.") + name));

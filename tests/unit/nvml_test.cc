@@ -1,6 +1,6 @@
 // The NVML loader through the fake libnvidia-ml (tests/fake_nvml): the real
 // dlopen/dlsym code, GPUs from a JSON file, and every error message.
-#include "resources/nvml.h"
+#include "resources/cuda/nvml.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

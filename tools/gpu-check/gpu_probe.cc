@@ -1,5 +1,5 @@
 // slotd-gpu-probe: lists the GPUs that slotd's own NVML loader
-// (src/resources/nvml.cc, as the CUDA plugin uses it) discovers, in the shape
+// (src/resources/cuda/nvml.cc, as the CUDA plugin uses it) discovers, in the shape
 // of `nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv`, so
 // that scripts/gpu-check can compare the two line by line.
 //
@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "resources/nvml.h"
+#include "resources/cuda/nvml.h"
 
 namespace {
 

@@ -6,9 +6,9 @@
 #include <sstream>
 #include <string>
 
-#include "config/agent_schema.h"
 #include "config/config_doc.h"
 #include "config/toml_reader.h"
+#include "resources/agent_config.h"
 
 namespace {
 
@@ -17,7 +17,7 @@ constexpr const char* kUsage =
     "       slotd-config-doc --check FILE   exit 1 when FILE's generated parts are not what the tables say\n"
     "       slotd-config-doc --write FILE   rewrite FILE's generated parts from the tables\n"
     "The parts sit between <!-- generated:begin NAME --> and <!-- generated:end NAME --> lines;\n"
-    "the key tables are declared in src/config/agent_schema.cc.\n";
+    "the key tables are declared in src/config/agent_schema.cc and in each device plugin's folder under src/resources/.\n";
 
 int Print() {
   for (const auto& [name, text] : slotd::GeneratedDocParts(slotd::AgentSchema())) {

@@ -1,10 +1,9 @@
-// The mock accelerator plugin ([resource.mock]): devices declared in the
-// config, handed out whole through the same allocation, label, restore and
-// claim paths as real accelerators. Slot type "mock.device". A kernel sees
-// SLOTD_MOCK_DEVICES=mock0,mock2 and SLOTD_MOCK_DEVICE_COUNT=2.
+// The mock accelerator plugin (see mock_kind.h): the declared devices on the
+// shared DevicePlugin.
 #pragma once
 
 #include "resources/device_plugin.h"
+#include "resources/mock/mock_kind.h"
 
 namespace slotd {
 

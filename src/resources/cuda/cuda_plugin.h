@@ -5,8 +5,9 @@
 
 #include <memory>
 
+#include "resources/cuda/cuda_kind.h"
+#include "resources/cuda/nvml.h"
 #include "resources/device_plugin.h"
-#include "resources/nvml.h"
 
 namespace slotd {
 

@@ -1,9 +1,9 @@
-#include "resources/cuda_plugin.h"
+#include "resources/cuda/cuda_plugin.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "resources/gpu_meter.h"
+#include "resources/cuda/gpu_meter.h"
 
 namespace slotd {
 

@@ -1,4 +1,4 @@
-#include "resources/mock_plugin.h"
+#include "resources/mock/mock_plugin.h"
 
 namespace slotd {
 namespace {

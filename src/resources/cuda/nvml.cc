@@ -1,4 +1,4 @@
-#include "resources/nvml.h"
+#include "resources/cuda/nvml.h"
 
 #include <dlfcn.h>
 

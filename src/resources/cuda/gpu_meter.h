@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "resources/nvml.h"
+#include "resources/cuda/nvml.h"
 #include "stats/device_meter.h"
 
 namespace slotd {

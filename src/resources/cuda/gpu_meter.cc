@@ -1,4 +1,4 @@
-#include "resources/gpu_meter.h"
+#include "resources/cuda/gpu_meter.h"
 
 #include <algorithm>
 
