@@ -34,7 +34,7 @@ std::string MarkerName(const std::string& line, std::string_view marker) {
 
 std::string BeginMarker(const std::string& name) {
   return std::string(kBegin) + name +
-         " (made from src/config/agent_schema.cc; do not edit, refresh with: build/bin/slotd-config-doc --write "
+         " (made from the key tables; do not edit, refresh with: build/bin/slotd-config-doc --write "
          "docs/config.md) -->";
 }
 
