@@ -140,6 +140,11 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
                                      ": selects devices, so the agent sets it from the kernel's allocation; it may "
                                      "not be overridden. Ask for devices in resources instead");
   }
+  const std::chrono::milliseconds lifetime_cap = config_.container.max_lifetime;
+  if (request.max_lifetime && lifetime_cap.count() > 0 && *request.max_lifetime > lifetime_cap)
+    return Status::InvalidArgument("max_lifetime: " + FormatDuration(*request.max_lifetime) +
+                                   " is longer than this agent allows ([container] max-lifetime = \"" +
+                                   FormatDuration(lifetime_cap) + "\"); ask for at most that");
   Kernel kernel;
   std::shared_ptr<PendingCreate> pending;
   {
@@ -167,6 +172,9 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
     kernel.request = request;
     kernel.agent_id = config_.agent.id;
     kernel.created_at = static_cast<int64_t>(std::time(nullptr));
+    std::optional<std::chrono::milliseconds> lifetime = request.max_lifetime;
+    if (!lifetime && lifetime_cap.count() > 0) lifetime = lifetime_cap;
+    if (lifetime) kernel.deadline = kernel.created_at + (lifetime->count() + 999) / 1000;
     kernel.allocation.numa_node = ChooseNumaNode(request.resources);
     for (size_t i = 0; i < plugins_.size(); ++i) {
       Status s = plugins_[i]->Allocate(request.kernel_id, request.resources, kernel.allocation);
@@ -200,6 +208,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   spec.network_mode = config_.container.network;
   spec.pids_limit = config_.container.pids_limit;
   spec.log_max_bytes = config_.container.log_max_size;
+  spec.shm_bytes = request.resources.ShmBytes();
   for (const auto& [name, value] : request.env) spec.env.push_back(name + "=" + value);
   spec.env.push_back("SLOTD_KERNEL_ID=" + request.kernel_id);
   spec.env.push_back("SLOTD_AGENT_ID=" + config_.agent.id);
@@ -324,6 +333,37 @@ Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
   return final_record;
 }
 
+void Agent::StopExpiredKernels(int64_t now) {
+  std::vector<std::pair<std::string, std::string>> expired;  // (kernel, container)
+  {
+    MutexLock lock(mutex_);
+    for (auto& [id, kernel] : kernels_) {
+      if (!kernel.deadline || *kernel.deadline > now || kernel.state != KernelState::kRunning || OwnedByACall(kernel))
+        continue;
+      kernel.state = KernelState::kTerminating;  // ours until stopped, as in DeleteKernel
+      expired.emplace_back(id, kernel.container_id);
+    }
+  }
+  const auto timeout = std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
+  for (const auto& [kernel_id, container_id] : expired) {
+    Status stopped = engine_.Stop(container_id, timeout);
+    std::optional<int> exit_code;
+    if (stopped.ok()) {
+      if (auto info = engine_.Inspect(container_id); info.ok()) exit_code = info->exit_code;
+    }
+    MutexLock lock(mutex_);
+    Kernel* k = Find(kernel_id);
+    if (!k || k->container_id != container_id || k->state != KernelState::kTerminating) continue;
+    if (!stopped.ok() && stopped.code() != Status::Code::kNotFound) {
+      spdlog::error("kernel {}: its lifetime ran out, but its container {} could not be stopped ({}); retrying",
+                    kernel_id, container_id, stopped.message());
+      k->state = KernelState::kRunning;
+      continue;
+    }
+    MarkTerminated(*k, exit_code, "lifetime exceeded");
+  }
+}
+
 Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
   std::string container_id;
   bool was_running;
@@ -332,6 +372,9 @@ Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
     Kernel* k = Find(kernel_id);
     if (!k) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
     if (OwnedByACall(*k)) return Busy(*k);
+    if (k->deadline && *k->deadline <= static_cast<int64_t>(std::time(nullptr)))
+      return Status::FailedPrecondition("kernel " + kernel_id +
+                                        "'s lifetime has run out, so it cannot be restarted; create a new kernel");
     if (Status s = TakeResources(*k); !s.ok())
       return Status::ResourceExhausted("kernel " + kernel_id + " cannot be restarted: " + s.message());
     was_running = k->state == KernelState::kRunning;

@@ -73,6 +73,12 @@ class Agent {
   // Restarts the container keeping its allocation (re-taking it if the kernel
   // had terminated; kResourceExhausted if it was given away meanwhile).
   Result<Kernel> RestartKernel(const std::string& kernel_id);
+  // Stops every RUNNING kernel whose deadline (unix seconds) is not after
+  // `now`: its container is stopped and it becomes TERMINATED with reason
+  // "lifetime exceeded" (its resources freed, an event emitted); a kernel
+  // that a call holds waits for the next round, and one whose container
+  // cannot be stopped stays RUNNING for the next.
+  void StopExpiredKernels(int64_t now) EXCLUDES(mutex_);
 
   Result<ExecResult> Exec(const std::string& kernel_id, const std::vector<std::string>& command,
                           std::chrono::seconds timeout);

@@ -16,6 +16,8 @@ using nlohmann::json;
 const std::set<std::string> kIdentityEnv = {"SLOTD_KERNEL_ID", "SLOTD_AGENT_ID"};
 
 constexpr uint64_t kMinMemory = 6ull << 20;  // the engine refuses less
+constexpr uint64_t kMinShm = 1ull << 20;      // below it no ordinary program can use /dev/shm
+constexpr std::chrono::milliseconds kMaxLifetime = std::chrono::hours(24 * 366);
 
 // What a create request may store on the container (docs/api.md, "Limits"):
 // the engine keeps labels, env and command in its own records, twice over,
@@ -53,6 +55,15 @@ Status ParseStringMap(const json& body, const char* field, std::map<std::string,
   return Status::Ok();
 }
 
+// A size field: a size string ("256m") or a whole number of bytes.
+Result<uint64_t> SizeOf(const json& value, const std::string& field) {
+  if (value.is_number_integer() && value.get<int64_t>() >= 0) return value.get<uint64_t>();
+  if (!value.is_string()) return Bad(field, "expected a size like \"256m\" or a number of bytes");
+  auto size = ParseSize(value.get<std::string>());
+  if (!size.ok()) return Bad(field, size.status().message());
+  return *size;
+}
+
 Status ParseResources(const json& body, ResourceRequest& out) {
   if (!body.contains("resources")) return Status::Ok();
   const json& r = body["resources"];
@@ -64,22 +75,21 @@ Status ParseResources(const json& body, ResourceRequest& out) {
         return Bad(field, "expected a whole number of cores, at least 1");
       out.cpu = value.get<int>();
     } else if (key == "mem") {
-      if (value.is_number_integer() && value.get<int64_t>() >= 0) {
-        out.mem_bytes = value.get<uint64_t>();
-      } else if (value.is_string()) {
-        auto size = ParseSize(value.get<std::string>());
-        if (!size.ok()) return Bad(field, size.status().message());
-        out.mem_bytes = *size;
-      } else {
-        return Bad(field, "expected a size like \"256m\" or a number of bytes");
-      }
+      Result<uint64_t> size = SizeOf(value, field);
+      if (!size.ok()) return size.status();
+      out.mem_bytes = *size;
       if (out.mem_bytes < kMinMemory) return Bad(field, "must be at least 6m (the engine's minimum)");
+    } else if (key == "shm") {
+      Result<uint64_t> size = SizeOf(value, field);
+      if (!size.ok()) return size.status();
+      if (*size < kMinShm) return Bad(field, "must be at least 1m");
+      out.shm_bytes = *size;
     } else if (key.size() > 7 && key.ends_with(".device")) {
       if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > 1024)
         return Bad(field, "expected a whole number of devices, 0 or more");
       if (value.get<int>() > 0) out.devices[key] = value.get<int>();
     } else {
-      return Bad(field, "unknown slot type; known: cpu, mem, <plugin>.device");
+      return Bad(field, "unknown slot type; known: cpu, mem, shm, <plugin>.device");
     }
   }
   return Status::Ok();
@@ -94,11 +104,14 @@ bool IsValidKernelId(const std::string& id) {
 
 Result<CreateRequest> ParseCreateRequest(const json& body) {
   if (!body.is_object()) return Bad("request body", "expected a JSON object");
-  static const std::set<std::string> kKnown = {"kernel_id", "session_id", "image", "command",
-                                               "env",       "resources",  "ports", "labels"};
+  static const std::vector<std::string> kKnown = {"kernel_id", "session_id", "image",  "command",     "env",
+                                                  "resources", "ports",      "labels", "max_lifetime"};
   for (const auto& [key, value] : body.items()) {
-    if (!kKnown.count(key))
-      return Bad(key, "unknown field; known: kernel_id, session_id, image, command, env, resources, ports, labels");
+    if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
+      std::string known;
+      for (const std::string& name : kKnown) known += (known.empty() ? "" : ", ") + name;
+      return Bad(key, "unknown field; known: " + known);
+    }
   }
   CreateRequest req;
   for (const char* field : {"kernel_id", "session_id"}) {
@@ -148,6 +161,20 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
                           std::to_string(kMaxEnvTotal >> 10) + " KiB");
 
   if (Status s = ParseResources(body, req.resources); !s.ok()) return s;
+  if (req.resources.shm_bytes && *req.resources.shm_bytes > req.resources.mem_bytes)
+    return Status::ResourceExhausted("resources.shm: " + FormatSize(*req.resources.shm_bytes) + " is more than mem (" +
+                                     FormatSize(req.resources.mem_bytes) +
+                                     "); /dev/shm is counted within the kernel's memory: ask for more mem or less shm");
+
+  if (body.contains("max_lifetime")) {
+    const json& lifetime = body["max_lifetime"];
+    if (!lifetime.is_string()) return Bad("max_lifetime", "expected a duration like \"2h\", \"30m\" or \"90s\"");
+    Result<std::chrono::milliseconds> duration = ParseDuration(lifetime.get<std::string>());
+    if (!duration.ok()) return Bad("max_lifetime", duration.status().message());
+    if (*duration < std::chrono::seconds(1) || *duration > kMaxLifetime)
+      return Bad("max_lifetime", "must be from 1s to " + FormatDuration(kMaxLifetime));
+    req.max_lifetime = *duration;
+  }
 
   if (body.contains("ports")) {
     const json& p = body["ports"];
@@ -177,10 +204,15 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
 
 json CreateRequest::Canonical() const {
   json res = {{"cpu", resources.cpu}, {"mem", resources.mem_bytes}};
+  if (resources.shm_bytes) res["shm"] = *resources.shm_bytes;
   for (const auto& [slot, count] : resources.devices) res[slot] = count;
-  return {{"kernel_id", kernel_id}, {"session_id", session_id}, {"image", image},
-          {"command", command},     {"env", env},               {"resources", res},
-          {"ports", resources.ports}, {"labels", labels}};
+  json canonical = {{"kernel_id", kernel_id}, {"session_id", session_id}, {"image", image},
+                    {"command", command},     {"env", env},               {"resources", res},
+                    {"ports", resources.ports}, {"labels", labels}};
+  // Fields added after the first label format appear only when given, so
+  // that a request recorded by an older slotd stays the same request.
+  if (max_lifetime) canonical["max_lifetime"] = FormatDuration(*max_lifetime);
+  return canonical;
 }
 
 Result<CreateRequest> CreateRequestFromCanonical(const json& canonical) {
@@ -216,7 +248,8 @@ json Kernel::ToJson() const {
           {"allocations", allocation.ToJson()},
           {"ports", ports},
           {"labels", request.labels},
-          {"created_at", created_at}};
+          {"created_at", created_at},
+          {"deadline", deadline ? json(*deadline) : json(nullptr)}};
 }
 
 Labels KernelLabels(const Kernel& kernel) {
@@ -227,6 +260,7 @@ Labels KernelLabels(const Kernel& kernel) {
   labels[label::kSessionId] = kernel.request.session_id;
   labels[label::kAllocations] = kernel.allocation.ToJson().dump();
   labels[label::kRequest] = kernel.request.Canonical().dump();
+  if (kernel.deadline) labels[label::kDeadline] = std::to_string(*kernel.deadline);
   labels[label::kFormat] = std::to_string(label::kCurrentFormat);
   return labels;
 }
@@ -248,7 +282,7 @@ Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_
         "; this slotd reads formats 1 to " + std::to_string(label::kCurrentFormat) +
         "): run the newer slotd on this node again, or remove the container (docker rm -f " + container_name + ")");
   Labels migrated = labels;
-  // 1 -> 2: the format label is new; nothing else changed.
+  // 1 -> 2 -> 3: only the format label changes (see label::kCurrentFormat).
   migrated[label::kFormat] = std::to_string(label::kCurrentFormat);
   return migrated;
 }
@@ -286,6 +320,15 @@ Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
   kernel.container_id = info.id;
   kernel.allocation = std::move(*allocation);
   kernel.created_at = info.created_unix;
+  if (auto deadline = labels->find(label::kDeadline); deadline != labels->end()) {
+    const std::string& text = deadline->second;
+    const bool digits = !text.empty() && text.size() <= 18 &&
+                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits)
+      return Status::InvalidArgument("container " + info.name + ": label " + label::kDeadline + " is \"" + text +
+                                     "\", not unix seconds");
+    kernel.deadline = std::stoll(text);
+  }
   return kernel;
 }
 

@@ -3,6 +3,7 @@
 // container labels that are the agent's only record.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -26,16 +27,21 @@ inline constexpr char kSessionId[] = "ai.backend.session-id";
 inline constexpr char kAllocations[] = "ai.backend.allocations";
 // The canonical create request, so a repeat can be told from a conflict after a restart.
 inline constexpr char kRequest[] = "ai.backend.slotd.request";
+// When the kernel's lifetime runs out, in unix seconds; absent: never.
+inline constexpr char kDeadline[] = "ai.backend.slotd.deadline";
 // The format of these labels, a whole number; absent means format 1.
 inline constexpr char kFormat[] = "ai.backend.slotd.label-format";
 inline constexpr char kReservedPrefix[] = "ai.backend.";
 // The format this version writes, and the newest it reads.
-inline constexpr int kCurrentFormat = 2;
+inline constexpr int kCurrentFormat = 3;
 }  // namespace label
 
 // Brings the labels of an owned container written in any earlier label
 // format to the current one; the one place where old formats are read.
 // Format 1 (slotd 0.1.0, no format label) -> 2: adds the format label.
+// Format 2 -> 3: the request may hold max_lifetime and resources.shm, and the
+// deadline label may be set; a format 2 container has neither, so nothing
+// changes but the format.
 // kFailedPrecondition naming the container and both formats when they were
 // written by a newer slotd: this version cannot know what they mean.
 Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name);
@@ -49,6 +55,9 @@ struct CreateRequest {
   std::map<std::string, std::string> env;
   ResourceRequest resources;
   std::map<std::string, std::string> labels;  // user labels, never "ai.backend.*"
+  // How long the kernel may run from its creation; unset: as long as
+  // [container] max-lifetime allows (no limit when that is 0).
+  std::optional<std::chrono::milliseconds> max_lifetime;
 
   // The request as canonical JSON (normalised sizes, sorted maps): two
   // requests are "the same" exactly when these are equal.
@@ -82,11 +91,13 @@ struct Kernel {
   Allocation allocation;
   bool holds_resources = false;  // whether `allocation` is taken from the plugins now
   int64_t created_at = 0;    // unix seconds
+  std::optional<int64_t> deadline;  // unix seconds when its lifetime runs out; unset: never
   uint64_t container_seq = 0;  // the agent's mutation sequence when its container appeared
 
   const std::string& id() const { return request.kernel_id; }
   // The API form: kernel_id, session_id, agent_id, container_id, image,
-  // command, state, exit_code, reason, allocations, ports, labels, created_at.
+  // command, state, exit_code, reason, allocations, ports, labels,
+  // created_at, deadline.
   nlohmann::json ToJson() const;
 };
 

@@ -1,5 +1,7 @@
 #include "agent/watcher.h"
 
+#include <ctime>
+
 #include <spdlog/spdlog.h>
 
 namespace slotd {
@@ -13,6 +15,7 @@ void Watcher::Start() {
   events_thread_ = std::thread([this] { ReadEvents(); });
   relist_thread_ = std::thread([this] { RelistLoop(); });
   probe_thread_ = std::thread([this] { ProbeLoop(); });
+  lifetime_thread_ = std::thread([this] { LifetimeLoop(); });
 }
 
 void Watcher::Stop() {
@@ -24,6 +27,7 @@ void Watcher::Stop() {
   if (events_thread_.joinable()) events_thread_.join();
   if (relist_thread_.joinable()) relist_thread_.join();
   if (probe_thread_.joinable()) probe_thread_.join();
+  if (lifetime_thread_.joinable()) lifetime_thread_.join();
 }
 
 void Watcher::RequestRelist() {
@@ -79,6 +83,14 @@ void Watcher::ProbeLoop() {
     answered = s.ok();
     MutexLock lock(mutex_);
     if (clock_.WaitFor(lock.native(), cv_, kProbeEvery, [&] { return stop_.load(); })) return;
+  }
+}
+
+void Watcher::LifetimeLoop() {
+  while (true) {
+    agent_.StopExpiredKernels(static_cast<int64_t>(std::time(nullptr)));
+    MutexLock lock(mutex_);
+    if (clock_.WaitFor(lock.native(), cv_, kLifetimeCheckEvery, [&] { return stop_.load(); })) return;
   }
 }
 

@@ -4,7 +4,9 @@
 //    so nothing that happened during a gap is missed;
 //  - the relister runs Agent::Relist periodically and whenever asked;
 //  - the prober pings the engine every kProbeEvery, with that as its
-//    deadline, and tells the agent whether it answered (its health).
+//    deadline, and tells the agent whether it answered (its health);
+//  - the lifetime keeper stops, every kLifetimeCheckEvery, the kernels
+//    whose max_lifetime has run out (Agent::StopExpiredKernels).
 // Periods and backoff are waited on `clock`; the probe's deadline is real time.
 #pragma once
 
@@ -24,7 +26,7 @@ class Watcher {
   // `agent`, `engine` and `clock` must outlive the watcher.
   Watcher(Agent& agent, ContainerEngine& engine, std::chrono::milliseconds relist_interval,
           Clock& clock = Clock::Real());
-  ~Watcher();  // stops and joins both threads
+  ~Watcher();  // stops and joins its threads
 
   void Start();
   void Stop();
@@ -35,8 +37,10 @@ class Watcher {
   void ReadEvents();
   void RelistLoop();
   void ProbeLoop();
+  void LifetimeLoop();
 
   static constexpr std::chrono::seconds kProbeEvery{2};
+  static constexpr std::chrono::seconds kLifetimeCheckEvery{1};
   // The first wait before reconnecting the event stream; it doubles after
   // each failed attempt up to kMaxBackoff, and starts again on success.
   static constexpr std::chrono::milliseconds kFirstBackoff{100};
@@ -54,6 +58,7 @@ class Watcher {
   std::thread events_thread_;
   std::thread relist_thread_;
   std::thread probe_thread_;
+  std::thread lifetime_thread_;
 };
 
 }  // namespace slotd

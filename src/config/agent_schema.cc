@@ -349,6 +349,14 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "Kernels log through the engine's `json-file` driver, at most this much per file and two files, so "
               "that no kernel can fill the engine's disk with output; the oldest output goes first.",
               {ZeroOrAtLeast<uint64_t>(SizeType(), 1ull << 20, "the engine's own logging", "is too small")}),
+    // A year and a day is more than any job; a longer value is a typo.
+    MemberKey("max-lifetime", &ContainerConfig::max_lifetime, DurationType(),
+              "The longest a kernel may run from its creation: a kernel without `max_lifetime` gets this one, "
+              "and a request may ask for less but not more. When it runs out the agent stops the kernel "
+              "(`TERMINATED`, reason `lifetime exceeded`); its deadline is in its labels, so it holds across "
+              "agent restarts.",
+              {DurationRange(milliseconds(0), milliseconds(366ll * 24 * 3'600'000)),
+               ZeroOrAtLeast<milliseconds>(DurationType(), milliseconds(1'000), "no limit", "is too short")}),
   }};
 }
 

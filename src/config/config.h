@@ -66,6 +66,7 @@ struct ContainerConfig {
   std::chrono::milliseconds stop_timeout{10'000};
   int64_t pids_limit = 4096;              // per kernel; 0: none
   uint64_t log_max_size = 50ull << 20;    // per log file of a kernel (two files kept); 0: the engine's default logging
+  std::chrono::milliseconds max_lifetime{0};  // the longest a kernel may run from its creation; 0: no limit
 
   bool operator==(const ContainerConfig&) const = default;
 };

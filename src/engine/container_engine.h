@@ -42,6 +42,7 @@ struct ContainerSpec {
   int64_t memory_bytes = 0;          // 0: no limit
   int64_t pids_limit = 0;            // most processes at once; 0: no limit
   uint64_t log_max_bytes = 0;        // the output kept, per log file (two files); 0: the engine's default logging
+  uint64_t shm_bytes = 0;            // the size of /dev/shm; 0: the engine's default
   std::string network_mode = "none";
   std::vector<PortBinding> ports;
   // Device requests (HostConfig.DeviceRequests): driver, ids, capabilities.

@@ -2,6 +2,7 @@
 // container's `ai.backend.allocations` label and read back on restore.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -35,10 +36,19 @@ struct Allocation {
 
 // What a kernel asks for: whole cores, memory bytes, and whole devices per slot type.
 struct ResourceRequest {
+  // The /dev/shm size when the request gives none: Docker's own, or all of
+  // mem when mem is smaller.
+  static constexpr uint64_t kDefaultShm = 64ull << 20;
+
   int cpu = 1;
   uint64_t mem_bytes = 256ull << 20;
+  // The size of /dev/shm, counted within mem_bytes; unset: ShmBytes() picks.
+  std::optional<uint64_t> shm_bytes;
   std::map<std::string, int> devices;  // slot type ("mock.device") -> count
   std::vector<int> ports;              // container ports that need a host port
+
+  // The /dev/shm size the kernel gets: shm_bytes, or kDefaultShm capped at mem_bytes.
+  uint64_t ShmBytes() const { return shm_bytes ? *shm_bytes : std::min(kDefaultShm, mem_bytes); }
 
   bool operator==(const ResourceRequest&) const = default;
 };

@@ -250,6 +250,83 @@ TEST_F(AgentTest, OverCapacityIsResourceExhaustedAndTakesNothing) {
   EXPECT_EQ(agent_->GetKernel("k3").status().code(), Status::Code::kNotFound);
 }
 
+TEST_F(AgentTest, TheContainerGetsTheShmItAsksForOrDockersDefaultCappedAtMem) {
+  Kernel plain = MustCreate(Request("k1"));
+  EXPECT_EQ(engine_.SpecOf(plain.container_id)->shm_bytes, 64 * kMiB);
+  Kernel small = MustCreate(Request("k2", {{"cpu", 1}, {"mem", "16m"}}));
+  EXPECT_EQ(engine_.SpecOf(small.container_id)->shm_bytes, 16 * kMiB);
+  Kernel asked = MustCreate(Request("k3", {{"cpu", 1}, {"mem", "256m"}, {"shm", "200m"}}));
+  EXPECT_EQ(engine_.SpecOf(asked.container_id)->shm_bytes, 200 * kMiB);
+  EXPECT_EQ(Used("mem"), (256 + 16 + 256) * kMiB);  // shm is within mem, not added to it
+}
+
+// ------------------------------------------------------------------ lifetimes
+
+TEST_F(AgentTest, AKernelsDeadlineIsItsCreationPlusItsLifetimeAndWithoutOneItHasNone) {
+  Kernel forever = MustCreate(Request("k1"));
+  EXPECT_FALSE(forever.deadline.has_value());
+  Kernel brief = MustCreate(Request("k2", {{"cpu", 1}}, {{"max_lifetime", "90m"}}));
+  ASSERT_TRUE(brief.deadline.has_value());
+  EXPECT_EQ(*brief.deadline, brief.created_at + 90 * 60);
+  EXPECT_EQ(engine_.Peek(brief.container_id)->labels.at(label::kDeadline), std::to_string(*brief.deadline));
+}
+
+TEST_F(AgentTest, TheConfigsMaxLifetimeIsTheDefaultAndTheMostARequestMayAskFor) {
+  config_.container.max_lifetime = std::chrono::hours(2);
+  agent_ = NewAgent();
+  Kernel capped = MustCreate(Request("k1"));
+  ASSERT_TRUE(capped.deadline.has_value());
+  EXPECT_EQ(*capped.deadline, capped.created_at + 2 * 3600);
+  Kernel shorter = MustCreate(Request("k2", {{"cpu", 1}}, {{"max_lifetime", "30m"}}));
+  EXPECT_EQ(*shorter.deadline, shorter.created_at + 30 * 60);
+
+  auto longer = agent_->CreateKernel(Request("k3", {{"cpu", 1}}, {{"max_lifetime", "3h"}}));
+  ASSERT_FALSE(longer.ok());
+  EXPECT_EQ(longer.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(longer.status().message(),
+            "max_lifetime: 3h is longer than this agent allows ([container] max-lifetime = \"2h\"); ask for at most "
+            "that");
+}
+
+TEST_F(AgentTest, AKernelPastItsDeadlineIsStoppedWithItsReasonAndFreesItsSlice) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}, {{"max_lifetime", "1h"}}));
+  Kernel other = MustCreate(Request("k2", {{"cpu", 1}}, {{"max_lifetime", "2h"}}));
+  auto events = hub_.Subscribe();
+
+  agent_->StopExpiredKernels(*k.deadline - 1);  // not yet
+  EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
+
+  agent_->StopExpiredKernels(*k.deadline);
+  EXPECT_EQ(StateOf("k1"), KernelState::kTerminated);
+  EXPECT_EQ(agent_->GetKernel("k1")->reason, "lifetime exceeded");
+  EXPECT_FALSE(engine_.Peek(k.container_id)->running);
+  EXPECT_EQ(StateOf("k2"), KernelState::kRunning);
+  EXPECT_EQ(Used("cpu"), 1u);
+  bool announced = false;
+  while (std::optional<json> event = events->Next(std::chrono::milliseconds(0)))
+    announced = announced || ((*event)["type"] == "kernel_terminated" && (*event)["kernel_id"] == "k1" &&
+                              (*event)["reason"] == "lifetime exceeded");
+  EXPECT_TRUE(announced);
+}
+
+TEST_F(AgentTest, ADeadlineSurvivesARestartOfTheAgent) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 1}}, {{"max_lifetime", "1h"}}));
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  EXPECT_EQ(agent_->GetKernel("k1")->deadline, k.deadline);
+  agent_->StopExpiredKernels(*k.deadline);
+  EXPECT_EQ(StateOf("k1"), KernelState::kTerminated);
+}
+
+TEST_F(AgentTest, AKernelWhoseContainerCannotBeStoppedStaysRunningForTheNextRound) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 1}}, {{"max_lifetime", "1h"}}));
+  engine_.FailNext(Method::kStop, Status::Unavailable("engine unreachable"));
+  agent_->StopExpiredKernels(*k.deadline);
+  EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
+  agent_->StopExpiredKernels(*k.deadline);
+  EXPECT_EQ(StateOf("k1"), KernelState::kTerminated);
+}
+
 TEST_F(AgentTest, UnknownDeviceSlotIsInvalidArgumentNamingIt) {
   auto out = agent_->CreateKernel(Request("k1", {{"cpu", 1}, {"mock.device", 1}}));
   ASSERT_FALSE(out.ok());

@@ -179,6 +179,43 @@ TEST(ParseCreateRequestTest, RefusesAnUnknownSlotType) {
   EXPECT_TRUE(Names(ErrorOf(With("resources", json::array({1}))), "resources"));
 }
 
+TEST(ParseCreateRequestTest, ShmDefaultsToDockersOwnCappedAtMemAndMayNotExceedMem) {
+  Result<CreateRequest> plain = ParseCreateRequest(ValidBody());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->resources.shm_bytes.has_value());
+  EXPECT_EQ(plain->resources.ShmBytes(), 64 * kMiB);
+
+  json small = ValidBody();
+  small["resources"]["mem"] = "32m";
+  EXPECT_EQ(ParseCreateRequest(small)->resources.ShmBytes(), 32 * kMiB);  // never more than mem
+
+  Result<CreateRequest> asked = ParseCreateRequest(WithResource("shm", "128m"));
+  ASSERT_TRUE(asked.ok()) << asked.status().message();
+  EXPECT_EQ(asked->resources.ShmBytes(), 128 * kMiB);
+
+  Result<CreateRequest> over = ParseCreateRequest(WithResource("shm", "1g"));
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), Status::Code::kResourceExhausted);  // 422, as a request that does not fit
+  EXPECT_TRUE(Names(over.status().message(), "resources.shm"));
+  EXPECT_NE(over.status().message().find("more than mem (256m)"), std::string::npos) << over.status().message();
+
+  for (const json& bad : {json("lots"), json(-1), json(1.5), json("512k")}) {
+    SCOPED_TRACE(bad.dump());
+    EXPECT_TRUE(Names(ErrorOf(WithResource("shm", bad)), "resources.shm"));
+  }
+}
+
+TEST(ParseCreateRequestTest, MaxLifetimeIsADurationFromOneSecondToAYearAndADay) {
+  Result<CreateRequest> req = ParseCreateRequest(With("max_lifetime", "2h"));
+  ASSERT_TRUE(req.ok()) << req.status().message();
+  EXPECT_EQ(req->max_lifetime, std::chrono::hours(2));
+  EXPECT_FALSE(ParseCreateRequest(ValidBody())->max_lifetime.has_value());
+  for (const json& bad : {json(7200), json("2 hours"), json("500ms"), json("0s"), json("9000h")}) {
+    SCOPED_TRACE(bad.dump());
+    EXPECT_TRUE(Names(ErrorOf(With("max_lifetime", bad)), "max_lifetime"));
+  }
+}
+
 TEST(ParseCreateRequestTest, RefusesPortsOutOfRangeOrListedTwice) {
   for (const json& ports : {json::array({0}), json::array({65536}), json::array({"8080"}), json(8080)}) {
     SCOPED_TRACE(ports.dump());
@@ -234,11 +271,26 @@ TEST(CanonicalTest, AnyDifferenceMakesADifferentRequest) {
 }
 
 TEST(CanonicalTest, CreateRequestFromCanonicalRestoresTheSameRequest) {
-  Result<CreateRequest> req = ParseCreateRequest(ValidBody());
-  ASSERT_TRUE(req.ok());
-  Result<CreateRequest> back = CreateRequestFromCanonical(req->Canonical());
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(back->Canonical(), req->Canonical());
+  json full = ValidBody();
+  full["max_lifetime"] = "90m";
+  full["resources"]["shm"] = "128m";
+  for (const json& body : {ValidBody(), full}) {
+    Result<CreateRequest> req = ParseCreateRequest(body);
+    ASSERT_TRUE(req.ok());
+    Result<CreateRequest> back = CreateRequestFromCanonical(req->Canonical());
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(back->Canonical(), req->Canonical());
+  }
+}
+
+// A request recorded before shm and max_lifetime existed is the same
+// request as one that leaves them out today, so a repeat is not a conflict.
+TEST(CanonicalTest, FieldsAddedLaterAppearOnlyWhenGiven) {
+  const json canonical = ParseCreateRequest(ValidBody())->Canonical();
+  EXPECT_FALSE(canonical.contains("max_lifetime"));
+  EXPECT_FALSE(canonical["resources"].contains("shm"));
+  EXPECT_NE(ParseCreateRequest(WithResource("shm", "64m"))->Canonical(), canonical);
+  EXPECT_NE(ParseCreateRequest(With("max_lifetime", "1h"))->Canonical(), canonical);
 }
 
 // ------------------------------------------------------------ labels and back
@@ -283,7 +335,27 @@ TEST(KernelLabelsTest, KernelFromContainerRoundTrips) {
   EXPECT_EQ(back->container_id, "c0ffee");
   EXPECT_EQ(back->allocation, kernel.allocation);
   EXPECT_EQ(back->created_at, 1'700'000'123);
+  EXPECT_FALSE(back->deadline.has_value());
   EXPECT_EQ(back->ToJson()["ports"], kernel.ToJson()["ports"]);
+}
+
+TEST(KernelLabelsTest, TheDeadlineTravelsInItsLabelAndAMalformedOneIsNamed) {
+  Kernel kernel = SampleKernel();
+  kernel.deadline = 1'700'007'323;
+  ContainerInfo info;
+  info.id = "c0ffee";
+  info.name = ContainerName("a1", "k-0001");
+  info.labels = KernelLabels(kernel);
+  EXPECT_EQ(info.labels.at(label::kDeadline), "1700007323");
+  Result<Kernel> back = KernelFromContainer(info);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->deadline, 1'700'007'323);
+  EXPECT_EQ(back->ToJson()["deadline"], 1'700'007'323);
+
+  info.labels[label::kDeadline] = "soon";
+  Result<Kernel> bad = KernelFromContainer(info);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(label::kDeadline), std::string::npos) << bad.status().message();
 }
 
 TEST(KernelLabelsTest, KernelFromContainerNamesAMissingOrMalformedLabel) {
@@ -325,9 +397,9 @@ TEST(KernelLabelsTest, ContainerNamesAreUnambiguousAcrossAgents) {
 namespace slotd {
 namespace {
 
-// The container recorded in tests/fixtures/labels-v1.json, as a list shows it.
-ContainerInfo RecordedV1Container() {
-  std::ifstream in(std::string(SLOTD_FIXTURES_DIR) + "/labels-v1.json");
+// The container recorded in tests/fixtures/labels-v<format>.json, as a list shows it.
+ContainerInfo RecordedContainer(int format) {
+  std::ifstream in(std::string(SLOTD_FIXTURES_DIR) + "/labels-v" + std::to_string(format) + ".json");
   const nlohmann::json doc = nlohmann::json::parse(in);
   ContainerInfo info;
   info.id = "0123456789ab";
@@ -338,8 +410,15 @@ ContainerInfo RecordedV1Container() {
   return info;
 }
 
-TEST(LabelFormat, ContainersOfTheFirstFormatAreReadWithTheirExactAllocation) {
-  Result<Kernel> kernel = KernelFromContainer(RecordedV1Container());
+// The containers of every earlier format, recorded by the slotd that wrote them.
+ContainerInfo RecordedV1Container() { return RecordedContainer(1); }
+
+class LabelFormats : public testing::TestWithParam<int> {};
+
+INSTANTIATE_TEST_SUITE_P(Earlier, LabelFormats, testing::Values(1, 2));
+
+TEST_P(LabelFormats, ContainersOfEveryEarlierFormatAreReadWithTheirExactAllocation) {
+  Result<Kernel> kernel = KernelFromContainer(RecordedContainer(GetParam()));
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   EXPECT_EQ(kernel->agent_id, "fixture-a");
   EXPECT_EQ(kernel->id(), "k-fixture");
@@ -352,7 +431,7 @@ TEST(LabelFormat, ContainersOfTheFirstFormatAreReadWithTheirExactAllocation) {
   // Written again, they carry the current format and read back the same.
   Labels rewritten = KernelLabels(*kernel);
   EXPECT_EQ(rewritten.at(label::kFormat), std::to_string(label::kCurrentFormat));
-  ContainerInfo again = RecordedV1Container();
+  ContainerInfo again = RecordedContainer(GetParam());
   again.labels = rewritten;
   Result<Kernel> reread = KernelFromContainer(again);
   ASSERT_TRUE(reread.ok()) << reread.status().message();
@@ -366,7 +445,7 @@ TEST(LabelFormat, ANewerFormatIsRefusedNamingTheContainerAndBothFormats) {
   Result<Kernel> kernel = KernelFromContainer(info);
   ASSERT_FALSE(kernel.ok());
   EXPECT_EQ(kernel.status().code(), Status::Code::kFailedPrecondition);
-  EXPECT_NE(kernel.status().message().find("slotd-fixture-a-k-fixture was written by a newer slotd (label format 3"),
+  EXPECT_NE(kernel.status().message().find("slotd-fixture-a-k-fixture was written by a newer slotd (label format 4"),
             std::string::npos)
       << kernel.status().message();
   info.labels[label::kFormat] = "two";

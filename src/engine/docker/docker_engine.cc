@@ -390,6 +390,7 @@ Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
   }
   if (!requests.empty()) host["DeviceRequests"] = requests;
   if (spec.pids_limit > 0) host["PidsLimit"] = spec.pids_limit;
+  if (spec.shm_bytes > 0) host["ShmSize"] = spec.shm_bytes;
   if (spec.log_max_bytes > 0)
     host["LogConfig"] = {{"Type", "json-file"},
                          {"Config", {{"max-size", std::to_string(spec.log_max_bytes)}, {"max-file", "2"}}}};

@@ -1,0 +1,102 @@
+// What a real job needs from its kernel, through the real binaries and
+// engine: a /dev/shm of the size it asks for, and a lifetime that the agent
+// enforces, also across its own restarts.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <string>
+
+#include "integration/harness.h"
+
+namespace slotd::testing {
+namespace {
+
+using nlohmann::json;
+
+// An agent of two cores and 1g named after `name`.
+AgentOptions Options(const std::string& name, const std::string& container_toml = "") {
+  AgentOptions o;
+  o.id = "it-" + RunTag() + "-" + name;
+  o.cores = "0-1";
+  o.container_toml = container_toml;
+  return o;
+}
+
+// The size of the kernel's /dev/shm in KiB, as df inside it reports it.
+std::string ShmKiB(const AgentProcess& agent, const std::string& kernel_id) {
+  const json out = agent.CallJson("POST", "/v1/kernels/" + kernel_id + "/exec",
+                                  {{"command", {"sh", "-c", "df -k /dev/shm | tail -n 1 | awk '{print $2}'"}}}, 200);
+  std::string kib = out["stdout"];
+  while (!kib.empty() && (kib.back() == '\n' || kib.back() == ' ')) kib.pop_back();
+  return kib;
+}
+
+TEST(Workload, DevShmIsTheSizeTheKernelAsksForAndNoMoreThanItsMemory) {
+  AgentProcess agent(Options("shm"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  agent.CreateKernel({{"kernel_id", "asked"},
+                      {"image", kTestImage},
+                      {"command", {"sleep", "3600"}},
+                      {"resources", {{"cpu", 1}, {"mem", "256m"}, {"shm", "128m"}}}});
+  EXPECT_EQ(ShmKiB(agent, "asked"), "131072");
+  agent.CreateKernel({{"kernel_id", "small"},
+                      {"image", kTestImage},
+                      {"command", {"sleep", "3600"}},
+                      {"resources", {{"cpu", 1}, {"mem", "32m"}}}});
+  EXPECT_EQ(ShmKiB(agent, "small"), "32768");  // the default 64m, capped at mem
+
+  HttpResponse over = agent.Call("POST", "/v1/kernels",
+                                 json{{"kernel_id", "over"},
+                                      {"image", kTestImage},
+                                      {"resources", {{"cpu", 1}, {"mem", "64m"}, {"shm", "128m"}}}}
+                                     .dump());
+  EXPECT_EQ(over.status, 422) << over.body;
+  EXPECT_NE(over.body.find("resources.shm: 128m is more than mem (64m)"), std::string::npos) << over.body;
+  agent.CallJson("DELETE", "/v1/kernels/asked", nullptr, 200);
+  agent.CallJson("DELETE", "/v1/kernels/small", nullptr, 200);
+}
+
+TEST(Workload, AKernelIsStoppedWhenItsLifetimeRunsOutAndCannotBeRestarted) {
+  AgentProcess agent(Options("life"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const json created = agent.CreateKernel({{"kernel_id", "brief"},
+                                           {"image", kTestImage},
+                                           {"command", {"sleep", "3600"}},
+                                           {"resources", {{"cpu", 1}, {"mem", "32m"}}},
+                                           {"max_lifetime", "2s"}});
+  EXPECT_EQ(created["deadline"], created["created_at"].get<int64_t>() + 2);
+  const json ended = agent.WaitForState("brief", "TERMINATED", std::chrono::seconds(30));
+  EXPECT_EQ(ended["reason"], "lifetime exceeded");
+  const json described = agent.CallJson("GET", "/v1/agent", nullptr, 200);
+  EXPECT_EQ(described["resources"]["cpu"]["used"], 0) << described.dump();
+
+  HttpResponse restart = agent.Call("POST", "/v1/kernels/brief/restart");
+  EXPECT_EQ(restart.status, 409) << restart.body;
+  EXPECT_NE(restart.body.find("lifetime has run out"), std::string::npos) << restart.body;
+  agent.CallJson("DELETE", "/v1/kernels/brief", nullptr, 200);
+}
+
+TEST(Workload, TheConfigsMaxLifetimeCapsRequestsAndHoldsAcrossAnAgentKill) {
+  AgentProcess agent(Options("cap", "max-lifetime = \"4s\"\n"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  HttpResponse longer = agent.Call("POST", "/v1/kernels",
+                                   json{{"kernel_id", "long"}, {"image", kTestImage}, {"max_lifetime", "1h"}}.dump());
+  EXPECT_EQ(longer.status, 400) << longer.body;
+  EXPECT_NE(longer.body.find("[container] max-lifetime"), std::string::npos) << longer.body;
+
+  const json created = agent.CreateKernel({{"kernel_id", "capped"},
+                                           {"image", kTestImage},
+                                           {"command", {"sleep", "3600"}},
+                                           {"resources", {{"cpu", 1}, {"mem", "32m"}}}});
+  EXPECT_EQ(created["deadline"], created["created_at"].get<int64_t>() + 4);
+  agent.Kill(SIGKILL);
+  ASSERT_TRUE(agent.Start()) << agent.log();  // adopts it, deadline and all
+  const json ended = agent.WaitForState("capped", "TERMINATED", std::chrono::seconds(30));
+  EXPECT_EQ(ended["reason"], "lifetime exceeded");
+  EXPECT_EQ(ended["deadline"], created["deadline"]);
+  agent.CallJson("DELETE", "/v1/kernels/capped", nullptr, 200);
+}
+
+}  // namespace
+}  // namespace slotd::testing
