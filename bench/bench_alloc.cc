@@ -53,6 +53,7 @@ Config BenchConfig() {
   config.resource.allowed_cores_explicit = true;
   config.resource.memory_size = kMemory;
   config.resource.memory_size_explicit = true;
+  config.container.scratch_type = "tmpfs";  // the core's own cost: no scratch directories on the disk
   MockConfig mock;
   for (int i = 0; i < kDevices; ++i) {
     std::string id = "mock" + std::to_string(i);

@@ -43,7 +43,8 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       clock_(clock),
       plugins_(std::move(plugins)),
       meters_(MetersOf(plugins_)),
-      unmetered_devices_(UnmeteredDevicesOf(plugins_)) {}
+      unmetered_devices_(UnmeteredDevicesOf(plugins_)),
+      scratch_(ScratchRoot(config_)) {}
 
 std::vector<std::string> Agent::OwnerFilter() const {
   return {std::string(label::kOwner) + "=" + config_.agent.id};
@@ -231,6 +232,8 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
         spdlog::error("kernel {}: could not remove its half-created container {}: {}", request.kernel_id,
                       container_id, removed.message());
     }
+    if (Status removed = scratch_.Remove(request.kernel_id); !removed.ok())
+      spdlog::error("kernel {}: {}", request.kernel_id, removed.message());
     MutexLock lock(mutex_);
     if (container_id.empty()) {  // nothing was announced yet
       if (Kernel* k = Find(request.kernel_id)) FreeResources(*k);
@@ -241,6 +244,15 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     }
     return why;
   };
+
+  if (config_.container.scratch_type == "tmpfs") {
+    const uint64_t size = config_.container.scratch_size ? config_.container.scratch_size : request.resources.mem_bytes;
+    spec.mounts.push_back({Mount::Type::kTmpfs, "", kScratchTarget, false, size});
+  } else {
+    Result<std::string> scratch = scratch_.Prepare(request.kernel_id);
+    if (!scratch.ok()) return abandon(scratch.status(), "");
+    spec.mounts.push_back({Mount::Type::kBind, *scratch, kScratchTarget, false, 0});
+  }
 
   auto created = engine_.Create(spec);
   if (!created.ok()) {
@@ -330,6 +342,8 @@ Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
   Kernel final_record = *k;
   final_record.holds_resources = false;
   Forget(kernel_id, "deleted");
+  lock.Unlock();
+  if (Status s = scratch_.Remove(kernel_id); !s.ok()) spdlog::error("kernel {} deleted, but {}", kernel_id, s.message());
   return final_record;
 }
 
@@ -679,10 +693,12 @@ Status Agent::Converge(bool at_start) {
   }
   std::vector<ContainerInfo> mine;
   std::set<std::string> present;
+  std::set<std::string> listed_kernels;  // every owned container's kernel id, adopted or not
   for (auto& info : *listed) {
     auto owner = info.labels.find(label::kOwner);
     if (owner == info.labels.end() || owner->second != config_.agent.id) continue;  // never ours to touch
     present.insert(info.id);
+    if (auto kid = info.labels.find(label::kKernelId); kid != info.labels.end()) listed_kernels.insert(kid->second);
     mine.push_back(std::move(info));
   }
   mine = reconcile::AdoptionOrder(std::move(mine));
@@ -746,6 +762,14 @@ Status Agent::Converge(bool at_start) {
   FinishStarts(never_started);
   StopIntruders();
   for (const auto& [kernel_id, container_id] : to_check) CheckDrift(kernel_id, container_id);
+  // Scratch of no kernel (its container vanished, or the agent died while
+  // deleting it) goes; that of any container listed as ours stays.
+  scratch_.Collect([&]() EXCLUDES(mutex_) {
+    std::set<std::string> keep = listed_kernels;
+    MutexLock lock(mutex_);
+    for (const auto& [id, kernel] : kernels_) keep.insert(id);
+    return keep;
+  });
   RecordEngineAnswer(true);
   last_sync_ns_ = clock_.Now().time_since_epoch().count();
   return Status::Ok();

@@ -23,6 +23,7 @@
 #include "agent/event_hub.h"
 #include "agent/kernel.h"
 #include "agent/reconcile.h"
+#include "agent/scratch.h"
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "config/config.h"
@@ -194,6 +195,7 @@ class Agent {
   std::vector<std::unique_ptr<ResourcePlugin>> plugins_ GUARDED_BY(mutex_);
   const std::vector<std::shared_ptr<DeviceMeter>> meters_;  // set at construction; thread-safe objects
   const std::map<std::string, std::vector<std::string>> unmetered_devices_;  // set at construction
+  ScratchStore scratch_;  // the kernels' scratch directories (hostdir); thread-safe
   std::map<std::string, Kernel> kernels_ GUARDED_BY(mutex_);
   std::map<std::string, uint64_t> removed_at_seq_ GUARDED_BY(mutex_);  // kernel id -> seq when forgotten
   uint64_t seq_ GUARDED_BY(mutex_) = 0;                                // bumps on container create/forget

@@ -357,6 +357,18 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "agent restarts.",
               {DurationRange(milliseconds(0), milliseconds(366ll * 24 * 3'600'000)),
                ZeroOrAtLeast<milliseconds>(DurationType(), milliseconds(1'000), "no limit", "is too short")}),
+    MemberKey("scratch-root", &ContainerConfig::scratch_root, PathType(),
+              "Where each kernel's scratch directory (`<scratch-root>/<kernel-id>`, mounted at `/home/work`) is "
+              "kept when `scratch-type` is `hostdir`. It belongs to this agent alone: the agent removes what it "
+              "finds there that is not one of its kernels', so it may not be, contain or lie inside another "
+              "agent's scratch-root, ipc-base-path or var-base-path on the node.")
+        .DefaultDoc("`<var-base-path>/scratch`"),
+    MemberKey("scratch-type", &ContainerConfig::scratch_type, EnumType({"hostdir", "tmpfs"}),
+              "`hostdir`: a directory of the host, kept across kernel and agent restarts and removed with the "
+              "kernel; `tmpfs`: memory, counted within the kernel's memory and emptied when its container "
+              "restarts."),
+    MemberKey("scratch-size", &ContainerConfig::scratch_size, SizeType(),
+              "The size of a `tmpfs` scratch; `0` means the kernel's memory. Not used by `hostdir`."),
   }};
 }
 

@@ -67,6 +67,9 @@ struct ContainerConfig {
   int64_t pids_limit = 4096;              // per kernel; 0: none
   uint64_t log_max_size = 50ull << 20;    // per log file of a kernel (two files kept); 0: the engine's default logging
   std::chrono::milliseconds max_lifetime{0};  // the longest a kernel may run from its creation; 0: no limit
+  std::string scratch_root;                   // where kernels' scratch directories are; empty: ScratchRoot()'s default
+  std::string scratch_type = "hostdir";       // hostdir | tmpfs
+  uint64_t scratch_size = 0;                  // a tmpfs scratch's size; 0: the kernel's memory
 
   bool operator==(const ContainerConfig&) const = default;
 };
@@ -138,5 +141,12 @@ struct Config {
 
   bool operator==(const Config&) const = default;
 };
+
+// The directory under which each kernel of `config` gets its scratch
+// directory: [container] scratch-root, or <var-base-path>/scratch.
+inline std::string ScratchRoot(const Config& config) {
+  return config.container.scratch_root.empty() ? config.agent.var_base_path + "/scratch"
+                                               : config.container.scratch_root;
+}
 
 }  // namespace slotd

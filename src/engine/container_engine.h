@@ -29,6 +29,18 @@ struct PortBinding {
   int host_port = 0;
 };
 
+// A filesystem mounted into a container.
+struct Mount {
+  enum class Type { kBind, kTmpfs };
+  Type type = Type::kBind;
+  std::string source;  // kBind: the host path
+  std::string target;  // the path inside the container
+  bool read_only = false;
+  uint64_t tmpfs_bytes = 0;  // kTmpfs: its size; 0: the engine's default
+
+  bool operator==(const Mount&) const = default;
+};
+
 // Everything needed to create one container.
 struct ContainerSpec {
   std::string name;                  // container name; the engine refuses duplicates
@@ -43,6 +55,7 @@ struct ContainerSpec {
   int64_t pids_limit = 0;            // most processes at once; 0: no limit
   uint64_t log_max_bytes = 0;        // the output kept, per log file (two files); 0: the engine's default logging
   uint64_t shm_bytes = 0;            // the size of /dev/shm; 0: the engine's default
+  std::vector<Mount> mounts;
   std::string network_mode = "none";
   std::vector<PortBinding> ports;
   // Device requests (HostConfig.DeviceRequests): driver, ids, capabilities.

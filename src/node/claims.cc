@@ -21,7 +21,7 @@ json AgentClaims::ToJson() const {
   return {{"agent_id", agent_id},       {"pid", pid},
           {"config_path", config_path}, {"api_host", api_host},
           {"api_port", api_port},       {"ipc_base_path", ipc_base_path},
-          {"var_base_path", var_base_path}, {"port_range", {port_first, port_last}},
+          {"var_base_path", var_base_path}, {"scratch_root", scratch_root}, {"port_range", {port_first, port_last}},
           {"cores", cores},             {"memory_bytes", memory_bytes},
           {"devices", devices_json}};
 }
@@ -36,6 +36,7 @@ Result<AgentClaims> AgentClaims::FromJson(const json& j) {
     c.api_port = j.at("api_port").get<int>();
     c.ipc_base_path = j.at("ipc_base_path").get<std::string>();
     c.var_base_path = j.at("var_base_path").get<std::string>();
+    c.scratch_root = j.value("scratch_root", "");
     c.port_first = j.at("port_range").at(0).get<int>();
     c.port_last = j.at("port_range").at(1).get<int>();
     c.cores = j.at("cores").get<std::vector<int>>();
@@ -59,6 +60,7 @@ AgentClaims ClaimsOf(const Config& config, const std::map<std::string, std::vect
   c.api_port = config.agent.rpc_port;
   c.ipc_base_path = config.agent.ipc_base_path;
   c.var_base_path = config.agent.var_base_path;
+  c.scratch_root = ScratchRoot(config);
   c.port_first = config.container.port_range_start;
   c.port_last = config.container.port_range_end;
   c.cores = config.resource.allowed_cores;
@@ -67,6 +69,22 @@ AgentClaims ClaimsOf(const Config& config, const std::map<std::string, std::vect
   return c;
 }
 
+namespace {
+
+// Whether `a` and `b` (both non-empty) are one path, or one lies inside the other.
+bool PathsNest(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  const std::string x = std::filesystem::path(a).lexically_normal().string();
+  const std::string y = std::filesystem::path(b).lexically_normal().string();
+  auto inside = [](const std::string& inner, const std::string& outer) {
+    const std::string prefix = outer.back() == '/' ? outer : outer + "/";
+    return inner.rfind(prefix, 0) == 0;
+  };
+  return x == y || inside(x, y) || inside(y, x);
+}
+
+}  // namespace
+
 std::vector<Clash> FindClashes(const AgentClaims& a, const AgentClaims& b) {
   std::vector<Clash> clashes;
   if (a.agent_id == b.agent_id) clashes.push_back({"agent id", a.agent_id});
@@ -74,6 +92,12 @@ std::vector<Clash> FindClashes(const AgentClaims& a, const AgentClaims& b) {
     clashes.push_back({"API port (agent.rpc-listen-addr)", std::to_string(a.api_port)});
   if (a.ipc_base_path == b.ipc_base_path) clashes.push_back({"agent.ipc-base-path", a.ipc_base_path});
   if (a.var_base_path == b.var_base_path) clashes.push_back({"agent.var-base-path", a.var_base_path});
+  for (const auto& [mine, theirs] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+    for (const std::string* path : {&theirs->scratch_root, &theirs->ipc_base_path, &theirs->var_base_path}) {
+      if (PathsNest(mine->scratch_root, *path) && !(mine == &b && path == &a.scratch_root))
+        clashes.push_back({"container.scratch-root", mine->scratch_root + (*path == mine->scratch_root ? "" : " and " + *path)});
+    }
+  }
   int lo = std::max(a.port_first, b.port_first), hi = std::min(a.port_last, b.port_last);
   if (lo <= hi)
     clashes.push_back({"container.port-range", std::to_string(lo) + (lo == hi ? "" : "-" + std::to_string(hi))});

@@ -34,6 +34,7 @@ struct AgentClaims {
   int api_port = 0;  // 0: picked at bind time (then updated in the claim file)
   std::string ipc_base_path;
   std::string var_base_path;
+  std::string scratch_root;  // empty in claims of agents that had none
   int port_first = 0;
   int port_last = 0;  // inclusive
   std::vector<int> cores;
@@ -55,7 +56,8 @@ struct Clash {
 };
 
 // Every value `a` and `b` both claim: agent id, API port (when both are
-// fixed), ipc and var paths, overlapping port ranges, cores, devices.
+// fixed), ipc and var paths, a scratch root that is, contains or lies
+// inside one of the other's paths, overlapping port ranges, cores, devices.
 std::vector<Clash> FindClashes(const AgentClaims& a, const AgentClaims& b);
 
 // A registration in the claims directory, live for the object's lifetime.

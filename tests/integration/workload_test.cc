@@ -1,10 +1,12 @@
 // What a real job needs from its kernel, through the real binaries and
-// engine: a /dev/shm of the size it asks for, and a lifetime that the agent
+// engine: a scratch directory that outlives restarts and goes with the
+// kernel, a /dev/shm of the size it asks for, and a lifetime that the agent
 // enforces, also across its own restarts.
 #include <gtest/gtest.h>
 
 #include <signal.h>
 
+#include <filesystem>
 #include <string>
 
 #include "integration/harness.h"
@@ -30,6 +32,34 @@ std::string ShmKiB(const AgentProcess& agent, const std::string& kernel_id) {
   std::string kib = out["stdout"];
   while (!kib.empty() && (kib.back() == '\n' || kib.back() == ' ')) kib.pop_back();
   return kib;
+}
+
+// Runs `script` in the kernel and returns its standard output.
+std::string RunIn(const AgentProcess& agent, const std::string& kernel_id, const std::string& script) {
+  const json out =
+      agent.CallJson("POST", "/v1/kernels/" + kernel_id + "/exec", {{"command", {"sh", "-c", script}}}, 200);
+  return out["stdout"];
+}
+
+TEST(Workload, ScratchAtHomeWorkOutlivesKernelAndAgentRestartsAndGoesWithTheKernel) {
+  AgentProcess agent(Options("scratch"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  agent.CreateKernel({{"kernel_id", "job"},
+                      {"image", kTestImage},
+                      {"command", {"sleep", "3600"}},
+                      {"resources", {{"cpu", 1}, {"mem", "64m"}}}});
+  EXPECT_EQ(RunIn(agent, "job", "echo epoch-3 > /home/work/checkpoint && cat /home/work/checkpoint"), "epoch-3\n");
+  const std::string dir = agent.dir() + "/var/scratch/job";
+  EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoint"));
+
+  agent.CallJson("POST", "/v1/kernels/job/restart", nullptr, 200);
+  EXPECT_EQ(RunIn(agent, "job", "cat /home/work/checkpoint"), "epoch-3\n");
+  agent.Kill(SIGKILL);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  EXPECT_EQ(RunIn(agent, "job", "cat /home/work/checkpoint"), "epoch-3\n");
+
+  agent.CallJson("DELETE", "/v1/kernels/job", nullptr, 200);
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 TEST(Workload, DevShmIsTheSizeTheKernelAsksForAndNoMoreThanItsMemory) {

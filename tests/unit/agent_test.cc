@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
@@ -20,6 +22,7 @@
 
 #include "resources/device_kinds.h"
 #include "testing/fake_engine.h"
+#include "testing/temp_tree.h"
 
 namespace slotd {
 namespace {
@@ -126,9 +129,17 @@ class AgentTest : public ::testing::Test {
     return k.ok() ? k->state : KernelState::kError;
   }
 
+  // The config with its scratch root in `scratch_`.
+  Config ConfigWithScratch() const {
+    Config config = TestConfig();
+    config.container.scratch_root = scratch_.root();
+    return config;
+  }
+
   FakeEngine engine_;
   EventHub hub_;
-  Config config_ = TestConfig();
+  TempTree scratch_{"slotd-agent-scratch"};
+  Config config_ = ConfigWithScratch();
   std::unique_ptr<Agent> agent_ = NewAgent();
 };
 
@@ -258,6 +269,58 @@ TEST_F(AgentTest, TheContainerGetsTheShmItAsksForOrDockersDefaultCappedAtMem) {
   Kernel asked = MustCreate(Request("k3", {{"cpu", 1}, {"mem", "256m"}, {"shm", "200m"}}));
   EXPECT_EQ(engine_.SpecOf(asked.container_id)->shm_bytes, 200 * kMiB);
   EXPECT_EQ(Used("mem"), (256 + 16 + 256) * kMiB);  // shm is within mem, not added to it
+}
+
+// -------------------------------------------------------------------- scratch
+
+TEST_F(AgentTest, EachKernelGetsItsOwnScratchAtHomeWorkUntilItIsDeleted) {
+  Kernel k = MustCreate(Request("k1"));
+  const std::string dir = scratch_.root() + "/k1";
+  const std::vector<Mount> mounts = engine_.SpecOf(k.container_id)->mounts;
+  ASSERT_EQ(mounts.size(), 1u);
+  EXPECT_EQ(mounts[0], (Mount{Mount::Type::kBind, dir, "/home/work", false, 0}));
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  std::ofstream(dir + "/checkpoint") << "epoch 3";
+
+  ASSERT_TRUE(agent_->RestartKernel("k1").ok());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoint"));
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoint"));
+
+  ASSERT_TRUE(agent_->DeleteKernel("k1").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
+TEST_F(AgentTest, AFailedCreateLeavesNoScratch) {
+  engine_.FailNext(Method::kStart, Status::Internal("error gathering device information"));
+  ASSERT_FALSE(agent_->CreateKernel(Request("k1")).ok());
+  EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/k1"));
+}
+
+TEST_F(AgentTest, RelistRemovesScratchOfNoKernelAndKeepsThatOfEveryOwnedContainer) {
+  Kernel k = MustCreate(Request("k1"));
+  Kernel gone = MustCreate(Request("k2"));
+  scratch_.Write("leftover/file", "from a kernel deleted while the agent was down");
+  ASSERT_TRUE(engine_.RemoveBehindBack(gone.container_id).ok());
+
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_TRUE(std::filesystem::is_directory(scratch_.root() + "/k1"));
+  EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/k2"));
+  EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/leftover"));
+}
+
+TEST_F(AgentTest, ATmpfsScratchIsSizedByScratchSizeOrTheKernelsMemory) {
+  config_.container.scratch_type = "tmpfs";
+  agent_ = NewAgent();
+  Kernel k = MustCreate(Request("k1", {{"cpu", 1}, {"mem", "128m"}}));
+  EXPECT_EQ(engine_.SpecOf(k.container_id)->mounts,
+            (std::vector<Mount>{{Mount::Type::kTmpfs, "", "/home/work", false, 128 * kMiB}}));
+  EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/k1"));
+  config_.container.scratch_size = 32 * kMiB;
+  agent_ = NewAgent();
+  Kernel sized = MustCreate(Request("k2"));
+  EXPECT_EQ(engine_.SpecOf(sized.container_id)->mounts[0].tmpfs_bytes, 32 * kMiB);
 }
 
 // ------------------------------------------------------------------ lifetimes

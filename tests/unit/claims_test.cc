@@ -42,6 +42,43 @@ TEST(Claims, TakeIdPortsPathsCoresMemoryAndDevicesFromTheConfig) {
   EXPECT_EQ(claims.cores, (std::vector<int>{2, 3}));
   EXPECT_EQ(claims.memory_bytes, 1ull << 30);
   EXPECT_EQ(claims.devices.at("mock"), (std::vector<std::string>{"mock0", "mock1"}));
+  EXPECT_EQ(claims.scratch_root, "/var/lib/slotd/a1/scratch");  // the default, under var-base-path
+}
+
+// Two agents' claims, b's paths under /b, with a's scratch root at `scratch`.
+std::vector<Clash> ScratchClashes(const std::string& scratch) {
+  Config a = AgentConfig("/etc/slotd/a.toml");
+  a.container.scratch_root = scratch;
+  Config b = AgentConfig("/etc/slotd/b.toml");
+  b.agent.id = "b";
+  b.agent.rpc_port = 6002;
+  b.agent.ipc_base_path = "/b/run";
+  b.agent.var_base_path = "/b/var";
+  b.container.port_range_start = 31000;
+  b.container.port_range_end = 31009;
+  b.resource.allowed_cores = {4};
+  return FindClashes(ClaimsOf(a, {}), ClaimsOf(b, {}));
+}
+
+// An agent removes what is in its scratch root and is no kernel's, so no
+// other agent's path may be, hold or lie in it.
+TEST(Claims, AScratchRootClashesWithAnyOtherAgentsPathItMeets) {
+  EXPECT_TRUE(ScratchClashes("/scratch/a").empty());
+  EXPECT_TRUE(ScratchClashes("/b/varnish").empty());  // a neighbour by name only
+  for (const std::string& meets : {"/b/var/scratch", "/b/var", "/b", "/", "/b/run/x", "/b/var/"}) {
+    SCOPED_TRACE(meets);
+    const std::vector<Clash> clashes = ScratchClashes(meets);
+    ASSERT_FALSE(clashes.empty());
+    EXPECT_EQ(clashes[0].what, "container.scratch-root");
+  }
+}
+
+TEST(Claims, AClaimFileWithoutAScratchRootIsReadAsNone) {
+  nlohmann::json j = ClaimsOf(AgentConfig("/etc/slotd/a1.toml"), {}).ToJson();
+  j.erase("scratch_root");
+  Result<AgentClaims> claims = AgentClaims::FromJson(j);
+  ASSERT_TRUE(claims.ok()) << claims.status().message();
+  EXPECT_EQ(claims->scratch_root, "");
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "resources/mock/mock_plugin.h"
 #include "resources/cuda/nvml.h"
 #include "testing/fake_engine.h"
+#include "testing/temp_tree.h"
 
 namespace slotd {
 namespace {
@@ -678,7 +679,12 @@ class PlacementTest : public FakeGpuTest {
 
   FakeEngine engine_;
   EventHub hub_;
-  Config config_ = PlacementConfig();
+  TempTree scratch_{"slotd-placement-scratch"};
+  Config config_ = [this] {
+    Config config = PlacementConfig();
+    config.container.scratch_root = scratch_.root();
+    return config;
+  }();
   std::unique_ptr<Agent> agent_ = NewAgent();
 };
 

@@ -10,6 +10,7 @@
 #include "testing/eventually.h"
 #include "testing/fake_clock.h"
 #include "testing/fake_engine.h"
+#include "testing/temp_tree.h"
 
 namespace slotd {
 namespace {
@@ -39,7 +40,12 @@ class WatcherTest : public ::testing::Test {
   FakeClock clock_;
   FakeEngine engine_;
   EventHub hub_;
-  Config config_ = TestConfig();
+  TempTree scratch_{"slotd-watcher-scratch"};
+  Config config_ = [this] {
+    Config config = TestConfig();
+    config.container.scratch_root = scratch_.root();
+    return config;
+  }();
   std::unique_ptr<Agent> agent_ = NewAgent();
 };
 

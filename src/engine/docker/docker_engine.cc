@@ -391,6 +391,22 @@ Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
   if (!requests.empty()) host["DeviceRequests"] = requests;
   if (spec.pids_limit > 0) host["PidsLimit"] = spec.pids_limit;
   if (spec.shm_bytes > 0) host["ShmSize"] = spec.shm_bytes;
+  if (!spec.mounts.empty()) {
+    json mounts = json::array();
+    for (const Mount& m : spec.mounts) {
+      json mount = {{"Target", m.target}, {"ReadOnly", m.read_only}};
+      if (m.type == Mount::Type::kBind) {
+        mount["Type"] = "bind";
+        mount["Source"] = m.source;
+      } else {
+        mount["Type"] = "tmpfs";
+        mount["TmpfsOptions"] = {{"Mode", 01777}};
+        if (m.tmpfs_bytes > 0) mount["TmpfsOptions"]["SizeBytes"] = m.tmpfs_bytes;
+      }
+      mounts.push_back(std::move(mount));
+    }
+    host["Mounts"] = std::move(mounts);
+  }
   if (spec.log_max_bytes > 0)
     host["LogConfig"] = {{"Type", "json-file"},
                          {"Config", {{"max-size", std::to_string(spec.log_max_bytes)}, {"max-file", "2"}}}};

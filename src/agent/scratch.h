@@ -1,0 +1,43 @@
+// Scratch: each kernel's own writable directory, <root>/<kernel-id>, which
+// the agent mounts at /home/work. It outlives kernel and agent restarts and
+// goes when its kernel does. The root is this agent's alone (the node claims
+// refuse an agent whose scratch root meets another agent's paths), so what
+// lies there and is no kernel's is a leftover, and is removed.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+
+#include "common/mutex.h"
+#include "common/status.h"
+
+namespace slotd {
+
+// Where a kernel's scratch is mounted (Backend.AI's home of a kernel).
+inline constexpr char kScratchTarget[] = "/home/work";
+
+class ScratchStore {
+ public:
+  // The directory kernels' scratch directories go in; made when first needed.
+  explicit ScratchStore(std::string root);
+
+  // Makes `kernel_id`'s directory, or keeps the one there, writable by any
+  // user (the kernel runs as its image's user), and returns its path.
+  // kUnavailable naming the path and the error when it cannot.
+  Result<std::string> Prepare(const std::string& kernel_id) EXCLUDES(mutex_);
+
+  // Removes `kernel_id`'s directory with everything in it; absent is fine.
+  Status Remove(const std::string& kernel_id) EXCLUDES(mutex_);
+
+  // Removes every directory under the root that belongs to none of the
+  // kernels `known_ids` returns. `known_ids` is called with this store's lock
+  // held, so a Prepare cannot slip between what it returns and the removal.
+  void Collect(const std::function<std::set<std::string>()>& known_ids) EXCLUDES(mutex_);
+
+ private:
+  const std::string root_;
+  Mutex mutex_;  // orders Prepare against Collect
+};
+
+}  // namespace slotd
