@@ -210,6 +210,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   spec.pids_limit = config_.container.pids_limit;
   spec.log_max_bytes = config_.container.log_max_size;
   spec.shm_bytes = request.resources.ShmBytes();
+  spec.ulimits = config_.container.ulimits;
   for (const auto& [name, value] : request.env) spec.env.push_back(name + "=" + value);
   spec.env.push_back("SLOTD_KERNEL_ID=" + request.kernel_id);
   spec.env.push_back("SLOTD_AGENT_ID=" + config_.agent.id);

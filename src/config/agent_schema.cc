@@ -109,6 +109,56 @@ ValueType<PortRange> PortRangeType() {
   return type;
 }
 
+// The limits Docker lets a container set (HostConfig.Ulimits).
+const std::vector<std::string>& UlimitNames() {
+  static const std::vector<std::string> names = {"core",   "cpu",   "data",  "fsize",  "locks",
+                                                 "memlock", "msgqueue", "nice", "nofile", "nproc",
+                                                 "rss",    "rtprio", "rttime", "sigpending", "stack"};
+  return names;
+}
+
+// container.ulimits: a table of limit name to a whole number or "unlimited".
+ValueType<std::map<std::string, int64_t>> UlimitsType() {
+  ValueType<std::map<std::string, int64_t>> type;
+  type.name = "table";
+  type.doc = "Each value is a whole number or `\"unlimited\"`; the names are those of `ulimit` that Docker sets: " +
+             JoinList(UlimitNames()) + ".";
+  type.text = [](const std::map<std::string, int64_t>& limits) {
+    std::string text = "{ ";
+    for (const auto& [name, value] : limits)
+      text += (text.size() > 2 ? ", " : "") + name + " = " + (value < 0 ? "\"unlimited\"" : std::to_string(value));
+    return text + " }";
+  };
+  type.read = [](const Field& field, ConfigReader& reader) -> std::optional<std::map<std::string, int64_t>> {
+    const toml::table* table = field.node->as_table();
+    if (table == nullptr) {
+      reader.Report(field, "expected a table like { nofile = 1048576, memlock = \"unlimited\" }, found " +
+                               TypeName(*field.node));
+      return std::nullopt;
+    }
+    std::map<std::string, int64_t> limits;
+    bool ok = true;
+    for (auto&& [key, node] : *table) {
+      const Field item{&node, field.path + "." + KeyPart(key.str())};
+      const std::string name(key.str());
+      if (std::find(UlimitNames().begin(), UlimitNames().end(), name) == UlimitNames().end()) {
+        reader.Report(item, "unknown limit; known: " + JoinList(UlimitNames()));
+        ok = false;
+      } else if (const auto* number = node.as_integer(); number != nullptr && number->get() >= 0) {
+        limits[name] = number->get();
+      } else if (const auto* word = node.as_string(); word != nullptr && word->get() == "unlimited") {
+        limits[name] = -1;
+      } else {
+        reader.Report(item, "expected a whole number or \"unlimited\"");
+        ok = false;
+      }
+    }
+    if (!ok) return std::nullopt;
+    return limits;
+  };
+  return type;
+}
+
 // --------------------------------------------------------------- checks
 
 // True for [a-z0-9][a-z0-9._-]{0,63}.
@@ -221,6 +271,11 @@ void ResolveDefaultMemory(ResourceConfig& resource, ConfigReader& reader) {
   }
   resource.memory_size = node_memory - resource.reserved_mem;
   resource.memory_size_explicit = false;
+}
+
+// Without ulimits: memlock at the agent's own hard limit.
+void ResolveDefaultUlimits(ContainerConfig& container, ConfigReader& reader) {
+  container.ulimits["memlock"] = reader.host().memlock_limit;
 }
 
 // Without docker-host: $DOCKER_HOST, checked like the key, else the initializer.
@@ -369,6 +424,14 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "restarts."),
     MemberKey("scratch-size", &ContainerConfig::scratch_size, SizeType(),
               "The size of a `tmpfs` scratch; `0` means the kernel's memory. Not used by `hostdir`."),
+    MemberKey("ulimits", &ContainerConfig::ulimits, UlimitsType(),
+              "The resource limits of every kernel's processes, soft and hard alike, as "
+              "`ulimits = { nofile = 1048576, memlock = \"unlimited\" }`. Given, the table replaces the default "
+              "(write `memlock` again to keep it): GPU and RDMA libraries need an unlimited `memlock`, and a "
+              "runtime cannot set a limit above its own, so the default is the agent's own (the packaged "
+              "systemd unit runs it with `LimitMEMLOCK=infinity`, as dockerd's does). `{}` leaves every limit to "
+              "the engine. The number of processes is `pids-limit`'s.")
+        .DefaultsTo("`memlock` at the agent's own hard limit", ResolveDefaultUlimits),
   }};
 }
 

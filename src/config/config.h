@@ -70,6 +70,10 @@ struct ContainerConfig {
   std::string scratch_root;                   // where kernels' scratch directories are; empty: ScratchRoot()'s default
   std::string scratch_type = "hostdir";       // hostdir | tmpfs
   uint64_t scratch_size = 0;                  // a tmpfs scratch's size; 0: the kernel's memory
+  // Resource limits of kernels' processes, by name ("nofile"), soft and hard
+  // alike; -1: unlimited. Resolved: without the key, memlock at the agent's
+  // own hard limit (HostFacts::memlock_limit), as GPU and RDMA libraries pin memory.
+  std::map<std::string, int64_t> ulimits;
 
   bool operator==(const ContainerConfig&) const = default;
 };

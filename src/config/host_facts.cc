@@ -5,6 +5,7 @@
 #include "config/host_facts.h"
 
 #include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,6 +77,9 @@ HostFacts HostFacts::Detect() {
   }
 
   if (const char* docker_host = std::getenv("DOCKER_HOST")) facts.docker_host_env = docker_host;
+  rlimit memlock{};
+  if (getrlimit(RLIMIT_MEMLOCK, &memlock) == 0 && memlock.rlim_max != RLIM_INFINITY)
+    facts.memlock_limit = static_cast<int64_t>(memlock.rlim_max);
   return facts;
 }
 

@@ -18,8 +18,9 @@ struct HostFacts {
   std::map<int, int> core_numa_node;  // core -> NUMA node; a core missing here is on node 0
   uint64_t memory_bytes = 0; // total node memory
   std::string docker_host_env;  // $DOCKER_HOST, empty if unset
+  int64_t memlock_limit = -1;   // this process's hard RLIMIT_MEMLOCK in bytes; -1: unlimited
   // Reads the real host: gethostname, sched_getaffinity, /proc/meminfo,
-  // /sys/devices/system/node and $DOCKER_HOST.
+  // /sys/devices/system/node, $DOCKER_HOST and getrlimit(RLIMIT_MEMLOCK).
   static HostFacts Detect();
 };
 

@@ -56,6 +56,7 @@ struct ContainerSpec {
   uint64_t log_max_bytes = 0;        // the output kept, per log file (two files); 0: the engine's default logging
   uint64_t shm_bytes = 0;            // the size of /dev/shm; 0: the engine's default
   std::vector<Mount> mounts;
+  std::map<std::string, int64_t> ulimits;  // name ("nofile") -> soft and hard limit; -1: unlimited
   std::string network_mode = "none";
   std::vector<PortBinding> ports;
   // Device requests (HostConfig.DeviceRequests): driver, ids, capabilities.

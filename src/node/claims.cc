@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -83,6 +84,18 @@ bool PathsNest(const std::string& a, const std::string& b) {
   return x == y || inside(x, y) || inside(y, x);
 }
 
+// The first of `a`'s and `b`'s paths that a scratch root of the other meets.
+std::optional<Clash> ScratchClash(const AgentClaims& a, const AgentClaims& b) {
+  for (const auto& [mine, theirs] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+    for (const std::string* path : {&theirs->scratch_root, &theirs->ipc_base_path, &theirs->var_base_path}) {
+      if (!PathsNest(mine->scratch_root, *path)) continue;
+      const bool same = *path == mine->scratch_root;
+      return Clash{"container.scratch-root", mine->scratch_root + (same ? "" : " and " + *path)};
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<Clash> FindClashes(const AgentClaims& a, const AgentClaims& b) {
@@ -92,12 +105,8 @@ std::vector<Clash> FindClashes(const AgentClaims& a, const AgentClaims& b) {
     clashes.push_back({"API port (agent.rpc-listen-addr)", std::to_string(a.api_port)});
   if (a.ipc_base_path == b.ipc_base_path) clashes.push_back({"agent.ipc-base-path", a.ipc_base_path});
   if (a.var_base_path == b.var_base_path) clashes.push_back({"agent.var-base-path", a.var_base_path});
-  for (const auto& [mine, theirs] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
-    for (const std::string* path : {&theirs->scratch_root, &theirs->ipc_base_path, &theirs->var_base_path}) {
-      if (PathsNest(mine->scratch_root, *path) && !(mine == &b && path == &a.scratch_root))
-        clashes.push_back({"container.scratch-root", mine->scratch_root + (*path == mine->scratch_root ? "" : " and " + *path)});
-    }
-  }
+  if (std::optional<Clash> scratch = ScratchClash(a, b); scratch && a.var_base_path != b.var_base_path)
+    clashes.push_back(*scratch);  // (with one var path, the default scratch roots meet too: one clash says it)
   int lo = std::max(a.port_first, b.port_first), hi = std::min(a.port_last, b.port_last);
   if (lo <= hi)
     clashes.push_back({"container.port-range", std::to_string(lo) + (lo == hi ? "" : "-" + std::to_string(hi))});

@@ -67,7 +67,7 @@ TEST(Image, AnImagesAnonymousVolumesAreRemovedWithTheKernel) {
                                {"image", image},
                                {"command", {"sh", "-c", "echo secret > /data/x; sleep 3600"}},
                                {"resources", {{"cpu", 1}, {"mem", "32m"}}}});
-  CommandResult mounts = RunCommand({"docker", "inspect", "-f", "{{range .Mounts}}{{.Name}} {{end}}",
+  CommandResult mounts = RunCommand({"docker", "inspect", "-f", "{{range .Mounts}}{{if .Name}}{{.Name}} {{end}}{{end}}",
                                      k["container_id"].get<std::string>()});
   ASSERT_EQ(mounts.exit_code, 0) << mounts.err;
   std::string volume = mounts.out.substr(0, mounts.out.find(' '));

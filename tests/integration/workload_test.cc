@@ -62,6 +62,17 @@ TEST(Workload, ScratchAtHomeWorkOutlivesKernelAndAgentRestartsAndGoesWithTheKern
   EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
+TEST(Workload, KernelProcessesRunUnderTheConfiguredLimits) {
+  AgentProcess agent(Options("ulimits", "ulimits = { nofile = 4096, memlock = 65536 }\n"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  agent.CreateKernel({{"kernel_id", "limited"},
+                      {"image", kTestImage},
+                      {"command", {"sleep", "3600"}},
+                      {"resources", {{"cpu", 1}, {"mem", "32m"}}}});
+  EXPECT_EQ(RunIn(agent, "limited", "ulimit -n; ulimit -Hn; ulimit -l"), "4096\n4096\n64\n");  // -l in KiB
+  agent.CallJson("DELETE", "/v1/kernels/limited", nullptr, 200);
+}
+
 TEST(Workload, DevShmIsTheSizeTheKernelAsksForAndNoMoreThanItsMemory) {
   AgentProcess agent(Options("shm"));
   ASSERT_TRUE(agent.Start()) << agent.log();

@@ -375,7 +375,7 @@ TEST(ConfigTest, UnknownKeyListsTheKnownKeysOfItsSection) {
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nports = [1, 2]\n"),
             "agent.toml:4: container.ports: unknown key; known keys of [container]: docker-host, port-range, "
             "network, stats-type, stats-interval, stop-timeout, pids-limit, log-max-size, max-lifetime, scratch-root, "
-            "scratch-type, scratch-size");
+            "scratch-type, scratch-size, ulimits");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\nreserved-gpu = 1\n"),
             "agent.toml:4: resource.reserved-gpu: unknown key; known keys of [resource]: reserved-cpu, reserved-mem");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cpu]\ncores = \"0\"\n"),
@@ -1005,6 +1005,53 @@ TEST(HostFactsTest, DetectMapsCoresToTheirNumaNodes) {
     std::ifstream cpulist("/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
     EXPECT_TRUE(cpulist.good()) << "core " << core << " on node " << node;
   }
+}
+
+}  // namespace
+}  // namespace slotd
+
+namespace slotd {
+namespace {
+
+// ------------------------------------------------------- [container] ulimits
+
+TEST(ConfigUlimits, WithoutTheKeyMemlockIsTheAgentsOwnHardLimit) {
+  const std::string minimal = "[agent]\nid = \"a1\"\n";
+  HostFacts host = TestHost();
+  host.memlock_limit = -1;
+  EXPECT_EQ(ParseConfig(minimal, "agent.toml", host)->container.ulimits, (std::map<std::string, int64_t>{{"memlock", -1}}));
+  host.memlock_limit = 8 << 20;
+  EXPECT_EQ(ParseConfig(minimal, "agent.toml", host)->container.ulimits,
+            (std::map<std::string, int64_t>{{"memlock", 8 << 20}}));
+}
+
+TEST(ConfigUlimits, AGivenTableReplacesTheDefaultAndAnEmptyOneLeavesAllToTheEngine) {
+  Result<Config> config =
+      ParseConfig("[agent]\nid = \"a1\"\n[container]\nulimits = { nofile = 4096, stack = \"unlimited\" }\n",
+                  "agent.toml", TestHost());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->container.ulimits, (std::map<std::string, int64_t>{{"nofile", 4096}, {"stack", -1}}));
+  config = ParseConfig("[agent]\nid = \"a1\"\n[container]\nulimits = {}\n", "agent.toml", TestHost());
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_TRUE(config->container.ulimits.empty());
+}
+
+TEST(ConfigUlimits, UnknownNamesAndValuesThatAreNoLimitAreNamed) {
+  Result<Config> config = ParseConfig(
+      "[agent]\nid = \"a1\"\n[container]\nulimits = { nofiles = 4096, nofile = -1, core = \"none\" }\n",
+      "agent.toml", TestHost());
+  ASSERT_FALSE(config.ok());
+  const std::string& message = config.status().message();
+  EXPECT_NE(message.find("container.ulimits.nofiles: unknown limit; known: core, cpu"), std::string::npos) << message;
+  EXPECT_NE(message.find("container.ulimits.nofile: expected a whole number or \"unlimited\""), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("container.ulimits.core: expected a whole number or \"unlimited\""), std::string::npos)
+      << message;
+  EXPECT_EQ(ParseConfig("[agent]\nid = \"a1\"\n[container]\nulimits = 5\n", "agent.toml", TestHost())
+                .status()
+                .message(),
+            "agent.toml:4: container.ulimits: expected a table like { nofile = 1048576, memlock = \"unlimited\" }, "
+            "found an integer");
 }
 
 }  // namespace

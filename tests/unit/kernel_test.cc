@@ -226,6 +226,19 @@ TEST(ParseCreateRequestTest, RefusesPortsOutOfRangeOrListedTwice) {
   EXPECT_NE(twice.find("8080 is listed twice"), std::string::npos) << twice;
 }
 
+// Nothing a request says can widen a kernel's reach past its slice: there is
+// no field for privileges, capabilities, devices, namespaces or security
+// options, and an unknown field is refused, not ignored.
+TEST(ParseCreateRequestTest, NoFieldCanAskForPrivilegesCapabilitiesDevicesOrHostNamespaces) {
+  for (const char* field : {"privileged", "cap_add", "CapAdd", "devices", "security_opt", "network_mode", "pid_mode",
+                            "ipc_mode", "userns_mode", "user", "HostConfig"}) {
+    SCOPED_TRACE(field);
+    const std::string message = ErrorOf(With(field, true));
+    EXPECT_TRUE(Names(message, field));
+    EXPECT_NE(message.find("unknown field"), std::string::npos) << message;
+  }
+}
+
 TEST(ParseCreateRequestTest, RefusesAnUnknownTopLevelField) {
   std::string message = ErrorOf(With("gpus", 1));
   EXPECT_TRUE(Names(message, "gpus"));

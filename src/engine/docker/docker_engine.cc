@@ -391,6 +391,11 @@ Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
   if (!requests.empty()) host["DeviceRequests"] = requests;
   if (spec.pids_limit > 0) host["PidsLimit"] = spec.pids_limit;
   if (spec.shm_bytes > 0) host["ShmSize"] = spec.shm_bytes;
+  if (!spec.ulimits.empty()) {
+    json ulimits = json::array();
+    for (const auto& [name, value] : spec.ulimits) ulimits.push_back({{"Name", name}, {"Soft", value}, {"Hard", value}});
+    host["Ulimits"] = std::move(ulimits);
+  }
   if (!spec.mounts.empty()) {
     json mounts = json::array();
     for (const Mount& m : spec.mounts) {
