@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/units.h"
+#include "agent/mounts.h"
 #include "resources/device_kinds.h"
 
 namespace slotd {
@@ -141,6 +142,8 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
                                      ": selects devices, so the agent sets it from the kernel's allocation; it may "
                                      "not be overridden. Ask for devices in resources instead");
   }
+  Result<std::vector<Mount>> mounts = ResolveMounts(request.mounts, config_.container.mount_allow);
+  if (!mounts.ok()) return mounts.status();
   const std::chrono::milliseconds lifetime_cap = config_.container.max_lifetime;
   if (request.max_lifetime && lifetime_cap.count() > 0 && *request.max_lifetime > lifetime_cap)
     return Status::InvalidArgument("max_lifetime: " + FormatDuration(*request.max_lifetime) +
@@ -190,7 +193,7 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
     pending->canonical = request.Canonical();
     pending_creates_[request.kernel_id] = pending;
   }
-  Result<CreateOutcome> outcome = CreateContainer(request, kernel);
+  Result<CreateOutcome> outcome = CreateContainer(request, kernel, *mounts);
   MutexLock lock(mutex_);
   pending->outcome = outcome;
   pending->done = true;
@@ -199,7 +202,8 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
   return outcome;
 }
 
-Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request, const Kernel& kernel) {
+Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request, const Kernel& kernel,
+                                                    const std::vector<Mount>& mounts) {
 
   ContainerSpec spec;
   spec.name = ContainerName(config_.agent.id, request.kernel_id);
@@ -254,6 +258,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     if (!scratch.ok()) return abandon(scratch.status(), "");
     spec.mounts.push_back({Mount::Type::kBind, *scratch, kScratchTarget, false, 0});
   }
+  spec.mounts.insert(spec.mounts.end(), mounts.begin(), mounts.end());
 
   auto created = engine_.Create(spec);
   if (!created.ok()) {

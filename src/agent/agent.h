@@ -129,7 +129,9 @@ class Agent {
  private:
   // Builds, creates and starts the container of `kernel`, already reserved
   // (PREPARING) by CreateKernel; on failure, undoes the reservation.
-  Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel);
+  // `mounts`: the request's mounts, resolved (ResolveMounts).
+  Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel,
+                                        const std::vector<Mount>& mounts);
   Kernel* Find(const std::string& kernel_id) REQUIRES(mutex_);
   // Whether a call (create, delete, restart) is acting on `kernel` now, so
   // that no other call, event or relist may change it. The one test of it.

@@ -1,6 +1,7 @@
 #include "agent/kernel.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <random>
 #include <regex>
 #include <set>
@@ -18,6 +19,8 @@ const std::set<std::string> kIdentityEnv = {"SLOTD_KERNEL_ID", "SLOTD_AGENT_ID"}
 constexpr uint64_t kMinMemory = 6ull << 20;  // the engine refuses less
 constexpr uint64_t kMinShm = 1ull << 20;      // below it no ordinary program can use /dev/shm
 constexpr std::chrono::milliseconds kMaxLifetime = std::chrono::hours(24 * 366);
+constexpr size_t kMaxMounts = 32;
+constexpr size_t kMaxPath = 4096;
 
 // What a create request may store on the container (docs/api.md, "Limits"):
 // the engine keeps labels, env and command in its own records, twice over,
@@ -64,6 +67,52 @@ Result<uint64_t> SizeOf(const json& value, const std::string& field) {
   return *size;
 }
 
+// An absolute path of at most kMaxPath bytes at `field`, normalised
+// (no ".", "..", repeated or trailing slashes), or a refusal naming it.
+Result<std::string> AbsolutePath(const json& value, const std::string& field) {
+  if (!value.is_string()) return Bad(field, "expected an absolute path");
+  const std::string path = value.get<std::string>();
+  if (path.empty() || path.front() != '/') return Bad(field, "\"" + path + "\" is not an absolute path");
+  if (path.size() > kMaxPath) return Bad(field, "longer than " + std::to_string(kMaxPath) + " bytes");
+  if (path.find('\0') != std::string::npos) return Bad(field, "has a NUL byte");
+  std::string normal = std::filesystem::path(path).lexically_normal().string();
+  while (normal.size() > 1 && normal[1] == '/') normal.erase(0, 1);  // "//proc" is /proc
+  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+  return normal;
+}
+
+Status ParseMounts(const json& body, std::vector<RequestedMount>& out) {
+  if (!body.contains("mounts")) return Status::Ok();
+  const json& mounts = body["mounts"];
+  if (!mounts.is_array()) return Bad("mounts", "expected an array like [{\"source\": \"/srv/data\", \"target\": \"/data\"}]");
+  if (mounts.size() > kMaxMounts) return Bad("mounts", "too many: at most " + std::to_string(kMaxMounts));
+  for (size_t i = 0; i < mounts.size(); ++i) {
+    const std::string field = "mounts[" + std::to_string(i) + "]";
+    const json& m = mounts[i];
+    if (!m.is_object()) return Bad(field, "expected an object with source, target and readonly");
+    for (const auto& [key, value] : m.items())
+      if (key != "source" && key != "target" && key != "readonly")
+        return Bad(field + "." + key, "unknown field; known: source, target, readonly");
+    if (!m.contains("source")) return Bad(field + ".source", "required: the host directory to mount");
+    if (!m.contains("target")) return Bad(field + ".target", "required: where the kernel sees it, e.g. \"/data\"");
+    RequestedMount mount;
+    Result<std::string> source = AbsolutePath(m["source"], field + ".source");
+    if (!source.ok()) return source.status();
+    Result<std::string> target = AbsolutePath(m["target"], field + ".target");
+    if (!target.ok()) return target.status();
+    mount.source = *source;
+    mount.target = *target;
+    if (m.contains("readonly")) {
+      if (!m["readonly"].is_boolean()) return Bad(field + ".readonly", "expected true or false");
+      mount.read_only = m["readonly"].get<bool>();
+    }
+    for (const RequestedMount& earlier : out)
+      if (earlier.target == mount.target) return Bad(field + ".target", mount.target + " is the target of an earlier mount");
+    out.push_back(std::move(mount));
+  }
+  return Status::Ok();
+}
+
 Status ParseResources(const json& body, ResourceRequest& out) {
   if (!body.contains("resources")) return Status::Ok();
   const json& r = body["resources"];
@@ -105,7 +154,8 @@ bool IsValidKernelId(const std::string& id) {
 Result<CreateRequest> ParseCreateRequest(const json& body) {
   if (!body.is_object()) return Bad("request body", "expected a JSON object");
   static const std::vector<std::string> kKnown = {"kernel_id", "session_id", "image",  "command",     "env",
-                                                  "resources", "ports",      "labels", "max_lifetime"};
+                                                  "resources", "ports",      "labels", "max_lifetime",
+                                                  "mounts"};
   for (const auto& [key, value] : body.items()) {
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
       std::string known;
@@ -188,6 +238,7 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
     }
   }
 
+  if (Status s = ParseMounts(body, req.mounts); !s.ok()) return s;
   if (Status s = ParseStringMap(body, "labels", req.labels); !s.ok()) return s;
   if (req.labels.size() > kMaxLabels)
     return Bad("labels", "too many: " + std::to_string(req.labels.size()) + ", at most " + std::to_string(kMaxLabels));
@@ -212,6 +263,12 @@ json CreateRequest::Canonical() const {
   // Fields added after the first label format appear only when given, so
   // that a request recorded by an older slotd stays the same request.
   if (max_lifetime) canonical["max_lifetime"] = FormatDuration(*max_lifetime);
+  if (!mounts.empty()) {
+    json list = json::array();
+    for (const RequestedMount& m : mounts)
+      list.push_back({{"source", m.source}, {"target", m.target}, {"readonly", m.read_only}});
+    canonical["mounts"] = std::move(list);
+  }
   return canonical;
 }
 

@@ -46,6 +46,16 @@ inline constexpr int kCurrentFormat = 3;
 // written by a newer slotd: this version cannot know what they mean.
 Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name);
 
+// A host directory a request asks to have mounted (checked against
+// [container] mount-allow by the agent, agent/mounts.h).
+struct RequestedMount {
+  std::string source;      // an absolute host path, as asked
+  std::string target;      // an absolute path in the container, normalised
+  bool read_only = false;
+
+  bool operator==(const RequestedMount&) const = default;
+};
+
 // A validated create request.
 struct CreateRequest {
   std::string kernel_id;   // generated when the request has none
@@ -58,6 +68,7 @@ struct CreateRequest {
   // How long the kernel may run from its creation; unset: as long as
   // [container] max-lifetime allows (no limit when that is 0).
   std::optional<std::chrono::milliseconds> max_lifetime;
+  std::vector<RequestedMount> mounts;
 
   // The request as canonical JSON (normalised sizes, sorted maps): two
   // requests are "the same" exactly when these are equal.

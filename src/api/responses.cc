@@ -28,6 +28,7 @@ int HttpStatus(Status::Code code) {
     case Status::Code::kConflict: return 409;
     case Status::Code::kFailedPrecondition: return 409;
     case Status::Code::kResourceExhausted: return 422;
+    case Status::Code::kPermissionDenied: return 403;
     case Status::Code::kUnavailable: return 503;
     case Status::Code::kDeadlineExceeded: return 504;
     case Status::Code::kInternal: return 500;

@@ -42,6 +42,7 @@ Exit ExitForStreamStatus(const slotd::Status& status) {
     case Code::kUnavailable: return Exit::kUnreachable;
     case Code::kInvalidArgument: return Exit::kBadRequest;
     case Code::kFailedPrecondition: return Exit::kRefused;
+    case Code::kPermissionDenied: return Exit::kRefused;
     case Code::kNotFound: return Exit::kNotFound;
     case Code::kConflict: return Exit::kConflict;
     case Code::kResourceExhausted: return Exit::kNoRoom;
@@ -76,7 +77,8 @@ std::string ExitStatusHelp() {
          "  4  not found (HTTP 404): no such kernel\n"
          "  5  conflict (HTTP 409): the kernel exists with another request, or its state forbids the call\n"
          "  6  no room (HTTP 422): the resources asked for are not free\n"
-         "  7  refused (HTTP 401, 403): the agent wants a token (--token-file), or another one\n"
+         "  7  refused (HTTP 401, 403): the agent wants a token (--token-file), or another one, or its config\n"
+         "     does not allow what was asked (a mount outside [container] mount-allow)\n"
          "  8  bad request (HTTP 400, 413, 414, 431, other 4xx): the agent refused the request\n"
          "  9  agent error (HTTP 500, 504 exec timeout, other statuses) or an answer slotctl cannot read\n";
 }

@@ -10,6 +10,7 @@ const char* Status::CodeName(Code code) {
     case Code::kConflict: return "conflict";
     case Code::kResourceExhausted: return "insufficient_resources";
     case Code::kFailedPrecondition: return "failed_precondition";
+    case Code::kPermissionDenied: return "permission_denied";
     case Code::kUnavailable: return "unavailable";
     case Code::kDeadlineExceeded: return "deadline_exceeded";
     case Code::kInternal: return "internal";

@@ -20,6 +20,7 @@ class Status {
     kConflict,            // exists with different content (HTTP 409)
     kResourceExhausted,   // request cannot be met now (HTTP 422)
     kFailedPrecondition,  // state forbids the operation (HTTP 409/422)
+    kPermissionDenied,    // the operator's config does not allow it (HTTP 403)
     kUnavailable,         // the engine or a peer cannot be reached (HTTP 503)
     kDeadlineExceeded,    // an operation ran past its deadline
     kInternal,            // anything else; the message says what
@@ -34,6 +35,7 @@ class Status {
   static Status Conflict(std::string m) { return {Code::kConflict, std::move(m)}; }
   static Status ResourceExhausted(std::string m) { return {Code::kResourceExhausted, std::move(m)}; }
   static Status FailedPrecondition(std::string m) { return {Code::kFailedPrecondition, std::move(m)}; }
+  static Status PermissionDenied(std::string m) { return {Code::kPermissionDenied, std::move(m)}; }
   static Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
   static Status DeadlineExceeded(std::string m) { return {Code::kDeadlineExceeded, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }

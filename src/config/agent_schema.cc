@@ -361,6 +361,17 @@ KeyTable<NodeConfig> NodeKeys() {
   }};
 }
 
+KeyTable<MountAllow> MountAllowKeys() {
+  return {"container.mount-allow", "a mount-allow entry", {
+    MemberKey("path", &MountAllow::path, PathType(),
+              "A host directory; a kernel may mount it or anything under it. Symbolic links in it are "
+              "resolved when a kernel asks, so a link cannot lead a mount out of it.")
+        .Required("give every entry its directory, e.g. path = \"/srv/datasets\""),
+    MemberKey("mode", &MountAllow::mode, EnumType({"ro", "rw"}),
+              "`ro`: kernels may mount it read-only only; `rw`: also read-write."),
+  }};
+}
+
 KeyTable<ContainerConfig> ContainerKeys() {
   return {"container", "[container]", {
     MemberKey("docker-host", &ContainerConfig::docker_host, StringType(), "The Docker Engine to use.",
@@ -432,6 +443,14 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "systemd unit runs it with `LimitMEMLOCK=infinity`, as dockerd's does). `{}` leaves every limit to "
               "the engine. The number of processes is `pids-limit`'s.")
         .DefaultsTo("`memlock` at the agent's own hard limit", ResolveDefaultUlimits),
+    MemberKey("mount-allow", &ContainerConfig::mount_allow,
+              TableListType(MountAllowKeys(), "entry tables like [{ path = \"/srv/datasets\", mode = \"ro\" }]",
+                            "list at least one directory, or leave mount-allow out to allow no mounts",
+                            "{ path = \"/srv/datasets\", mode = \"ro\" }"),
+              "The host directories kernels may mount (a request's `mounts`), as "
+              "`mount-allow = [{ path = \"/srv/datasets\", mode = \"ro\" }, { path = \"/srv/shared\", mode = "
+              "\"rw\" }]`. Without it, a request with `mounts` is refused (`403`).")
+        .DefaultDoc("none: kernels may mount nothing of the host"),
   }};
 }
 

@@ -56,6 +56,15 @@ struct NodeConfig {
   bool operator==(const NodeConfig&) const = default;
 };
 
+// One entry of [container] mount-allow: a host directory whose contents
+// kernels may mount, read-only or also read-write.
+struct MountAllow {
+  std::string path;
+  std::string mode = "ro";  // ro | rw
+
+  bool operator==(const MountAllow&) const = default;
+};
+
 struct ContainerConfig {
   std::string docker_host{kDefaultDockerHost};  // unless $DOCKER_HOST is set
   int port_range_start = 30000;
@@ -74,6 +83,7 @@ struct ContainerConfig {
   // alike; -1: unlimited. Resolved: without the key, memlock at the agent's
   // own hard limit (HostFacts::memlock_limit), as GPU and RDMA libraries pin memory.
   std::map<std::string, int64_t> ulimits;
+  std::vector<MountAllow> mount_allow;  // empty: kernels may mount nothing of the host
 
   bool operator==(const ContainerConfig&) const = default;
 };

@@ -73,6 +73,51 @@ TEST(Workload, KernelProcessesRunUnderTheConfiguredLimits) {
   agent.CallJson("DELETE", "/v1/kernels/limited", nullptr, 200);
 }
 
+TEST(Workload, AKernelReadsAnAllowedDatasetReadOnlyAndEscapesAreRefused) {
+  TempDir host;
+  std::filesystem::create_directories(host.path() + "/datasets/imagenet");
+  WriteFile(host.path() + "/datasets/imagenet/labels.txt", "cat\ndog\n");
+  std::filesystem::create_directories(host.path() + "/secrets");
+  std::filesystem::create_symlink(host.path() + "/secrets", host.path() + "/datasets/escape");
+  AgentProcess agent(
+      Options("mounts", "mount-allow = [{ path = \"" + host.path() + "/datasets\", mode = \"ro\" }]\n"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const json base = {{"image", kTestImage}, {"command", {"sleep", "3600"}}, {"resources", {{"cpu", 1}, {"mem", "32m"}}}};
+
+  json reader = base;
+  reader["kernel_id"] = "reader";
+  reader["mounts"] = {{{"source", host.path() + "/datasets/imagenet"}, {"target", "/data"}, {"readonly", true}}};
+  agent.CreateKernel(reader);
+  EXPECT_EQ(RunIn(agent, "reader", "cat /data/labels.txt"), "cat\ndog\n");
+  EXPECT_EQ(RunIn(agent, "reader", "touch /data/new 2>/dev/null && echo wrote || echo refused"), "refused\n");
+
+  for (const std::string& source : {host.path() + "/datasets/escape", host.path() + "/datasets/../secrets"}) {
+    SCOPED_TRACE(source);
+    json escape = base;
+    escape["kernel_id"] = "escape";
+    escape["mounts"] = {{{"source", source}, {"target", "/data"}, {"readonly", true}}};
+    HttpResponse refused = agent.Call("POST", "/v1/kernels", escape.dump());
+    EXPECT_EQ(refused.status, 403) << refused.body;
+    EXPECT_NE(refused.body.find("is not in a directory this agent lets kernels mount"), std::string::npos)
+        << refused.body;
+  }
+  json writer = base;
+  writer["kernel_id"] = "writer";
+  writer["mounts"] = {{{"source", host.path() + "/datasets/imagenet"}, {"target", "/data"}}};
+  HttpResponse refused = agent.Call("POST", "/v1/kernels", writer.dump());
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_NE(refused.body.find("read-only only"), std::string::npos) << refused.body;
+  const json described = agent.CallJson("GET", "/v1/agent", nullptr, 200);
+  EXPECT_EQ(described["resources"]["cpu"]["used"], 1) << described.dump();  // the reader's core only
+
+  agent.Kill(SIGKILL);  // the mount is in the kernel's request label: restored as it was
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  EXPECT_EQ(agent.CallJson("GET", "/v1/kernels/reader", nullptr, 200)["state"], "RUNNING");
+  EXPECT_EQ(RunIn(agent, "reader", "cat /data/labels.txt"), "cat\ndog\n");
+  agent.CallJson("DELETE", "/v1/kernels/reader", nullptr, 200);
+  EXPECT_TRUE(std::filesystem::exists(host.path() + "/datasets/imagenet/labels.txt"));  // a mount is not scratch
+}
+
 TEST(Workload, DevShmIsTheSizeTheKernelAsksForAndNoMoreThanItsMemory) {
   AgentProcess agent(Options("shm"));
   ASSERT_TRUE(agent.Start()) << agent.log();

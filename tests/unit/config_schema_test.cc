@@ -60,7 +60,15 @@ std::string FileWith(const std::string& name, const std::string& key_lines, cons
     return text + "[[resource.mock.devices]]\n" + (key == "id" ? "" : "id = \"m0\"\n") +
            (key == "memory" ? "" : "memory = \"1g\"\n") + key_lines;
   }
+  if (name == "container.mount-allow") {
+    return text + "[[container.mount-allow]]\n" + (key == "path" ? "" : "path = \"/srv/data\"\n") + key_lines;
+  }
   return text + "[" + name + "]\n" + key_lines;
+}
+
+// Whether `name` is the key table of a table list's items.
+bool IsTableList(const std::string& name) {
+  return name == "resource.mock.devices" || name == "container.mount-allow";
 }
 
 // ------------------------------------------------- known keys are the table
@@ -109,8 +117,7 @@ TEST(ConfigSchemaTest, EveryKeyRefusesAWrongTypeAloneWithItsTypesMessage) {
     for (const std::string& key : KeysOf(table)) {
       const std::vector<std::string> problems = ProblemsOf(FileWith(table.name, key + " = true\n", key));
       ASSERT_EQ(problems.size(), 1u) << table.name << "." << key << ": " << ::testing::PrintToString(problems);
-      const std::string path = table.name == "resource.mock.devices" ? "resource.mock.devices[0]." + key
-                                                                     : table.name + "." + key;
+      const std::string path = IsTableList(table.name) ? table.name + "[0]." + key : table.name + "." + key;
       EXPECT_NE(problems[0].find(": " + path + ": expected "), std::string::npos) << problems[0];
       EXPECT_NE(problems[0].find(", found a boolean"), std::string::npos) << problems[0];
     }
@@ -184,7 +191,7 @@ TEST(ConfigSchemaTest, WritingADocumentedDefaultChangesNothing) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 22);  // every key whose default is a plain value
+  EXPECT_EQ(checked, 23);  // every key whose default is a plain value
 }
 
 TEST(ConfigSchemaTest, RequiredKeysAreTheOnesTheDocsMarkRequired) {
@@ -194,7 +201,8 @@ TEST(ConfigSchemaTest, RequiredKeysAreTheOnesTheDocsMarkRequired) {
       if (row.default_ == "**required**") required.push_back(table.name + "." + row.key);
     }
   }
-  EXPECT_EQ(required, (std::vector<std::string>{"agent.id", "resource.mock.devices", "resource.mock.devices.id",
+  EXPECT_EQ(required, (std::vector<std::string>{"agent.id", "container.mount-allow.path", "resource.mock.devices",
+                                                 "resource.mock.devices.id",
                                                  "resource.mock.devices.memory"}));
 }
 
@@ -290,8 +298,8 @@ TEST(ConfigSchemaTest, RefreshRefusesMarkersThatDoNotPair) {
     Result<std::string> fresh = RefreshGeneratedDocParts(text, AgentSchema());
     return fresh.ok() ? std::string("accepted") : fresh.status().message();
   };
-  EXPECT_EQ(error_of(doc + "<!-- generated:begin gpu -->\n"), "line 48: no generated part is called gpu");
-  EXPECT_EQ(error_of(doc + "<!-- generated:begin api -->\n"), "line 48: generated part api is there twice");
+  EXPECT_EQ(error_of(doc + "<!-- generated:begin gpu -->\n"), "line 52: no generated part is called gpu");
+  EXPECT_EQ(error_of(doc + "<!-- generated:begin api -->\n"), "line 52: generated part api is there twice");
   EXPECT_EQ(error_of("<!-- generated:begin api -->\n"), "generated part api has no end marker");
   EXPECT_EQ(error_of("<!-- generated:end api -->\n"), "line 1: end of generated part api without its begin");
   const std::string without_node = doc.substr(0, doc.find("\n<!-- generated:begin node ")) +

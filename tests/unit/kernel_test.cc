@@ -216,6 +216,28 @@ TEST(ParseCreateRequestTest, MaxLifetimeIsADurationFromOneSecondToAYearAndADay) 
   }
 }
 
+TEST(ParseCreateRequestTest, MountsAreAbsolutePathsNormalisedWithOneTargetEach) {
+  Result<CreateRequest> req = ParseCreateRequest(
+      With("mounts", json::array({{{"source", "/srv/datasets/imagenet/"}, {"target", "//data/./x/"}, {"readonly", true}},
+                                  {{"source", "/srv/shared"}, {"target", "/out"}}})));
+  ASSERT_TRUE(req.ok()) << req.status().message();
+  EXPECT_EQ(req->mounts, (std::vector<RequestedMount>{{"/srv/datasets/imagenet", "/data/x", true},
+                                                      {"/srv/shared", "/out", false}}));
+  EXPECT_EQ(req->Canonical()["mounts"][0]["target"], "/data/x");
+  EXPECT_FALSE(ParseCreateRequest(ValidBody())->Canonical().contains("mounts"));
+
+  const json bad[] = {json("/srv"),
+                      json::array({{{"source", "srv"}, {"target", "/data"}}}),
+                      json::array({{{"source", "/srv"}}}),
+                      json::array({{{"source", "/srv"}, {"target", "/data"}, {"readonly", "yes"}}}),
+                      json::array({{{"source", "/srv"}, {"target", "/data"}, {"propagation", "shared"}}}),
+                      json::array({{{"source", "/a"}, {"target", "/data"}}, {{"source", "/b"}, {"target", "/data/"}}})};
+  for (const json& mounts : bad) {
+    SCOPED_TRACE(mounts.dump());
+    EXPECT_EQ(ErrorOf(With("mounts", mounts)).rfind("mounts", 0), 0u);
+  }
+}
+
 TEST(ParseCreateRequestTest, RefusesPortsOutOfRangeOrListedTwice) {
   for (const json& ports : {json::array({0}), json::array({65536}), json::array({"8080"}), json(8080)}) {
     SCOPED_TRACE(ports.dump());
