@@ -315,6 +315,18 @@ Status Agent::Busy(const Kernel& kernel) const {
   return Status::FailedPrecondition("kernel " + kernel.id() + " is busy (" + doing + "); retry when that finishes");
 }
 
+std::chrono::seconds Agent::StopTimeout() const {
+  return std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
+}
+
+Agent::StopOutcome Agent::StopContainer(const std::string& container_id) {
+  StopOutcome outcome{engine_.Stop(container_id, StopTimeout()), std::nullopt};
+  if (outcome.stopped.ok()) {
+    if (auto info = engine_.Inspect(container_id); info.ok()) outcome.exit_code = info->exit_code;
+  }
+  return outcome;
+}
+
 Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
   KernelState previous;
   std::string container_id;
@@ -327,12 +339,7 @@ Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
     k->state = KernelState::kTerminating;
     container_id = k->container_id;
   }
-  auto timeout = std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
-  Status stopped = engine_.Stop(container_id, timeout);
-  std::optional<int> exit_code;
-  if (stopped.ok()) {
-    if (auto info = engine_.Inspect(container_id); info.ok()) exit_code = info->exit_code;
-  }
+  auto [stopped, exit_code] = StopContainer(container_id);
   Status removed = stopped.ok() || stopped.code() == Status::Code::kNotFound ? engine_.Remove(container_id, true)
                                                                               : stopped;
   MutexLock lock(mutex_);
@@ -364,13 +371,9 @@ void Agent::StopExpiredKernels(int64_t now) {
       expired.emplace_back(id, kernel.container_id);
     }
   }
-  const auto timeout = std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
   for (const auto& [kernel_id, container_id] : expired) {
-    Status stopped = engine_.Stop(container_id, timeout);
-    std::optional<int> exit_code;
-    if (stopped.ok()) {
-      if (auto info = engine_.Inspect(container_id); info.ok()) exit_code = info->exit_code;
-    }
+    const StopOutcome stop = StopContainer(container_id);
+    const Status& stopped = stop.stopped;
     MutexLock lock(mutex_);
     Kernel* k = Find(kernel_id);
     if (!k || k->container_id != container_id || k->state != KernelState::kTerminating) continue;
@@ -380,7 +383,7 @@ void Agent::StopExpiredKernels(int64_t now) {
       k->state = KernelState::kRunning;
       continue;
     }
-    MarkTerminated(*k, exit_code, "lifetime exceeded");
+    MarkTerminated(*k, stop.exit_code, "lifetime exceeded");
   }
 }
 
@@ -401,8 +404,7 @@ Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
     restarting_.insert(kernel_id);
     container_id = k->container_id;
   }
-  auto timeout = std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
-  Status s = engine_.Restart(container_id, timeout);
+  Status s = engine_.Restart(container_id, StopTimeout());
   MutexLock lock(mutex_);
   restarting_.erase(kernel_id);
   Kernel* k = Find(kernel_id);
@@ -545,9 +547,8 @@ void Agent::StopIntruders() {
     MutexLock lock(mutex_);
     intruders.swap(intruders_);
   }
-  const auto timeout = std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
   for (const auto& [kernel_id, container_id] : intruders) {
-    const Status stopped = engine_.Stop(container_id, timeout);
+    const Status stopped = engine_.Stop(container_id, StopTimeout());
     MutexLock lock(mutex_);
     Kernel* k = Find(kernel_id);
     if (!k || k->container_id != container_id || k->state != KernelState::kError) continue;

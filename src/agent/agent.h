@@ -133,6 +133,17 @@ class Agent {
   Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel,
                                         const std::vector<Mount>& mounts);
   Kernel* Find(const std::string& kernel_id) REQUIRES(mutex_);
+  // [container] stop-timeout, as the engine takes it.
+  std::chrono::seconds StopTimeout() const;
+  // What stopping a container came to: the engine's answer and, when it
+  // stopped, its exit code (unset when the inspect after it failed).
+  struct StopOutcome {
+    Status stopped;
+    std::optional<int> exit_code;
+  };
+  // Stops `container_id` (SIGTERM, then SIGKILL after StopTimeout()) and
+  // reads its exit code; call without the lock.
+  StopOutcome StopContainer(const std::string& container_id) EXCLUDES(mutex_);
   // Whether a call (create, delete, restart) is acting on `kernel` now, so
   // that no other call, event or relist may change it. The one test of it.
   bool OwnedByACall(const Kernel& kernel) const REQUIRES(mutex_);

@@ -1,11 +1,11 @@
 #include "agent/kernel.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <random>
 #include <regex>
 #include <set>
 
+#include "common/paths.h"
 #include "common/units.h"
 
 namespace slotd {
@@ -58,6 +58,14 @@ Status ParseStringMap(const json& body, const char* field, std::map<std::string,
   return Status::Ok();
 }
 
+// A label's whole number: 1 to `max_digits` decimal digits, or nullopt.
+std::optional<int64_t> LabelNumber(const std::string& text, size_t max_digits) {
+  const bool digits = !text.empty() && text.size() <= max_digits &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) return std::nullopt;
+  return std::stoll(text);
+}
+
 // A size field: a size string ("256m") or a whole number of bytes.
 Result<uint64_t> SizeOf(const json& value, const std::string& field) {
   if (value.is_number_integer() && value.get<int64_t>() >= 0) return value.get<uint64_t>();
@@ -75,10 +83,7 @@ Result<std::string> AbsolutePath(const json& value, const std::string& field) {
   if (path.empty() || path.front() != '/') return Bad(field, "\"" + path + "\" is not an absolute path");
   if (path.size() > kMaxPath) return Bad(field, "longer than " + std::to_string(kMaxPath) + " bytes");
   if (path.find('\0') != std::string::npos) return Bad(field, "has a NUL byte");
-  std::string normal = std::filesystem::path(path).lexically_normal().string();
-  while (normal.size() > 1 && normal[1] == '/') normal.erase(0, 1);  // "//proc" is /proc
-  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
-  return normal;
+  return NormalPath(path);
 }
 
 Status ParseMounts(const json& body, std::vector<RequestedMount>& out) {
@@ -326,9 +331,7 @@ Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_
   int format = 1;
   if (auto it = labels.find(label::kFormat); it != labels.end()) {
     const std::string& text = it->second;
-    const bool digits = !text.empty() && text.size() < 6 &&
-                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    format = digits ? std::stoi(text) : 0;
+    format = static_cast<int>(LabelNumber(text, 5).value_or(0));
     if (format < 1)
       return Status::InvalidArgument("container " + container_name + ": label " + label::kFormat + " is \"" + text +
                                      "\", not a label format");
@@ -379,12 +382,10 @@ Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
   kernel.created_at = info.created_unix;
   if (auto deadline = labels->find(label::kDeadline); deadline != labels->end()) {
     const std::string& text = deadline->second;
-    const bool digits = !text.empty() && text.size() <= 18 &&
-                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits)
+    kernel.deadline = LabelNumber(text, 18);
+    if (!kernel.deadline)
       return Status::InvalidArgument("container " + info.name + ": label " + label::kDeadline + " is \"" + text +
                                      "\", not unix seconds");
-    kernel.deadline = std::stoll(text);
   }
   return kernel;
 }

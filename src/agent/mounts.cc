@@ -5,16 +5,12 @@
 #include <system_error>
 
 #include "agent/scratch.h"
+#include "common/paths.h"
 
 namespace slotd {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Whether `path` is `dir` or lies inside it (both normalised, no trailing slash).
-bool Within(const std::string& path, const std::string& dir) {
-  return path == dir || dir == "/" || path.rfind(dir + "/", 0) == 0;
-}
 
 // The directories of the container no mount may cover or enter.
 constexpr const char* kProtectedTargets[] = {"/proc", "/sys", "/dev", kScratchTarget};
@@ -37,7 +33,7 @@ Result<std::vector<Mount>> ResolveMounts(const std::vector<RequestedMount>& requ
     if (asked.target == "/")
       return Status::PermissionDenied(field + ".target: a mount may not cover the container's whole filesystem");
     for (const char* protected_dir : kProtectedTargets) {
-      if (Within(asked.target, protected_dir))
+      if (IsWithin(asked.target, protected_dir))
         return Status::PermissionDenied(field + ".target: " + asked.target + " is over " + protected_dir +
                                         ", which the agent provides; mount somewhere else, e.g. /data");
     }
@@ -52,7 +48,7 @@ Result<std::vector<Mount>> ResolveMounts(const std::vector<RequestedMount>& requ
     for (const MountAllow& entry : allowed) {
       std::error_code entry_ec;
       const fs::path dir = fs::canonical(entry.path, entry_ec);
-      if (entry_ec || !Within(source, dir.string())) continue;
+      if (entry_ec || !IsWithin(source, dir.string())) continue;
       inside = true;
       writable = writable || entry.mode == "rw";
     }

@@ -1,7 +1,8 @@
 // agent.toml, parsed once into immutable structs.
 //
-// LoadConfig (resources/agent_config.h) reads and validates the whole file and returns every problem it
-// finds, one per line, each naming the file, the line and the key path:
+// LoadConfig (resources/agent_config.h) reads and validates the whole file
+// and returns every problem it finds, one per line, each naming the file,
+// the line and the key path:
 //   agent.toml:12: container.port-range: start 31000 is above end 30000
 // Unknown sections and keys, wrong types and out-of-range values are errors.
 // Defaults that depend on the host (node name, cores, memory) are resolved

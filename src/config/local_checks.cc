@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "common/paths.h"
 #include "common/token_file.h"
 
 namespace slotd {
@@ -18,17 +19,13 @@ void ExpectDirectory(const std::string& key, const std::string& path, std::vecto
     problems.push_back(key + ": " + path + " exists and is not a directory; remove it or choose another path");
 }
 
-bool IsUnder(const std::string& path, const std::string& dir) {
-  return path == dir || path.rfind(dir + "/", 0) == 0;
-}
-
 }  // namespace
 
 std::vector<std::string> LocalProblems(const Config& config) {
   std::vector<std::string> problems;
   const std::string& var = config.agent.var_base_path;
   for (const char* pseudo : {"/proc", "/sys", "/dev"}) {
-    if (IsUnder(var, pseudo))
+    if (IsWithin(var, pseudo))
       problems.push_back("agent.var-base-path: " + var + " is on " + pseudo +
                          ", which holds no files of its own; choose a path such as /var/lib/slotd/" + config.agent.id);
   }

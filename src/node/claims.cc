@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/paths.h"
 #include "common/units.h"
 
 namespace slotd {
@@ -75,13 +76,8 @@ namespace {
 // Whether `a` and `b` (both non-empty) are one path, or one lies inside the other.
 bool PathsNest(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return false;
-  const std::string x = std::filesystem::path(a).lexically_normal().string();
-  const std::string y = std::filesystem::path(b).lexically_normal().string();
-  auto inside = [](const std::string& inner, const std::string& outer) {
-    const std::string prefix = outer.back() == '/' ? outer : outer + "/";
-    return inner.rfind(prefix, 0) == 0;
-  };
-  return x == y || inside(x, y) || inside(y, x);
+  const std::string x = NormalPath(a), y = NormalPath(b);
+  return IsWithin(x, y) || IsWithin(y, x);
 }
 
 // The first of `a`'s and `b`'s paths that a scratch root of the other meets.

@@ -16,7 +16,8 @@ const std::vector<DeviceKind>& DeviceKinds() {
 const std::map<std::string, std::string>& DeviceVariablesSelectingNone() {
   static const std::map<std::string, std::string> variables = [] {
     std::map<std::string, std::string> merged;
-    for (const DeviceKind& kind : DeviceKinds()) merged.insert(kind.variables_selecting_none.begin(), kind.variables_selecting_none.end());
+    for (const DeviceKind& kind : DeviceKinds())
+      merged.insert(kind.variables_selecting_none.begin(), kind.variables_selecting_none.end());
     return merged;
   }();
   return variables;

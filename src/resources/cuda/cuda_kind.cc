@@ -104,7 +104,8 @@ Result<std::unique_ptr<ResourcePlugin>> MakeCudaPlugin(const DeviceSection& sect
 Result<CheckedDevices> CheckCudaDevices(const DeviceSection& section) {
   const auto& config = static_cast<const CudaConfig&>(section);
   CheckedDevices checked;
-  if (auto nvml = LoadNvml(config.nvml_library); !nvml.ok()) {
+  auto nvml = LoadNvml(config.nvml_library);
+  if (!nvml.ok()) {
     const std::string why = "because NVML cannot be loaded here: " + nvml.status().message();
     if (config.allowed_devices_explicit) {
       checked.ids = config.allowed_devices;
@@ -117,7 +118,7 @@ Result<CheckedDevices> CheckCudaDevices(const DeviceSection& section) {
     }
     return checked;
   }
-  auto plugin = MakeCudaPlugin(section);
+  auto plugin = CudaPlugin::Create(config, std::move(*nvml));
   if (!plugin.ok()) return plugin.status();
   checked.ids = (*plugin)->OwnedDevices();
   return checked;
