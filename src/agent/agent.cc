@@ -34,6 +34,13 @@ std::map<std::string, std::vector<std::string>> UnmeteredDevicesOf(
   return devices;
 }
 
+// The refusal of a kernel whose image the engine does not have.
+Status ImageMissing(const std::string& image, const Status& engine_said) {
+  return Status::NotFound("image " + image + " not found on this node's engine (" + engine_said.message() +
+                          "); build, load or pull it first (slotctl pull), or let the agent pull it ([container] "
+                          "auto-pull)");
+}
+
 }  // namespace
 
 Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr<ResourcePlugin>> plugins,
@@ -45,7 +52,10 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       plugins_(std::move(plugins)),
       meters_(MetersOf(plugins_)),
       unmetered_devices_(UnmeteredDevicesOf(plugins_)),
-      scratch_(ScratchRoot(config_)) {}
+      scratch_(ScratchRoot(config_)),
+      puller_(engine, hub, config_.agent.id,
+              ImagePuller::Limits{config_.container.pull_timeout, config_.container.pull_stall_timeout},
+              RegistryCredentials()) {}
 
 std::vector<std::string> Agent::OwnerFilter() const {
   return {std::string(label::kOwner) + "=" + config_.agent.id};
@@ -144,6 +154,14 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
   }
   Result<std::vector<Mount>> mounts = ResolveMounts(request.mounts, config_.container.mount_allow);
   if (!mounts.ok()) return mounts.status();
+  const PullPolicy agent_policy = ParsePullPolicy(config_.container.auto_pull).value_or(PullPolicy::kNone);
+  if (request.pull && *request.pull < agent_policy)
+    return Status::PermissionDenied(std::string("pull: \"") + PullPolicyName(*request.pull) +
+                                    "\" is looser than this agent's [container] auto-pull = \"" +
+                                    PullPolicyName(agent_policy) +
+                                    "\"; a request may only ask for a stricter policy: leave pull out or ask for "
+                                    "\"digest\"");
+  const PullPolicy policy = request.pull.value_or(agent_policy);
   const std::chrono::milliseconds lifetime_cap = config_.container.max_lifetime;
   if (request.max_lifetime && lifetime_cap.count() > 0 && *request.max_lifetime > lifetime_cap)
     return Status::InvalidArgument("max_lifetime: " + FormatDuration(*request.max_lifetime) +
@@ -188,18 +206,64 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
       }
     }
     kernel.holds_resources = true;
-    kernels_[request.kernel_id] = kernel;  // PREPARING: reserves the id and the resources
+    kernel.state = policy == PullPolicy::kNone ? KernelState::kPreparing : KernelState::kPulling;
+    kernels_[request.kernel_id] = kernel;  // reserves the id and the resources
     pending = std::make_shared<PendingCreate>();
     pending->canonical = request.Canonical();
     pending_creates_[request.kernel_id] = pending;
   }
-  Result<CreateOutcome> outcome = CreateContainer(request, kernel, *mounts);
+  Status image_ready = PrepareImage(request, policy);
+  kernel.state = KernelState::kPreparing;
+  Result<CreateOutcome> outcome =
+      image_ready.ok() ? CreateContainer(request, kernel, *mounts) : Result<CreateOutcome>(image_ready);
   MutexLock lock(mutex_);
   pending->outcome = outcome;
   pending->done = true;
   pending_creates_.erase(request.kernel_id);
   create_done_.notify_all();
   return outcome;
+}
+
+Status Agent::PrepareImage(const CreateRequest& request, PullPolicy policy) {
+  Status ready = puller_.Ensure(request.image, policy);
+  if (ready.ok()) ready = CheckUser(request.image);
+  if (!ready.ok()) return AbandonReservation(request.kernel_id, ready);
+  MutexLock lock(mutex_);
+  if (Kernel* k = Find(request.kernel_id)) k->state = KernelState::kPreparing;
+  return Status::Ok();
+}
+
+Status Agent::CheckUser(const std::string& image) {
+  const ContainerConfig& c = config_.container;
+  if (c.allow_root) return Status::Ok();
+  const std::string advice =
+      "; set [container] kernel-uid (and kernel-gid) to run kernels as a user, or allow-root = true to let them run "
+      "as root";
+  if (c.kernel_uid) {
+    if (*c.kernel_uid != 0) return Status::Ok();
+    return Status::PermissionDenied("[container] kernel-uid = 0 runs kernels as root, and allow-root is false" + advice);
+  }
+  Result<ImageInfo> info = engine_.InspectImage(image);
+  if (!info.ok()) {
+    if (info.status().code() != Status::Code::kNotFound) return info.status();
+    return ImageMissing(image, info.status());
+  }
+  const std::string name = info->user.substr(0, info->user.find(':'));
+  if (!name.empty() && name != "root" && name != "0") return Status::Ok();
+  return Status::PermissionDenied("image " + image + " runs as root (" +
+                                  (info->user.empty() ? std::string("it names no user")
+                                                      : "its user is \"" + info->user + "\"") +
+                                  ") and [container] allow-root is false" + advice);
+}
+
+Status Agent::AbandonReservation(const std::string& kernel_id, const Status& why) {
+  if (Status removed = scratch_.Remove(kernel_id); !removed.ok())
+    spdlog::error("kernel {}: {}", kernel_id, removed.message());
+  MutexLock lock(mutex_);
+  if (Kernel* k = Find(kernel_id)) FreeResources(*k);
+  kernels_.erase(kernel_id);
+  removed_at_seq_[kernel_id] = ++seq_;
+  return why;
 }
 
 Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request, const Kernel& kernel,
@@ -231,30 +295,29 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
 
   // Undo everything taken above; used on every failure path below.
   auto abandon = [&](const Status& why, const std::string& container_id) -> Status {
-    if (!container_id.empty()) {
-      Status removed = engine_.Remove(container_id, /*force=*/true);
-      if (!removed.ok() && removed.code() != Status::Code::kNotFound)
-        spdlog::error("kernel {}: could not remove its half-created container {}: {}", request.kernel_id,
-                      container_id, removed.message());
-    }
-    if (Status removed = scratch_.Remove(request.kernel_id); !removed.ok())
-      spdlog::error("kernel {}: {}", request.kernel_id, removed.message());
+    if (container_id.empty()) return AbandonReservation(request.kernel_id, why);  // nothing was announced yet
+    Status removed = engine_.Remove(container_id, /*force=*/true);
+    if (!removed.ok() && removed.code() != Status::Code::kNotFound)
+      spdlog::error("kernel {}: could not remove its half-created container {}: {}", request.kernel_id, container_id,
+                    removed.message());
+    if (Status removed_scratch = scratch_.Remove(request.kernel_id); !removed_scratch.ok())
+      spdlog::error("kernel {}: {}", request.kernel_id, removed_scratch.message());
     MutexLock lock(mutex_);
-    if (container_id.empty()) {  // nothing was announced yet
-      if (Kernel* k = Find(request.kernel_id)) FreeResources(*k);
-      kernels_.erase(request.kernel_id);
-      removed_at_seq_[request.kernel_id] = ++seq_;
-    } else {
-      Forget(request.kernel_id, "could not start: " + why.message());
-    }
+    Forget(request.kernel_id, "could not start: " + why.message());
     return why;
   };
 
+  std::optional<ScratchStore::Owner> owner;
+  if (config_.container.kernel_uid) {
+    owner = ScratchStore::Owner{*config_.container.kernel_uid,
+                                config_.container.kernel_gid.value_or(*config_.container.kernel_uid)};
+    spec.user = std::to_string(owner->uid) + ":" + std::to_string(owner->gid);
+  }
   if (config_.container.scratch_type == "tmpfs") {
     const uint64_t size = config_.container.scratch_size ? config_.container.scratch_size : request.resources.mem_bytes;
     spec.mounts.push_back({Mount::Type::kTmpfs, "", kScratchTarget, false, size});
   } else {
-    Result<std::string> scratch = scratch_.Prepare(request.kernel_id);
+    Result<std::string> scratch = scratch_.Prepare(request.kernel_id, owner);
     if (!scratch.ok()) return abandon(scratch.status(), "");
     spec.mounts.push_back({Mount::Type::kBind, *scratch, kScratchTarget, false, 0});
   }
@@ -264,8 +327,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   if (!created.ok()) {
     Status s = created.status();
     if (s.code() == Status::Code::kNotFound)
-      s = Status::NotFound("image " + request.image + " not found on this node's engine (" + s.message() +
-                           "); build, load or pull it first");
+      s = ImageMissing(request.image, s);
     else if (s.code() == Status::Code::kConflict)
       s = Status::Conflict("a container named " + spec.name + " already exists (" + s.message() +
                            "); it may be an older kernel with this id that the agent has not adopted yet — retry "
@@ -305,8 +367,45 @@ Result<Kernel> Agent::GetKernel(const std::string& kernel_id) const {
   return it->second;
 }
 
+Status Agent::LoadRegistryCredentials() {
+  Result<RegistryCredentials> credentials = RegistryCredentials::Load(config_.container.registry_auth_file);
+  if (!credentials.ok()) return credentials.status();
+  puller_.SetCredentials(std::move(*credentials));
+  return Status::Ok();
+}
+
+Result<ImageInfo> Agent::PullImage(const std::string& image) {
+  if (Status pulled = puller_.Pull(image); !pulled.ok()) return pulled;
+  return engine_.InspectImage(image);
+}
+
+Result<std::vector<Agent::NodeImage>> Agent::ListImages() {
+  Result<std::vector<ImageInfo>> images = engine_.ListImages();
+  if (!images.ok()) return images.status();
+  Result<std::vector<ContainerInfo>> containers = engine_.List({});  // every owner's: what uses each image
+  if (!containers.ok()) return containers.status();
+  std::vector<NodeImage> out;
+  for (ImageInfo& info : *images) {
+    NodeImage image{std::move(info), 0, {}};
+    for (const ContainerInfo& c : *containers) {
+      if (c.image_id != image.info.id) continue;
+      image.last_used = std::max(image.last_used, c.created_unix);
+      auto owner = c.labels.find(label::kOwner);
+      auto kernel_id = c.labels.find(label::kKernelId);
+      if (owner != c.labels.end() && owner->second == config_.agent.id && kernel_id != c.labels.end())
+        image.kernel_ids.push_back(kernel_id->second);
+    }
+    std::sort(image.kernel_ids.begin(), image.kernel_ids.end());
+    out.push_back(std::move(image));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const NodeImage& a, const NodeImage& b) {
+    return std::max(a.last_used, a.info.created_unix) > std::max(b.last_used, b.info.created_unix);
+  });
+  return out;
+}
+
 bool Agent::OwnedByACall(const Kernel& kernel) const {
-  return kernel.state == KernelState::kPreparing || kernel.state == KernelState::kTerminating ||
+  return kernel.state == KernelState::kPulling || kernel.state == KernelState::kPreparing || kernel.state == KernelState::kTerminating ||
          restarting_.count(kernel.id()) > 0;
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "agent/event_hub.h"
+#include "agent/image_puller.h"
 #include "agent/kernel.h"
 #include "agent/reconcile.h"
 #include "agent/scratch.h"
@@ -65,6 +66,22 @@ class Agent {
 
   std::vector<Kernel> ListKernels() const;
   Result<Kernel> GetKernel(const std::string& kernel_id) const;
+
+  // Reads [container] registry-auth-file (at start, and again on SIGHUP);
+  // later pulls send its credentials. On error the credentials in use stay
+  // and the message names the file and what is wrong.
+  Status LoadRegistryCredentials();
+  // Pulls `image` onto the node now, whether or not it is there (slotctl
+  // pull), and returns it as the engine has it; errors as ImagePuller's.
+  Result<ImageInfo> PullImage(const std::string& image);
+  // One image of the engine, with its use.
+  struct NodeImage {
+    ImageInfo info;
+    int64_t last_used = 0;                // unix seconds: the newest container made from it, of any owner; 0: none
+    std::vector<std::string> kernel_ids;  // this agent's kernels whose container runs it
+  };
+  // Every image of the engine, newest use first.
+  Result<std::vector<NodeImage>> ListImages();
 
   // Stops and removes the container, then frees the kernel's resources and
   // forgets it; returns the final record. If the engine fails, the kernel and
@@ -127,6 +144,16 @@ class Agent {
   const Config& config() const { return config_; }
 
  private:
+  // Brings the image of `kernel`, reserved PULLING by CreateKernel, onto the
+  // node as `policy` asks and checks the user it would run as; then the
+  // kernel is PREPARING. On failure, undoes the reservation.
+  Status PrepareImage(const CreateRequest& request, PullPolicy policy);
+  // The refusal of a kernel that would run as root without [container]
+  // allow-root, from the user its image runs as; OK when it would not.
+  Status CheckUser(const std::string& image);
+  // Undoes CreateKernel's reservation of a kernel that has no container yet:
+  // its scratch, its resources, its entry. Returns `why`.
+  Status AbandonReservation(const std::string& kernel_id, const Status& why) EXCLUDES(mutex_);
   // Builds, creates and starts the container of `kernel`, already reserved
   // (PREPARING) by CreateKernel; on failure, undoes the reservation.
   // `mounts`: the request's mounts, resolved (ResolveMounts).
@@ -209,6 +236,7 @@ class Agent {
   const std::vector<std::shared_ptr<DeviceMeter>> meters_;  // set at construction; thread-safe objects
   const std::map<std::string, std::vector<std::string>> unmetered_devices_;  // set at construction
   ScratchStore scratch_;  // the kernels' scratch directories (hostdir); thread-safe
+  ImagePuller puller_;    // pulls kernels' images; thread-safe
   std::map<std::string, Kernel> kernels_ GUARDED_BY(mutex_);
   std::map<std::string, uint64_t> removed_at_seq_ GUARDED_BY(mutex_);  // kernel id -> seq when forgotten
   uint64_t seq_ GUARDED_BY(mutex_) = 0;                                // bumps on container create/forget

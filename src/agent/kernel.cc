@@ -25,7 +25,6 @@ constexpr size_t kMaxPath = 4096;
 // What a create request may store on the container (docs/api.md, "Limits"):
 // the engine keeps labels, env and command in its own records, twice over,
 // so each is bounded here, whatever [api] max-body-size allows.
-constexpr size_t kMaxImageName = 512;
 constexpr size_t kMaxLabels = 64;
 constexpr size_t kMaxLabelKey = 128;
 constexpr size_t kMaxLabelValue = 4 << 10;
@@ -160,7 +159,7 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
   if (!body.is_object()) return Bad("request body", "expected a JSON object");
   static const std::vector<std::string> kKnown = {"kernel_id", "session_id", "image",  "command",     "env",
                                                   "resources", "ports",      "labels", "max_lifetime",
-                                                  "mounts"};
+                                                  "mounts",    "pull"};
   for (const auto& [key, value] : body.items()) {
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
       std::string known;
@@ -231,6 +230,13 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
     req.max_lifetime = *duration;
   }
 
+  if (body.contains("pull")) {
+    const json& pull = body["pull"];
+    std::optional<PullPolicy> policy = pull.is_string() ? ParsePullPolicy(pull.get<std::string>()) : std::nullopt;
+    if (!policy) return Bad("pull", "expected \"none\", \"tag\" or \"digest\"");
+    req.pull = *policy;
+  }
+
   if (body.contains("ports")) {
     const json& p = body["ports"];
     if (!p.is_array()) return Bad("ports", "expected an array of container port numbers");
@@ -268,6 +274,7 @@ json CreateRequest::Canonical() const {
   // Fields added after the first label format appear only when given, so
   // that a request recorded by an older slotd stays the same request.
   if (max_lifetime) canonical["max_lifetime"] = FormatDuration(*max_lifetime);
+  if (pull) canonical["pull"] = PullPolicyName(*pull);
   if (!mounts.empty()) {
     json list = json::array();
     for (const RequestedMount& m : mounts)
@@ -283,8 +290,25 @@ Result<CreateRequest> CreateRequestFromCanonical(const json& canonical) {
   return req;
 }
 
+std::optional<PullPolicy> ParsePullPolicy(std::string_view name) {
+  if (name == "none") return PullPolicy::kNone;
+  if (name == "tag") return PullPolicy::kTag;
+  if (name == "digest") return PullPolicy::kDigest;
+  return std::nullopt;
+}
+
+const char* PullPolicyName(PullPolicy policy) {
+  switch (policy) {
+    case PullPolicy::kNone: return "none";
+    case PullPolicy::kTag: return "tag";
+    case PullPolicy::kDigest: return "digest";
+  }
+  return "none";
+}
+
 const char* KernelStateName(KernelState state) {
   switch (state) {
+    case KernelState::kPulling: return "PULLING";
     case KernelState::kPreparing: return "PREPARING";
     case KernelState::kRunning: return "RUNNING";
     case KernelState::kTerminating: return "TERMINATING";

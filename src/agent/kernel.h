@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,9 +40,9 @@ inline constexpr int kCurrentFormat = 3;
 // Brings the labels of an owned container written in any earlier label
 // format to the current one; the one place where old formats are read.
 // Format 1 (slotd 0.1.0, no format label) -> 2: adds the format label.
-// Format 2 -> 3: the request may hold max_lifetime and resources.shm, and the
-// deadline label may be set; a format 2 container has neither, so nothing
-// changes but the format.
+// Format 2 -> 3: the request may hold max_lifetime, resources.shm, mounts and
+// pull, and the deadline label may be set; a format 2 container has none of
+// them, so nothing changes but the format.
 // kFailedPrecondition naming the container and both formats when they were
 // written by a newer slotd: this version cannot know what they mean.
 Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name);
@@ -56,6 +57,20 @@ struct RequestedMount {
   bool operator==(const RequestedMount&) const = default;
 };
 
+// The longest image name a request may give.
+inline constexpr size_t kMaxImageName = 512;
+
+// When the agent pulls a kernel's image ([container] auto-pull, a request's
+// "pull"), from the loosest to the strictest.
+enum class PullPolicy {
+  kNone,    // never: the image must be on the node
+  kTag,     // when the node does not have it
+  kDigest,  // also when its tag now names another digest in the registry
+};
+// "none", "tag", "digest"; nullopt for anything else.
+std::optional<PullPolicy> ParsePullPolicy(std::string_view name);
+const char* PullPolicyName(PullPolicy policy);
+
 // A validated create request.
 struct CreateRequest {
   std::string kernel_id;   // generated when the request has none
@@ -69,6 +84,8 @@ struct CreateRequest {
   // [container] max-lifetime allows (no limit when that is 0).
   std::optional<std::chrono::milliseconds> max_lifetime;
   std::vector<RequestedMount> mounts;
+  // A pull policy stricter than the agent's; unset: the agent's.
+  std::optional<PullPolicy> pull;
 
   // The request as canonical JSON (normalised sizes, sorted maps): two
   // requests are "the same" exactly when these are equal.
@@ -85,7 +102,7 @@ Result<CreateRequest> CreateRequestFromCanonical(const nlohmann::json& canonical
 // True when `id` is a valid kernel id: [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
 bool IsValidKernelId(const std::string& id);
 
-enum class KernelState { kPreparing, kRunning, kTerminating, kTerminated, kError };
+enum class KernelState { kPulling, kPreparing, kRunning, kTerminating, kTerminated, kError };
 const char* KernelStateName(KernelState state);
 
 // What the agent knows about one kernel.

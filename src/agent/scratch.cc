@@ -1,6 +1,7 @@
 #include "agent/scratch.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <system_error>
@@ -13,7 +14,7 @@ namespace fs = std::filesystem;
 
 ScratchStore::ScratchStore(std::string root) : root_(std::move(root)) {}
 
-Result<std::string> ScratchStore::Prepare(const std::string& kernel_id) {
+Result<std::string> ScratchStore::Prepare(const std::string& kernel_id, std::optional<Owner> owner) {
   MutexLock lock(mutex_);
   const std::string path = root_ + "/" + kernel_id;
   std::error_code ec;
@@ -21,6 +22,15 @@ Result<std::string> ScratchStore::Prepare(const std::string& kernel_id) {
   if (ec)
     return Status::Unavailable("cannot make the scratch directory " + path + ": " + ec.message() +
                                "; check [container] scratch-root and the agent's rights there");
+  if (owner) {
+    if (::chown(path.c_str(), static_cast<uid_t>(owner->uid), static_cast<gid_t>(owner->gid)) != 0 ||
+        ::chmod(path.c_str(), 0700) != 0)
+      return Status::Unavailable("cannot give the scratch directory " + path + " to uid " + std::to_string(owner->uid) +
+                                 " gid " + std::to_string(owner->gid) + ": " +
+                                 std::error_code(errno, std::generic_category()).message() +
+                                 "; [container] kernel-uid needs an agent that runs as root");
+    return path;
+  }
   // The kernel may run as any user: its directory must be writable by it.
   if (::chmod(path.c_str(), 0777) != 0)
     return Status::Unavailable("cannot open the scratch directory " + path + " to the kernel's user: " +

@@ -5,7 +5,9 @@
 // lies there and is no kernel's is a leftover, and is removed.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -22,10 +24,17 @@ class ScratchStore {
   // The directory kernels' scratch directories go in; made when first needed.
   explicit ScratchStore(std::string root);
 
-  // Makes `kernel_id`'s directory, or keeps the one there, writable by any
-  // user (the kernel runs as its image's user), and returns its path.
-  // kUnavailable naming the path and the error when it cannot.
-  Result<std::string> Prepare(const std::string& kernel_id) EXCLUDES(mutex_);
+  // The user a scratch directory belongs to ([container] kernel-uid and kernel-gid).
+  struct Owner {
+    int64_t uid = 0;
+    int64_t gid = 0;
+  };
+  // Makes `kernel_id`'s directory, or keeps the one there, and returns its
+  // path. With `owner`, it belongs to that user (mode 0700); without, the
+  // kernel runs as its image's user, whom the agent cannot know, so it is
+  // writable by any user (0777). kUnavailable naming the path and the error
+  // when it cannot (an agent that is not root cannot give it away).
+  Result<std::string> Prepare(const std::string& kernel_id, std::optional<Owner> owner) EXCLUDES(mutex_);
 
   // Removes `kernel_id`'s directory with everything in it; absent is fine.
   Status Remove(const std::string& kernel_id) EXCLUDES(mutex_);

@@ -1,5 +1,7 @@
 #include "api/responses.h"
 
+#include "common/base64.h"
+
 namespace slotd {
 
 using nlohmann::json;
@@ -75,31 +77,6 @@ bool IsUtf8(std::string_view bytes) {
   return true;
 }
 
-std::string Base64(std::string_view bytes) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const uint32_t v = (uint32_t{static_cast<unsigned char>(bytes[i])} << 16) |
-                       (uint32_t{static_cast<unsigned char>(bytes[i + 1])} << 8) |
-                       static_cast<unsigned char>(bytes[i + 2]);
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  const size_t rest = bytes.size() - i;
-  if (rest > 0) {
-    uint32_t v = uint32_t{static_cast<unsigned char>(bytes[i])} << 16;
-    if (rest == 2) v |= uint32_t{static_cast<unsigned char>(bytes[i + 1])} << 8;
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
 
 void ExactText(json& body, const std::string& field, const std::string& bytes) {
   body[field] = bytes;  // DumpJson replaces invalid bytes in the text

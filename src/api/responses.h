@@ -38,7 +38,5 @@ void ExactText(nlohmann::json& body, const std::string& field, const std::string
 // True when `bytes` are valid UTF-8.
 bool IsUtf8(std::string_view bytes);
 
-// Standard base64 (RFC 4648, with padding).
-std::string Base64(std::string_view bytes);
 
 }  // namespace slotd

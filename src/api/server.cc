@@ -35,7 +35,7 @@ Result<json> ParseBody(const http::Request& req) {
 // Every kernel state, each with how many of `kernels` are in it.
 std::map<std::string, int> CountByState(const std::vector<Kernel>& kernels) {
   std::map<std::string, int> counts;
-  for (KernelState state : {KernelState::kPreparing, KernelState::kRunning, KernelState::kTerminating,
+  for (KernelState state : {KernelState::kPulling, KernelState::kPreparing, KernelState::kRunning, KernelState::kTerminating,
                             KernelState::kTerminated, KernelState::kError})
     counts[KernelStateName(state)] = 0;
   for (const Kernel& kernel : kernels) ++counts[KernelStateName(kernel.state)];
@@ -200,6 +200,49 @@ void ApiServer::AddRoutes() {
               [this](Exchange& ex, const Params&) { ex.Reply(JsonResponse(200, ToJson(*collector_.Latest()))); });
   router_.Add("GET", "/metrics", Lane::kQuick, [this](Exchange& ex, const Params&) { Metrics(ex); });
   router_.Add("GET", "/v1/events", Lane::kLong, [this](Exchange& ex, const Params&) { Events(ex); });
+  router_.Add("GET", "/v1/images", Lane::kLong, [this](Exchange& ex, const Params&) { ListImages(ex); });
+  router_.Add("POST", "/v1/images/pull", Lane::kLong, [this](Exchange& ex, const Params&) { PullImage(ex); });
+}
+
+namespace {
+
+// The API form of an image.
+json ImageJson(const ImageInfo& info) {
+  return {{"id", info.id},
+          {"tags", info.tags},
+          {"digests", info.digests},
+          {"size", info.size_bytes},
+          {"created_at", info.created_unix}};
+}
+
+}  // namespace
+
+void ApiServer::ListImages(Exchange& ex) {
+  auto images = agent_.ListImages();
+  if (!images.ok()) return ex.Reply(ErrorResponse(images.status()));
+  json list = json::array();
+  for (const Agent::NodeImage& image : *images) {
+    json entry = ImageJson(image.info);
+    entry["last_used"] = image.last_used ? json(image.last_used) : json(nullptr);
+    entry["kernels"] = image.kernel_ids;
+    list.push_back(std::move(entry));
+  }
+  ex.Reply(JsonResponse(200, {{"images", list}}));
+}
+
+void ApiServer::PullImage(Exchange& ex) {
+  auto body = ParseBody(ex.request());
+  if (!body.ok()) return ex.Reply(ErrorResponse(body.status()));
+  const json* image = body->is_object() && body->contains("image") ? &(*body)["image"] : nullptr;
+  if (image == nullptr || !image->is_string() || image->get<std::string>().empty() ||
+      image->get<std::string>().size() > kMaxImageName)
+    return ex.Reply(ErrorResponse(Status::InvalidArgument(
+        "image: required, the image to pull, e.g. \"127.0.0.1:5000/team/torch:2.3\" (at most " +
+        std::to_string(kMaxImageName) + " bytes)")));
+  for (const auto& [key, value] : body->items())
+    if (key != "image") return ex.Reply(ErrorResponse(Status::InvalidArgument(key + ": unknown field; known: image")));
+  auto pulled = agent_.PullImage(image->get<std::string>());
+  ex.Reply(pulled.ok() ? JsonResponse(200, ImageJson(*pulled)) : ErrorResponse(pulled.status()));
 }
 
 void ApiServer::Health(Exchange& ex) const {

@@ -55,6 +55,10 @@ class ApiServer {
   void Exec(http::Exchange& ex, const std::string& kernel_id);
   void Logs(http::Exchange& ex, const std::string& kernel_id);
   void Events(http::Exchange& ex);
+  // GET /v1/images: the engine's images, with their use.
+  void ListImages(http::Exchange& ex);
+  // POST /v1/images/pull {"image": ...}: pulls it; progress goes to the events.
+  void PullImage(http::Exchange& ex);
   void Metrics(http::Exchange& ex) const;
 
   Agent& agent_;

@@ -158,9 +158,11 @@ Outcome<std::string> AgentClient::CallText(const std::string& method, const std:
 }
 
 std::optional<Failure> AgentClient::Stream(const std::string& path,
-                                           const std::function<bool(std::string_view)>& on_chunk) const {
+                                           const std::function<bool(std::string_view)>& on_chunk,
+                                           const std::atomic<bool>* stop,
+                                           const std::function<void()>& on_connected) const {
   const std::atomic<bool> never{false};
-  slotd::Status s = http_.Stream("GET", path, "", [] {}, on_chunk, never, /*end_is_ok=*/true);
+  slotd::Status s = http_.Stream("GET", path, "", on_connected, on_chunk, stop ? *stop : never, /*end_is_ok=*/true);
   if (s.ok()) return std::nullopt;
   return Failure{ExitForStreamStatus(s), s.message()};
 }

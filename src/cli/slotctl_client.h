@@ -2,6 +2,7 @@
 // talks to.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -100,9 +101,12 @@ class AgentClient {
                                 std::chrono::seconds timeout = std::chrono::seconds(120)) const;
 
   // GETs `path` and hands its 2xx body to `on_chunk` as it arrives, never
-  // holding it whole, until the agent ends it or `on_chunk` returns false.
-  // A failure exits as for Call.
-  std::optional<Failure> Stream(const std::string& path, const std::function<bool(std::string_view)>& on_chunk) const;
+  // holding it whole, until the agent ends it, `on_chunk` returns false or
+  // `stop` (when given) becomes true; `on_connected` (when given) runs once
+  // the agent has accepted the request. A failure exits as for Call.
+  std::optional<Failure> Stream(const std::string& path, const std::function<bool(std::string_view)>& on_chunk,
+                                const std::atomic<bool>* stop = nullptr,
+                                const std::function<void()>& on_connected = nullptr) const;
 
   // The failure for an answer to `request` that slotctl cannot read because of `problem`.
   Failure BadAnswer(const std::string& request, const std::string& problem) const;

@@ -6,11 +6,13 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <ctime>
 #include <iostream>
 #include <thread>
 #include <tuple>
 #include <utility>
 
+#include "cli/pull_progress.h"
 #include "cli/stats_view.h"
 #include "cli/table.h"
 #include "common/units.h"
@@ -23,6 +25,19 @@ namespace {
 
 // The highest core number slotctl believes; past it a core list is a bad answer.
 constexpr uint64_t kMaxCore = 1 << 20;
+// How long a call that may pull an image is waited for: the agent bounds the
+// pull itself ([container] pull-timeout, at most a day).
+constexpr std::chrono::seconds kPullWait{25 * 3600};
+
+// Unix seconds as "2026-12-01 18:05" (UTC).
+std::string FormatTime(uint64_t unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", &tm);
+  return text;
+}
 
 void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
   std::cout << FormatTable(header, rows);
@@ -113,6 +128,21 @@ Outcome<json> CreateRequest(const CreateArgs& args) {
     }
   }
   if (!args.ports.empty()) body["ports"] = args.ports;
+  for (const auto& mount : args.mounts) {
+    // SOURCE:TARGET or SOURCE:TARGET:ro; neither path may hold a ":".
+    const size_t first = mount.find(':');
+    const size_t second = first == std::string::npos ? first : mount.find(':', first + 1);
+    const std::string mode = second == std::string::npos ? "" : mount.substr(second + 1);
+    if (first == std::string::npos || first == 0 || (second != std::string::npos && mode != "ro" && mode != "rw") ||
+        mount.substr(first + 1, second - first - 1).empty())
+      return Failure{Exit::kUsage, "--mount \"" + mount + "\": expected SOURCE:TARGET or SOURCE:TARGET:ro"};
+    body["mounts"].push_back({{"source", mount.substr(0, first)},
+                              {"target", mount.substr(first + 1, second - first - 1)},
+                              {"readonly", mode == "ro"}});
+  }
+  if (!args.shm.empty()) body["resources"]["shm"] = args.shm;
+  if (!args.max_lifetime.empty()) body["max_lifetime"] = args.max_lifetime;
+  if (!args.pull.empty()) body["pull"] = args.pull;
   return body;
 }
 
@@ -190,9 +220,51 @@ int RunKernels(const Options& options, const AgentClient& agent) {
 int RunCreate(const CreateArgs& args, const Options& options, const AgentClient& agent) {
   auto request = CreateRequest(args);
   if (!request.ok()) return Report(request.failure());
-  auto answer = agent.Call("POST", "/v1/kernels", *request);
+  Outcome<Answer> answer = Failure{Exit::kFailure, ""};
+  {
+    PullProgressWatch progress(agent, args.image, !options.json_output);
+    answer = agent.Call("POST", "/v1/kernels", *request, kPullWait);
+  }
   if (!answer.ok()) return Report(answer.failure());
   return PrintKernel(*answer, options, agent);
+}
+
+int RunPull(const std::string& image, const Options& options, const AgentClient& agent) {
+  Outcome<Answer> answer = Failure{Exit::kFailure, ""};
+  {
+    PullProgressWatch progress(agent, image, !options.json_output);
+    answer = agent.Call("POST", "/v1/images/pull", {{"image", image}}, kPullWait);
+  }
+  if (!answer.ok()) return Report(answer.failure());
+  if (options.json_output) return PrintJson(answer->body(), 2), 0;
+  const AnswerField a = answer->Root();
+  const std::string line = image + " " + a["id"].Shown() + " " + slotd::FormatSize(a["size"].Count());
+  if (!answer->problem().empty()) return ReportBadAnswer(*answer, agent);
+  std::cout << line << "\n";
+  return 0;
+}
+
+int RunImages(const Options& options, const AgentClient& agent) {
+  auto answer = agent.Call("GET", "/v1/images");
+  if (!answer.ok()) return Report(answer.failure());
+  const AnswerField images = answer->Root()["images"];
+  const std::vector<AnswerField> records = images.Elements();
+  std::vector<std::vector<std::string>> rows;
+  if (!options.json_output) {
+    for (const auto& i : records) {
+      std::string tags, kernels;
+      for (const auto& tag : i["tags"].Elements()) tags += (tags.empty() ? "" : ",") + tag.String();
+      for (const auto& kernel : i["kernels"].Elements()) kernels += (kernels.empty() ? "" : ",") + kernel.String();
+      const std::string id = i["id"].String();
+      rows.push_back({tags.empty() ? "<none>" : tags, id.substr(id.rfind(':') + 1, 12),
+                      slotd::FormatSize(i["size"].Count()), i["last_used"].raw().is_null() ? "-" : FormatTime(i["last_used"].Count()),
+                      kernels.empty() ? "-" : kernels});
+    }
+  }
+  if (!answer->problem().empty()) return ReportBadAnswer(*answer, agent);
+  if (options.json_output) return PrintJson(images.raw(), 2), 0;
+  PrintTable({"IMAGE", "ID", "SIZE", "LAST USED", "KERNELS"}, rows);
+  return 0;
 }
 
 int RunRemove(const std::vector<std::string>& kernel_ids, const Options& options, const AgentClient& agent) {

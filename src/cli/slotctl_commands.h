@@ -31,6 +31,10 @@ struct CreateArgs {
   std::vector<int> ports;            // container ports that need a host port
   std::vector<std::string> labels;   // KEY=VALUE
   std::vector<std::string> devices;  // SLOT=COUNT
+  std::vector<std::string> mounts;   // SOURCE:TARGET[:ro]
+  std::string shm;                   // empty: the agent's default
+  std::string max_lifetime;          // empty: the agent's limit
+  std::string pull;                  // empty: the agent's auto-pull
 };
 
 // `slotctl exec ID -- COMMAND...`.
@@ -62,7 +66,12 @@ struct NodeArgs {
 
 int RunInfo(const Options& options, const AgentClient& agent);
 int RunKernels(const Options& options, const AgentClient& agent);
+// Shows the image's pull progress on stderr (without --json) while the agent pulls it.
 int RunCreate(const CreateArgs& args, const Options& options, const AgentClient& agent);
+// `slotctl pull IMAGE`: the agent pulls it, with its progress shown as for RunCreate.
+int RunPull(const std::string& image, const Options& options, const AgentClient& agent);
+// `slotctl images`: the engine's images, their size, last use and this agent's kernels on them.
+int RunImages(const Options& options, const AgentClient& agent);
 // Removes each kernel in turn; exits with the status of the first that failed.
 int RunRemove(const std::vector<std::string>& kernel_ids, const Options& options, const AgentClient& agent);
 int RunRestart(const std::string& kernel_id, const Options& options, const AgentClient& agent);

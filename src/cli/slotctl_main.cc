@@ -55,9 +55,24 @@ Subcommand AddRun(CLI::App& app) {
   run->add_option("--port", args->ports, "container port that needs a host port, repeatable")
       ->allow_extra_args(false);
   run->add_option("--label", args->labels, "KEY=VALUE user label, repeatable")->allow_extra_args(false);
+  run->add_option("--mount", args->mounts,
+                  "SOURCE:TARGET[:ro] host directory to mount (within the agent's [container] mount-allow), repeatable")
+      ->allow_extra_args(false);
+  run->add_option("--shm", args->shm, "size of /dev/shm, counted within --mem (default 64m)");
+  run->add_option("--max-lifetime", args->max_lifetime, "stop the kernel after this long, e.g. 2h");
+  run->add_option("--pull", args->pull, "pull the image: digest (when its tag moved), tag (when missing), none; "
+                                        "only stricter than the agent's [container] auto-pull")
+      ->check(CLI::IsMember({"digest", "tag", "none"}));
   run->add_option("--device", args->devices, "SLOT=COUNT device request, SLOT one of the device slot types that slotctl info lists (<kind>.device), repeatable")
       ->allow_extra_args(false);
   return {run, [args](const Options& o, const AgentClient& a) { return slotctl::RunCreate(*args, o, a); }, nullptr};
+}
+
+Subcommand AddPull(CLI::App& app) {
+  auto image = std::make_shared<std::string>();
+  CLI::App* pull = app.add_subcommand("pull", "pull an image onto the agent's node, showing its progress");
+  pull->add_option("image", *image, "image, e.g. 127.0.0.1:5000/team/torch:2.3")->required();
+  return {pull, [image](const Options& o, const AgentClient& a) { return slotctl::RunPull(*image, o, a); }, nullptr};
 }
 
 Subcommand AddRemove(CLI::App& app) {
@@ -148,7 +163,9 @@ int main(int argc, char** argv) {
   const std::vector<Subcommand> commands = {
       AddPlain(app, "info", "show the agent, its slot capacity, use and devices", slotctl::RunInfo),
       AddPlain(app, "kernels", "list this agent's kernels", slotctl::RunKernels),
-      AddRun(app), AddRemove(app), AddRestart(app), AddExec(app), AddLogs(app), AddNode(app), AddStats(app),
+      AddPlain(app, "images", "list the node's images: size, last use, this agent's kernels on each",
+               slotctl::RunImages),
+      AddRun(app), AddPull(app), AddRemove(app), AddRestart(app), AddExec(app), AddLogs(app), AddNode(app), AddStats(app),
       AddTop(app)};
   try {
     app.parse(argc, argv);

@@ -132,12 +132,15 @@ int RunAgent(const std::string& config_path) {
                                             " (start it, or set container.docker-host or DOCKER_HOST)"));
   spdlog::info("engine {} at {}", *version, config->container.docker_host);
 
-  // Block the stop signals before any thread starts, so only sigwait sees them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Block the signals the agent waits for before any thread starts, so only
+  // sigwait sees them: the stop signals, and SIGHUP to read the registry
+  // credentials again.
+  sigset_t wait_signals;
+  sigemptyset(&wait_signals);
+  sigaddset(&wait_signals, SIGTERM);
+  sigaddset(&wait_signals, SIGINT);
+  sigaddset(&wait_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &wait_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   auto plugins = slotd::MakePlugins(*config, host);
@@ -154,6 +157,7 @@ int RunAgent(const std::string& config_path) {
 
   slotd::EventHub hub;
   slotd::Agent agent(*config, **engine, std::move(*plugins), hub);
+  if (Status s = agent.LoadRegistryCredentials(); !s.ok()) return fail(s);
   if (Status s = agent.Restore(); !s.ok()) return fail(s);
 
   slotd::StatsCollector::Options stats;
@@ -181,7 +185,12 @@ int RunAgent(const std::string& config_path) {
                config->agent.rpc_host, api.port(), ipc, getpid());
 
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  while (sigwait(&wait_signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    if (Status s = agent.LoadRegistryCredentials(); !s.ok())
+      spdlog::error("SIGHUP: {}; the credentials read before stay in use", s.message());
+    else
+      spdlog::info("SIGHUP: read the registry credentials again");
+  }
   spdlog::info("received {}; shutting down (kernels keep running)", strsignal(signal_number));
   api.Stop();
   collector.Stop();

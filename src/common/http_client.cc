@@ -82,7 +82,8 @@ namespace {
 // Returns null only when curl cannot allocate a handle.
 std::unique_ptr<PreparedRequest> Prepare(bool unix_socket, const std::string& target,
                                          const std::string& bearer_token, const std::string& method,
-                                         const std::string& path, const std::string& body) {
+                                         const std::string& path, const std::string& body,
+                                         const std::vector<std::string>& extra_headers) {
   EnsureCurlInitialized();
   auto req = std::make_unique<PreparedRequest>();
   req->easy.reset(curl_easy_init());
@@ -108,6 +109,7 @@ std::unique_ptr<PreparedRequest> Prepare(bool unix_socket, const std::string& ta
   if (!bearer_token.empty()) {
     headers = curl_slist_append(headers, ("Authorization: Bearer " + bearer_token).c_str());
   }
+  for (const std::string& header : extra_headers) headers = curl_slist_append(headers, header.c_str());
   // No body: suppress curl's default form Content-Type on a body-less POST.
   headers =
       curl_slist_append(headers, body.empty() ? "Content-Type:" : "Content-Type: application/json");
@@ -149,13 +151,14 @@ size_t DeliverChunk(char* data, size_t size, size_t count, void* user) {
 
 Result<HttpResponse> HttpClient::Request(const std::string& method,
                                          const std::string& path_and_query, const std::string& body,
-                                         std::chrono::milliseconds timeout) const {
+                                         std::chrono::milliseconds timeout,
+                                         const std::vector<std::string>& headers) const {
   HttpResponse response;
   auto keep = [&response](std::string_view chunk) {
     response.body.append(chunk);
     return true;
   };
-  auto result = RequestStreamed(method, path_and_query, body, timeout, keep);
+  auto result = RequestStreamed(method, path_and_query, body, timeout, keep, headers);
   if (!result.ok()) return result.status();
   if (!result->body.empty()) response.body = std::move(result->body);  // a non-2xx body
   response.status = result->status;
@@ -164,9 +167,10 @@ Result<HttpResponse> HttpClient::Request(const std::string& method,
 
 Result<HttpResponse> HttpClient::RequestStreamed(const std::string& method, const std::string& path_and_query,
                                                  const std::string& body, std::chrono::milliseconds timeout,
-                                                 const std::function<bool(std::string_view chunk)>& on_chunk) const {
+                                                 const std::function<bool(std::string_view chunk)>& on_chunk,
+                                                 const std::vector<std::string>& headers) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
-  auto req = Prepare(unix_socket_, target_, bearer_token_, method, path_and_query, body);
+  auto req = Prepare(unix_socket_, target_, bearer_token_, method, path_and_query, body, headers);
   if (!req) return Status::Internal(where + ": cannot allocate a curl handle");
   CURL* easy = req->easy.get();
 
@@ -245,9 +249,10 @@ size_t StreamBody(char* data, size_t size, size_t count, void* user) {
 Status HttpClient::Stream(const std::string& method, const std::string& path_and_query,
                           const std::string& body, const std::function<void()>& on_connected,
                           const std::function<bool(std::string_view chunk)>& on_chunk,
-                          const std::atomic<bool>& stop, bool end_is_ok) const {
+                          const std::atomic<bool>& stop, bool end_is_ok,
+                          const std::vector<std::string>& headers) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
-  auto req = Prepare(unix_socket_, target_, bearer_token_, method, path_and_query, body);
+  auto req = Prepare(unix_socket_, target_, bearer_token_, method, path_and_query, body, headers);
   MultiHandle multi(curl_multi_init());
   if (!req || !multi) return Status::Internal(where + ": cannot allocate a curl handle");
   CURL* easy = req->easy.get();

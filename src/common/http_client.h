@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -45,12 +46,14 @@ class HttpClient {
   // ("/v1/kernels?x=1"; the caller escapes it, see UrlEncode) and waits for
   // the whole response. A non-empty `body` is sent as application/json; POST,
   // PUT and PATCH always carry a Content-Length (0 for no body).
+  // `headers` ("Name: value") are sent besides the client's own.
   // Errors: kUnavailable when the server cannot be reached or the connection
   // breaks (the message names the target and curl's reason);
   // kDeadlineExceeded when the exchange takes longer than `timeout`.
   Result<HttpResponse> Request(const std::string& method, const std::string& path_and_query,
                                const std::string& body = "",
-                               std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+                               std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                               const std::vector<std::string>& headers = {}) const;
 
   // Like Request, but hands the body of a 2xx response to `on_chunk` piece by
   // piece instead of keeping it (the returned body is empty then; a non-2xx
@@ -58,7 +61,8 @@ class HttpClient {
   // false aborts the transfer: kUnavailable.
   Result<HttpResponse> RequestStreamed(const std::string& method, const std::string& path_and_query,
                                        const std::string& body, std::chrono::milliseconds timeout,
-                                       const std::function<bool(std::string_view chunk)>& on_chunk) const;
+                                       const std::function<bool(std::string_view chunk)>& on_chunk,
+                                       const std::vector<std::string>& headers = {}) const;
 
   // Sends a request and delivers the body of a 2xx response as it arrives:
   // `on_connected` is called once, when the response headers have arrived
@@ -70,11 +74,12 @@ class HttpClient {
   // status, the status StatusForHttpError gives, with the response body in
   // the message (on_connected is not called then). With `end_is_ok`, the
   // server ending the body is OK too (a response that is long, not endless).
-  // The callbacks run on the calling thread.
+  // The callbacks run on the calling thread. `headers` as for Request.
   Status Stream(const std::string& method, const std::string& path_and_query,
                 const std::string& body, const std::function<void()>& on_connected,
                 const std::function<bool(std::string_view chunk)>& on_chunk,
-                const std::atomic<bool>& stop, bool end_is_ok = false) const;
+                const std::atomic<bool>& stop, bool end_is_ok = false,
+                const std::vector<std::string>& headers = {}) const;
 
  private:
   HttpClient(bool unix_socket, std::string target, std::string description);

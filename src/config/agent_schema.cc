@@ -361,6 +361,14 @@ KeyTable<NodeConfig> NodeKeys() {
   }};
 }
 
+// container.kernel-gid: only with kernel-uid, which is read first.
+Check<int64_t> GidNeedsUid() {
+  return Rule<int64_t>("", [](const int64_t&, const Field&, const ConfigReader& reader) -> std::string {
+    if (reader.OutcomeOf("container.kernel-uid").node != nullptr) return "";
+    return "a group without a user; set kernel-uid too (the image's user keeps its own group)";
+  });
+}
+
 KeyTable<MountAllow> MountAllowKeys() {
   return {"container.mount-allow", "a mount-allow entry", {
     MemberKey("path", &MountAllow::path, PathType(),
@@ -451,6 +459,37 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "`mount-allow = [{ path = \"/srv/datasets\", mode = \"ro\" }, { path = \"/srv/shared\", mode = "
               "\"rw\" }]`. Without it, a request with `mounts` is refused (`403`).")
         .DefaultDoc("none: kernels may mount nothing of the host"),
+    MemberKey("kernel-uid", &ContainerConfig::kernel_uid, IntegerType(),
+              "The user id kernels' processes run as; their scratch directory belongs to it.",
+              {IntegerRange(0, 2'147'483'647)})
+        .DefaultDoc("the image's user"),
+    MemberKey("kernel-gid", &ContainerConfig::kernel_gid, IntegerType(),
+              "The group id kernels' processes run as; their scratch directory belongs to it. Needs `kernel-uid`.",
+              {IntegerRange(0, 2'147'483'647), GidNeedsUid()})
+        .DefaultDoc("`kernel-uid`'s number"),
+    MemberKey("allow-root", &ContainerConfig::allow_root, BoolType(),
+              "Whether a kernel may run as root: `false` refuses (`403`) a kernel whose user would be uid 0, "
+              "`kernel-uid = 0` or an image whose user is root (or unset). An image naming its user by a name "
+              "other than `root` is taken as not root."),
+    MemberKey("auto-pull", &ContainerConfig::auto_pull, EnumType({"digest", "tag", "none"}),
+              "When the agent pulls a kernel's image: `tag` when the node does not have it; `digest` also when "
+              "the registry says its tag now names another digest (a registry round trip at every create); "
+              "`none` never (the image must be on the node). A request may ask for a stricter policy "
+              "(`\"pull\": \"digest\"`), never a looser one."),
+    MemberKey("registry-auth-file", &ContainerConfig::registry_auth_file, PathType(),
+              "Registry credentials, in the format `docker login` writes (`{\"auths\": {\"host:port\": {\"auth\": "
+              "\"base64 of user:password\"}}}`); the agent sends a registry's entry with each pull from it. Read "
+              "at start and again on SIGHUP.")
+        .DefaultDoc("none: pulls carry no credentials"),
+    // Below a second a pull cannot even ask the registry; above a day it is a typo.
+    MemberKey("pull-timeout", &ContainerConfig::pull_timeout, DurationType(),
+              "The longest one pull may take; then it is abandoned and the creates waiting for it fail "
+              "(`504`).",
+              {DurationRange(milliseconds(1'000), milliseconds(24 * 3'600'000))}),
+    MemberKey("pull-stall-timeout", &ContainerConfig::pull_stall_timeout, DurationType(),
+              "The longest a pull may go without progress (no byte, layer or message from the engine) before it "
+              "is abandoned (`504`), as a stalled registry would leave it forever.",
+              {DurationRange(milliseconds(1'000), milliseconds(3'600'000))}),
   }};
 }
 

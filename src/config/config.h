@@ -85,6 +85,13 @@ struct ContainerConfig {
   // own hard limit (HostFacts::memlock_limit), as GPU and RDMA libraries pin memory.
   std::map<std::string, int64_t> ulimits;
   std::vector<MountAllow> mount_allow;  // empty: kernels may mount nothing of the host
+  std::optional<int64_t> kernel_uid;    // the user kernels' processes run as; unset: the image's user
+  std::optional<int64_t> kernel_gid;    // their group; unset: the number of kernel_uid (the image's, without it)
+  bool allow_root = false;              // whether a kernel may run as root (uid 0)
+  std::string auto_pull = "tag";        // digest | tag | none: when the agent pulls a kernel's image
+  std::string registry_auth_file;       // docker login's config.json with registry credentials; empty: none
+  std::chrono::milliseconds pull_timeout{30 * 60'000};    // the longest one pull may take
+  std::chrono::milliseconds pull_stall_timeout{60'000};  // the longest a pull may go without progress
 
   bool operator==(const ContainerConfig&) const = default;
 };

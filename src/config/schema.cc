@@ -132,6 +132,18 @@ ValueType<int64_t> IntegerType() {
   return type;
 }
 
+ValueType<bool> BoolType() {
+  ValueType<bool> type;
+  type.name = "boolean";
+  type.read = [](const Field& field, ConfigReader& reader) -> std::optional<bool> {
+    if (const auto* value = field.node->as_boolean()) return value->get();
+    reader.Report(field, "expected true or false, found " + TypeName(*field.node));
+    return std::nullopt;
+  };
+  type.text = [](const bool& value) { return std::string(value ? "true" : "false"); };
+  return type;
+}
+
 ValueType<uint64_t> SizeType() {
   ValueType<uint64_t> type;
   type.name = "size";

@@ -288,6 +288,8 @@ ValueType<std::string> PathType();
 // A string that is one of `choices`.
 ValueType<std::string> EnumType(std::vector<std::string> choices);
 ValueType<int64_t> IntegerType();
+// true or false.
+ValueType<bool> BoolType();
 // Bytes: a size string ("512m") or an integer.
 ValueType<uint64_t> SizeType();
 // A duration string ("10s"); a bare number is refused.

@@ -47,6 +47,7 @@ struct ContainerSpec {
   std::string image;
   std::vector<std::string> command;  // empty: the image's default
   std::vector<std::string> env;      // "KEY=value"
+  std::string user;                  // "uid:gid" the processes run as; empty: the image's user
   Labels labels;
   std::string cpuset_cpus;           // "0-3,8"; empty: no restriction
   int64_t cpu_quota_us = 0;          // with cpu_period_us; 0: none
@@ -74,6 +75,7 @@ struct ContainerInfo {
   std::string id;
   std::string name;      // without the leading "/"
   std::string image;
+  std::string image_id;  // "sha256:..." of the image it was made from; only List fills it
   Labels labels;
   std::string state;     // created | running | paused | restarting | removing | exited | dead
   bool running = false;
@@ -118,7 +120,24 @@ struct ContainerStats {
   uint64_t io_write_bytes = 0;      // the "write" entries summed
 };
 
-// Output of a finished exec.
+// An image the engine has.
+struct ImageInfo {
+  std::string id;                    // "sha256:..."
+  std::vector<std::string> tags;     // RepoTags: "name:tag"
+  std::vector<std::string> digests;  // RepoDigests: "name@sha256:..."
+  int64_t size_bytes = 0;
+  int64_t created_unix = 0;
+  std::string user;                  // Config.User ("", "1000", "work:work"); only InspectImage fills it
+};
+
+// One progress message of a pull, as the engine sends it.
+struct PullMessage {
+  std::string layer;   // the layer's id; empty for a message about the whole image
+  std::string status;  // "Pulling fs layer", "Downloading", "Pull complete", "Already exists", "Digest: ...", ...
+  uint64_t current = 0;  // progressDetail: bytes so far of this layer's step
+  uint64_t total = 0;    // and of all of it; 0: not known
+};
+
 // Output of a finished exec. Each stream keeps at most kMaxExecOutput bytes;
 // what came past that was read and dropped, and the flag says so.
 struct ExecResult {
@@ -175,6 +194,27 @@ class ContainerEngine {
   // takes about a second to answer: it samples twice). kNotFound when the
   // container is gone; kFailedPrecondition when it is not running.
   virtual Result<ContainerStats> Stats(const std::string& id) = 0;
+
+  // Pulls `image` ("name[:tag]" or "name@digest") from its registry,
+  // sending `registry_auth` (an X-Registry-Auth value; empty: none), and
+  // calls `on_message` for each progress message. Returns OK when the
+  // image is on the node, or when `stop` became true (the pull abandoned).
+  // Errors keep the engine's message: kNotFound (no such image or tag),
+  // kPermissionDenied (the registry refused the credentials or asked for
+  // some), kUnavailable (the registry or the engine cannot be reached),
+  // kInternal otherwise.
+  virtual Status Pull(const std::string& image, const std::string& registry_auth,
+                      const std::function<void(const PullMessage&)>& on_message, const std::atomic<bool>& stop) = 0;
+  // The digest ("sha256:...") that `image`'s tag names in its registry now;
+  // errors as Pull's.
+  virtual Result<std::string> RegistryDigest(const std::string& image, const std::string& registry_auth) = 0;
+  // kNotFound when the engine has no such image.
+  virtual Result<ImageInfo> InspectImage(const std::string& image) = 0;
+  // Every image of the engine (tagged or not), without `user`.
+  virtual Result<std::vector<ImageInfo>> ListImages() = 0;
+  // Removes the image `id` and its tags; kConflict while a container uses
+  // it; kNotFound when it is gone.
+  virtual Status RemoveImage(const std::string& id) = 0;
 
   // Creates the named volume with `labels`. Creating a volume that exists
   // is OK and changes nothing (the engine's rule): list it to see whose it is.

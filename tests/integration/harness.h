@@ -93,6 +93,10 @@ struct AgentOptions {
   std::string claims_dir;     // node.claims-dir; empty: one of the agent's own
   std::string ipc_dir;        // agent.ipc-base-path; empty: one of the agent's own
   int rpc_port = 0;           // the port of rpc-listen-addr (127.0.0.1); 0: picked at start
+  // [container] auto-pull and allow-root: tests run the root test image and
+  // never pull unless they say so (a pull would reach past the loopback).
+  std::string auto_pull = "none";
+  bool allow_root = true;
   std::string container_toml; // lines added to the [container] section verbatim
   std::string extra_toml;     // appended verbatim
   std::string docker_host;    // container.docker-host; empty: $DOCKER_HOST

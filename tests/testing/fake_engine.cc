@@ -24,7 +24,7 @@ std::string Rfc3339(int64_t clock_ns) {
 
 }  // namespace
 
-FakeEngine::FakeEngine() : images_{kDefaultImage} {}
+FakeEngine::FakeEngine() { images_[kDefaultImage] = ImageInfo{"sha256:default", {kDefaultImage}, {}, 1 << 20, 0, ""}; }
 
 // ------------------------------------------------------------ private helpers
 
@@ -126,6 +126,7 @@ Result<std::string> FakeEngine::Make(const ContainerSpec& spec) {
   c.info.id = id;
   c.info.name = spec.name;
   c.info.image = spec.image;
+  if (auto image = images_.find(spec.image); image != images_.end()) c.info.image_id = image->second.id;
   c.info.labels = spec.labels;
   c.info.state = "created";
   c.info.created_unix = UnixSeconds(clock_ns_);
@@ -345,10 +346,71 @@ Status FakeEngine::StreamEvents(const std::vector<std::string>& label_filters,
 
 // ---------------------------------------------------------------- test controls
 
-void FakeEngine::AddImage(const std::string& image) {
+void FakeEngine::AddImage(const std::string& image, const std::string& user) {
   MutexLock lock(mutex_);
-  images_.insert(image);
+  images_[image] = ImageInfo{"sha256:" + std::to_string(next_id_++), {image}, {}, 1 << 20, 0, user};
 }
+
+void FakeEngine::AddRemoteImage(const std::string& image, const std::string& digest) {
+  MutexLock lock(mutex_);
+  remote_images_[image] = digest;
+}
+
+Status FakeEngine::Pull(const std::string& image, const std::string&,
+                        const std::function<void(const PullMessage&)>& on_message, const std::atomic<bool>&) {
+  std::string digest;
+  {
+    MutexLock lock(mutex_);
+    if (Status s = Enter(Method::kPull); !s.ok()) return s;
+    auto it = remote_images_.find(image);
+    if (it == remote_images_.end()) return Status::NotFound("pulling " + image + ": manifest unknown");
+    digest = it->second;
+  }
+  on_message(PullMessage{"layer1", "Pulling fs layer", 0, 0});
+  on_message(PullMessage{"layer1", "Pull complete", 0, 0});
+  MutexLock lock(mutex_);
+  const std::string repository = image.substr(0, image.rfind(':'));
+  images_[image] = ImageInfo{"sha256:" + digest, {image}, {repository + "@" + digest}, 1 << 20, 0, ""};
+  return Status::Ok();
+}
+
+Result<std::string> FakeEngine::RegistryDigest(const std::string& image, const std::string&) {
+  MutexLock lock(mutex_);
+  if (Status s = Enter(Method::kPull); !s.ok()) return s;
+  auto it = remote_images_.find(image);
+  if (it == remote_images_.end()) return Status::NotFound("asking the registry for " + image + ": manifest unknown");
+  return it->second;
+}
+
+Result<ImageInfo> FakeEngine::InspectImage(const std::string& image) {
+  MutexLock lock(mutex_);
+  if (Status s = Enter(Method::kImages); !s.ok()) return s;
+  auto it = images_.find(image);
+  if (it == images_.end()) return Status::NotFound("No such image: " + image);
+  return it->second;
+}
+
+Result<std::vector<ImageInfo>> FakeEngine::ListImages() {
+  MutexLock lock(mutex_);
+  if (Status s = Enter(Method::kImages); !s.ok()) return s;
+  std::vector<ImageInfo> out;
+  for (const auto& [name, info] : images_) out.push_back(info);
+  return out;
+}
+
+Status FakeEngine::RemoveImage(const std::string& id) {
+  MutexLock lock(mutex_);
+  if (Status s = Enter(Method::kImages); !s.ok()) return s;
+  for (auto it = images_.begin(); it != images_.end(); ++it) {
+    if (it->second.id != id && it->first != id) continue;
+    for (const auto& [cid, c] : containers_)
+      if (c.spec.image == it->first) return Status::Conflict("image " + id + " is used by container " + cid);
+    images_.erase(it);
+    return Status::Ok();
+  }
+  return Status::NotFound("No such image: " + id);
+}
+
 
 void FakeEngine::HoldNext(Method method) {
   MutexLock lock(mutex_);

@@ -43,7 +43,7 @@ class FakeEngine : public ContainerEngine {
   // The ContainerEngine methods, for FailNext and CallCount.
   // kVolumes stands for the three volume calls.
   enum class Method { kVersion, kCreate, kStart, kStop, kKill, kRestart, kRemove, kInspect, kList, kExec, kLogs, kStats, kPing,
-                      kVolumes, kStreamEvents };
+                      kVolumes, kStreamEvents, kPull, kImages };
 
   // The image every test kernel uses; known from the start.
   static constexpr char kDefaultImage[] = "slotd-test/busybox:latest";
@@ -90,6 +90,18 @@ class FakeEngine : public ContainerEngine {
   Status CreateVolume(const std::string& name, const Labels& labels) override;
   Result<std::vector<VolumeInfo>> ListVolumes(const std::vector<std::string>& label_filters) override;
   Status RemoveVolume(const std::string& name) override;
+  // Copies an image AddRemoteImage made into the engine's images, sending
+  // "Pulling fs layer" and "Pull complete" for one layer; kNotFound for
+  // an image the registry does not have.
+  Status Pull(const std::string& image, const std::string& registry_auth,
+              const std::function<void(const PullMessage&)>& on_message, const std::atomic<bool>& stop) override;
+  // The digest AddRemoteImage gave; kNotFound for an unknown image.
+  Result<std::string> RegistryDigest(const std::string& image, const std::string& registry_auth) override;
+  // kPull counts these two; kImages the three below.
+  Result<ImageInfo> InspectImage(const std::string& image) override;
+  Result<std::vector<ImageInfo>> ListImages() override;
+  // kConflict while a container was created from it.
+  Status RemoveImage(const std::string& id) override;
   // Calls on_connected, then on_event (in this thread, without the fake's
   // lock held) for each event emitted from then on whose container matches
   // `label_filters`, until `stop` is set (checked at least every 10 ms);
@@ -100,8 +112,10 @@ class FakeEngine : public ContainerEngine {
 
   // ---- Test controls. None of them counts as a call.
 
-  // Makes `image` known to Create.
-  void AddImage(const std::string& image);
+  // Makes `image` known to Create, running as `user` (Config.User).
+  void AddImage(const std::string& image, const std::string& user = "");
+  // Puts `image` in the registry that Pull and RegistryDigest ask, with `digest`.
+  void AddRemoteImage(const std::string& image, const std::string& digest);
 
   // Makes the next call of `method` fail with `status` (which must not be OK)
   // without any effect. Several calls queue up, one failure per call.
@@ -204,7 +218,8 @@ class FakeEngine : public ContainerEngine {
 
   mutable Mutex mutex_;
   std::condition_variable events_cv_;            // signalled on every Emit
-  std::set<std::string> images_ GUARDED_BY(mutex_);
+  std::map<std::string, ImageInfo> images_ GUARDED_BY(mutex_);  // by name as created from
+  std::map<std::string, std::string> remote_images_ GUARDED_BY(mutex_);  // name -> digest
   std::map<std::string, Container> containers_ GUARDED_BY(mutex_);  // id -> container, in creation order
   std::map<std::string, std::string> names_ GUARDED_BY(mutex_);  // name -> id
   std::map<std::string, Labels> volumes_ GUARDED_BY(mutex_);  // name -> labels

@@ -133,6 +133,7 @@ class AgentTest : public ::testing::Test {
   Config ConfigWithScratch() const {
     Config config = TestConfig();
     config.container.scratch_root = scratch_.root();
+    config.container.allow_root = true;  // the fake's images run as root, as the test image does
     return config;
   }
 

@@ -65,7 +65,7 @@ std::vector<Clash> ScratchClashes(const std::string& scratch) {
 TEST(Claims, AScratchRootClashesWithAnyOtherAgentsPathItMeets) {
   EXPECT_TRUE(ScratchClashes("/scratch/a").empty());
   EXPECT_TRUE(ScratchClashes("/b/varnish").empty());  // a neighbour by name only
-  for (const std::string& meets : {"/b/var/scratch", "/b/var", "/b", "/", "/b/run/x", "/b/var/"}) {
+  for (const char* meets : {"/b/var/scratch", "/b/var", "/b", "/", "/b/run/x", "/b/var/"}) {
     SCOPED_TRACE(meets);
     const std::vector<Clash> clashes = ScratchClashes(meets);
     ASSERT_FALSE(clashes.empty());

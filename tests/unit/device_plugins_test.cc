@@ -683,6 +683,7 @@ class PlacementTest : public FakeGpuTest {
   Config config_ = [this] {
     Config config = PlacementConfig();
     config.container.scratch_root = scratch_.root();
+    config.container.allow_root = true;  // the fake's images run as root, as the test image does
     return config;
   }();
   std::unique_ptr<Agent> agent_ = NewAgent();

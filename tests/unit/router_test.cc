@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "api/responses.h"
+#include "common/base64.h"
 
 namespace slotd {
 namespace {

@@ -44,6 +44,7 @@ class WatcherTest : public ::testing::Test {
   Config config_ = [this] {
     Config config = TestConfig();
     config.container.scratch_root = scratch_.root();
+    config.container.allow_root = true;  // the fake's images run as root, as the test image does
     return config;
   }();
   std::unique_ptr<Agent> agent_ = NewAgent();

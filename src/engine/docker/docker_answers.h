@@ -33,4 +33,23 @@ Result<ContainerStats> ParseContainerStats(const std::string& body, const std::s
 // not a JSON object.
 std::optional<EngineEvent> ParseEngineEvent(std::string_view line);
 
+// GET /images/json: one ImageInfo per element. kInternal, prefixed with
+// `what`, when `body` is not JSON or not an array.
+Result<std::vector<ImageInfo>> ParseImageList(const std::string& body, const std::string& what);
+
+// GET /images/{name}/json. kInternal, prefixed with `what`, when `body` is not JSON.
+Result<ImageInfo> ParseImageInspect(const std::string& body, const std::string& what);
+
+// One line of POST /images/create's progress stream: the message, or the
+// error the line reports ({"error": ...}) as PullError(0, ...) classifies it.
+// Nothing when the line is not a JSON object.
+std::optional<Result<PullMessage>> ParsePullLine(std::string_view line);
+
+// What a failed pull or registry lookup means, from the engine's HTTP status
+// (0 for an error inside a 200 stream) and its message: kNotFound (404, or
+// "manifest unknown" / "not found"), kPermissionDenied (the registry wants
+// or refused credentials), kUnavailable (it cannot be reached), kInternal
+// otherwise. The message is kept.
+Status PullError(long http_status, const std::string& message);
+
 }  // namespace slotd

@@ -1,6 +1,7 @@
 #include "engine/docker/docker_engine.h"
 
 #include "engine/docker/docker_answers.h"
+#include "engine/image_ref.h"
 
 #include <spdlog/spdlog.h>
 
@@ -115,6 +116,22 @@ std::string StripSlash(std::string name) {
   return name;
 }
 
+// An image name as a path: each segment escaped, its "/"s kept (the
+// engine's routes take them).
+std::string EscapedImageName(const std::string& image) {
+  std::string path;
+  size_t start = 0;
+  while (true) {
+    const size_t slash = image.find('/', start);
+    path += UrlEncode(image.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) return path;
+    path += '/';
+    start = slash + 1;
+  }
+}
+
+std::string ImagePath(const std::string& image) { return std::string(kApi) + "/images/" + EscapedImageName(image); }
+
 std::string ContainerPath(const std::string& id) {
   return std::string(kApi) + "/containers/" + UrlEncode(id);
 }
@@ -203,6 +220,7 @@ Result<std::vector<ContainerInfo>> ParseContainerList(const std::string& body, c
     const auto names = StringListField(c, "Names");
     if (!names.empty()) info.name = StripSlash(names.front());
     info.image = StringField(c, "Image");
+    info.image_id = StringField(c, "ImageID");
     info.labels = StringMapField(c, "Labels");
     info.state = StringField(c, "State");
     info.running = info.state == "running";
@@ -285,7 +303,96 @@ std::optional<EngineEvent> ParseEngineEvent(std::string_view line) {
   return event;
 }
 
+Result<std::vector<ImageInfo>> ParseImageList(const std::string& body, const std::string& what) {
+  auto parsed = ParseJson(body, what);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->is_array()) return Status::Internal(what + ": the engine sent no array: " + body.substr(0, 200));
+  std::vector<ImageInfo> out;
+  for (const json& i : *parsed) {
+    ImageInfo info;
+    info.id = StringField(i, "Id");
+    for (std::string& tag : StringListField(i, "RepoTags"))
+      if (tag != "<none>:<none>") info.tags.push_back(std::move(tag));
+    for (std::string& digest : StringListField(i, "RepoDigests"))
+      if (digest != "<none>@<none>") info.digests.push_back(std::move(digest));
+    info.size_bytes = IntField(i, "Size");
+    info.created_unix = IntField(i, "Created");
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+Result<ImageInfo> ParseImageInspect(const std::string& body, const std::string& what) {
+  auto parsed = ParseJson(body, what);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
+  ImageInfo info;
+  info.id = StringField(j, "Id");
+  info.tags = StringListField(j, "RepoTags");
+  info.digests = StringListField(j, "RepoDigests");
+  info.size_bytes = IntField(j, "Size");
+  info.created_unix = ParseRfc3339(StringField(j, "Created"));
+  info.user = StringField(ObjectField(j, "Config"), "User");
+  return info;
+}
+
+std::optional<Result<PullMessage>> ParsePullLine(std::string_view line) {
+  const json j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  if (Field(j, "error") != nullptr || Field(j, "errorDetail") != nullptr) {
+    std::string message = StringField(ObjectField(j, "errorDetail"), "message");
+    if (message.empty()) message = StringField(j, "error");
+    return Result<PullMessage>(PullError(0, message));
+  }
+  PullMessage message;
+  message.layer = StringField(j, "id");
+  message.status = StringField(j, "status");
+  const json& detail = ObjectField(j, "progressDetail");
+  message.current = CountField(detail, "current");
+  message.total = CountField(detail, "total");
+  return Result<PullMessage>(std::move(message));
+}
+
+Status PullError(long http_status, const std::string& message) {
+  auto says = [&](std::initializer_list<const char*> words) {
+    return std::any_of(words.begin(), words.end(), [&](const char* w) { return message.find(w) != std::string::npos; });
+  };
+  if (http_status == 404 || says({"manifest unknown", "not found", "does not exist", "name unknown"}))
+    return Status::NotFound(message);
+  if (says({"unauthorized", "authentication required", "no basic auth credentials", "denied", "forbidden"}))
+    return Status::PermissionDenied(message);
+  if (says({"connection refused", "dial tcp", "no such host", "i/o timeout", "connection reset", "EOF",
+            "server misbehaving", "network is unreachable"}))
+    return Status::Unavailable(message);
+  return Status::Internal(message);
+}
+
 namespace {
+
+// Splits a stream of newline-ended JSON lines (events, pull progress) as its
+// pieces arrive, bounding the line it holds.
+class LineSplitter {
+ public:
+  // A line past this bound is no message, and would otherwise be held for
+  // as long as the engine keeps sending it.
+  static constexpr size_t kMaxLine = 1u << 20;
+
+  // Calls `on_line` for each complete, non-blank line (without its newline).
+  // False when the line being held grew past kMaxLine.
+  bool Feed(std::string_view chunk, const std::function<void(std::string_view)>& on_line) {
+    pending_.append(chunk);
+    size_t start = 0;
+    for (size_t nl; (nl = pending_.find('\n', start)) != std::string::npos; start = nl + 1) {
+      const std::string_view line(pending_.data() + start, nl - start);
+      if (line.find_first_not_of(" \r\t") != std::string_view::npos) on_line(line);
+    }
+    pending_.erase(0, start);
+    return pending_.size() <= kMaxLine;
+  }
+
+ private:
+  std::string pending_;  // a line not yet complete
+};
 
 // The engine's error for a non-2xx `response` to the operation `what`,
 // keeping the engine's own message.
@@ -306,8 +413,9 @@ Result<HttpResponse> Call(const HttpClient& http, const std::string& what,
                           const std::string& method, const std::string& path,
                           const std::string& body = "",
                           std::chrono::milliseconds timeout = kCallTimeout,
-                          std::initializer_list<long> also_ok = {}) {
-  auto response = http.Request(method, path, body, timeout);
+                          std::initializer_list<long> also_ok = {},
+                          const std::vector<std::string>& headers = {}) {
+  auto response = http.Request(method, path, body, timeout, headers);
   if (!response.ok()) return response.status().WithPrefix(what);
   const long status = response->status;
   if (status >= 200 && status < 300) return response;
@@ -366,6 +474,7 @@ Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
     host["MemorySwap"] = spec.memory_bytes;
   }
   json config = {{"Image", spec.image}, {"Env", spec.env}, {"Labels", spec.labels}};
+  if (!spec.user.empty()) config["User"] = spec.user;
   if (!spec.command.empty()) config["Cmd"] = spec.command;
   if (!spec.ports.empty()) {
     json exposed = json::object();
@@ -613,34 +722,116 @@ Status DockerEngine::StreamEvents(const std::vector<std::string>& label_filters,
                                   const std::atomic<bool>& stop) {
   const std::string path = std::string(kApi) + "/events?filters=" +
                            LabelFilters(label_filters, {{"type", json::array({"container"})}});
-  // An event is a few KiB; a line past this bound is not an event, and
-  // would otherwise be buffered for as long as the engine keeps sending it.
-  constexpr size_t kMaxEventLine = 1u << 20;
-  std::string pending;  // an event line not yet complete
+  LineSplitter lines;
   bool overlong = false;
   auto on_chunk = [&](std::string_view chunk) {
-    pending.append(chunk);
-    size_t start = 0;
-    for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-      const std::string_view line(pending.data() + start, nl - start);
-      if (line.find_first_not_of(" \r\t") == std::string_view::npos) continue;
+    overlong = !lines.Feed(chunk, [&](std::string_view line) {
       std::optional<EngineEvent> event = ParseEngineEvent(line);
       if (!event) {
         spdlog::warn("Docker event stream on {}: skipping a malformed event: {}", http_.Describe(),
                      std::string(line.substr(0, 200)));
-        continue;
+        return;
       }
       on_event(*event);
-    }
-    pending.erase(0, start);
-    overlong = pending.size() > kMaxEventLine;
+    });
     return !overlong;
   };
   Status streamed = http_.Stream("GET", path, "", on_connected, on_chunk, stop);
   if (overlong)
     return Status::Unavailable("Docker event stream on " + http_.Describe() + ": a line of over " +
-                               std::to_string(kMaxEventLine) + " bytes without a line break; reconnecting");
+                               std::to_string(LineSplitter::kMaxLine) + " bytes without a line break; reconnecting");
   return streamed.WithPrefix("Docker event stream");
+}
+
+namespace {
+
+// The X-Registry-Auth header for `registry_auth`; none when it is empty.
+std::vector<std::string> AuthHeader(const std::string& registry_auth) {
+  if (registry_auth.empty()) return {};
+  return {"X-Registry-Auth: " + registry_auth};
+}
+
+}  // namespace
+
+Status DockerEngine::Pull(const std::string& image, const std::string& registry_auth,
+                          const std::function<void(const PullMessage&)>& on_message, const std::atomic<bool>& stop) {
+  const std::string what = "pulling " + image;
+  const ImageRef ref = ParseImageRef(image);
+  // fromImage with an empty tag would pull every tag of the repository.
+  const std::string path = std::string(kApi) + "/images/create?fromImage=" + UrlEncode(ref.repository) +
+                           "&tag=" + UrlEncode(ref.digest.empty() ? ref.tag : ref.digest);
+  LineSplitter lines;
+  bool overlong = false;
+  Status failed;  // the error a line of the stream reported
+  auto on_chunk = [&](std::string_view chunk) {
+    overlong = !lines.Feed(chunk, [&](std::string_view line) {
+      std::optional<Result<PullMessage>> message = ParsePullLine(line);
+      if (!message) return;
+      if (!message->ok()) {
+        if (failed.ok()) failed = message->status();
+        return;
+      }
+      on_message(**message);
+    });
+    return !overlong;
+  };
+  Status streamed = http_.Stream("POST", path, "", nullptr, on_chunk, stop, /*end_is_ok=*/true, AuthHeader(registry_auth));
+  if (stop) return Status::Ok();
+  if (overlong)
+    return Status::Internal(what + ": the engine sent a line of over " + std::to_string(LineSplitter::kMaxLine) +
+                            " bytes");
+  if (!failed.ok()) return failed.WithPrefix(what);
+  if (!streamed.ok()) {
+    // The engine's refusal before any progress: its JSON message, classified.
+    const std::string text = streamed.message();
+    const size_t brace = text.find('{');
+    std::string message = text;
+    if (brace != std::string::npos) {
+      const json j = json::parse(text.substr(brace), nullptr, false);
+      if (!j.is_discarded() && !StringField(j, "message").empty()) message = StringField(j, "message");
+    }
+    if (streamed.code() == Status::Code::kUnavailable && text.find("HTTP ") == std::string::npos)
+      return streamed.WithPrefix(what);  // the engine itself could not be reached
+    const long http_status = streamed.code() == Status::Code::kNotFound ? 404 : 500;
+    return PullError(http_status, message).WithPrefix(what);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> DockerEngine::RegistryDigest(const std::string& image, const std::string& registry_auth) {
+  const std::string what = "asking the registry for " + image;
+  auto response = http_.Request("GET", std::string(kApi) + "/distribution/" + EscapedImageName(image) + "/json", "", kCallTimeout,
+                                AuthHeader(registry_auth));
+  if (!response.ok()) return response.status().WithPrefix(what);
+  std::string message;
+  const json j = json::parse(response->body, nullptr, false);
+  if (response->status >= 200 && response->status < 300) {
+    const std::string digest = StringField(ObjectField(j, "Descriptor"), "digest");
+    if (digest.empty()) return Status::Internal(what + ": the engine's answer has no digest: " + response->body.substr(0, 200));
+    return digest;
+  }
+  if (!j.is_discarded()) message = StringField(j, "message");
+  if (message.empty()) message = response->body.substr(0, 500);
+  return PullError(response->status, message).WithPrefix(what);
+}
+
+Result<ImageInfo> DockerEngine::InspectImage(const std::string& image) {
+  const std::string what = "inspecting image " + image;
+  auto response = Call(http_, what, "GET", ImagePath(image) + "/json");
+  if (!response.ok()) return response.status();
+  return ParseImageInspect(response->body, what);
+}
+
+Result<std::vector<ImageInfo>> DockerEngine::ListImages() {
+  const std::string what = "listing images";
+  auto response = Call(http_, what, "GET", std::string(kApi) + "/images/json");
+  if (!response.ok()) return response.status();
+  return ParseImageList(response->body, what);
+}
+
+Status DockerEngine::RemoveImage(const std::string& id) {
+  auto response = Call(http_, "removing image " + id, "DELETE", ImagePath(id));
+  return response.status();
 }
 
 }  // namespace slotd

@@ -54,6 +54,16 @@ class DockerEngine : public ContainerEngine {
                           std::chrono::seconds timeout) override;
   Status StreamLogs(const std::string& id, int tail, bool follow, const std::function<void()>& on_started,
                     const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>& stop) override;
+  // POST /images/create with the progress stream read line by line; an
+  // error line in the stream fails the pull with the engine's message.
+  Status Pull(const std::string& image, const std::string& registry_auth,
+              const std::function<void(const PullMessage&)>& on_message, const std::atomic<bool>& stop) override;
+  // GET /distribution/{name}/json: the engine asks the registry.
+  Result<std::string> RegistryDigest(const std::string& image, const std::string& registry_auth) override;
+  Result<ImageInfo> InspectImage(const std::string& image) override;
+  Result<std::vector<ImageInfo>> ListImages() override;
+  // Without force: an image a container uses is kConflict.
+  Status RemoveImage(const std::string& id) override;
   Status CreateVolume(const std::string& name, const Labels& labels) override;
   Result<std::vector<VolumeInfo>> ListVolumes(const std::vector<std::string>& label_filters) override;
   Status RemoveVolume(const std::string& name) override;

@@ -1,0 +1,247 @@
+#include "agent/image_puller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <ctime>
+#include <thread>
+
+#include "common/units.h"
+#include "engine/image_ref.h"
+
+namespace slotd {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+using nlohmann::json;
+
+// Progress events of one pull are published at most this often.
+constexpr std::chrono::milliseconds kEventEvery{250};
+
+}  // namespace
+
+void PullTally::Add(const PullMessage& message) {
+  if (message.layer.empty()) return;
+  // Messages of the whole image ("Pulling from x", "Digest: ...") carry the
+  // tag as their id; a layer's first word is one of these.
+  const std::string& status = message.status;
+  const bool layer_status = status == "Pulling fs layer" || status == "Waiting" || status == "Downloading" ||
+                            status == "Verifying Checksum" || status == "Download complete" ||
+                            status == "Extracting" || status == "Pull complete" || status == "Already exists";
+  if (!layer_status) return;
+  Layer& layer = layers_[message.layer];
+  if (status == "Downloading") {
+    if (message.total > 0) layer.size = message.total;
+    layer.downloaded = std::min(message.current, layer.size ? layer.size : message.current);
+  } else if (status == "Verifying Checksum" || status == "Download complete" || status == "Extracting") {
+    layer.downloaded = layer.size;
+  } else if (status == "Pull complete" || status == "Already exists") {
+    layer.downloaded = layer.size;
+    layer.complete = true;
+  }
+}
+
+PullProgress PullTally::Now() const {
+  PullProgress progress;
+  for (const auto& [id, layer] : layers_) {
+    ++progress.layers;
+    if (layer.complete) ++progress.layers_done;
+    progress.bytes_done += layer.downloaded;
+    progress.bytes_total += layer.size;
+  }
+  return progress;
+}
+
+ImagePuller::ImagePuller(ContainerEngine& engine, EventHub& hub, std::string agent_id, Limits limits,
+                         RegistryCredentials credentials)
+    : engine_(engine), hub_(hub), agent_id_(std::move(agent_id)), limits_(limits),
+      credentials_(std::move(credentials)) {}
+
+void ImagePuller::SetCredentials(RegistryCredentials credentials) {
+  MutexLock lock(mutex_);
+  credentials_ = std::move(credentials);
+}
+
+Status ImagePuller::Ensure(const std::string& image, PullPolicy policy) {
+  const ImageRef ref = ParseImageRef(image);
+  if (policy == PullPolicy::kNone) return Status::Ok();
+  if (policy == PullPolicy::kDigest && ref.digest.empty()) {
+    std::string auth;
+    bool has_credentials = false;
+    {
+      MutexLock lock(mutex_);
+      auth = credentials_.AuthFor(image);
+      has_credentials = credentials_.Has(ref.registry);
+    }
+    Result<std::string> wanted = engine_.RegistryDigest(image, auth);
+    if (!wanted.ok()) return Explain(wanted.status(), image, has_credentials);
+    Result<ImageInfo> local = engine_.InspectImage(image);
+    if (local.ok() && std::any_of(local->digests.begin(), local->digests.end(), [&](const std::string& d) {
+          return d.size() > wanted->size() && d.compare(d.size() - wanted->size(), wanted->size(), *wanted) == 0 &&
+                 d[d.size() - wanted->size() - 1] == '@';
+        }))
+      return Status::Ok();
+    if (!local.ok() && local.status().code() != Status::Code::kNotFound) return local.status();
+    return SharedPull(image);
+  }
+  Result<ImageInfo> local = engine_.InspectImage(image);
+  if (local.ok()) return Status::Ok();
+  if (local.status().code() != Status::Code::kNotFound) return local.status();
+  return SharedPull(image);
+}
+
+Status ImagePuller::Pull(const std::string& image) { return SharedPull(image); }
+
+Status ImagePuller::SharedPull(const std::string& image) {
+  const std::string key = ParseImageRef(image).Canonical();
+  std::shared_ptr<InFlight> pull;
+  std::string auth;
+  bool has_credentials = false;
+  {
+    MutexLock lock(mutex_);
+    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
+      std::shared_ptr<InFlight> shared = it->second;
+      pull_done_.wait(lock.native(), [&] { return shared->done; });
+      return shared->outcome;
+    }
+    pull = std::make_shared<InFlight>();
+    in_flight_[key] = pull;
+    auth = credentials_.AuthFor(image);
+    has_credentials = credentials_.Has(ParseImageRef(image).registry);
+  }
+  Status outcome = RunPull(image, auth, has_credentials);
+  MutexLock lock(mutex_);
+  pull->outcome = outcome;
+  pull->done = true;
+  in_flight_.erase(key);
+  pull_done_.notify_all();
+  return outcome;
+}
+
+Status ImagePuller::RunPull(const std::string& image, const std::string& auth, bool has_credentials) {
+  // What the engine's thread and this one share.
+  struct Watch {
+    Mutex mutex;
+    std::condition_variable changed;
+    SteadyClock::time_point last_progress GUARDED_BY(mutex);
+    SteadyClock::time_point last_event GUARDED_BY(mutex);
+    PullTally tally GUARDED_BY(mutex);
+    bool finished GUARDED_BY(mutex) = false;
+    Status result GUARDED_BY(mutex);
+  };
+  auto watch = std::make_shared<Watch>();
+  const SteadyClock::time_point started = SteadyClock::now();
+  {
+    MutexLock lock(watch->mutex);
+    watch->last_progress = started;
+    watch->last_event = started - kEventEvery;
+  }
+  spdlog::info("pulling image {}", image);
+  Publish(image, "pulling", PullProgress{});
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  std::thread worker([this, watch, stop, image, auth] {
+    auto on_message = [&](const PullMessage& message) {
+      std::optional<PullProgress> to_publish;
+      {
+        MutexLock lock(watch->mutex);
+        watch->tally.Add(message);
+        const SteadyClock::time_point now = SteadyClock::now();
+        watch->last_progress = now;
+        if (now - watch->last_event >= kEventEvery) {
+          watch->last_event = now;
+          to_publish = watch->tally.Now();
+        }
+      }
+      if (to_publish) Publish(image, "pulling", *to_publish);
+    };
+    Status result = engine_.Pull(image, auth, on_message, *stop);
+    MutexLock lock(watch->mutex);
+    watch->result = result;
+    watch->finished = true;
+    watch->changed.notify_all();
+  });
+
+  Status outcome;
+  {
+    MutexLock lock(watch->mutex);
+    while (!watch->finished) {
+      const SteadyClock::time_point total_end = started + limits_.total;
+      const SteadyClock::time_point stall_end = watch->last_progress + limits_.stall;
+      const SteadyClock::time_point now = SteadyClock::now();
+      if (now >= total_end) {
+        outcome = Status::DeadlineExceeded("pulling " + image + " took longer than [container] pull-timeout (" +
+                                           FormatDuration(limits_.total) +
+                                           "); it was abandoned. Raise pull-timeout for images this large, or "
+                                           "pull the image ahead with slotctl pull");
+        break;
+      }
+      if (now >= stall_end) {
+        outcome = Status::DeadlineExceeded(
+            "pulling " + image + " made no progress for " + FormatDuration(limits_.stall) +
+            " ([container] pull-stall-timeout); it was abandoned. The registry " + ParseImageRef(image).registry +
+            " may be stalled or overloaded; check it and retry");
+        break;
+      }
+      watch->changed.wait_until(lock.native(), std::min(total_end, stall_end));
+    }
+    if (watch->finished) outcome = watch->result.ok() ? Status::Ok() : Explain(watch->result, image, has_credentials);
+  }
+  stop->store(true);
+  worker.join();
+
+  PullProgress final_progress;
+  {
+    MutexLock lock(watch->mutex);
+    final_progress = watch->tally.Now();
+  }
+  if (outcome.ok()) {
+    spdlog::info("pulled image {} ({} layers, {} bytes)", image, final_progress.layers, final_progress.bytes_total);
+    Publish(image, "done", final_progress);
+  } else {
+    spdlog::warn("{}", outcome.message());
+    Publish(image, "failed", final_progress, outcome.message());
+  }
+  return outcome;
+}
+
+void ImagePuller::Publish(const std::string& image, const char* state, const PullProgress& progress,
+                          const std::string& error) {
+  json event = {{"type", "image_pull"},
+                {"agent_id", agent_id_},
+                {"image", image},
+                {"state", state},
+                {"layers", progress.layers},
+                {"layers_done", progress.layers_done},
+                {"bytes_done", progress.bytes_done},
+                {"bytes_total", progress.bytes_total},
+                {"time", static_cast<int64_t>(std::time(nullptr))}};
+  if (!error.empty()) event["error"] = error;
+  hub_.Publish(event);
+}
+
+Status ImagePuller::Explain(const Status& error, const std::string& image, bool has_credentials) const {
+  const std::string registry = ParseImageRef(image).registry;
+  switch (error.code()) {
+    case Status::Code::kNotFound:
+      return Status::NotFound("image " + image + " is not in registry " + registry + " (" + error.message() +
+                              "); check its name and tag, or push it there");
+    case Status::Code::kPermissionDenied:
+      if (!has_credentials)
+        return Status::PermissionDenied("registry " + registry + " wants credentials to pull " + image + " (" +
+                                        error.message() + "), and [container] registry-auth-file has none for it; "
+                                        "add them (docker login " + registry + " writes the file) and send the "
+                                        "agent SIGHUP");
+      return Status::PermissionDenied("registry " + registry + " refused the credentials for " + registry +
+                                      " in [container] registry-auth-file when pulling " + image + " (" +
+                                      error.message() + "); fix them (docker login " + registry +
+                                      ") and send the agent SIGHUP");
+    case Status::Code::kUnavailable:
+      return Status::Unavailable("registry " + registry + " cannot be reached to pull " + image + " (" +
+                                 error.message() + "); check that it is up and that this node's engine can reach it");
+    default:
+      return error;
+  }
+}
+
+}  // namespace slotd

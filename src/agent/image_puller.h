@@ -1,0 +1,110 @@
+// ImagePuller: brings kernels' images onto the node from their registries,
+// as [container] auto-pull (or a stricter request) asks. One pull per image
+// at a time: every create that needs an image being pulled waits for that
+// pull and shares its outcome. A pull has a total deadline and a
+// no-progress deadline; past either it is abandoned. Progress goes to the
+// event stream as image_pull events.
+//
+// Thread-safety: every public method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "agent/event_hub.h"
+#include "agent/kernel.h"
+#include "agent/registry_auth.h"
+#include "common/mutex.h"
+#include "engine/container_engine.h"
+
+namespace slotd {
+
+// A pull's progress, summed over its layers.
+struct PullProgress {
+  int layers = 0;           // layers the engine has named so far
+  int layers_done = 0;      // of them, pulled and extracted, or already on the node
+  uint64_t bytes_done = 0;  // downloaded so far, over the layers whose size is known
+  uint64_t bytes_total = 0; // the sizes of the layers whose size is known
+
+  bool operator==(const PullProgress&) const = default;
+};
+
+// Sums the engine's progress messages of one pull into its PullProgress.
+class PullTally {
+ public:
+  void Add(const PullMessage& message);
+  PullProgress Now() const;
+
+ private:
+  struct Layer {
+    uint64_t downloaded = 0;
+    uint64_t size = 0;  // 0: not known yet
+    bool complete = false;
+  };
+  std::map<std::string, Layer> layers_;  // by layer id
+};
+
+class ImagePuller {
+ public:
+  struct Limits {
+    std::chrono::milliseconds total{30 * 60'000};  // [container] pull-timeout
+    std::chrono::milliseconds stall{60'000};       // [container] pull-stall-timeout
+  };
+
+  // `engine` and `hub` must outlive the puller; `agent_id` marks its events.
+  ImagePuller(ContainerEngine& engine, EventHub& hub, std::string agent_id, Limits limits,
+              RegistryCredentials credentials);
+
+  // Replaces the registry credentials (the file read again on SIGHUP); pulls
+  // under way keep the ones they started with.
+  void SetCredentials(RegistryCredentials credentials) EXCLUDES(mutex_);
+
+  // Makes sure `image` is on the node as `policy` asks, pulling it when it
+  // must; returns when it is there (OK) or cannot be. kNone checks nothing
+  // (the engine's create then says whether the image is there); an image
+  // named by digest never changes, so kDigest reads it as kTag. Errors name
+  // the image and its registry and say what to do: kNotFound (no such image
+  // or tag), kPermissionDenied (credentials missing or refused),
+  // kUnavailable (the registry cannot be reached), kDeadlineExceeded (the
+  // pull ran past pull-timeout or stalled past pull-stall-timeout).
+  Status Ensure(const std::string& image, PullPolicy policy) EXCLUDES(mutex_);
+
+  // Pulls `image` whether or not the node has it (slotctl pull), sharing a
+  // pull of it already under way; errors as Ensure's.
+  Status Pull(const std::string& image) EXCLUDES(mutex_);
+
+ private:
+  // One pull under way, shared by every caller that needs it.
+  struct InFlight {
+    bool done = false;
+    Status outcome;
+  };
+
+  // Pull, or waits for the pull of the same image under way.
+  Status SharedPull(const std::string& image) EXCLUDES(mutex_);
+  // Runs one pull through the engine under the two deadlines, publishing
+  // its progress; the error said for a user.
+  Status RunPull(const std::string& image, const std::string& auth, bool has_credentials);
+  // Publishes an image_pull event.
+  void Publish(const std::string& image, const char* state, const PullProgress& progress,
+               const std::string& error = "");
+  // An engine or registry error about `image`, said with what to do.
+  Status Explain(const Status& error, const std::string& image, bool has_credentials) const;
+
+  ContainerEngine& engine_;
+  EventHub& hub_;
+  const std::string agent_id_;
+  const Limits limits_;
+
+  Mutex mutex_;
+  std::condition_variable pull_done_;  // signalled when an InFlight is done
+  RegistryCredentials credentials_ GUARDED_BY(mutex_);
+  std::map<std::string, std::shared_ptr<InFlight>> in_flight_ GUARDED_BY(mutex_);  // by ImageRef::Canonical()
+};
+
+}  // namespace slotd

@@ -1,0 +1,103 @@
+#include "cli/pull_progress.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/units.h"
+
+namespace slotctl {
+namespace {
+
+using nlohmann::json;
+
+// Plain progress lines come at most this often.
+constexpr std::chrono::seconds kLineEvery{1};
+// The widest a bar is drawn.
+constexpr int kBarWidth = 30;
+// A line of the event stream longer than this is no event of ours.
+constexpr size_t kMaxLine = 1u << 20;
+
+// A whole number of a JSON event, 0 when absent or not one.
+uint64_t Count(const json& event, const char* key) {
+  auto it = event.find(key);
+  if (it == event.end() || !it->is_number_integer()) return 0;
+  return it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(std::max<int64_t>(0, it->get<int64_t>()));
+}
+
+// A string of a JSON event, "" when absent or not one.
+std::string Text(const json& event, const char* key) {
+  auto it = event.find(key);
+  return it != event.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+std::string FormatPullProgress(const std::string& image, const PullEvent& event, bool terminal) {
+  const std::string bytes = slotd::FormatSize(event.bytes_done) + " of " + slotd::FormatSize(event.bytes_total);
+  const std::string layers = std::to_string(event.layers_done) + "/" + std::to_string(event.layers) + " layers";
+  if (event.state == "done") return "pulled " + image + ": " + layers + ", " + slotd::FormatSize(event.bytes_total);
+  if (event.state == "failed") return "pulling " + image + " failed after " + layers + ", " + bytes;
+  if (!terminal) return "pulling " + image + ": " + layers + ", " + bytes;
+  const double fraction =
+      event.bytes_total ? std::min(1.0, static_cast<double>(event.bytes_done) / static_cast<double>(event.bytes_total))
+                        : 0.0;
+  const int filled = static_cast<int>(fraction * kBarWidth);
+  return "pulling " + image + " [" + std::string(filled, '#') + std::string(kBarWidth - filled, '-') + "] " +
+         std::to_string(static_cast<int>(fraction * 100)) + "% " + bytes + ", " + layers;
+}
+
+PullProgressWatch::PullProgressWatch(const AgentClient& agent, std::string image, bool enabled)
+    : image_(std::move(image)), terminal_(::isatty(STDERR_FILENO) == 1) {
+  if (!enabled) return;
+  follower_ = std::thread([this, &agent] {
+    auto on_connected = [this] {
+      std::lock_guard<std::mutex> lock(mutex_);
+      connected_ = true;
+      connected_cv_.notify_all();
+    };
+    agent.Stream("/v1/events", [this](std::string_view chunk) { return Take(chunk), true; }, &stop_, on_connected);
+    on_connected();  // failed or ended: nobody waits for it any more
+  });
+  std::unique_lock<std::mutex> lock(mutex_);
+  connected_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return connected_; });
+}
+
+PullProgressWatch::~PullProgressWatch() {
+  stop_ = true;
+  if (follower_.joinable()) follower_.join();
+  if (drawn_) std::cerr << "\n";
+}
+
+void PullProgressWatch::Take(std::string_view chunk) {
+  pending_.append(chunk);
+  size_t start = 0;
+  for (size_t nl; (nl = pending_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    const std::string_view line(pending_.data() + start, nl - start);
+    if (line.rfind("data: ", 0) != 0) continue;
+    const json event = json::parse(line.substr(6), nullptr, false);
+    if (!event.is_object() || Text(event, "type") != "image_pull" || Text(event, "image") != image_) continue;
+    Show({Text(event, "state"), static_cast<int>(Count(event, "layers")),
+          static_cast<int>(Count(event, "layers_done")), Count(event, "bytes_done"), Count(event, "bytes_total")});
+  }
+  pending_.erase(0, start);
+  if (pending_.size() > kMaxLine) pending_.clear();
+}
+
+void PullProgressWatch::Show(const PullEvent& event) {
+  const bool last = event.state != "pulling";
+  const std::string text = FormatPullProgress(image_, event, terminal_);
+  if (terminal_) {
+    std::cerr << "\r\033[K" << text << (last ? "\n" : "") << std::flush;
+    drawn_ = !last;
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!last && now - last_line_ < kLineEvery) return;
+  last_line_ = now;
+  std::cerr << text << "\n" << std::flush;
+}
+
+}  // namespace slotctl

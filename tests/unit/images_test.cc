@@ -1,0 +1,219 @@
+// Images from registries, without a registry: reference parsing, docker
+// login files, the engine's pull messages and errors, the progress tally,
+// and the puller's one-pull-per-image rule against the fake engine.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/image_puller.h"
+#include "agent/registry_auth.h"
+#include "common/base64.h"
+#include "engine/docker/docker_answers.h"
+#include "engine/image_ref.h"
+#include "testing/fake_engine.h"
+#include "testing/temp_tree.h"
+
+namespace slotd {
+namespace {
+
+using nlohmann::json;
+
+TEST(ImageRefTest, TheRegistryIsTheFirstComponentOnlyWhenItLooksLikeAHost) {
+  const ImageRef local = ParseImageRef("127.0.0.1:5000/team/torch:2.3");
+  EXPECT_EQ(local.registry, "127.0.0.1:5000");
+  EXPECT_EQ(local.repository, "127.0.0.1:5000/team/torch");
+  EXPECT_EQ(local.tag, "2.3");
+  EXPECT_EQ(local.Canonical(), "127.0.0.1:5000/team/torch:2.3");
+  EXPECT_EQ(ParseImageRef("localhost/x").registry, "localhost");
+  EXPECT_EQ(ParseImageRef("registry.example.com/x:1").registry, "registry.example.com");
+  EXPECT_EQ(ParseImageRef("team/torch").registry, "docker.io");
+  EXPECT_EQ(ParseImageRef("busybox").Canonical(), "busybox:latest");  // no tag: latest
+  const ImageRef pinned = ParseImageRef("127.0.0.1:5000/x@sha256:abc");
+  EXPECT_EQ(pinned.digest, "sha256:abc");
+  EXPECT_EQ(pinned.tag, "");
+  EXPECT_EQ(pinned.Canonical(), "127.0.0.1:5000/x@sha256:abc");
+  EXPECT_EQ(ParseImageRef("127.0.0.1:5000/x").tag, "latest");  // a port is no tag
+}
+
+TEST(Base64Test, DecodesWhatItEncodesInBothAlphabets) {
+  for (const std::string text : {"", "a", "ab", "abc", "user:p@ss\xff\xfe"}) {
+    EXPECT_EQ(DecodeBase64(Base64(text)), text);
+    EXPECT_EQ(DecodeBase64(Base64Url(text)), text);
+  }
+  EXPECT_EQ(DecodeBase64("not base64!"), std::nullopt);
+  EXPECT_EQ(DecodeBase64("a"), std::nullopt);
+}
+
+// The credentials the engine would receive for `image`, decoded.
+json SentFor(const RegistryCredentials& credentials, const std::string& image) {
+  const std::string header = credentials.AuthFor(image);
+  if (header.empty()) return nullptr;
+  return json::parse(*DecodeBase64(header));
+}
+
+TEST(RegistryCredentialsTest, ReadsDockerLoginFilesAndMatchesEachImagesRegistry) {
+  TempTree dir("registry-auth");
+  const std::string path = dir.root() + "/config.json";
+  dir.Write("config.json", json{{"auths", {
+      {"127.0.0.1:5000", {{"auth", Base64("alice:s3cret:with:colons")}}},
+      {"https://registry.example.com/v1/", {{"username", "bob"}, {"password", "pw"}}},
+      {"helper.example.com", json::object()},  // a credential helper's entry: nothing to send
+  }}}.dump());
+  Result<RegistryCredentials> credentials = RegistryCredentials::Load(path);
+  ASSERT_TRUE(credentials.ok()) << credentials.status().message();
+  EXPECT_EQ(SentFor(*credentials, "127.0.0.1:5000/team/torch:2.3"),
+            (json{{"username", "alice"}, {"password", "s3cret:with:colons"}, {"serveraddress", "127.0.0.1:5000"}}));
+  EXPECT_EQ(SentFor(*credentials, "registry.example.com/x")["username"], "bob");
+  EXPECT_EQ(SentFor(*credentials, "127.0.0.1:5001/team/torch"), nullptr);  // another registry
+  EXPECT_EQ(SentFor(*credentials, "helper.example.com/x"), nullptr);
+  EXPECT_TRUE(credentials->Has("127.0.0.1:5000"));
+  EXPECT_FALSE(credentials->Has("helper.example.com"));
+}
+
+TEST(RegistryCredentialsTest, AnUnreadableOrMalformedFileIsRefusedNamingIt) {
+  TempTree dir("registry-auth");
+  EXPECT_TRUE(RegistryCredentials::Load("").ok());  // no file: no credentials
+  struct Case {
+    std::string text;
+    std::string says;
+  };
+  for (const Case& c : {Case{"not json", "not a JSON object"}, Case{"{}", "has no \"auths\" object"},
+                        Case{R"({"auths": {"r:1": 5}})", "auths.\"r:1\" is not an object"},
+                        Case{R"({"auths": {"r:1": {"auth": "bm9jb2xvbg=="}}})", "auths.\"r:1\".auth is not base64"}}) {
+    const std::string path = dir.root() + "/bad.json";
+    dir.Write("bad.json", c.text);
+    Result<RegistryCredentials> loaded = RegistryCredentials::Load(path);
+    ASSERT_FALSE(loaded.ok()) << c.text;
+    EXPECT_NE(loaded.status().message().find("[container] registry-auth-file " + path), std::string::npos);
+    EXPECT_NE(loaded.status().message().find(c.says), std::string::npos) << loaded.status().message();
+  }
+  EXPECT_FALSE(RegistryCredentials::Load(dir.root() + "/missing.json").ok());
+}
+
+TEST(PullAnswersTest, ProgressLinesAndErrorLinesOfTheEngine) {
+  auto message = ParsePullLine(R"({"status":"Downloading","progressDetail":{"current":10,"total":40},"id":"abc"})");
+  ASSERT_TRUE(message && message->ok());
+  EXPECT_EQ((*message)->layer, "abc");
+  EXPECT_EQ((*message)->current, 10u);
+  EXPECT_EQ((*message)->total, 40u);
+  auto failed = ParsePullLine(R"({"errorDetail":{"message":"unauthorized: authentication required"},"error":"x"})");
+  ASSERT_TRUE(failed && !failed->ok());
+  EXPECT_EQ(failed->status().code(), Status::Code::kPermissionDenied);
+  EXPECT_EQ(ParsePullLine("not json"), std::nullopt);
+  EXPECT_EQ(ParsePullLine("[1]"), std::nullopt);
+  // Mistyped fields read as empty.
+  auto odd = ParsePullLine(R"({"status":5,"progressDetail":{"current":-3,"total":"x"},"id":[]})");
+  ASSERT_TRUE(odd && odd->ok());
+  EXPECT_EQ((*odd)->current, 0u);
+}
+
+TEST(PullAnswersTest, ErrorsAreClassifiedByWhatTheRegistrySaid) {
+  EXPECT_EQ(PullError(404, "anything").code(), Status::Code::kNotFound);
+  EXPECT_EQ(PullError(500, "manifest for x:1 not found: manifest unknown").code(), Status::Code::kNotFound);
+  EXPECT_EQ(PullError(500, "Head \"http://r/v2/x/manifests/1\": no basic auth credentials").code(),
+            Status::Code::kPermissionDenied);
+  EXPECT_EQ(PullError(0, "unauthorized: authentication required").code(), Status::Code::kPermissionDenied);
+  EXPECT_EQ(PullError(500, "Get \"http://127.0.0.1:1/v2/\": dial tcp 127.0.0.1:1: connect: connection refused").code(),
+            Status::Code::kUnavailable);
+  EXPECT_EQ(PullError(500, "something else").code(), Status::Code::kInternal);
+  EXPECT_EQ(PullError(500, "something else").message(), "something else");
+}
+
+TEST(PullTallyTest, SumsLayersAndBytesAsTheyProgress) {
+  PullTally tally;
+  tally.Add({"tag", "Pulling from team/torch", 0, 0});  // about the image, no layer
+  tally.Add({"a", "Pulling fs layer", 0, 0});
+  tally.Add({"b", "Pulling fs layer", 0, 0});
+  tally.Add({"c", "Already exists", 0, 0});
+  EXPECT_EQ(tally.Now(), (PullProgress{3, 1, 0, 0}));
+  tally.Add({"a", "Downloading", 30, 100});
+  tally.Add({"b", "Downloading", 5, 50});
+  EXPECT_EQ(tally.Now(), (PullProgress{3, 1, 35, 150}));
+  tally.Add({"a", "Download complete", 0, 0});
+  tally.Add({"a", "Extracting", 10, 100});
+  EXPECT_EQ(tally.Now(), (PullProgress{3, 1, 105, 150}));
+  tally.Add({"a", "Pull complete", 0, 0});
+  tally.Add({"b", "Pull complete", 0, 0});
+  EXPECT_EQ(tally.Now(), (PullProgress{3, 3, 150, 150}));
+}
+
+class ImagePullerTest : public ::testing::Test {
+ protected:
+  ImagePuller Puller(ImagePuller::Limits limits = {}) {
+    return ImagePuller(engine_, hub_, "a1", limits, RegistryCredentials());
+  }
+  FakeEngine engine_;
+  EventHub hub_;
+};
+
+TEST_F(ImagePullerTest, TagPullsOnlyAMissingImageAndDigestPullsAMovedTag) {
+  ImagePuller puller = Puller();
+  engine_.AddRemoteImage("r:5000/x:1", "sha256:one");
+  EXPECT_TRUE(puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok());
+  EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kPull), 1);
+  EXPECT_TRUE(puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok());  // there now
+  EXPECT_TRUE(puller.Ensure("r:5000/x:1", PullPolicy::kDigest).ok());  // asks, same digest
+  EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kPull), 2);          // one pull, one question
+  engine_.AddRemoteImage("r:5000/x:1", "sha256:two");                 // the tag moved
+  EXPECT_TRUE(puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok());
+  EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kPull), 2);  // tag does not look
+  EXPECT_TRUE(puller.Ensure("r:5000/x:1", PullPolicy::kDigest).ok());
+  EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kPull), 4);  // a question and a pull
+  EXPECT_TRUE(puller.Ensure("r:5000/missing:1", PullPolicy::kNone).ok());  // none: the create will say
+  EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kPull), 4);
+}
+
+TEST_F(ImagePullerTest, ErrorsNameTheImageAndTheRegistryAndWhatToDo) {
+  ImagePuller puller = Puller();
+  Status missing = puller.Ensure("r:5000/missing:1", PullPolicy::kTag);
+  EXPECT_EQ(missing.code(), Status::Code::kNotFound);
+  EXPECT_NE(missing.message().find("image r:5000/missing:1 is not in registry r:5000"), std::string::npos)
+      << missing.message();
+  engine_.FailNext(FakeEngine::Method::kPull, Status::PermissionDenied("unauthorized: authentication required"));
+  Status refused = puller.Ensure("r:5000/private:1", PullPolicy::kTag);
+  EXPECT_EQ(refused.code(), Status::Code::kPermissionDenied);
+  EXPECT_NE(refused.message().find("registry r:5000 wants credentials"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("registry-auth-file has none for it"), std::string::npos) << refused.message();
+  engine_.FailNext(FakeEngine::Method::kPull, Status::Unavailable("dial tcp: connection refused"));
+  Status down = puller.Ensure("r:5000/x:1", PullPolicy::kDigest);
+  EXPECT_EQ(down.code(), Status::Code::kUnavailable);
+  EXPECT_NE(down.message().find("registry r:5000 cannot be reached"), std::string::npos) << down.message();
+}
+
+TEST_F(ImagePullerTest, ConcurrentEnsuresOfOneMissingImageShareOnePull) {
+  ImagePuller puller = Puller();
+  engine_.AddRemoteImage("r:5000/x:1", "sha256:one");
+  engine_.HoldNext(FakeEngine::Method::kPull);
+  std::vector<std::thread> creates;
+  std::atomic<int> ok{0};
+  creates.emplace_back([&] { ok += puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok(); });
+  ASSERT_TRUE(engine_.WaitUntilHeld(FakeEngine::Method::kPull));
+  for (int i = 0; i < 9; ++i) creates.emplace_back([&] { ok += puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let them find the pull under way
+  engine_.Release(FakeEngine::Method::kPull);
+  for (auto& t : creates) t.join();
+  EXPECT_EQ(ok, 10);
+  EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kPull), 1);
+}
+
+TEST_F(ImagePullerTest, APullReportsItsProgressAsImagePullEvents) {
+  ImagePuller puller = Puller();
+  engine_.AddRemoteImage("r:5000/x:1", "sha256:one");
+  auto events = hub_.Subscribe();
+  ASSERT_TRUE(puller.Pull("r:5000/x:1").ok());
+  std::vector<json> seen;
+  while (auto event = events->Next(std::chrono::milliseconds(100))) seen.push_back(*event);
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(seen.front()["type"], "image_pull");
+  EXPECT_EQ(seen.front()["state"], "pulling");
+  EXPECT_EQ(seen.back()["state"], "done");
+  EXPECT_EQ(seen.back()["image"], "r:5000/x:1");
+  EXPECT_EQ(seen.back()["layers_done"], 1);
+}
+
+}  // namespace
+}  // namespace slotd
