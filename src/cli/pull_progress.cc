@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -35,11 +36,22 @@ std::string Text(const json& event, const char* key) {
 
 }  // namespace
 
+std::string ReadableSize(uint64_t bytes) {
+  char text[32];
+  if (bytes < (1u << 10)) return std::to_string(bytes) + " B";
+  const double value = static_cast<double>(bytes);
+  if (bytes < (1u << 20)) std::snprintf(text, sizeof text, "%.1f KiB", value / (1u << 10));
+  else if (bytes < (1ull << 30)) std::snprintf(text, sizeof text, "%.1f MiB", value / (1u << 20));
+  else std::snprintf(text, sizeof text, "%.2f GiB", value / (1ull << 30));
+  return text;
+}
+
 std::string FormatPullProgress(const std::string& image, const PullEvent& event, bool terminal) {
-  const std::string bytes = slotd::FormatSize(event.bytes_done) + " of " + slotd::FormatSize(event.bytes_total);
+  const std::string bytes = ReadableSize(event.bytes_done) + " of " + ReadableSize(event.bytes_total);
   const std::string layers = std::to_string(event.layers_done) + "/" + std::to_string(event.layers) + " layers";
-  if (event.state == "done") return "pulled " + image + ": " + layers + ", " + slotd::FormatSize(event.bytes_total);
+  if (event.state == "done") return "pulled " + image + ": " + layers + ", " + ReadableSize(event.bytes_total);
   if (event.state == "failed") return "pulling " + image + " failed after " + layers + ", " + bytes;
+  if (event.layers == 0) return "pulling " + image + ": asking its registry";
   if (!terminal) return "pulling " + image + ": " + layers + ", " + bytes;
   const double fraction =
       event.bytes_total ? std::min(1.0, static_cast<double>(event.bytes_done) / static_cast<double>(event.bytes_total))

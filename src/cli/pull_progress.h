@@ -14,6 +14,9 @@
 
 namespace slotctl {
 
+// Bytes for people: "512 B", "3.4 MiB", "1.25 GiB".
+std::string ReadableSize(uint64_t bytes);
+
 // One image_pull event, as the progress shows it.
 struct PullEvent {
   std::string state;  // pulling | done | failed

@@ -238,7 +238,7 @@ int RunPull(const std::string& image, const Options& options, const AgentClient&
   if (!answer.ok()) return Report(answer.failure());
   if (options.json_output) return PrintJson(answer->body(), 2), 0;
   const AnswerField a = answer->Root();
-  const std::string line = image + " " + a["id"].Shown() + " " + slotd::FormatSize(a["size"].Count());
+  const std::string line = image + " " + a["id"].Shown() + " " + ReadableSize(a["size"].Count());
   if (!answer->problem().empty()) return ReportBadAnswer(*answer, agent);
   std::cout << line << "\n";
   return 0;
@@ -257,7 +257,7 @@ int RunImages(const Options& options, const AgentClient& agent) {
       for (const auto& kernel : i["kernels"].Elements()) kernels += (kernels.empty() ? "" : ",") + kernel.String();
       const std::string id = i["id"].String();
       rows.push_back({tags.empty() ? "<none>" : tags, id.substr(id.rfind(':') + 1, 12),
-                      slotd::FormatSize(i["size"].Count()), i["last_used"].raw().is_null() ? "-" : FormatTime(i["last_used"].Count()),
+                      ReadableSize(i["size"].Count()), i["last_used"].raw().is_null() ? "-" : FormatTime(i["last_used"].Count()),
                       kernels.empty() ? "-" : kernels});
     }
   }

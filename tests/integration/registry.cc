@@ -55,7 +55,7 @@ TestRegistry::TestRegistry(std::string user, std::string password)
     auth = "auth:\n  htpasswd:\n    realm: slotd-test\n    path: " + dir_.path() + "/htpasswd\n";
   }
   WriteFile(dir_.path() + "/config.yml", "version: 0.1\n"
-                                         "log:\n  level: warn\n"
+                                         "log:\n  level: warn\n  accesslog:\n    disabled: true\n"
                                          "storage:\n  filesystem:\n    rootdirectory: " + dir_.path() + "/data\n"
                                          "  delete:\n    enabled: true\n"
                                          "http:\n  addr: " + host_ + "\n" + auth);
