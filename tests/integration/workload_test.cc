@@ -6,8 +6,10 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "integration/harness.h"
 
@@ -71,6 +73,38 @@ TEST(Workload, KernelProcessesRunUnderTheConfiguredLimits) {
                       {"resources", {{"cpu", 1}, {"mem", "32m"}}}});
   EXPECT_EQ(RunIn(agent, "limited", "ulimit -n; ulimit -Hn; ulimit -l"), "4096\n4096\n64\n");  // -l in KiB
   agent.CallJson("DELETE", "/v1/kernels/limited", nullptr, 200);
+}
+
+// A fork bomb inside a kernel meets the kernel's pids limit: the node, the
+// agent, the engine and the kernel next to it keep working, and the bomb's
+// kernel can still be deleted.
+TEST(Workload, AForkBombIsContainedByThePidsLimit) {
+  AgentProcess agent(Options("forkbomb", "pids-limit = 64\n"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  agent.CreateKernel({{"kernel_id", "bystander"},
+                      {"image", kTestImage},
+                      {"command", {"sleep", "3600"}},
+                      {"resources", {{"cpu", 1}, {"mem", "32m"}}}});
+  agent.CreateKernel({{"kernel_id", "bomb"},
+                      {"image", kTestImage},
+                      {"command", {"sh", "-c", "f() { f | f & }; f; sleep 3600"}},
+                      {"resources", {{"cpu", 1}, {"mem", "64m"}}}});
+  // Let it grow to its limit and keep trying past it for a while.
+  int most_pids = 0;
+  for (int i = 0; i < 30; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const json stats = agent.CallJson("GET", "/v1/kernels/bomb/stats", nullptr, 200);
+    if (stats.contains("pids") && stats["pids"].is_number()) most_pids = std::max(most_pids, stats["pids"].get<int>());
+  }
+  EXPECT_GT(most_pids, 32);  // it did grow
+  EXPECT_LE(most_pids, 64);
+  EXPECT_EQ(agent.Call("GET", "/health").status, 200);
+  EXPECT_EQ(RunIn(agent, "bystander", "echo alive"), "alive\n");
+  EXPECT_TRUE(Engine().Version().ok());
+  const CommandResult host = RunCommand({"sh", "-c", "echo the node forks"});
+  EXPECT_EQ(host.out, "the node forks\n");
+  agent.CallJson("DELETE", "/v1/kernels/bomb", nullptr, 200);
+  agent.CallJson("DELETE", "/v1/kernels/bystander", nullptr, 200);
 }
 
 TEST(Workload, AKernelReadsAnAllowedDatasetReadOnlyAndEscapesAreRefused) {
