@@ -519,14 +519,44 @@ Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
   return *k;
 }
 
-Result<ExecResult> Agent::Exec(const std::string& kernel_id, const std::vector<std::string>& command,
-                               std::chrono::seconds timeout) {
+Result<std::string> Agent::RunningContainer(const std::string& kernel_id) const {
   auto kernel = GetKernel(kernel_id);
   if (!kernel.ok()) return kernel.status();
   if (kernel->state != KernelState::kRunning)
     return Status::FailedPrecondition("kernel " + kernel_id + " is " + KernelStateName(kernel->state) +
                                       ", not RUNNING; exec needs a running kernel");
-  return engine_.Exec(kernel->container_id, command, timeout);
+  return kernel->container_id;
+}
+
+Result<ExecResult> Agent::Exec(const std::string& kernel_id, const std::vector<std::string>& command,
+                               std::chrono::seconds timeout) {
+  Result<std::string> container = RunningContainer(kernel_id);
+  if (!container.ok()) return container.status();
+  return engine_.Exec(*container, command, timeout);
+}
+
+Result<ExecSession> Agent::ExecInteractive(const std::string& kernel_id, const std::vector<std::string>& command,
+                                           int rows, int cols) {
+  Result<std::string> container = RunningContainer(kernel_id);
+  if (!container.ok()) return container.status();
+  return engine_.ExecInteractive(*container, command, rows, cols);
+}
+
+Result<ExecInfo> Agent::InspectExec(const std::string& kernel_id, const std::string& exec_id) {
+  auto kernel = GetKernel(kernel_id);
+  if (!kernel.ok()) return kernel.status();
+  const Status unknown = Status::NotFound("kernel " + kernel_id + " has no exec " + exec_id);
+  Result<ExecInfo> info = engine_.InspectExec(exec_id);
+  if (!info.ok()) return info.status().code() == Status::Code::kNotFound ? unknown : info.status();
+  // Another container's exec (another agent's, anyone's) is none of this kernel's.
+  if (kernel->container_id.empty() || info->container_id != kernel->container_id) return unknown;
+  return info;
+}
+
+Status Agent::ResizeExec(const std::string& kernel_id, const std::string& exec_id, int rows, int cols) {
+  Result<ExecInfo> info = InspectExec(kernel_id, exec_id);
+  if (!info.ok()) return info.status();
+  return engine_.ResizeExec(exec_id, rows, cols);
 }
 
 Status Agent::StreamLogs(const std::string& kernel_id, int tail, bool follow, const std::function<void()>& on_started,

@@ -100,6 +100,15 @@ class Agent {
 
   Result<ExecResult> Exec(const std::string& kernel_id, const std::vector<std::string>& command,
                           std::chrono::seconds timeout);
+  // Starts `command` in the RUNNING kernel with a terminal of `rows` x
+  // `cols`; the caller relays the session and closes it.
+  Result<ExecSession> ExecInteractive(const std::string& kernel_id, const std::vector<std::string>& command, int rows,
+                                      int cols);
+  // What the engine says of `kernel_id`'s exec `exec_id`; kNotFound when
+  // it is not an exec of this kernel's container.
+  Result<ExecInfo> InspectExec(const std::string& kernel_id, const std::string& exec_id);
+  // Sets the terminal size of `kernel_id`'s exec `exec_id`; errors as InspectExec's.
+  Status ResizeExec(const std::string& kernel_id, const std::string& exec_id, int rows, int cols);
   // Streams the kernel's output; see ContainerEngine::StreamLogs. kNotFound
   // for an unknown kernel; a kernel without a container has no output.
   Status StreamLogs(const std::string& kernel_id, int tail, bool follow, const std::function<void()>& on_started,
@@ -160,6 +169,9 @@ class Agent {
   Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel,
                                         const std::vector<Mount>& mounts);
   Kernel* Find(const std::string& kernel_id) REQUIRES(mutex_);
+  // The container of `kernel_id` when it is RUNNING; else kNotFound or
+  // kFailedPrecondition saying why an exec cannot run.
+  Result<std::string> RunningContainer(const std::string& kernel_id) const;
   // [container] stop-timeout, as the engine takes it.
   std::chrono::seconds StopTimeout() const;
   // What stopping a container came to: the engine's answer and, when it

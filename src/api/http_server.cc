@@ -1,5 +1,6 @@
 #include "api/http_server.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -217,9 +218,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Start() { ReadRequest(); }
 
-  // Closes the connection now; idempotent. I/O thread only.
+  // Closes the connection now; idempotent. I/O thread only. Closing a
+  // connection handed over by an upgrade only says the server is stopping.
   void Close() {
-    if (closed_) return;
+    if (closed_) {
+      gone_ = true;
+      return;
+    }
     closed_ = true;
     gone_ = true;
     timer_.cancel();
@@ -289,6 +294,44 @@ class Session : public std::enable_shared_from_this<Session> {
     Arm();
     net::async_write(socket_, bhttp::make_chunk_last(),
                      [self = shared_from_this()](beast::error_code, size_t) { self->Close(); });
+  }
+
+  // Writes the 101 answer, then hands the socket over (see Exchange::Upgrade):
+  // `done` gets a blocking duplicate of it and the bytes read past the
+  // request, or -1; the session's own descriptor is closed without a
+  // shutdown, so the connection lives on in the duplicate.
+  void SendUpgrade(std::vector<std::pair<std::string, std::string>> headers,
+                   std::shared_ptr<std::promise<std::pair<int, std::string>>> done) {
+    if (closed_) return done->set_value({-1, ""});
+    auto res = std::make_shared<bhttp::response<bhttp::empty_body>>();
+    res->version(11);
+    res->result(bhttp::status::switching_protocols);
+    res->set(bhttp::field::connection, "Upgrade");
+    res->set(bhttp::field::upgrade, "tcp");
+    for (const auto& [name, value] : headers) res->set(name, value);
+    auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
+    Arm();
+    bhttp::async_write_header(socket_, *serializer,
+                              [self = shared_from_this(), res, serializer, done](beast::error_code ec, size_t) {
+                                self->timer_.cancel();
+                                if (ec) {
+                                  self->Close();
+                                  return done->set_value({-1, ""});
+                                }
+                                const int fd = ::dup(self->socket_.native_handle());
+                                std::string early(static_cast<const char*>(self->buffer_.data().data()),
+                                                  self->buffer_.size());
+                                self->closed_ = true;
+                                --self->listener_.open;
+                                beast::error_code ignored;
+                                self->socket_.close(ignored);
+                                if (fd >= 0) {
+                                  const int flags = ::fcntl(fd, F_GETFL);
+                                  ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+                                  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+                                }
+                                done->set_value({fd, std::move(early)});
+                              });
   }
 
   const std::atomic<bool>& gone() const { return gone_; }
@@ -446,6 +489,17 @@ class ExchangeImpl : public Exchange {
     auto sent = done->get_future();
     net::post(io_, [s = session_, d = std::make_shared<std::string>(data), done] { s->SendChunk(d, done); });
     return sent.get();
+  }
+
+  int Upgrade(const std::vector<std::pair<std::string, std::string>>& headers, std::string& early) override {
+    if (answered_) return -1;
+    answered_ = true;
+    auto done = std::make_shared<std::promise<std::pair<int, std::string>>>();
+    auto handed = done->get_future();
+    net::post(io_, [s = session_, headers, done] { s->SendUpgrade(headers, done); });
+    auto [fd, bytes] = handed.get();
+    early = std::move(bytes);
+    return fd;
   }
 
   const std::atomic<bool>& Gone() const override { return session_->gone(); }

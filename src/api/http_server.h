@@ -80,6 +80,13 @@ class Exchange {
   // once the client has gone, a write took longer than the request timeout,
   // or the server is stopping: the handler should return.
   virtual bool Write(std::string_view data) = 0;
+  // Answers "101 Switching Protocols" (Connection: Upgrade, Upgrade: tcp,
+  // and `headers`) and hands the connection over: returns it as a blocking
+  // socket that the handler now owns and closes, with the bytes the client
+  // sent after its request in `early`; -1 when the client has gone. The
+  // server no longer reads, writes or times it; Gone() then becomes true
+  // only when the server stops.
+  virtual int Upgrade(const std::vector<std::pair<std::string, std::string>>& headers, std::string& early) = 0;
   // Becomes true when the client goes away or the server stops; for loops
   // and calls that take a stop flag.
   virtual const std::atomic<bool>& Gone() const = 0;

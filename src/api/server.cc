@@ -10,6 +10,7 @@
 
 #include "api/metrics.h"
 #include "api/responses.h"
+#include "common/relay.h"
 #include "common/units.h"
 
 namespace slotd {
@@ -190,6 +191,10 @@ void ApiServer::AddRoutes() {
     ex.Reply(kernel.ok() ? JsonResponse(200, kernel->ToJson()) : ErrorResponse(kernel.status()));
   });
   router_.Add("POST", "/v1/kernels/{id}/exec", Lane::kLong, [this](Exchange& ex, const Params& p) { Exec(ex, p[0]); });
+  router_.Add("GET", "/v1/kernels/{id}/exec/{exec}", Lane::kLong,
+              [this](Exchange& ex, const Params& p) { ExecState(ex, p[0], p[1]); });
+  router_.Add("POST", "/v1/kernels/{id}/exec/{exec}/resize", Lane::kLong,
+              [this](Exchange& ex, const Params& p) { ResizeExec(ex, p[0], p[1]); });
   router_.Add("GET", "/v1/kernels/{id}/logs", Lane::kLong, [this](Exchange& ex, const Params& p) { Logs(ex, p[0]); });
   router_.Add("GET", "/v1/kernels/{id}/stats", Lane::kQuick, [this](Exchange& ex, const Params& p) {
     auto kernel = agent_.GetKernel(p[0]);
@@ -280,6 +285,26 @@ void ApiServer::CreateKernel(Exchange& ex) {
   ex.Reply(JsonResponse(outcome->created ? 201 : 200, outcome->kernel.ToJson()));
 }
 
+namespace {
+
+// A terminal dimension of a request body: `key` from 1 to 1000, or `fallback` when absent.
+Result<int> TerminalSize(const json& body, const char* key, int fallback) {
+  if (!body.contains(key)) return fallback;
+  const json& v = body[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1000)
+    return Status::InvalidArgument(std::string(key) + ": expected a whole number from 1 to 1000");
+  return v.get<int>();
+}
+
+// Whether the request asks to turn its connection into a raw stream.
+bool AsksForUpgrade(const http::Request& request) {
+  std::string upgrade = request.Header("Upgrade");
+  for (char& c : upgrade) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return upgrade == "tcp";
+}
+
+}  // namespace
+
 void ApiServer::Exec(Exchange& ex, const std::string& kernel_id) {
   auto body = ParseBody(ex.request());
   if (!body.ok()) return ex.Reply(ErrorResponse(body.status()));
@@ -293,6 +318,7 @@ void ApiServer::Exec(Exchange& ex, const std::string& kernel_id) {
       return ex.Reply(ErrorResponse(Status::InvalidArgument("command: expected an array of strings")));
     command.push_back(arg.get<std::string>());
   }
+  if (AsksForUpgrade(ex.request())) return ExecInteractive(ex, kernel_id, command, b);
   int timeout_s = 30;
   if (b.contains("timeout_s")) {
     const json& t = b["timeout_s"];
@@ -308,6 +334,47 @@ void ApiServer::Exec(Exchange& ex, const std::string& kernel_id) {
   if (result->stdout_truncated) answer["stdout_truncated"] = true;
   if (result->stderr_truncated) answer["stderr_truncated"] = true;
   ex.Reply(JsonResponse(200, answer));
+}
+
+void ApiServer::ExecInteractive(Exchange& ex, const std::string& kernel_id, const std::vector<std::string>& command,
+                                const json& body) {
+  Result<int> rows = TerminalSize(body, "rows", 24);
+  if (!rows.ok()) return ex.Reply(ErrorResponse(rows.status()));
+  Result<int> cols = TerminalSize(body, "cols", 80);
+  if (!cols.ok()) return ex.Reply(ErrorResponse(cols.status()));
+  Result<ExecSession> session = agent_.ExecInteractive(kernel_id, command, *rows, *cols);
+  if (!session.ok()) return ex.Reply(ErrorResponse(session.status()));
+  std::string early;
+  const int client = ex.Upgrade({{"X-Slotd-Exec-Id", session->exec_id}}, early);
+  if (client >= 0) {
+    if ((early.empty() || WriteAll(session->fd, early.data(), early.size())) &&
+        (session->early.empty() || WriteAll(client, session->early.data(), session->early.size())))
+      Relay(client, client, session->fd, ex.Gone());
+    ::close(client);
+  }
+  ::close(session->fd);
+}
+
+void ApiServer::ExecState(Exchange& ex, const std::string& kernel_id, const std::string& exec_id) {
+  Result<ExecInfo> info = agent_.InspectExec(kernel_id, exec_id);
+  if (!info.ok()) return ex.Reply(ErrorResponse(info.status()));
+  ex.Reply(JsonResponse(200, {{"kernel_id", kernel_id},
+                              {"exec_id", exec_id},
+                              {"running", info->running},
+                              {"exit_code", info->exit_code ? json(*info->exit_code) : json(nullptr)}}));
+}
+
+void ApiServer::ResizeExec(Exchange& ex, const std::string& kernel_id, const std::string& exec_id) {
+  auto body = ParseBody(ex.request());
+  if (!body.ok()) return ex.Reply(ErrorResponse(body.status()));
+  if (!body->is_object() || !body->contains("rows") || !body->contains("cols"))
+    return ex.Reply(ErrorResponse(Status::InvalidArgument("rows and cols: required, e.g. {\"rows\": 40, \"cols\": 120}")));
+  Result<int> rows = TerminalSize(*body, "rows", 0);
+  if (!rows.ok()) return ex.Reply(ErrorResponse(rows.status()));
+  Result<int> cols = TerminalSize(*body, "cols", 0);
+  if (!cols.ok()) return ex.Reply(ErrorResponse(cols.status()));
+  const Status resized = agent_.ResizeExec(kernel_id, exec_id, *rows, *cols);
+  ex.Reply(resized.ok() ? JsonResponse(200, {{"rows", *rows}, {"cols", *cols}}) : ErrorResponse(resized));
 }
 
 void ApiServer::Logs(Exchange& ex, const std::string& kernel_id) {

@@ -55,6 +55,14 @@ class ApiServer {
   void Exec(http::Exchange& ex, const std::string& kernel_id);
   void Logs(http::Exchange& ex, const std::string& kernel_id);
   void Events(http::Exchange& ex);
+  // POST /v1/kernels/{id}/exec with Upgrade: tcp: the connection becomes
+  // the exec's terminal, relayed until the command ends.
+  void ExecInteractive(http::Exchange& ex, const std::string& kernel_id, const std::vector<std::string>& command,
+                       const nlohmann::json& body);
+  // GET /v1/kernels/{id}/exec/{exec}: whether it runs, and its exit code.
+  void ExecState(http::Exchange& ex, const std::string& kernel_id, const std::string& exec_id);
+  // POST /v1/kernels/{id}/exec/{exec}/resize {"rows", "cols"}.
+  void ResizeExec(http::Exchange& ex, const std::string& kernel_id, const std::string& exec_id);
   // GET /v1/images: the engine's images, with their use.
   void ListImages(http::Exchange& ex);
   // POST /v1/images/pull {"image": ...}: pulls it; progress goes to the events.

@@ -167,6 +167,18 @@ std::optional<Failure> AgentClient::Stream(const std::string& path,
   return Failure{ExitForStreamStatus(s), s.message()};
 }
 
+Outcome<slotd::UpgradedConnection> AgentClient::Upgrade(const std::string& path, const json& body) const {
+  auto upgraded = http_.Upgrade("POST", path, body.dump(), {}, std::chrono::seconds(60));
+  if (!upgraded.ok()) {
+    const slotd::Status& s = upgraded.status();
+    // "...: HTTP 404: {"error": ...}": the agent's own message when there is one.
+    const size_t brace = s.message().find('{');
+    const std::string message = brace == std::string::npos ? s.message() : ErrorMessage(s.message().substr(brace));
+    return Failure{ExitForStreamStatus(s), message};
+  }
+  return std::move(*upgraded);
+}
+
 Failure AgentClient::BadAnswer(const std::string& request, const std::string& problem) const {
   return {Exit::kAgentError, "the agent at " + Describe() + " answered " + request +
                                  " with something slotctl cannot read: " + problem +

@@ -108,6 +108,11 @@ class AgentClient {
                                 const std::atomic<bool>* stop = nullptr,
                                 const std::function<void()>& on_connected = nullptr) const;
 
+  // POSTs `body` to `path` asking to turn the connection into a raw stream
+  // (an interactive exec) and returns it once the agent agreed (101). A
+  // refusal exits as for Call.
+  Outcome<slotd::UpgradedConnection> Upgrade(const std::string& path, const nlohmann::json& body) const;
+
   // The failure for an answer to `request` that slotctl cannot read because of `problem`.
   Failure BadAnswer(const std::string& request, const std::string& problem) const;
 

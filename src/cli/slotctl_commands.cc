@@ -14,7 +14,9 @@
 
 #include "cli/pull_progress.h"
 #include "cli/stats_view.h"
+#include "cli/terminal.h"
 #include "cli/table.h"
+#include "common/relay.h"
 #include "common/units.h"
 
 namespace slotctl {
@@ -298,7 +300,50 @@ int RunRestart(const std::string& kernel_id, const Options& options, const Agent
   return PrintKernel(*answer, options, agent);
 }
 
+namespace {
+
+// `slotctl exec -it`: the terminal relayed to the command until it ends, then its exit status.
+int RunInteractiveExec(const ExecArgs& args, const AgentClient& agent) {
+  const WindowSize size = WindowSizeOf(STDIN_FILENO).value_or(WindowSize{24, 80});
+  auto connection = agent.Upgrade(KernelPath(args.kernel_id) + "/exec",
+                                  {{"command", args.command}, {"tty", true}, {"rows", size.rows}, {"cols", size.cols}});
+  if (!connection.ok()) return Report(connection.failure());
+  const std::string exec_path = KernelPath(args.kernel_id) + "/exec/" + slotd::UrlEncode(connection->Header("X-Slotd-Exec-Id"));
+  {
+    RawTerminal raw(STDIN_FILENO);
+    WatchWindowChanges();
+    const std::atomic<bool> never{false};
+    if (slotd::WriteAll(STDOUT_FILENO, connection->early.data(), connection->early.size()))
+      slotd::Relay(STDIN_FILENO, STDOUT_FILENO, connection->fd, never, [&] {
+        if (!WindowChanged()) return;
+        if (auto now = WindowSizeOf(STDIN_FILENO))
+          (void)agent.Call("POST", exec_path + "/resize", {{"rows", now->rows}, {"cols", now->cols}},
+                           std::chrono::seconds(5));
+      });
+  }
+  ::close(connection->fd);
+  // The output can end a moment before the engine records the exit code.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto state = agent.Call("GET", exec_path);
+    if (!state.ok()) return Report(state.failure());
+    const AnswerField root = state->Root();
+    const bool running = root["running"].raw().is_boolean() && root["running"].raw().get<bool>();
+    if (!running) {
+      const uint64_t code = root["exit_code"].Count(255);
+      if (!state->problem().empty()) return ReportBadAnswer(*state, agent);
+      return static_cast<int>(code);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Report({Exit::kAgentError, "the command's terminal closed but the agent still reports it running"});
+}
+
+}  // namespace
+
 int RunExec(const ExecArgs& args, const Options& options, const AgentClient& agent) {
+  if (args.interactive != args.tty)
+    return Report({Exit::kUsage, "exec: -i and -t go together (-it): an interactive command gets a terminal"});
+  if (args.interactive) return RunInteractiveExec(args, agent);
   auto answer = agent.Call("POST", KernelPath(args.kernel_id) + "/exec",
                            {{"command", args.command}, {"timeout_s", args.timeout_s}},
                            std::chrono::seconds(int64_t{args.timeout_s} + 30));

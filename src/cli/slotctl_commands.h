@@ -37,11 +37,13 @@ struct CreateArgs {
   std::string pull;                  // empty: the agent's auto-pull
 };
 
-// `slotctl exec ID -- COMMAND...`.
+// `slotctl exec [-it] ID -- COMMAND...`.
 struct ExecArgs {
   std::string kernel_id;
   std::vector<std::string> command;
-  int timeout_s = 30;
+  int timeout_s = 30;       // without -it
+  bool interactive = false; // -i: this terminal's input goes to the command
+  bool tty = false;         // -t: the command gets a terminal (with -i)
 };
 
 // `slotctl logs ID [--tail N] [-f]`.
@@ -75,7 +77,9 @@ int RunImages(const Options& options, const AgentClient& agent);
 // Removes each kernel in turn; exits with the status of the first that failed.
 int RunRemove(const std::vector<std::string>& kernel_ids, const Options& options, const AgentClient& agent);
 int RunRestart(const std::string& kernel_id, const Options& options, const AgentClient& agent);
-// Exits with the command's exit status (0 with --json) once it ran.
+// Exits with the command's exit status (0 with --json) once it ran. With
+// -it the command runs on a terminal of its own, fed by this one (raw mode,
+// window size changes passed on) until it ends.
 int RunExec(const ExecArgs& args, const Options& options, const AgentClient& agent);
 int RunLogs(const LogsArgs& args, const Options& options, const AgentClient& agent);
 // `kernel_id` empty: the agent's stats.

@@ -91,10 +91,12 @@ Subcommand AddRestart(CLI::App& app) {
 
 Subcommand AddExec(CLI::App& app) {
   auto args = std::make_shared<slotctl::ExecArgs>();
-  CLI::App* exec = app.add_subcommand("exec", "run a command in a kernel: slotctl exec ID -- CMD...");
+  CLI::App* exec = app.add_subcommand("exec", "run a command in a kernel: slotctl exec [-it] ID -- CMD...");
   exec->add_option("kernel", args->kernel_id, "kernel id")->required();
   exec->add_option("command", args->command, "command and arguments (after --)")->required();
-  exec->add_option("--timeout", args->timeout_s, "seconds before the command is abandoned");
+  exec->add_option("--timeout", args->timeout_s, "seconds before the command is abandoned (not with -it)");
+  exec->add_flag("-i,--interactive", args->interactive, "pass this terminal's input to the command (with -t)");
+  exec->add_flag("-t,--tty", args->tty, "give the command a terminal, sized and resized as this one (with -i)");
   return {exec, [args](const Options& o, const AgentClient& a) { return slotctl::RunExec(*args, o, a); }, nullptr};
 }
 

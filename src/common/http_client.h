@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -25,6 +26,16 @@ namespace slotd {
 struct HttpResponse {
   long status = 0;
   std::string body;
+};
+
+// A connection handed over by an HTTP upgrade: raw bytes both ways.
+struct UpgradedConnection {
+  int fd = -1;  // a connected, blocking socket; the caller closes it
+  std::vector<std::pair<std::string, std::string>> headers;  // of the answer
+  std::string early;  // bytes that came after the answer's head: the start of the stream
+
+  // The first header named `name` (case-insensitively); "" when absent.
+  std::string Header(std::string_view name) const;
 };
 
 class HttpClient {
@@ -75,6 +86,17 @@ class HttpClient {
   // the message (on_connected is not called then). With `end_is_ok`, the
   // server ending the body is OK too (a response that is long, not endless).
   // The callbacks run on the calling thread. `headers` as for Request.
+  // Sends `method` `path_and_query` with `body` (JSON, when not empty)
+  // asking to turn the connection into a raw stream (Connection: Upgrade,
+  // Upgrade: tcp, and `headers`) and returns the connection once the server
+  // answered 101 (or 200 with `accept_200`: older Docker engines answer so).
+  // Another status is the error StatusForHttpError gives, with the body;
+  // kUnavailable when the server cannot be reached; kDeadlineExceeded when
+  // the answer's head takes longer than `timeout`.
+  Result<UpgradedConnection> Upgrade(const std::string& method, const std::string& path_and_query,
+                                     const std::string& body, const std::vector<std::string>& headers,
+                                     std::chrono::milliseconds timeout, bool accept_200 = false) const;
+
   Status Stream(const std::string& method, const std::string& path_and_query,
                 const std::string& body, const std::function<void()>& on_connected,
                 const std::function<bool(std::string_view chunk)>& on_chunk,

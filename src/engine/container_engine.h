@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -149,6 +150,21 @@ struct ExecResult {
   bool stderr_truncated = false;
 };
 
+// An interactive exec the engine started: its id, and the connection that
+// carries its terminal (raw bytes both ways).
+struct ExecSession {
+  std::string exec_id;
+  int fd = -1;        // a blocking socket; whoever holds the session closes it
+  std::string early;  // output that came with the engine's answer, before the socket's
+};
+
+// What the engine says of an exec.
+struct ExecInfo {
+  std::string container_id;
+  bool running = false;
+  std::optional<int> exit_code;  // once it has ended
+};
+
 class ContainerEngine {
  public:
   virtual ~ContainerEngine() = default;
@@ -178,6 +194,17 @@ class ContainerEngine {
   // (then kDeadlineExceeded). stdout and stderr are demultiplexed.
   virtual Result<ExecResult> Exec(const std::string& id, const std::vector<std::string>& command,
                                   std::chrono::seconds timeout) = 0;
+
+  // Starts `command` in a running container with a terminal of `rows` x
+  // `cols` and its stdin attached, and returns the connection carrying it
+  // (the end of what is written to it is the end of the command's input).
+  // kConflict when the container is not running.
+  virtual Result<ExecSession> ExecInteractive(const std::string& id, const std::vector<std::string>& command,
+                                              int rows, int cols) = 0;
+  // Sets the terminal size of an interactive exec.
+  virtual Status ResizeExec(const std::string& exec_id, int rows, int cols) = 0;
+  // kNotFound for an unknown exec.
+  virtual Result<ExecInfo> InspectExec(const std::string& exec_id) = 0;
 
   // Streams the container's output (stdout and stderr interleaved, the bytes
   // as written) to `on_output`: the last `tail` lines first (tail <= 0: all),

@@ -1,5 +1,8 @@
 #include "testing/fake_engine.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <ctime>
 #include <utility>
@@ -292,6 +295,33 @@ Result<ContainerStats> FakeEngine::Stats(const std::string& id) {
   if (!c.ok()) return c.status();
   if (!(*c)->info.running) return Status::FailedPrecondition("stats of container " + id + ": not running");
   return (*c)->stats;
+}
+
+Result<ExecSession> FakeEngine::ExecInteractive(const std::string& id, const std::vector<std::string>&, int, int) {
+  MutexLock lock(mutex_);
+  auto c = EnterFor(Method::kExec, id);
+  if (!c.ok()) return c.status();
+  if (!(*c)->info.running) return Status::Conflict("container " + id + " is not running");
+  int ends[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) return Status::Internal("socketpair failed");
+  ::close(ends[1]);
+  ExecSession session{"exec-" + std::to_string(next_id_++), ends[0], ""};
+  execs_[session.exec_id] = ExecInfo{(*c)->info.id, false, 0};
+  return session;
+}
+
+Status FakeEngine::ResizeExec(const std::string& exec_id, int, int) {
+  MutexLock lock(mutex_);
+  if (Status s = Enter(Method::kExec); !s.ok()) return s;
+  return execs_.count(exec_id) ? Status::Ok() : Status::NotFound("No such exec instance: " + exec_id);
+}
+
+Result<ExecInfo> FakeEngine::InspectExec(const std::string& exec_id) {
+  MutexLock lock(mutex_);
+  if (Status s = Enter(Method::kExec); !s.ok()) return s;
+  auto it = execs_.find(exec_id);
+  if (it == execs_.end()) return Status::NotFound("No such exec instance: " + exec_id);
+  return it->second;
 }
 
 Status FakeEngine::StreamLogs(const std::string& id, int tail, bool, const std::function<void()>& on_started,

@@ -79,6 +79,14 @@ class FakeEngine : public ContainerEngine {
   // kConflict when the container is not running.
   Result<ExecResult> Exec(const std::string& id, const std::vector<std::string>& command,
                           std::chrono::seconds timeout) override;
+  // A session that ends at once: the returned socket's other end is closed,
+  // and the exec is recorded as ended with code 0. kConflict when the
+  // container is not running. Counted as kExec.
+  Result<ExecSession> ExecInteractive(const std::string& id, const std::vector<std::string>& command, int rows,
+                                      int cols) override;
+  // Records the size (ExecSize); kNotFound for an unknown exec.
+  Status ResizeExec(const std::string& exec_id, int rows, int cols) override;
+  Result<ExecInfo> InspectExec(const std::string& exec_id) override;
   // The text set by SetLogs, its last `tail` lines when tail > 0, in one
   // piece; `follow` adds nothing (no output comes later).
   Status StreamLogs(const std::string& id, int tail, bool follow, const std::function<void()>& on_started,
@@ -223,6 +231,7 @@ class FakeEngine : public ContainerEngine {
   std::map<std::string, Container> containers_ GUARDED_BY(mutex_);  // id -> container, in creation order
   std::map<std::string, std::string> names_ GUARDED_BY(mutex_);  // name -> id
   std::map<std::string, Labels> volumes_ GUARDED_BY(mutex_);  // name -> labels
+  std::map<std::string, ExecInfo> execs_ GUARDED_BY(mutex_);  // interactive execs by id
   std::map<Method, std::deque<Status>> failures_ GUARDED_BY(mutex_);  // queued FailNext
   std::set<Method> holds_armed_ GUARDED_BY(mutex_);  // HoldNext not yet met by a call
   std::set<Method> answer_holds_armed_ GUARDED_BY(mutex_);  // HoldNextAnswer not yet met by a call

@@ -695,6 +695,50 @@ Result<ExecResult> DockerEngine::Exec(const std::string& id,
   }
 }
 
+Result<ExecSession> DockerEngine::ExecInteractive(const std::string& id, const std::vector<std::string>& command,
+                                                  int rows, int cols) {
+  const std::string what = "interactive exec \"" + JoinCommand(command) + "\" in container " + id;
+  const json create = {{"AttachStdin", true}, {"AttachStdout", true}, {"AttachStderr", true},
+                       {"Tty", true},         {"OpenStdin", true},    {"Cmd", command}};
+  auto created = Call(http_, what, "POST", ContainerPath(id) + "/exec", Dump(create));
+  if (!created.ok()) return created.status();
+  auto created_json = ParseJson(created->body, what);
+  if (!created_json.ok()) return created_json.status();
+  ExecSession session;
+  session.exec_id = StringField(*created_json, "Id");
+  if (session.exec_id.empty()) return Status::Internal(what + ": the answer has no Id: " + created->body);
+  auto upgraded = http_.Upgrade("POST", std::string(kApi) + "/exec/" + UrlEncode(session.exec_id) + "/start",
+                                Dump({{"Detach", false}, {"Tty", true}}), {}, kCallTimeout, /*accept_200=*/true);
+  if (!upgraded.ok()) return upgraded.status().WithPrefix(what);
+  session.fd = upgraded->fd;
+  session.early = std::move(upgraded->early);
+  // A resize before the start is refused: the exec has no terminal yet.
+  if (Status resized = ResizeExec(session.exec_id, rows, cols); !resized.ok())
+    spdlog::debug("{}: setting its terminal size: {}", what, resized.message());
+  return session;
+}
+
+Status DockerEngine::ResizeExec(const std::string& exec_id, int rows, int cols) {
+  return Call(http_, "resizing exec " + exec_id, "POST",
+              std::string(kApi) + "/exec/" + UrlEncode(exec_id) + "/resize?h=" + std::to_string(rows) +
+                  "&w=" + std::to_string(cols))
+      .status();
+}
+
+Result<ExecInfo> DockerEngine::InspectExec(const std::string& exec_id) {
+  const std::string what = "inspecting exec " + exec_id;
+  auto answer = Call(http_, what, "GET", std::string(kApi) + "/exec/" + UrlEncode(exec_id) + "/json");
+  if (!answer.ok()) return answer.status();
+  auto j = ParseJson(answer->body, what);
+  if (!j.ok()) return j.status();
+  ExecInfo info;
+  info.container_id = StringField(*j, "ContainerID");
+  info.running = BoolField(*j, "Running");
+  const json* code = Field(*j, "ExitCode");
+  if (!info.running && code != nullptr && code->is_number_integer()) info.exit_code = code->get<int>();
+  return info;
+}
+
 Status DockerEngine::StreamLogs(const std::string& id, int tail, bool follow, const std::function<void()>& on_started,
                                 const std::function<bool(std::string_view)>& on_output,
                                 const std::atomic<bool>& stop) {

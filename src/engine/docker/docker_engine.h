@@ -52,6 +52,12 @@ class DockerEngine : public ContainerEngine {
   // container is not running.
   Result<ExecResult> Exec(const std::string& id, const std::vector<std::string>& command,
                           std::chrono::seconds timeout) override;
+  // POST /exec/{id}/start with Connection: Upgrade, the connection hijacked
+  // (Tty: output comes as written, not multiplexed); then the size is set.
+  Result<ExecSession> ExecInteractive(const std::string& id, const std::vector<std::string>& command, int rows,
+                                      int cols) override;
+  Status ResizeExec(const std::string& exec_id, int rows, int cols) override;
+  Result<ExecInfo> InspectExec(const std::string& exec_id) override;
   Status StreamLogs(const std::string& id, int tail, bool follow, const std::function<void()>& on_started,
                     const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>& stop) override;
   // POST /images/create with the progress stream read line by line; an
