@@ -55,7 +55,11 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       scratch_(ScratchRoot(config_)),
       puller_(engine, hub, config_.agent.id,
               ImagePuller::Limits{config_.container.pull_timeout, config_.container.pull_stall_timeout},
-              RegistryCredentials()) {}
+              RegistryCredentials()),
+      image_gc_(engine, hub, config_.agent.id,
+                ImageCollector::Marks{static_cast<int>(config_.container.image_gc_high),
+                                      static_cast<int>(config_.container.image_gc_low)},
+                config_.node.claims_dir + "/image-gc.lock") {}
 
 std::vector<std::string> Agent::OwnerFilter() const {
   return {std::string(label::kOwner) + "=" + config_.agent.id};
@@ -228,6 +232,7 @@ Status Agent::PrepareImage(const CreateRequest& request, PullPolicy policy) {
   Status ready = puller_.Ensure(request.image, policy);
   if (ready.ok()) ready = CheckUser(request.image);
   if (!ready.ok()) return AbandonReservation(request.kernel_id, ready);
+  image_gc_.RecordUse(request.image, static_cast<int64_t>(std::time(nullptr)));
   MutexLock lock(mutex_);
   if (Kernel* k = Find(request.kernel_id)) k->state = KernelState::kPreparing;
   return Status::Ok();

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "agent/event_hub.h"
+#include "agent/image_gc.h"
 #include "agent/image_puller.h"
 #include "agent/kernel.h"
 #include "agent/reconcile.h"
@@ -82,6 +83,8 @@ class Agent {
   };
   // Every image of the engine, newest use first.
   Result<std::vector<NodeImage>> ListImages();
+  // One round of [container] image-gc-high/low (ImageCollector::CollectOnce).
+  Result<std::vector<std::string>> CollectImages() { return image_gc_.CollectOnce(); }
 
   // Stops and removes the container, then frees the kernel's resources and
   // forgets it; returns the final record. If the engine fails, the kernel and
@@ -249,6 +252,7 @@ class Agent {
   const std::map<std::string, std::vector<std::string>> unmetered_devices_;  // set at construction
   ScratchStore scratch_;  // the kernels' scratch directories (hostdir); thread-safe
   ImagePuller puller_;    // pulls kernels' images; thread-safe
+  ImageCollector image_gc_;  // removes unused images when the engine's disk fills; thread-safe
   std::map<std::string, Kernel> kernels_ GUARDED_BY(mutex_);
   std::map<std::string, uint64_t> removed_at_seq_ GUARDED_BY(mutex_);  // kernel id -> seq when forgotten
   uint64_t seq_ GUARDED_BY(mutex_) = 0;                                // bumps on container create/forget

@@ -16,6 +16,7 @@ void Watcher::Start() {
   relist_thread_ = std::thread([this] { RelistLoop(); });
   probe_thread_ = std::thread([this] { ProbeLoop(); });
   lifetime_thread_ = std::thread([this] { LifetimeLoop(); });
+  image_gc_thread_ = std::thread([this] { ImageGcLoop(); });
 }
 
 void Watcher::Stop() {
@@ -28,6 +29,7 @@ void Watcher::Stop() {
   if (relist_thread_.joinable()) relist_thread_.join();
   if (probe_thread_.joinable()) probe_thread_.join();
   if (lifetime_thread_.joinable()) lifetime_thread_.join();
+  if (image_gc_thread_.joinable()) image_gc_thread_.join();
 }
 
 void Watcher::RequestRelist() {
@@ -91,6 +93,15 @@ void Watcher::LifetimeLoop() {
     agent_.StopExpiredKernels(static_cast<int64_t>(std::time(nullptr)));
     MutexLock lock(mutex_);
     if (clock_.WaitFor(lock.native(), cv_, kLifetimeCheckEvery, [&] { return stop_.load(); })) return;
+  }
+}
+
+void Watcher::ImageGcLoop() {
+  while (true) {
+    Result<std::vector<std::string>> removed = agent_.CollectImages();
+    if (!removed.ok()) spdlog::warn("image gc: {}; trying again in {} s", removed.status().message(), kImageGcEvery.count());
+    MutexLock lock(mutex_);
+    if (clock_.WaitFor(lock.native(), cv_, kImageGcEvery, [&] { return stop_.load(); })) return;
   }
 }
 

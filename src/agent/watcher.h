@@ -6,7 +6,8 @@
 //  - the prober pings the engine every kProbeEvery, with that as its
 //    deadline, and tells the agent whether it answered (its health);
 //  - the lifetime keeper stops, every kLifetimeCheckEvery, the kernels
-//    whose max_lifetime has run out (Agent::StopExpiredKernels).
+//    whose max_lifetime has run out (Agent::StopExpiredKernels);
+//  - the image collector runs Agent::CollectImages every kImageGcEvery.
 // Periods and backoff are waited on `clock`; the probe's deadline is real time.
 #pragma once
 
@@ -38,9 +39,11 @@ class Watcher {
   void RelistLoop();
   void ProbeLoop();
   void LifetimeLoop();
+  void ImageGcLoop();
 
   static constexpr std::chrono::seconds kProbeEvery{2};
   static constexpr std::chrono::seconds kLifetimeCheckEvery{1};
+  static constexpr std::chrono::seconds kImageGcEvery{60};
   // The first wait before reconnecting the event stream; it doubles after
   // each failed attempt up to kMaxBackoff, and starts again on success.
   static constexpr std::chrono::milliseconds kFirstBackoff{100};
@@ -59,6 +62,7 @@ class Watcher {
   std::thread relist_thread_;
   std::thread probe_thread_;
   std::thread lifetime_thread_;
+  std::thread image_gc_thread_;
 };
 
 }  // namespace slotd

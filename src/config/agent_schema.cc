@@ -361,6 +361,16 @@ KeyTable<NodeConfig> NodeKeys() {
   }};
 }
 
+// container.image-gc-low: below image-gc-high (read first) when that is set.
+Check<int64_t> LowBelowHigh() {
+  return Rule<int64_t>("", [](const int64_t& low, const Field&, const ConfigReader& reader) -> std::string {
+    const toml::node* high = reader.OutcomeOf("container.image-gc-high").node;
+    const auto* value = high == nullptr ? nullptr : high->as_integer();
+    if (value == nullptr || value->get() == 0 || low < value->get()) return "";
+    return "must be below image-gc-high (" + std::to_string(value->get()) + ")";
+  });
+}
+
 // container.kernel-gid: only with kernel-uid, which is read first.
 Check<int64_t> GidNeedsUid() {
   return Rule<int64_t>("", [](const int64_t&, const Field&, const ConfigReader& reader) -> std::string {
@@ -490,6 +500,15 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "The longest a pull may go without progress (no byte, layer or message from the engine) before it "
               "is abandoned (`504`), as a stalled registry would leave it forever.",
               {DurationRange(milliseconds(1'000), milliseconds(3'600'000))}),
+    MemberKey("image-gc-high", &ContainerConfig::image_gc_high, IntegerType(),
+              "When the filesystem of the engine's data root is fuller than this (percent), the agent removes the "
+              "least recently used images that no container of any owner uses, until it is below `image-gc-low`. "
+              "The agents of a node share the engine: one collects at a time (a lock in the claims directory), "
+              "and `slotd check` warns when their marks differ. `0`: never.",
+              {IntegerRange(0, 100)}),
+    MemberKey("image-gc-low", &ContainerConfig::image_gc_low, IntegerType(),
+              "The percent image collection goes down to; below `image-gc-high`.",
+              {IntegerRange(0, 100), LowBelowHigh()}),
   }};
 }
 

@@ -92,6 +92,8 @@ struct ContainerConfig {
   std::string registry_auth_file;       // docker login's config.json with registry credentials; empty: none
   std::chrono::milliseconds pull_timeout{30 * 60'000};    // the longest one pull may take
   std::chrono::milliseconds pull_stall_timeout{60'000};  // the longest a pull may go without progress
+  int64_t image_gc_high = 0;  // percent of the engine's data root filesystem; above it images are collected; 0: never
+  int64_t image_gc_low = 80;  // percent the collection goes down to
 
   bool operator==(const ContainerConfig&) const = default;
 };

@@ -104,6 +104,20 @@ void CompareMemory(const std::vector<LoadedConfig>& loaded, uint64_t node_memory
                        DescribeSize(node_memory) + ": " + shares + "; lower resource.memory.size");
 }
 
+// The agents of a node collect images of one engine: marks that differ make
+// the collection depend on which agent happens to run it.
+void CompareImageGc(const std::vector<LoadedConfig>& loaded, std::vector<std::string>& notes) {
+  auto marks = [](const LoadedConfig& c) {
+    return std::to_string(c.config.container.image_gc_high) + "/" + std::to_string(c.config.container.image_gc_low);
+  };
+  for (size_t i = 1; i < loaded.size(); ++i) {
+    if (marks(loaded[i]) == marks(loaded[0])) continue;
+    notes.push_back("warning: " + loaded[0].config.path + " and " + loaded[i].config.path +
+                    " collect the node's images at different marks (container.image-gc-high/low " + marks(loaded[0]) +
+                    " and " + marks(loaded[i]) + "); give every agent of the node the same");
+  }
+}
+
 }  // namespace
 
 int CheckReport::ExitCode() const {
@@ -163,6 +177,7 @@ CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFa
   for (size_t i = 0; i < loaded.size(); ++i)
     for (size_t j = i + 1; j < loaded.size(); ++j) ComparePair(loaded[i], loaded[j], report.problems);
   CompareMemory(loaded, host.memory_bytes, report.problems);
+  CompareImageGc(loaded, report.notes);
   return report;
 }
 

@@ -47,6 +47,7 @@ struct CheckAgent {
   std::string cores;
   std::string memory = "256m";
   std::string mock_allowed;  // TOML array of the allowed mock devices
+  std::string container_toml;  // added to [container] verbatim
   std::string extra_toml;    // appended verbatim
 
   // Agent i of a clean set in `dir`: core i, mock device m<i>, its own id,
@@ -75,7 +76,8 @@ struct CheckAgent {
                     "[node]\n"
                     "claims-dir = \"" + claims_dir + "\"\n"
                     "[container]\n"
-                    "port-range = [" + std::to_string(port_first) + ", " + std::to_string(port_last) + "]\n"
+                    "port-range = [" + std::to_string(port_first) + ", " + std::to_string(port_last) + "]\n" +
+                    container_toml +
                     "[resource.cpu]\n"
                     "allowed-cores = \"" + cores + "\"\n"
                     "[resource.memory]\n"
@@ -150,6 +152,19 @@ TEST(Check, ACleanSetOfThreeConfigsPassesWithExitZero) {
   CommandResult r = Slotd(args);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out, "slotd check: 3 configs, no clashes: they can share one node\n");
+}
+
+TEST(Check, AgentsThatWouldCollectTheNodesImagesAtDifferentMarksAreWarned) {
+  TempDir dir;
+  CheckAgent a = CheckAgent::Clean(dir.path(), 0), b = CheckAgent::Clean(dir.path(), 1);
+  a.container_toml = "image-gc-high = 85\nimage-gc-low = 80\n";
+  const std::string path_a = a.Write(dir.path() + "/a.toml"), path_b = b.Write(dir.path() + "/b.toml");
+  CommandResult r = Slotd({"check", "--node-cores", "0-1", "--node-memory", "4g", path_a, path_b});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;  // a warning, not a clash
+  EXPECT_TRUE(HasLine(r.out, "warning: " + path_a + " and " + path_b +
+                                 " collect the node's images at different marks (container.image-gc-high/low 85/80 "
+                                 "and 0/80); give every agent of the node the same"))
+      << r.out;
 }
 
 TEST(Check, ACleanPairPassesOnThisMachinesOwnCoresAndMemory) {

@@ -420,6 +420,13 @@ Result<ImageInfo> FakeEngine::InspectImage(const std::string& image) {
   return it->second;
 }
 
+Result<std::string> FakeEngine::DataRoot() { return std::string("/fake/data-root"); }
+
+void FakeEngine::AddImageCreatedAt(const std::string& image, int64_t created_unix) {
+  MutexLock lock(mutex_);
+  images_[image] = ImageInfo{"sha256:" + std::to_string(next_id_++), {image}, {}, 1 << 20, created_unix, ""};
+}
+
 Result<std::vector<ImageInfo>> FakeEngine::ListImages() {
   MutexLock lock(mutex_);
   if (Status s = Enter(Method::kImages); !s.ok()) return s;

@@ -108,6 +108,8 @@ class FakeEngine : public ContainerEngine {
   // kPull counts these two; kImages the three below.
   Result<ImageInfo> InspectImage(const std::string& image) override;
   Result<std::vector<ImageInfo>> ListImages() override;
+  // "/fake/data-root".
+  Result<std::string> DataRoot() override;
   // kConflict while a container was created from it.
   Status RemoveImage(const std::string& id) override;
   // Calls on_connected, then on_event (in this thread, without the fake's
@@ -122,6 +124,8 @@ class FakeEngine : public ContainerEngine {
 
   // Makes `image` known to Create, running as `user` (Config.User).
   void AddImage(const std::string& image, const std::string& user = "");
+  // Makes `image` known to Create as AddImage does, created at `created_unix`.
+  void AddImageCreatedAt(const std::string& image, int64_t created_unix);
   // Puts `image` in the registry that Pull and RegistryDigest ask, with `digest`.
   void AddRemoteImage(const std::string& image, const std::string& digest);
 

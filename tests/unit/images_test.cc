@@ -3,13 +3,16 @@
 // and the puller's one-pull-per-image rule against the fake engine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "agent/image_gc.h"
 #include "agent/image_puller.h"
+#include "common/lock_file.h"
 #include "agent/registry_auth.h"
 #include "common/base64.h"
 #include "engine/docker/docker_answers.h"
@@ -213,6 +216,62 @@ TEST_F(ImagePullerTest, APullReportsItsProgressAsImagePullEvents) {
   EXPECT_EQ(seen.back()["state"], "done");
   EXPECT_EQ(seen.back()["image"], "r:5000/x:1");
   EXPECT_EQ(seen.back()["layers_done"], 1);
+}
+
+// The image collector over the fake engine, on a disk whose fullness is
+// 50% plus 10% per image the engine has.
+class ImageCollectorTest : public ::testing::Test {
+ protected:
+  ImageCollectorTest() : dir_("image-gc") {}
+  ImageCollector Collector(ImageCollector::Marks marks) {
+    return ImageCollector(engine_, hub_, "a1", marks, dir_.root() + "/image-gc.lock",
+                          [this](const std::string& root) -> Result<double> {
+                            EXPECT_EQ(root, "/fake/data-root");
+                            return 50.0 + 10.0 * static_cast<double>(engine_.ListImages()->size());
+                          });
+  }
+  std::vector<std::string> Tags() {
+    std::vector<std::string> tags;
+    const Result<std::vector<ImageInfo>> images = engine_.ListImages();
+    for (const ImageInfo& image : *images) tags.push_back(image.tags.front());
+    std::sort(tags.begin(), tags.end());
+    return tags;
+  }
+  FakeEngine engine_;
+  EventHub hub_;
+  TempTree dir_;
+};
+
+TEST_F(ImageCollectorTest, AboveTheHighMarkTheLeastRecentlyUsedUnusedImagesGoUntilBelowTheLowMark) {
+  // The default image (created at 0) plus four: 100% full.
+  engine_.AddImageCreatedAt("old:1", 100);
+  engine_.AddImageCreatedAt("older-but-used:1", 50);
+  engine_.AddImageCreatedAt("new:1", 300);
+  engine_.AddImageCreatedAt("recently-run:1", 10);
+  ASSERT_TRUE(engine_.AddContainer("someone-elses", {{"owner", "x"}}, /*running=*/false, 0, "older-but-used:1").ok());
+  ImageCollector gc = Collector({90, 75});
+  gc.RecordUse("recently-run:1", 400);  // a kernel was made from it lately
+  auto events = hub_.Subscribe();
+  Result<std::vector<std::string>> removed = gc.CollectOnce();
+  ASSERT_TRUE(removed.ok()) << removed.status().message();
+  // 100% -> 90% (the default image, created at 0) -> 80% (old:1) -> 70% < 75%: done.
+  EXPECT_EQ(removed->size(), 3u);
+  EXPECT_EQ(Tags(), (std::vector<std::string>{"older-but-used:1", "recently-run:1"}));
+  auto event = events->Next(std::chrono::milliseconds(100));
+  ASSERT_TRUE(event.has_value());
+  EXPECT_EQ((*event)["type"], "image_removed");
+}
+
+TEST_F(ImageCollectorTest, NothingGoesBelowTheHighMarkWhenOffOrWhileAnotherAgentCollects) {
+  engine_.AddImageCreatedAt("a:1", 1);  // 70% full
+  EXPECT_TRUE(Collector({80, 60}).CollectOnce()->empty());  // below the mark
+  EXPECT_TRUE(Collector({0, 60}).CollectOnce()->empty());   // off
+  {
+    auto held = LockFile::Acquire(dir_.root() + "/image-gc.lock");  // another agent of the node collects
+    ASSERT_TRUE(held.ok());
+    EXPECT_TRUE(Collector({50, 40}).CollectOnce()->empty());
+  }
+  EXPECT_EQ(Collector({50, 40}).CollectOnce()->size(), 2u);
 }
 
 }  // namespace

@@ -873,6 +873,17 @@ Result<std::vector<ImageInfo>> DockerEngine::ListImages() {
   return ParseImageList(response->body, what);
 }
 
+Result<std::string> DockerEngine::DataRoot() {
+  const std::string what = "reading the engine's info";
+  auto response = Call(http_, what, "GET", std::string(kApi) + "/info");
+  if (!response.ok()) return response.status();
+  auto j = ParseJson(response->body, what);
+  if (!j.ok()) return j.status();
+  const std::string root = StringField(*j, "DockerRootDir");
+  if (root.empty()) return Status::Internal(what + ": it names no DockerRootDir");
+  return root;
+}
+
 Status DockerEngine::RemoveImage(const std::string& id) {
   auto response = Call(http_, "removing image " + id, "DELETE", ImagePath(id));
   return response.status();

@@ -68,6 +68,8 @@ class DockerEngine : public ContainerEngine {
   Result<std::string> RegistryDigest(const std::string& image, const std::string& registry_auth) override;
   Result<ImageInfo> InspectImage(const std::string& image) override;
   Result<std::vector<ImageInfo>> ListImages() override;
+  // GET /info's DockerRootDir.
+  Result<std::string> DataRoot() override;
   // Without force: an image a container uses is kConflict.
   Status RemoveImage(const std::string& id) override;
   Status CreateVolume(const std::string& name, const Labels& labels) override;
