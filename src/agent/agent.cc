@@ -229,8 +229,8 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
 }
 
 Status Agent::PrepareImage(const CreateRequest& request, PullPolicy policy) {
-  Status ready = puller_.Ensure(request.image, policy);
-  if (ready.ok()) ready = CheckUser(request.image);
+  Result<std::optional<ImageInfo>> image = puller_.Ensure(request.image, policy);
+  const Status ready = image.ok() ? CheckUser(request.image, *image) : image.status();
   if (!ready.ok()) return AbandonReservation(request.kernel_id, ready);
   image_gc_.RecordUse(request.image, static_cast<int64_t>(std::time(nullptr)));
   MutexLock lock(mutex_);
@@ -238,7 +238,7 @@ Status Agent::PrepareImage(const CreateRequest& request, PullPolicy policy) {
   return Status::Ok();
 }
 
-Status Agent::CheckUser(const std::string& image) {
+Status Agent::CheckUser(const std::string& image, const std::optional<ImageInfo>& known) {
   const ContainerConfig& c = config_.container;
   if (c.allow_root) return Status::Ok();
   const std::string advice =
@@ -248,7 +248,7 @@ Status Agent::CheckUser(const std::string& image) {
     if (*c.kernel_uid != 0) return Status::Ok();
     return Status::PermissionDenied("[container] kernel-uid = 0 runs kernels as root, and allow-root is false" + advice);
   }
-  Result<ImageInfo> info = engine_.InspectImage(image);
+  Result<ImageInfo> info = known ? Result<ImageInfo>(*known) : engine_.InspectImage(image);
   if (!info.ok()) {
     if (info.status().code() != Status::Code::kNotFound) return info.status();
     return ImageMissing(image, info.status());
@@ -410,8 +410,8 @@ Result<std::vector<Agent::NodeImage>> Agent::ListImages() {
 }
 
 bool Agent::OwnedByACall(const Kernel& kernel) const {
-  return kernel.state == KernelState::kPulling || kernel.state == KernelState::kPreparing || kernel.state == KernelState::kTerminating ||
-         restarting_.count(kernel.id()) > 0;
+  return kernel.state == KernelState::kPulling || kernel.state == KernelState::kPreparing ||
+         kernel.state == KernelState::kTerminating || restarting_.count(kernel.id()) > 0;
 }
 
 Status Agent::Busy(const Kernel& kernel) const {

@@ -161,8 +161,9 @@ class Agent {
   // kernel is PREPARING. On failure, undoes the reservation.
   Status PrepareImage(const CreateRequest& request, PullPolicy policy);
   // The refusal of a kernel that would run as root without [container]
-  // allow-root, from the user its image runs as; OK when it would not.
-  Status CheckUser(const std::string& image);
+  // allow-root, from the user its image runs as (`known`: the image as the
+  // engine has it, when already read); OK when it would not.
+  Status CheckUser(const std::string& image, const std::optional<ImageInfo>& known);
   // Undoes CreateKernel's reservation of a kernel that has no container yet:
   // its scratch, its resources, its entry. Returns `why`.
   Status AbandonReservation(const std::string& kernel_id, const Status& why) EXCLUDES(mutex_);

@@ -63,41 +63,36 @@ void ImagePuller::SetCredentials(RegistryCredentials credentials) {
   credentials_ = std::move(credentials);
 }
 
-Status ImagePuller::Ensure(const std::string& image, PullPolicy policy) {
-  const ImageRef ref = ParseImageRef(image);
-  if (policy == PullPolicy::kNone) return Status::Ok();
-  if (policy == PullPolicy::kDigest && ref.digest.empty()) {
-    std::string auth;
-    bool has_credentials = false;
-    {
-      MutexLock lock(mutex_);
-      auth = credentials_.AuthFor(image);
-      has_credentials = credentials_.Has(ref.registry);
-    }
-    Result<std::string> wanted = engine_.RegistryDigest(image, auth);
-    if (!wanted.ok()) return Explain(wanted.status(), image, has_credentials);
-    Result<ImageInfo> local = engine_.InspectImage(image);
-    if (local.ok() && std::any_of(local->digests.begin(), local->digests.end(), [&](const std::string& d) {
-          return d.size() > wanted->size() && d.compare(d.size() - wanted->size(), wanted->size(), *wanted) == 0 &&
-                 d[d.size() - wanted->size() - 1] == '@';
-        }))
-      return Status::Ok();
-    if (!local.ok() && local.status().code() != Status::Code::kNotFound) return local.status();
-    return SharedPull(image);
-  }
-  Result<ImageInfo> local = engine_.InspectImage(image);
-  if (local.ok()) return Status::Ok();
-  if (local.status().code() != Status::Code::kNotFound) return local.status();
-  return SharedPull(image);
+ImagePuller::Login ImagePuller::LoginFor(const std::string& image) const {
+  MutexLock lock(mutex_);
+  return {credentials_.AuthFor(image), credentials_.Has(ParseImageRef(image).registry)};
 }
 
-Status ImagePuller::Pull(const std::string& image) { return SharedPull(image); }
+Result<std::optional<ImageInfo>> ImagePuller::Ensure(const std::string& image, PullPolicy policy) {
+  if (policy == PullPolicy::kNone) return std::optional<ImageInfo>();
+  // The digest policy's question: the digest the tag names in the registry now.
+  std::optional<std::string> wanted;
+  if (policy == PullPolicy::kDigest && ParseImageRef(image).digest.empty()) {
+    const Login login = LoginFor(image);
+    Result<std::string> digest = engine_.RegistryDigest(image, login.auth);
+    if (!digest.ok()) return Explain(digest.status(), image, login.has_credentials);
+    wanted = "@" + *digest;
+  }
+  Result<ImageInfo> local = engine_.InspectImage(image);
+  if (!local.ok() && local.status().code() != Status::Code::kNotFound) return local.status();
+  const bool current = local.ok() && (!wanted || std::any_of(local->digests.begin(), local->digests.end(),
+                                                              [&](const std::string& d) {
+                                                                return d.size() > wanted->size() &&
+                                                                       d.ends_with(*wanted);
+                                                              }));
+  if (current) return std::optional<ImageInfo>(std::move(*local));
+  if (Status pulled = Pull(image); !pulled.ok()) return pulled;
+  return std::optional<ImageInfo>();
+}
 
-Status ImagePuller::SharedPull(const std::string& image) {
+Status ImagePuller::Pull(const std::string& image) {
   const std::string key = ParseImageRef(image).Canonical();
   std::shared_ptr<InFlight> pull;
-  std::string auth;
-  bool has_credentials = false;
   {
     MutexLock lock(mutex_);
     if (auto it = in_flight_.find(key); it != in_flight_.end()) {
@@ -107,10 +102,9 @@ Status ImagePuller::SharedPull(const std::string& image) {
     }
     pull = std::make_shared<InFlight>();
     in_flight_[key] = pull;
-    auth = credentials_.AuthFor(image);
-    has_credentials = credentials_.Has(ParseImageRef(image).registry);
   }
-  Status outcome = RunPull(image, auth, has_credentials);
+  const Login login = LoginFor(image);
+  Status outcome = RunPull(image, login.auth, login.has_credentials);
   MutexLock lock(mutex_);
   pull->outcome = outcome;
   pull->done = true;

@@ -65,17 +65,20 @@ class ImagePuller {
   void SetCredentials(RegistryCredentials credentials) EXCLUDES(mutex_);
 
   // Makes sure `image` is on the node as `policy` asks, pulling it when it
-  // must; returns when it is there (OK) or cannot be. kNone checks nothing
-  // (the engine's create then says whether the image is there); an image
-  // named by digest never changes, so kDigest reads it as kTag. Errors name
-  // the image and its registry and say what to do: kNotFound (no such image
-  // or tag), kPermissionDenied (credentials missing or refused),
-  // kUnavailable (the registry cannot be reached), kDeadlineExceeded (the
-  // pull ran past pull-timeout or stalled past pull-stall-timeout).
-  Status Ensure(const std::string& image, PullPolicy policy) EXCLUDES(mutex_);
+  // must; returns when it is there, with the engine's view of it when that
+  // was read on the way (nothing after a pull, or with kNone, which checks
+  // nothing: the engine's create then says whether the image is there). An
+  // image named by digest never changes, so kDigest reads it as kTag.
+  // Errors name the image and its registry and say what to do: kNotFound
+  // (no such image or tag), kPermissionDenied (credentials missing or
+  // refused), kUnavailable (the registry cannot be reached),
+  // kDeadlineExceeded (the pull ran past pull-timeout or stalled past
+  // pull-stall-timeout).
+  Result<std::optional<ImageInfo>> Ensure(const std::string& image, PullPolicy policy) EXCLUDES(mutex_);
 
-  // Pulls `image` whether or not the node has it (slotctl pull), sharing a
-  // pull of it already under way; errors as Ensure's.
+  // Pulls `image` whether or not the node has it (slotctl pull), or waits
+  // for the pull of it already under way and shares its outcome; errors as
+  // Ensure's.
   Status Pull(const std::string& image) EXCLUDES(mutex_);
 
  private:
@@ -84,9 +87,13 @@ class ImagePuller {
     bool done = false;
     Status outcome;
   };
+  // What a pull from an image's registry sends, and whether there was any.
+  struct Login {
+    std::string auth;  // the X-Registry-Auth value; "" when none
+    bool has_credentials = false;
+  };
 
-  // Pull, or waits for the pull of the same image under way.
-  Status SharedPull(const std::string& image) EXCLUDES(mutex_);
+  Login LoginFor(const std::string& image) const EXCLUDES(mutex_);
   // Runs one pull through the engine under the two deadlines, publishing
   // its progress; the error said for a user.
   Status RunPull(const std::string& image, const std::string& auth, bool has_credentials);
@@ -101,7 +108,7 @@ class ImagePuller {
   const std::string agent_id_;
   const Limits limits_;
 
-  Mutex mutex_;
+  mutable Mutex mutex_;
   std::condition_variable pull_done_;  // signalled when an InFlight is done
   RegistryCredentials credentials_ GUARDED_BY(mutex_);
   std::map<std::string, std::shared_ptr<InFlight>> in_flight_ GUARDED_BY(mutex_);  // by ImageRef::Canonical()

@@ -259,24 +259,15 @@ class Session : public std::enable_shared_from_this<Session> {
                       std::shared_ptr<std::promise<bool>> done) {
     if (closed_) return done->set_value(false);
     auto res = std::make_shared<bhttp::response<bhttp::empty_body>>();
-    res->version(11);
     res->result(static_cast<unsigned>(status));
     res->set(bhttp::field::content_type, content_type);
     for (const auto& [name, value] : headers) res->set(name, value);
     res->keep_alive(false);
     res->chunked(true);
-    auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
-    Arm();
-    bhttp::async_write_header(socket_, *serializer,
-                              [self = shared_from_this(), res, serializer, done](beast::error_code ec, size_t) {
-                                self->timer_.cancel();
-                                if (ec) {
-                                  self->Close();
-                                  return done->set_value(false);
-                                }
-                                self->WatchForHangUp();
-                                done->set_value(true);
-                              });
+    WriteHead(res, [self = shared_from_this(), done](bool written) {
+      if (written) self->WatchForHangUp();
+      done->set_value(written);
+    });
   }
   void SendChunk(std::shared_ptr<std::string> data, std::shared_ptr<std::promise<bool>> done) {
     if (closed_) return done->set_value(false);
@@ -304,39 +295,44 @@ class Session : public std::enable_shared_from_this<Session> {
                    std::shared_ptr<std::promise<std::pair<int, std::string>>> done) {
     if (closed_) return done->set_value({-1, ""});
     auto res = std::make_shared<bhttp::response<bhttp::empty_body>>();
-    res->version(11);
     res->result(bhttp::status::switching_protocols);
     res->set(bhttp::field::connection, "Upgrade");
     res->set(bhttp::field::upgrade, "tcp");
     for (const auto& [name, value] : headers) res->set(name, value);
-    auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
-    Arm();
-    bhttp::async_write_header(socket_, *serializer,
-                              [self = shared_from_this(), res, serializer, done](beast::error_code ec, size_t) {
-                                self->timer_.cancel();
-                                if (ec) {
-                                  self->Close();
-                                  return done->set_value({-1, ""});
-                                }
-                                const int fd = ::dup(self->socket_.native_handle());
-                                std::string early(static_cast<const char*>(self->buffer_.data().data()),
-                                                  self->buffer_.size());
-                                self->closed_ = true;
-                                --self->listener_.open;
-                                beast::error_code ignored;
-                                self->socket_.close(ignored);
-                                if (fd >= 0) {
-                                  const int flags = ::fcntl(fd, F_GETFL);
-                                  ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-                                  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-                                }
-                                done->set_value({fd, std::move(early)});
-                              });
+    WriteHead(res, [self = shared_from_this(), done](bool written) {
+      if (!written) return done->set_value({-1, ""});
+      const int fd = ::dup(self->socket_.native_handle());
+      std::string early(static_cast<const char*>(self->buffer_.data().data()), self->buffer_.size());
+      self->closed_ = true;
+      --self->listener_.open;
+      beast::error_code ignored;
+      self->socket_.close(ignored);
+      if (fd >= 0) {
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+      }
+      done->set_value({fd, std::move(early)});
+    });
   }
 
   const std::atomic<bool>& gone() const { return gone_; }
 
  private:
+  // Writes the head of `res` (HTTP/1.1, no body yet) under the write
+  // deadline, then calls `then` with whether it was written; a failed write
+  // closes the connection first.
+  void WriteHead(std::shared_ptr<bhttp::response<bhttp::empty_body>> res, std::function<void(bool)> then) {
+    res->version(11);
+    auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
+    Arm();
+    bhttp::async_write_header(socket_, *serializer,
+                              [self = shared_from_this(), res, serializer, then](beast::error_code ec, size_t) {
+                                self->timer_.cancel();
+                                if (ec) self->Close();
+                                then(!ec);
+                              });
+  }
+
   // Starts the deadline of the read or write about to begin: past it the
   // connection closes, cancelling the operation.
   void Arm() {

@@ -347,8 +347,8 @@ void ApiServer::ExecInteractive(Exchange& ex, const std::string& kernel_id, cons
   std::string early;
   const int client = ex.Upgrade({{"X-Slotd-Exec-Id", session->exec_id}}, early);
   if (client >= 0) {
-    if ((early.empty() || WriteAll(session->fd, early.data(), early.size())) &&
-        (session->early.empty() || WriteAll(client, session->early.data(), session->early.size())))
+    if (WriteAll(session->fd, early.data(), early.size()) &&
+        WriteAll(client, session->early.data(), session->early.size()))
       Relay(client, client, session->fd, ex.Gone());
     ::close(client);
   }

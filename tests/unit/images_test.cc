@@ -172,17 +172,17 @@ TEST_F(ImagePullerTest, TagPullsOnlyAMissingImageAndDigestPullsAMovedTag) {
 
 TEST_F(ImagePullerTest, ErrorsNameTheImageAndTheRegistryAndWhatToDo) {
   ImagePuller puller = Puller();
-  Status missing = puller.Ensure("r:5000/missing:1", PullPolicy::kTag);
+  Status missing = puller.Ensure("r:5000/missing:1", PullPolicy::kTag).status();
   EXPECT_EQ(missing.code(), Status::Code::kNotFound);
   EXPECT_NE(missing.message().find("image r:5000/missing:1 is not in registry r:5000"), std::string::npos)
       << missing.message();
   engine_.FailNext(FakeEngine::Method::kPull, Status::PermissionDenied("unauthorized: authentication required"));
-  Status refused = puller.Ensure("r:5000/private:1", PullPolicy::kTag);
+  Status refused = puller.Ensure("r:5000/private:1", PullPolicy::kTag).status();
   EXPECT_EQ(refused.code(), Status::Code::kPermissionDenied);
   EXPECT_NE(refused.message().find("registry r:5000 wants credentials"), std::string::npos) << refused.message();
   EXPECT_NE(refused.message().find("registry-auth-file has none for it"), std::string::npos) << refused.message();
   engine_.FailNext(FakeEngine::Method::kPull, Status::Unavailable("dial tcp: connection refused"));
-  Status down = puller.Ensure("r:5000/x:1", PullPolicy::kDigest);
+  Status down = puller.Ensure("r:5000/x:1", PullPolicy::kDigest).status();
   EXPECT_EQ(down.code(), Status::Code::kUnavailable);
   EXPECT_NE(down.message().find("registry r:5000 cannot be reached"), std::string::npos) << down.message();
 }
@@ -196,7 +196,9 @@ TEST_F(ImagePullerTest, ConcurrentEnsuresOfOneMissingImageShareOnePull) {
   creates.emplace_back([&] { ok += puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok(); });
   ASSERT_TRUE(engine_.WaitUntilHeld(FakeEngine::Method::kPull));
   for (int i = 0; i < 9; ++i) creates.emplace_back([&] { ok += puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok(); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let them find the pull under way
+  // Every one has found the image missing while the first pull is held, so
+  // each either shares that pull or makes one of its own.
+  while (engine_.CallCount(FakeEngine::Method::kImages) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   engine_.Release(FakeEngine::Method::kPull);
   for (auto& t : creates) t.join();
   EXPECT_EQ(ok, 10);

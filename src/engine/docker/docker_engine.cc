@@ -394,14 +394,21 @@ class LineSplitter {
   std::string pending_;  // a line not yet complete
 };
 
+// The message of an engine's error body: its JSON "message", else the
+// start of the body; without trailing line ends.
+std::string EngineMessage(const std::string& body) {
+  std::string message;
+  const json j = json::parse(body, nullptr, false);
+  if (!j.is_discarded()) message = StringField(j, "message");
+  if (message.empty()) message = body.substr(0, 500);
+  while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) message.pop_back();
+  return message;
+}
+
 // The engine's error for a non-2xx `response` to the operation `what`,
 // keeping the engine's own message.
 Status EngineError(const std::string& what, const HttpClient& http, const HttpResponse& response) {
-  std::string message;
-  const json j = json::parse(response.body, nullptr, false);
-  if (!j.is_discarded()) message = StringField(j, "message");
-  if (message.empty()) message = response.body.substr(0, 500);
-  while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) message.pop_back();
+  const std::string message = EngineMessage(response.body);
   return StatusForHttpError(response.status, what + ": " + message + " (Docker engine at " +
                                                  http.Describe() + ", HTTP " +
                                                  std::to_string(response.status) + ")");
@@ -819,7 +826,8 @@ Status DockerEngine::Pull(const std::string& image, const std::string& registry_
     });
     return !overlong;
   };
-  Status streamed = http_.Stream("POST", path, "", nullptr, on_chunk, stop, /*end_is_ok=*/true, AuthHeader(registry_auth));
+  Status streamed =
+      http_.Stream("POST", path, "", nullptr, on_chunk, stop, /*end_is_ok=*/true, AuthHeader(registry_auth));
   if (stop) return Status::Ok();
   if (overlong)
     return Status::Internal(what + ": the engine sent a line of over " + std::to_string(LineSplitter::kMaxLine) +
@@ -829,11 +837,7 @@ Status DockerEngine::Pull(const std::string& image, const std::string& registry_
     // The engine's refusal before any progress: its JSON message, classified.
     const std::string text = streamed.message();
     const size_t brace = text.find('{');
-    std::string message = text;
-    if (brace != std::string::npos) {
-      const json j = json::parse(text.substr(brace), nullptr, false);
-      if (!j.is_discarded() && !StringField(j, "message").empty()) message = StringField(j, "message");
-    }
+    const std::string message = brace == std::string::npos ? text : EngineMessage(text.substr(brace));
     if (streamed.code() == Status::Code::kUnavailable && text.find("HTTP ") == std::string::npos)
       return streamed.WithPrefix(what);  // the engine itself could not be reached
     const long http_status = streamed.code() == Status::Code::kNotFound ? 404 : 500;
@@ -844,19 +848,17 @@ Status DockerEngine::Pull(const std::string& image, const std::string& registry_
 
 Result<std::string> DockerEngine::RegistryDigest(const std::string& image, const std::string& registry_auth) {
   const std::string what = "asking the registry for " + image;
-  auto response = http_.Request("GET", std::string(kApi) + "/distribution/" + EscapedImageName(image) + "/json", "", kCallTimeout,
-                                AuthHeader(registry_auth));
+  auto response = http_.Request("GET", std::string(kApi) + "/distribution/" + EscapedImageName(image) + "/json", "",
+                                kCallTimeout, AuthHeader(registry_auth));
   if (!response.ok()) return response.status().WithPrefix(what);
-  std::string message;
-  const json j = json::parse(response->body, nullptr, false);
-  if (response->status >= 200 && response->status < 300) {
-    const std::string digest = StringField(ObjectField(j, "Descriptor"), "digest");
-    if (digest.empty()) return Status::Internal(what + ": the engine's answer has no digest: " + response->body.substr(0, 200));
-    return digest;
-  }
-  if (!j.is_discarded()) message = StringField(j, "message");
-  if (message.empty()) message = response->body.substr(0, 500);
-  return PullError(response->status, message).WithPrefix(what);
+  if (response->status < 200 || response->status >= 300)
+    return PullError(response->status, EngineMessage(response->body)).WithPrefix(what);
+  auto j = ParseJson(response->body, what);
+  if (!j.ok()) return j.status();
+  const std::string digest = StringField(ObjectField(*j, "Descriptor"), "digest");
+  if (digest.empty())
+    return Status::Internal(what + ": the engine's answer has no digest: " + response->body.substr(0, 200));
+  return digest;
 }
 
 Result<ImageInfo> DockerEngine::InspectImage(const std::string& image) {
