@@ -34,6 +34,15 @@ std::map<std::string, std::vector<std::string>> UnmeteredDevicesOf(
   return devices;
 }
 
+// The health boards of the plugins that have one, by plugin name.
+std::vector<std::pair<std::string, std::shared_ptr<DeviceHealthBoard>>> BoardsOf(
+    const std::vector<std::unique_ptr<ResourcePlugin>>& plugins) {
+  std::vector<std::pair<std::string, std::shared_ptr<DeviceHealthBoard>>> boards;
+  for (const auto& plugin : plugins)
+    if (std::shared_ptr<DeviceHealthBoard> board = plugin->Health()) boards.emplace_back(plugin->Name(), board);
+  return boards;
+}
+
 // The refusal of a kernel whose image the engine does not have.
 Status ImageMissing(const std::string& image, const Status& engine_said) {
   return Status::NotFound("image " + image + " not found on this node's engine (" + engine_said.message() +
@@ -52,6 +61,8 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       plugins_(std::move(plugins)),
       meters_(MetersOf(plugins_)),
       unmetered_devices_(UnmeteredDevicesOf(plugins_)),
+      boards_(BoardsOf(plugins_)),
+      device_record_path_(config_.agent.var_base_path + "/devices.json"),
       scratch_(ScratchRoot(config_)),
       puller_(engine, hub, config_.agent.id,
               ImagePuller::Limits{config_.container.pull_timeout, config_.container.pull_stall_timeout},
@@ -87,7 +98,7 @@ std::optional<int> Agent::ChooseNumaNode(const ResourceRequest& request) const {
 std::string Agent::SlotTypes() const {
   std::string slots = "cpu, mem";
   for (const auto& plugin : plugins_)
-    if (!plugin->DeviceSlot().empty()) slots += ", " + plugin->DeviceSlot();
+    for (const std::string& slot : plugin->DeviceSlots()) slots += ", " + slot;
   return slots;
 }
 
@@ -189,8 +200,10 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
                               " already exists with a different request; delete it first or use another kernel_id");
     }
     for (const auto& [slot, count] : request.resources.devices) {
-      bool provided = std::any_of(plugins_.begin(), plugins_.end(),
-                                  [&, slot = slot](const auto& plugin) { return plugin->DeviceSlot() == slot; });
+      bool provided = std::any_of(plugins_.begin(), plugins_.end(), [&, slot = slot](const auto& plugin) {
+        const std::vector<std::string> slots = plugin->DeviceSlots();
+        return std::find(slots.begin(), slots.end(), slot) != slots.end();
+      });
       if (!provided)
         return Status::InvalidArgument("resources." + slot + ": this agent has no such device plugin (its slots: " +
                                        SlotTypes() + ")");
@@ -475,19 +488,24 @@ void Agent::StopExpiredKernels(int64_t now) {
       expired.emplace_back(id, kernel.container_id);
     }
   }
-  for (const auto& [kernel_id, container_id] : expired) {
+  StopTerminating(expired, "lifetime exceeded");
+}
+
+void Agent::StopTerminating(const std::vector<std::pair<std::string, std::string>>& kernels,
+                            const std::string& reason) {
+  for (const auto& [kernel_id, container_id] : kernels) {
     const StopOutcome stop = StopContainer(container_id);
     const Status& stopped = stop.stopped;
     MutexLock lock(mutex_);
     Kernel* k = Find(kernel_id);
     if (!k || k->container_id != container_id || k->state != KernelState::kTerminating) continue;
     if (!stopped.ok() && stopped.code() != Status::Code::kNotFound) {
-      spdlog::error("kernel {}: its lifetime ran out, but its container {} could not be stopped ({}); retrying",
-                    kernel_id, container_id, stopped.message());
+      spdlog::error("kernel {}: to be stopped ({}), but its container {} could not be stopped ({}); retrying",
+                    kernel_id, reason, container_id, stopped.message());
       k->state = KernelState::kRunning;
       continue;
     }
-    MarkTerminated(*k, stop.exit_code, "lifetime exceeded");
+    MarkTerminated(*k, stop.exit_code, reason);
   }
 }
 
@@ -672,7 +690,7 @@ void Agent::CheckDrift(const std::string& kernel_id, const std::string& containe
   } else {
     spdlog::warn("kernel {}: {}", kernel_id, k->condition);
   }
-  Emit("kernel_condition", *k, {{"condition", k->condition.empty() ? json(nullptr) : json(k->condition)}});
+  Emit("kernel_condition", *k, {{"condition", k->Conditions().empty() ? json(nullptr) : json(k->Conditions())}});
 }
 
 void Agent::StopIntruders() {
@@ -919,10 +937,208 @@ Status Agent::Converge(bool at_start) {
 Status Agent::Relist() { return Converge(/*at_start=*/false); }
 
 Status Agent::Restore() {
+  StartDevices();
   if (Status s = Converge(/*at_start=*/true); !s.ok()) return s;
+  ApplyDeviceHealth();
   MutexLock lock(mutex_);
   spdlog::info("restored {} kernel(s) from container labels", kernels_.size());
   return Status::Ok();
+}
+
+// ---- Devices: drains, health, and their record.
+
+void Agent::EmitDevice(const char* type, const std::string& plugin, json extra) {
+  extra["type"] = type;
+  extra["agent_id"] = config_.agent.id;
+  extra["plugin"] = plugin;
+  extra["time"] = static_cast<int64_t>(std::time(nullptr));
+  hub_.Publish(extra);
+}
+
+DeviceRecord Agent::CurrentDeviceRecord() const {
+  DeviceRecord record;
+  for (const auto& plugin : plugins_) {
+    if (plugin->OwnedDevices().empty()) continue;
+    record.owned[plugin->Name()] = plugin->OwnedDevices();
+    if (std::set<std::string> drained = plugin->Drained(); !drained.empty()) record.drained[plugin->Name()] = drained;
+  }
+  for (const auto& [plugin, board] : boards_)
+    if (auto marks = board->Marks(); !marks.empty()) record.marks[plugin] = std::move(marks);
+  return record;
+}
+
+void Agent::SaveDeviceRecord() {
+  DeviceRecord record = CurrentDeviceRecord();
+  if (record == device_record_) return;
+  if (Status s = record.Save(device_record_path_); !s.ok()) {
+    spdlog::error("devices: {}; drains and health marks will not survive a restart until it can be written",
+                  s.message());
+    return;
+  }
+  device_record_ = std::move(record);
+}
+
+void Agent::StartDevices() {
+  Result<DeviceRecord> loaded = DeviceRecord::Load(device_record_path_);
+  if (!loaded.ok()) spdlog::error("devices: {}; starting without its drains and health marks", loaded.status().message());
+  const DeviceRecord before = loaded.ok() ? *loaded : DeviceRecord();
+  MutexLock lock(mutex_);
+  device_record_ = before;
+  for (const auto& plugin : plugins_) {
+    const std::vector<std::string> owned = plugin->OwnedDevices();
+    if (auto drained = before.drained.find(plugin->Name()); drained != before.drained.end())
+      for (const std::string& id : drained->second)
+        if (!plugin->SetDrained(id, true).ok())
+          spdlog::warn("devices: {} device {} was drained, but this agent owns it no more", plugin->Name(), id);
+    if (auto marks = before.marks.find(plugin->Name()); marks != before.marks.end() && plugin->Health())
+      for (const auto& [id, mark] : marks->second) plugin->Health()->Mark(id, mark.reason, mark.since);
+    // The layout: what was owned at the last start against what is owned now.
+    auto was = before.owned.find(plugin->Name());
+    if (was == before.owned.end()) continue;
+    std::vector<std::string> gone, added;
+    for (const std::string& id : was->second)
+      if (std::find(owned.begin(), owned.end(), id) == owned.end()) gone.push_back(id);
+    for (const std::string& id : owned)
+      if (std::find(was->second.begin(), was->second.end(), id) == was->second.end()) added.push_back(id);
+    if (gone.empty() && added.empty()) continue;
+    spdlog::warn("devices: the {} devices changed since the agent last ran: {} gone, {} new", plugin->Name(),
+                 gone.size(), added.size());
+    EmitDevice("device_layout", plugin->Name(), {{"gone", gone}, {"new", added}});
+  }
+  for (const auto& plugin : plugins_) plugin->StartHealthMonitor();
+  SaveDeviceRecord();
+}
+
+Result<Agent::DeviceChange> Agent::ResolveDevice(const std::string& name) const {
+  std::string tried;
+  for (const auto& plugin : plugins_) {
+    if (plugin->OwnedDevices().empty()) continue;
+    Result<std::vector<std::string>> ids = plugin->ResolveDevice(name);
+    if (ids.ok()) return DeviceChange{plugin->Name(), *ids};
+    tried += (tried.empty() ? "" : "; ") + ids.status().message();
+  }
+  return Status::NotFound("device " + name + " is not one of this agent's" +
+                          (tried.empty() ? std::string(" (it has no devices)") : ": " + tried) +
+                          "; name it as resource.<kind>.allowed-devices does (GET /v1/agent lists them)");
+}
+
+Result<Agent::DeviceChange> Agent::DrainDevice(const std::string& name, bool drain) {
+  MutexLock lock(mutex_);
+  Result<DeviceChange> change = ResolveDevice(name);
+  if (!change.ok()) return change.status();
+  for (const auto& plugin : plugins_) {
+    if (plugin->Name() != change->plugin) continue;
+    for (const std::string& id : change->devices)
+      if (Status s = plugin->SetDrained(id, drain); !s.ok()) return s;
+  }
+  spdlog::info("devices: {} {} device(s) {}", drain ? "drained" : "undrained", change->plugin, name);
+  EmitDevice(drain ? "device_drained" : "device_undrained", change->plugin, {{"devices", change->devices}});
+  SaveDeviceRecord();
+  return change;
+}
+
+Result<Agent::DeviceChange> Agent::ClearDevice(const std::string& name) {
+  MutexLock lock(mutex_);
+  Result<DeviceChange> change = ResolveDevice(name);
+  if (!change.ok()) return change.status();
+  auto board = std::find_if(boards_.begin(), boards_.end(), [&](const auto& b) { return b.first == change->plugin; });
+  DeviceChange cleared{change->plugin, {}};
+  for (const std::string& id : change->devices)
+    if (board != boards_.end() && board->second->Clear(id, static_cast<int64_t>(std::time(nullptr))))
+      cleared.devices.push_back(id);
+  if (cleared.devices.empty())
+    return Status::FailedPrecondition("device " + name + " has no health mark to clear (a mark is left by a "
+                                      "critical Xid); what a poll finds (ECC errors, a lost GPU) clears itself "
+                                      "when the device recovers");
+  spdlog::info("devices: cleared the health marks of {} device(s) {}", change->plugin, name);
+  SaveDeviceRecord();
+  return cleared;
+}
+
+std::vector<Agent::DeviceState> Agent::DeviceStates() const {
+  MutexLock lock(mutex_);
+  std::vector<DeviceState> states;
+  for (const auto& plugin : plugins_) {
+    std::shared_ptr<DeviceHealthBoard> board = plugin->Health();
+    if (!board) continue;
+    const std::set<std::string> drained = plugin->Drained();
+    const auto health = board->Snapshot();
+    for (const std::string& id : plugin->OwnedDevices()) {
+      auto state = health.find(id);
+      states.push_back({plugin->Name(), id, state == health.end() ? DeviceHealthState{} : state->second,
+                        drained.count(id) > 0});
+    }
+  }
+  return states;
+}
+
+void Agent::ApplyDeviceHealth() {
+  uint64_t version = 0;
+  for (const auto& [plugin, board] : boards_) version += board->Version();
+  std::vector<std::pair<std::string, std::string>> to_stop;  // (kernel, container)
+  {
+    MutexLock lock(mutex_);
+    if (version == health_version_) return;
+    health_version_ = version;
+    // Devices whose health changed since the last report.
+    std::map<std::pair<std::string, std::string>, DeviceHealthState> now;
+    std::set<std::string> stopping_plugins;
+    for (const auto& plugin : plugins_)
+      if (plugin->StopsKernelsOnUnhealthy()) stopping_plugins.insert(plugin->Name());
+    for (const auto& [plugin, board] : boards_) {
+      for (const auto& [id, state] : board->Snapshot()) {
+        const std::pair<std::string, std::string> key{plugin, id};
+        if (state.health != DeviceHealth::kHealthy) now[key] = state;
+        auto before = health_reported_.find(key);
+        const DeviceHealthState was = before == health_reported_.end() ? DeviceHealthState{} : before->second;
+        if (was.health == state.health && was.reason == state.reason) continue;
+        const bool healthy = state.health == DeviceHealth::kHealthy;
+        if (healthy) {
+          spdlog::info("devices: {} device {} is healthy again", plugin, id);
+        } else {
+          spdlog::warn("devices: {} device {} is {}: {}", plugin, id, DeviceHealthName(state.health), state.reason);
+        }
+        EmitDevice(healthy ? "device_healthy" : "device_unhealthy", plugin,
+                   {{"device", id},
+                    {"health", DeviceHealthName(state.health)},
+                    {"reason", healthy ? json(nullptr) : json(state.reason)},
+                    {"since", state.since}});
+      }
+    }
+    health_reported_ = now;
+    // The kernels on those devices.
+    for (auto& [kernel_id, kernel] : kernels_) {
+      if (kernel.state != KernelState::kRunning || !kernel.holds_resources) continue;
+      std::string condition;
+      bool stop = false;
+      for (const auto& [plugin, ids] : kernel.allocation.devices) {
+        for (const std::string& id : ids) {
+          auto bad = now.find({plugin, id});
+          if (bad == now.end()) continue;
+          condition += (condition.empty() ? "" : "; ") + plugin + " device " + id + " is " +
+                       DeviceHealthName(bad->second.health) + ": " + bad->second.reason;
+          stop = stop || (bad->second.health == DeviceHealth::kUnhealthy && stopping_plugins.count(plugin));
+        }
+      }
+      if (stop && !OwnedByACall(kernel)) {
+        kernel.state = KernelState::kTerminating;  // ours until stopped, as in DeleteKernel
+        to_stop.emplace_back(kernel_id, kernel.container_id);
+      }
+      if (condition == kernel.device_condition) continue;
+      kernel.device_condition = condition;
+      if (!condition.empty()) spdlog::warn("kernel {}: {}", kernel_id, condition);
+      Emit("kernel_condition", kernel,
+           {{"condition", kernel.Conditions().empty() ? json(nullptr) : json(kernel.Conditions())}});
+    }
+    SaveDeviceRecord();
+  }
+  for (const auto& [kernel_id, container_id] : to_stop)
+    spdlog::warn("kernel {}: stopping it, a device it holds is unhealthy (on-unhealthy = \"stop\")", kernel_id);
+  StopTerminating(to_stop, "device unhealthy");
+  if (!to_stop.empty()) {
+    MutexLock lock(mutex_);
+    health_version_ = ~0ull;  // a kernel whose stop failed is looked at again
+  }
 }
 
 double Agent::LastSyncAgeSeconds() const {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/device_record.h"
 #include "agent/event_hub.h"
 #include "agent/image_gc.h"
 #include "agent/image_puller.h"
@@ -43,8 +44,11 @@ class Agent {
   Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr<ResourcePlugin>> plugins,
         EventHub& hub, Clock& clock = Clock::Real());
 
-  // Rebuilds the kernel table from the owned containers' labels, as Relist
-  // does. Fails (and the agent must not serve) when the engine cannot be
+  // Applies what <var-base-path>/devices.json records (drains, health
+  // marks), reports a device layout that changed since (a device_layout
+  // event), starts the plugins' health monitors, then rebuilds the kernel
+  // table from the owned containers' labels, as Relist does, and flags the
+  // kernels on unhealthy or missing devices (ApplyDeviceHealth). Fails (and the agent must not serve) when the engine cannot be
   // listed, a container's labels cannot be read, or a running kernel holds
   // what this agent's config no longer gives it; the message names the
   // kernel and what to do. A running container on resources that a newer
@@ -120,6 +124,35 @@ class Agent {
   // Capacity, used and free per slot type, merged from the plugins.
   nlohmann::json DescribeResources() const;
 
+  // Drains (`drain`) or undrains the owned devices that `name` names as an
+  // allow-list would (an id, a GPU index or UUID, a MIG UUID): a drained
+  // device stays with its kernel but is never given to a new one. Recorded,
+  // so it survives restarts; emits device_drained / device_undrained.
+  // Returns the plugin and the device ids; kNotFound when `name` names none.
+  struct DeviceChange {
+    std::string plugin;
+    std::vector<std::string> devices;
+  };
+  Result<DeviceChange> DrainDevice(const std::string& name, bool drain) EXCLUDES(mutex_);
+  // Clears the health marks (a critical Xid) of the devices `name` names; a
+  // condition the next poll still finds stays. kFailedPrecondition when none
+  // had a mark.
+  Result<DeviceChange> ClearDevice(const std::string& name) EXCLUDES(mutex_);
+  // One owned device's health and drain, for /metrics.
+  struct DeviceState {
+    std::string plugin;
+    std::string device;
+    DeviceHealthState health;
+    bool drained = false;
+  };
+  std::vector<DeviceState> DeviceStates() const EXCLUDES(mutex_);
+  // Brings the agent in line with its devices' health when it changed (cheap
+  // when it did not): device_unhealthy / device_healthy events, the
+  // condition of each kernel on an unhealthy device (kernel_condition), the
+  // stop of such kernels where the plugin says so (TERMINATED "device
+  // unhealthy"), and the record of the health marks.
+  void ApplyDeviceHealth() EXCLUDES(mutex_);
+
   // What the stats loop measures: every RUNNING kernel, with its container
   // and the devices it holds, in kernel id order.
   std::vector<StatsTarget> StatsTargets() const;
@@ -156,6 +189,16 @@ class Agent {
   const Config& config() const { return config_; }
 
  private:
+  // The first of the plugins whose devices `name` names, with their ids.
+  Result<DeviceChange> ResolveDevice(const std::string& name) const REQUIRES(mutex_);
+  // What devices.json should hold now.
+  DeviceRecord CurrentDeviceRecord() const REQUIRES(mutex_);
+  // Writes devices.json when it differs from what was written last.
+  void SaveDeviceRecord() REQUIRES(mutex_);
+  // Restore's first step: the record applied, the layout compared, the monitors started.
+  void StartDevices() EXCLUDES(mutex_);
+  // Publishes a device event (not about a kernel).
+  void EmitDevice(const char* type, const std::string& plugin, nlohmann::json extra);
   // Brings the image of `kernel`, reserved PULLING by CreateKernel, onto the
   // node as `policy` asks and checks the user it would run as; then the
   // kernel is PREPARING. On failure, undoes the reservation.
@@ -176,6 +219,11 @@ class Agent {
   // The container of `kernel_id` when it is RUNNING; else kNotFound or
   // kFailedPrecondition saying why an exec cannot run.
   Result<std::string> RunningContainer(const std::string& kernel_id) const;
+  // Stops the containers of `kernels` (kernel, container), each set
+  // TERMINATING by the caller: TERMINATED with `reason`, or RUNNING again
+  // when its container cannot be stopped. Takes mutex_ itself; stops without it.
+  void StopTerminating(const std::vector<std::pair<std::string, std::string>>& kernels, const std::string& reason)
+      EXCLUDES(mutex_);
   // [container] stop-timeout, as the engine takes it.
   std::chrono::seconds StopTimeout() const;
   // What stopping a container came to: the engine's answer and, when it
@@ -251,6 +299,9 @@ class Agent {
   std::vector<std::unique_ptr<ResourcePlugin>> plugins_ GUARDED_BY(mutex_);
   const std::vector<std::shared_ptr<DeviceMeter>> meters_;  // set at construction; thread-safe objects
   const std::map<std::string, std::vector<std::string>> unmetered_devices_;  // set at construction
+  // The plugins' health boards, by plugin name; set at construction, thread-safe objects.
+  const std::vector<std::pair<std::string, std::shared_ptr<DeviceHealthBoard>>> boards_;
+  const std::string device_record_path_;  // <var-base-path>/devices.json
   ScratchStore scratch_;  // the kernels' scratch directories (hostdir); thread-safe
   ImagePuller puller_;    // pulls kernels' images; thread-safe
   ImageCollector image_gc_;  // removes unused images when the engine's disk fills; thread-safe
@@ -267,6 +318,11 @@ class Agent {
   std::map<std::string, std::shared_ptr<PendingCreate>> pending_creates_ GUARDED_BY(mutex_);  // by kernel id
   std::vector<std::pair<std::string, std::string>> intruders_ GUARDED_BY(mutex_);  // (kernel, container) to stop
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
+
+  DeviceRecord device_record_ GUARDED_BY(mutex_);  // as last written
+  uint64_t health_version_ GUARDED_BY(mutex_) = ~0ull;  // the boards' versions, summed, when last applied
+  // (plugin, device) -> the health last reported in events; absent: healthy.
+  std::map<std::pair<std::string, std::string>, DeviceHealthState> health_reported_ GUARDED_BY(mutex_);
 
   std::atomic<int64_t> last_sync_ns_{-1};    // clock_ time of the last good relist or restore
   std::atomic<int64_t> last_answer_ns_{-1};  // clock_ time of the last answered round trip

@@ -27,7 +27,8 @@ Status CheckForeignHolders(ContainerEngine& engine, const AgentClaims& mine) {
       auto own = mine.devices.find(plugin);
       if (own == mine.devices.end()) continue;
       for (const auto& id : ids)
-        if (std::find(own->second.begin(), own->second.end(), id) != own->second.end())
+        if (std::any_of(own->second.begin(), own->second.end(),
+                        [&](const std::string& claim) { return DevicesOverlap(claim, id); }))
           held.push_back(plugin + " device " + id);
     }
     for (const auto& port : alloc->ports)

@@ -318,6 +318,11 @@ const char* KernelStateName(KernelState state) {
   return "ERROR";
 }
 
+std::string Kernel::Conditions() const {
+  if (condition.empty() || device_condition.empty()) return condition + device_condition;
+  return condition + "; " + device_condition;
+}
+
 json Kernel::ToJson() const {
   json ports = json::array();
   for (const auto& p : allocation.ports) ports.push_back({{"container", p.container_port}, {"host", p.host_port}});
@@ -330,7 +335,7 @@ json Kernel::ToJson() const {
           {"state", KernelStateName(state)},
           {"exit_code", exit_code ? json(*exit_code) : json(nullptr)},
           {"reason", reason},
-          {"condition", condition.empty() ? json(nullptr) : json(condition)},
+          {"condition", Conditions().empty() ? json(nullptr) : json(Conditions())},
           {"allocations", allocation.ToJson()},
           {"ports", ports},
           {"labels", request.labels},

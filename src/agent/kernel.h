@@ -116,6 +116,8 @@ struct Kernel {
   // What is wrong with a RUNNING kernel's container as changed behind the
   // agent's back (paused, its cpuset or memory limit updated); empty: nothing.
   std::string condition;
+  // What is wrong with the devices it holds (unhealthy, missing); empty: nothing.
+  std::string device_condition;
   Allocation allocation;
   bool holds_resources = false;  // whether `allocation` is taken from the plugins now
   int64_t created_at = 0;    // unix seconds
@@ -123,6 +125,8 @@ struct Kernel {
   uint64_t container_seq = 0;  // the agent's mutation sequence when its container appeared
 
   const std::string& id() const { return request.kernel_id; }
+  // condition and device_condition, joined by "; "; empty when neither is set.
+  std::string Conditions() const;
   // The API form: kernel_id, session_id, agent_id, container_id, image,
   // command, state, exit_code, reason, allocations, ports, labels,
   // created_at, deadline.

@@ -17,6 +17,7 @@ void Watcher::Start() {
   probe_thread_ = std::thread([this] { ProbeLoop(); });
   lifetime_thread_ = std::thread([this] { LifetimeLoop(); });
   image_gc_thread_ = std::thread([this] { ImageGcLoop(); });
+  health_thread_ = std::thread([this] { HealthLoop(); });
 }
 
 void Watcher::Stop() {
@@ -30,6 +31,7 @@ void Watcher::Stop() {
   if (probe_thread_.joinable()) probe_thread_.join();
   if (lifetime_thread_.joinable()) lifetime_thread_.join();
   if (image_gc_thread_.joinable()) image_gc_thread_.join();
+  if (health_thread_.joinable()) health_thread_.join();
 }
 
 void Watcher::RequestRelist() {
@@ -102,6 +104,14 @@ void Watcher::ImageGcLoop() {
     if (!removed.ok()) spdlog::warn("image gc: {}; trying again in {} s", removed.status().message(), kImageGcEvery.count());
     MutexLock lock(mutex_);
     if (clock_.WaitFor(lock.native(), cv_, kImageGcEvery, [&] { return stop_.load(); })) return;
+  }
+}
+
+void Watcher::HealthLoop() {
+  while (true) {
+    agent_.ApplyDeviceHealth();
+    MutexLock lock(mutex_);
+    if (clock_.WaitFor(lock.native(), cv_, kHealthLookEvery, [&] { return stop_.load(); })) return;
   }
 }
 

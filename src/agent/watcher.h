@@ -7,7 +7,9 @@
 //    deadline, and tells the agent whether it answered (its health);
 //  - the lifetime keeper stops, every kLifetimeCheckEvery, the kernels
 //    whose max_lifetime has run out (Agent::StopExpiredKernels);
-//  - the image collector runs Agent::CollectImages every kImageGcEvery.
+//  - the image collector runs Agent::CollectImages every kImageGcEvery;
+//  - the health keeper runs Agent::ApplyDeviceHealth every kHealthLookEvery
+//    (it does nothing when no device's health changed).
 // Periods and backoff are waited on `clock`; the probe's deadline is real time.
 #pragma once
 
@@ -40,10 +42,12 @@ class Watcher {
   void ProbeLoop();
   void LifetimeLoop();
   void ImageGcLoop();
+  void HealthLoop();
 
   static constexpr std::chrono::seconds kProbeEvery{2};
   static constexpr std::chrono::seconds kLifetimeCheckEvery{1};
   static constexpr std::chrono::seconds kImageGcEvery{60};
+  static constexpr std::chrono::milliseconds kHealthLookEvery{50};
   // The first wait before reconnecting the event stream; it doubles after
   // each failed attempt up to kMaxBackoff, and starts again on success.
   static constexpr std::chrono::milliseconds kFirstBackoff{100};
@@ -63,6 +67,7 @@ class Watcher {
   std::thread probe_thread_;
   std::thread lifetime_thread_;
   std::thread image_gc_thread_;
+  std::thread health_thread_;
 };
 
 }  // namespace slotd

@@ -109,6 +109,14 @@ std::string RenderMetrics(const StatsSnapshot& snapshot, const MetricsFacts& fac
             "Running kernels whose container was paused or had its cpuset or memory changed outside slotd.", {},
             facts.kernels_with_condition);
 
+  for (const MetricsFacts::Device& device : facts.devices) {
+    const prometheus::Labels labels = {{"plugin", device.plugin}, {"device", device.device}};
+    out.Gauge("slotd_device_healthy", "Whether the device is healthy (1) or unhealthy or of unknown health (0).",
+              labels, device.healthy ? 1 : 0);
+    out.Gauge("slotd_device_drained", "Whether the device is drained: kept from new kernels (1) or not (0).", labels,
+              device.drained ? 1 : 0);
+  }
+
   out.Gauge("slotd_stats_interval_seconds", "Configured time between stats sweeps.", {},
             static_cast<double>(snapshot.interval_ms) / 1e3);
   out.Counter("slotd_stats_sweeps_total", "Stats sweeps since the agent started.", {},

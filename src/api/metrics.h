@@ -13,6 +13,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "stats/measures.h"
 
@@ -25,6 +26,14 @@ struct MetricsFacts {
   std::map<std::string, int> kernels_by_state;
   bool engine_reachable = false;  // as GET /health reports it
   int kernels_with_condition = 0;  // RUNNING kernels whose container was changed behind the agent's back
+  // The owned devices of plugins that watch health, with their health and drain.
+  struct Device {
+    std::string plugin;
+    std::string device;
+    bool healthy = true;  // false: unhealthy or unknown
+    bool drained = false;
+  };
+  std::vector<Device> devices;
 };
 
 // The Content-Type of RenderMetrics' text (the exposition format 0.0.4).

@@ -205,6 +205,10 @@ void ApiServer::AddRoutes() {
               [this](Exchange& ex, const Params&) { ex.Reply(JsonResponse(200, ToJson(*collector_.Latest()))); });
   router_.Add("GET", "/metrics", Lane::kQuick, [this](Exchange& ex, const Params&) { Metrics(ex); });
   router_.Add("GET", "/v1/events", Lane::kLong, [this](Exchange& ex, const Params&) { Events(ex); });
+  for (const char* action : {"drain", "undrain", "clear"}) {
+    router_.Add("POST", std::string("/v1/devices/{id}/") + action, Lane::kQuick,
+                [this, action = std::string(action)](Exchange& ex, const Params& p) { ChangeDevice(ex, p[0], action); });
+  }
   router_.Add("GET", "/v1/images", Lane::kLong, [this](Exchange& ex, const Params&) { ListImages(ex); });
   router_.Add("POST", "/v1/images/pull", Lane::kLong, [this](Exchange& ex, const Params&) { PullImage(ex); });
 }
@@ -422,6 +426,19 @@ void ApiServer::Events(Exchange& ex) {
   }
 }
 
+void ApiServer::ChangeDevice(Exchange& ex, const std::string& device, const std::string& action) {
+  Result<Agent::DeviceChange> change = action == "clear" ? agent_.ClearDevice(device)
+                                                         : agent_.DrainDevice(device, action == "drain");
+  if (!change.ok()) {
+    ex.Reply(ErrorResponse(change.status()));
+    return;
+  }
+  json body = {{"plugin", change->plugin}, {"devices", change->devices}};
+  if (action == "clear") body["cleared"] = true;
+  else body["drained"] = action == "drain";
+  ex.Reply(JsonResponse(200, body));
+}
+
 void ApiServer::Metrics(Exchange& ex) const {
   MetricsFacts facts;
   const std::vector<Kernel> kernels = agent_.ListKernels();
@@ -429,6 +446,9 @@ void ApiServer::Metrics(Exchange& ex) const {
   facts.kernels_with_condition = static_cast<int>(
       std::count_if(kernels.begin(), kernels.end(), [](const Kernel& k) { return !k.condition.empty(); }));
   facts.engine_reachable = agent_.EngineReachable();
+  for (const Agent::DeviceState& device : agent_.DeviceStates())
+    facts.devices.push_back(
+        {device.plugin, device.device, device.health.health == DeviceHealth::kHealthy, device.drained});
   http::Response response;
   response.content_type = kMetricsContentType;
   response.body = RenderMetrics(*collector_.Latest(), facts);

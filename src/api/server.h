@@ -67,6 +67,8 @@ class ApiServer {
   void ListImages(http::Exchange& ex);
   // POST /v1/images/pull {"image": ...}: pulls it; progress goes to the events.
   void PullImage(http::Exchange& ex);
+  // POST /v1/devices/{id}/drain, /undrain, /clear: `action` is "drain", "undrain" or "clear".
+  void ChangeDevice(http::Exchange& ex, const std::string& device, const std::string& action);
   void Metrics(http::Exchange& ex) const;
 
   Agent& agent_;

@@ -188,11 +188,17 @@ int RunInfo(const Options& options, const AgentClient& agent) {
     for (const auto& d : use["devices"].Elements()) {
       std::string properties;
       for (const auto& [key, value] : d.Members()) {
-        if (key == "id" || key == "numa_node" || key == "held_by") continue;
+        if (key == "id" || key == "numa_node" || key == "held_by" || key == "health" || key == "healthy" ||
+            key == "reason" || key == "since" || key == "drained")
+          continue;
         properties += (properties.empty() ? "" : " ") + key + "=" +
                       (key == "memory" ? slotd::FormatSize(value.Count()) : value.Shown());
       }
-      device_rows.push_back({slot, d["id"].Shown(), d["numa_node"].Shown(), d["held_by"].Shown(), properties});
+      std::string health = d.Has("health") ? d["health"].Shown() : "-";
+      if (d.Has("reason") && !d["reason"].raw().is_null()) health += " (" + d["reason"].Shown() + ")";
+      if (d.Has("drained") && d["drained"].Shown() == "true") health += ", drained";
+      device_rows.push_back(
+          {slot, d["id"].Shown(), d["numa_node"].Shown(), d["held_by"].Shown(), health, properties});
     }
   }
   if (!answer->problem().empty()) return ReportBadAnswer(*answer, agent);
@@ -200,7 +206,7 @@ int RunInfo(const Options& options, const AgentClient& agent) {
   PrintTable({"SLOT", "CAPACITY", "USED", "FREE", "DETAIL"}, slot_rows);
   if (!device_rows.empty()) {
     std::cout << "\n";
-    PrintTable({"SLOT", "DEVICE", "NUMA", "HELD BY", "PROPERTIES"}, device_rows);
+    PrintTable({"SLOT", "DEVICE", "NUMA", "HELD BY", "HEALTH", "PROPERTIES"}, device_rows);
   }
   return 0;
 }
@@ -292,6 +298,20 @@ int RunRemove(const std::vector<std::string>& kernel_ids, const Options& options
     std::cout << "removed " << id << " (exit code " << exit_code << ")\n";
   }
   return status;
+}
+
+int RunDevice(const std::string& action, const std::string& device, const Options& options, const AgentClient& agent) {
+  auto answer = agent.Call("POST", "/v1/devices/" + slotd::UrlEncode(device) + "/" + action);
+  if (!answer.ok()) return Report(answer.failure());
+  if (options.json_output) return PrintJson(answer->body(), 2), 0;
+  const AnswerField a = answer->Root();
+  std::string devices;
+  for (const auto& id : a["devices"].Elements()) devices += (devices.empty() ? "" : ", ") + id.Shown();
+  if (!answer->problem().empty()) return ReportBadAnswer(*answer, agent);
+  const std::string done = action == "drain" ? "drained" : action == "undrain" ? "undrained" : "cleared the health mark of";
+  std::cout << done << " " << a["plugin"].Shown() << " device" << (a["devices"].Elements().size() == 1 ? " " : "s ")
+            << devices << "\n";
+  return 0;
 }
 
 int RunRestart(const std::string& kernel_id, const Options& options, const AgentClient& agent) {

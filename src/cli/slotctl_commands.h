@@ -76,6 +76,8 @@ int RunPull(const std::string& image, const Options& options, const AgentClient&
 int RunImages(const Options& options, const AgentClient& agent);
 // Removes each kernel in turn; exits with the status of the first that failed.
 int RunRemove(const std::vector<std::string>& kernel_ids, const Options& options, const AgentClient& agent);
+// `slotctl device drain|undrain|clear ID`: `action` is the route's last part.
+int RunDevice(const std::string& action, const std::string& device, const Options& options, const AgentClient& agent);
 int RunRestart(const std::string& kernel_id, const Options& options, const AgentClient& agent);
 // Exits with the command's exit status (0 with --json) once it ran. With
 // -it the command runs on a terminal of its own, fed by this one (raw mode,

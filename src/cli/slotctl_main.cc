@@ -63,7 +63,7 @@ Subcommand AddRun(CLI::App& app) {
   run->add_option("--pull", args->pull, "pull the image: digest (when its tag moved), tag (when missing), none; "
                                         "only stricter than the agent's [container] auto-pull")
       ->check(CLI::IsMember({"digest", "tag", "none"}));
-  run->add_option("--device", args->devices, "SLOT=COUNT device request, SLOT one of the device slot types that slotctl info lists (<kind>.device), repeatable")
+  run->add_option("--device", args->devices, "SLOT=COUNT device request, SLOT one of the device slot types that slotctl info lists (<kind>.device, cuda.mig-<g>c<m>g), repeatable")
       ->allow_extra_args(false);
   return {run, [args](const Options& o, const AgentClient& a) { return slotctl::RunCreate(*args, o, a); }, nullptr};
 }
@@ -80,6 +80,22 @@ Subcommand AddRemove(CLI::App& app) {
   CLI::App* rm = app.add_subcommand("rm", "stop and remove kernels, freeing their resources");
   rm->add_option("kernel", *ids, "kernel ids")->required();
   return {rm, [ids](const Options& o, const AgentClient& a) { return slotctl::RunRemove(*ids, o, a); }, nullptr};
+}
+
+Subcommand AddDevice(CLI::App& app) {
+  auto action = std::make_shared<std::string>();
+  auto id = std::make_shared<std::string>();
+  CLI::App* device = app.add_subcommand("device", "drain, undrain or clear a device: slotctl device drain ID");
+  device->footer("drain: the device stays with its kernel but is given to no new one (kept across restarts); "
+                 "undrain: it is given again; clear: forget its health mark (a critical Xid), once it is repaired.\n"
+                 "ID names the device as resource.<kind>.allowed-devices does: a GPU index or UUID, a MIG UUID, a "
+                 "mock device id.");
+  device->add_option("action", *action, "drain, undrain or clear")
+      ->required()
+      ->check(CLI::IsMember({"drain", "undrain", "clear"}));
+  device->add_option("device", *id, "the device, as slotctl info lists it")->required();
+  return {device, [action, id](const Options& o, const AgentClient& a) { return slotctl::RunDevice(*action, *id, o, a); },
+          nullptr};
 }
 
 Subcommand AddRestart(CLI::App& app) {
@@ -167,7 +183,7 @@ int main(int argc, char** argv) {
       AddPlain(app, "kernels", "list this agent's kernels", slotctl::RunKernels),
       AddPlain(app, "images", "list the node's images: size, last use, this agent's kernels on each",
                slotctl::RunImages),
-      AddRun(app), AddPull(app), AddRemove(app), AddRestart(app), AddExec(app), AddLogs(app), AddNode(app), AddStats(app),
+      AddRun(app), AddPull(app), AddRemove(app), AddDevice(app), AddRestart(app), AddExec(app), AddLogs(app), AddNode(app), AddStats(app),
       AddTop(app)};
   try {
     app.parse(argc, argv);

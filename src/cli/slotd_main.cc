@@ -44,12 +44,12 @@ void SetUpLogging(const std::string& format, const std::string& level) {
   spdlog::set_default_logger(logger);
 }
 
-// The device ids `plugins` own, by plugin name; plugins without devices are left out.
-std::map<std::string, std::vector<std::string>> OwnedDevices(
+// The device claims of `plugins` (ResourcePlugin::ClaimedDevices), by plugin name; plugins without devices are left out.
+std::map<std::string, std::vector<std::string>> ClaimedDevices(
     const std::vector<std::unique_ptr<slotd::ResourcePlugin>>& plugins) {
   std::map<std::string, std::vector<std::string>> devices;
   for (const auto& plugin : plugins)
-    if (!plugin->OwnedDevices().empty()) devices[plugin->Name()] = plugin->OwnedDevices();
+    if (!plugin->ClaimedDevices().empty()) devices[plugin->Name()] = plugin->ClaimedDevices();
   return devices;
 }
 
@@ -146,7 +146,7 @@ int RunAgent(const std::string& config_path) {
   auto plugins = slotd::MakePlugins(*config, host);
   if (!plugins.ok()) return fail(plugins.status());
 
-  const slotd::AgentClaims mine = slotd::ClaimsOf(*config, OwnedDevices(*plugins));
+  const slotd::AgentClaims mine = slotd::ClaimsOf(*config, ClaimedDevices(*plugins));
   auto claims = slotd::NodeClaims::Register(config->node.claims_dir, mine, host.memory_bytes,
                                             [&] { return slotd::CheckForeignHolders(**engine, mine); });
   if (!claims.ok()) return fail(claims.status());

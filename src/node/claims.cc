@@ -94,6 +94,13 @@ std::optional<Clash> ScratchClash(const AgentClaims& a, const AgentClaims& b) {
 
 }  // namespace
 
+bool DevicesOverlap(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  auto inside = [](const std::string& part, const std::string& whole) { return part.rfind(whole + "/", 0) == 0; };
+  auto leaf = [](const std::string& claim) { return claim.substr(claim.rfind('/') + 1); };
+  return inside(a, b) || inside(b, a) || leaf(a) == leaf(b);
+}
+
 std::vector<Clash> FindClashes(const AgentClaims& a, const AgentClaims& b) {
   std::vector<Clash> clashes;
   if (a.agent_id == b.agent_id) clashes.push_back({"agent id", a.agent_id});
@@ -113,8 +120,8 @@ std::vector<Clash> FindClashes(const AgentClaims& a, const AgentClaims& b) {
     auto other = b.devices.find(plugin);
     if (other == b.devices.end()) continue;
     for (const auto& id : ids)
-      if (std::find(other->second.begin(), other->second.end(), id) != other->second.end())
-        clashes.push_back({plugin + " device", id});
+      for (const auto& theirs : other->second)
+        if (DevicesOverlap(id, theirs)) clashes.push_back({plugin + " device", id == theirs ? id : id + " and " + theirs});
   }
   return clashes;
 }

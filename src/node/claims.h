@@ -49,6 +49,13 @@ struct AgentClaims {
 // The claims a config makes, with the device ids its plugins own.
 AgentClaims ClaimsOf(const Config& config, const std::map<std::string, std::vector<std::string>>& devices);
 
+// Whether two device claims meet. A claim names a device by its id, or a part
+// of a device as "<whole>/<part>" (a MIG instance of a GPU): two claims meet
+// when one is the other, when one is a whole device and the other a part of
+// it, or when both end in the same id (a part named with and without its
+// whole). "GPU-a" meets "GPU-a/MIG-1"; "GPU-a/MIG-1" does not meet "GPU-a/MIG-2".
+bool DevicesOverlap(const std::string& a, const std::string& b);
+
 // One value two claim sets both hold: what ("cpu core") and which ("3").
 struct Clash {
   std::string what;
@@ -57,7 +64,8 @@ struct Clash {
 
 // Every value `a` and `b` both claim: agent id, API port (when both are
 // fixed), ipc and var paths, a scratch root that is, contains or lies
-// inside one of the other's paths, overlapping port ranges, cores, devices.
+// inside one of the other's paths, overlapping port ranges, cores, devices
+// (DevicesOverlap; the value names both claims when they differ).
 std::vector<Clash> FindClashes(const AgentClaims& a, const AgentClaims& b);
 
 // A registration in the claims directory, live for the object's lifetime.

@@ -1,16 +1,41 @@
 #include "resources/device_plugin.h"
 
 #include <algorithm>
+#include <ctime>
 
 namespace slotd {
+namespace {
 
-DevicePlugin::DevicePlugin(std::string name, std::vector<Device> present, const std::vector<std::string>& allowed)
-    : name_(std::move(name)) {
+int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// The condition of an owned device that the node does not have.
+constexpr char kMissing[] = "missing: not on this node any more";
+
+}  // namespace
+
+DevicePlugin::DevicePlugin(std::string name, std::vector<Device> present, const std::vector<std::string>& allowed,
+                           AbsentDevices absent)
+    : name_(std::move(name)), absent_(absent) {
   for (const auto& device : present) present_.insert(device.id);
+  std::vector<std::string> missing;
   for (const auto& id : allowed) {
     auto it = std::find_if(present.begin(), present.end(), [&](const Device& d) { return d.id == id; });
-    if (it != present.end()) owned_.push_back(*it);
+    if (it != present.end()) {
+      owned_.push_back(*it);
+    } else if (absent_.keep_listed) {
+      owned_.push_back({id, 0, nlohmann::json::object(), ""});
+      missing.push_back(id);
+    }
   }
+  health_ = std::make_shared<DeviceHealthBoard>(OwnedDevices(), Now());
+  for (const auto& id : missing) health_->SetCondition(id, kMissing, Now());
+}
+
+std::vector<std::string> DevicePlugin::DeviceSlots() const {
+  std::vector<std::string> slots = {name_ + ".device"};
+  for (const auto& device : owned_)
+    if (std::find(slots.begin(), slots.end(), SlotOf(device)) == slots.end()) slots.push_back(SlotOf(device));
+  return slots;
 }
 
 std::vector<std::string> DevicePlugin::OwnedDevices() const {
@@ -19,35 +44,65 @@ std::vector<std::string> DevicePlugin::OwnedDevices() const {
   return ids;
 }
 
+const Device* DevicePlugin::Owned(const std::string& id) const {
+  auto it = std::find_if(owned_.begin(), owned_.end(), [&](const Device& d) { return d.id == id; });
+  return it == owned_.end() ? nullptr : &*it;
+}
+
+bool DevicePlugin::Available(const Device& device) const {
+  return !holder_.count(device.id) && !drained_.count(device.id) && health_->Allocatable(device.id);
+}
+
 int DevicePlugin::Wanted(const ResourceRequest& request) const {
-  auto it = request.devices.find(DeviceSlot());
-  return it == request.devices.end() ? 0 : it->second;
+  int wanted = 0;
+  for (const auto& slot : DeviceSlots()) {
+    auto it = request.devices.find(slot);
+    if (it != request.devices.end()) wanted += it->second;
+  }
+  return wanted;
 }
 
 std::map<int, int> DevicePlugin::FreeByNumaNode() const {
   std::map<int, int> free;
   for (const auto& device : owned_)
-    if (!holder_.count(device.id)) ++free[device.numa_node];
+    if (Available(device)) ++free[device.numa_node];
   return free;
 }
 
 Status DevicePlugin::Allocate(const std::string& kernel_id, const ResourceRequest& request, Allocation& out) {
-  const int wanted = Wanted(request);
-  if (wanted == 0) return Status::Ok();
   std::vector<std::string> picked;
-  for (bool preferred_pass : {true, false}) {
-    for (const auto& device : owned_) {
-      if (static_cast<int>(picked.size()) == wanted) break;
-      if (holder_.count(device.id) || std::find(picked.begin(), picked.end(), device.id) != picked.end()) continue;
-      if (preferred_pass && (!out.numa_node || device.numa_node != *out.numa_node)) continue;
-      picked.push_back(device.id);
+  for (const auto& slot : DeviceSlots()) {
+    auto asked = request.devices.find(slot);
+    if (asked == request.devices.end() || asked->second == 0) continue;
+    const size_t wanted = picked.size() + static_cast<size_t>(asked->second);
+    for (bool preferred_pass : {true, false}) {
+      for (const auto& device : owned_) {
+        if (picked.size() == wanted) break;
+        if (SlotOf(device) != slot || !Available(device)) continue;
+        if (std::find(picked.begin(), picked.end(), device.id) != picked.end()) continue;
+        if (preferred_pass && (!out.numa_node || device.numa_node != *out.numa_node)) continue;
+        picked.push_back(device.id);
+      }
+    }
+    if (picked.size() < wanted) {
+      int total = 0, free = 0, unhealthy = 0, drained = 0;
+      for (const auto& device : owned_) {
+        if (SlotOf(device) != slot) continue;
+        ++total;
+        if (Available(device)) ++free;
+        if (holder_.count(device.id)) continue;
+        if (!health_->Allocatable(device.id)) ++unhealthy;
+        else if (drained_.count(device.id)) ++drained;
+      }
+      std::string aside;
+      if (unhealthy > 0) aside += std::to_string(unhealthy) + " unhealthy";
+      if (drained > 0) aside += (aside.empty() ? "" : ", ") + std::to_string(drained) + " drained";
+      return Status::ResourceExhausted("insufficient " + slot + ": requested " + std::to_string(asked->second) +
+                                       ", free " + std::to_string(free) + " of " + std::to_string(total) +
+                                       (aside.empty() ? "" : " (" + aside + ")"));
     }
   }
-  if (static_cast<int>(picked.size()) < wanted) {
-    return Status::ResourceExhausted("insufficient " + DeviceSlot() + ": requested " + std::to_string(wanted) +
-                                     ", free " + std::to_string(owned_.size() - holder_.size()) + " of " +
-                                     std::to_string(owned_.size()));
-  }
+  if (picked.empty()) return Status::Ok();
   for (const auto& id : picked) holder_[id] = kernel_id;
   out.devices[name_] = picked;
   return Status::Ok();
@@ -60,16 +115,24 @@ std::vector<std::string> DevicePlugin::HeldIds(const Allocation& alloc) const {
 
 Status DevicePlugin::Claim(const std::string& kernel_id, const Allocation& alloc) {
   const std::vector<std::string> ids = HeldIds(alloc);
+  std::vector<std::string> adopt_missing;
   for (const auto& id : ids) {
-    bool owned = std::any_of(owned_.begin(), owned_.end(), [&](const Device& d) { return d.id == id; });
-    if (!owned && !present_.count(id))
-      return Status::FailedPrecondition(name_ + " device " + id + " is no longer present on this node");
-    if (!owned)
-      return Status::FailedPrecondition(name_ + " device " + id + " is not in this agent's resource." + name_ +
-                                        ".allowed-devices");
+    if (!Owned(id)) {
+      if (present_.count(id))
+        return Status::FailedPrecondition(name_ + " device " + id + " is not in this agent's resource." + name_ +
+                                          ".allowed-devices");
+      if (!absent_.claim_unlisted)
+        return Status::FailedPrecondition(name_ + " device " + id + " is no longer present on this node");
+      adopt_missing.push_back(id);  // gone from the node, but every device is this agent's
+      continue;
+    }
     auto holder = holder_.find(id);
     if (holder != holder_.end() && holder->second != kernel_id)
       return Status::ResourceExhausted(name_ + " device " + id + " is already held by kernel " + holder->second);
+  }
+  for (const auto& id : adopt_missing) {
+    owned_.push_back({id, 0, nlohmann::json::object(), ""});
+    health_->Add(id, kMissing, Now());
   }
   for (const auto& id : ids) holder_[id] = kernel_id;
   return Status::Ok();
@@ -79,19 +142,57 @@ void DevicePlugin::Free(const std::string& kernel_id) {
   std::erase_if(holder_, [&](const auto& entry) { return entry.second == kernel_id; });
 }
 
-nlohmann::json DevicePlugin::Describe() const {
-  nlohmann::json devices = nlohmann::json::array();
-  for (const auto& device : owned_) {
-    nlohmann::json d = device.properties;
-    d["id"] = device.id;
-    d["numa_node"] = device.numa_node;
-    auto holder = holder_.find(device.id);
-    d["held_by"] = holder == holder_.end() ? nlohmann::json(nullptr) : nlohmann::json(holder->second);
-    devices.push_back(d);
+Result<std::vector<std::string>> DevicePlugin::ResolveDevice(const std::string& name) const {
+  if (Owned(name)) return std::vector<std::string>{name};
+  return Status::NotFound(name_ + " device " + name + " is not one of this agent's (resource." + name_ +
+                          ".allowed-devices: " + [&] {
+                            std::string list;
+                            for (const auto& device : owned_) list += (list.empty() ? "" : ", ") + device.id;
+                            return list.empty() ? std::string("none") : list;
+                          }() + ")");
+}
+
+Status DevicePlugin::SetDrained(const std::string& id, bool drained) {
+  if (!Owned(id)) return Status::NotFound(name_ + " device " + id + " is not one of this agent's");
+  if (drained) {
+    drained_.insert(id);
+  } else {
+    drained_.erase(id);
   }
-  size_t used = holder_.size();
-  return {{DeviceSlot(),
-           {{"capacity", owned_.size()}, {"used", used}, {"free", owned_.size() - used}, {"devices", devices}}}};
+  return Status::Ok();
+}
+
+nlohmann::json DevicePlugin::Describe() const {
+  const std::map<std::string, DeviceHealthState> health = health_->Snapshot();
+  nlohmann::json slots = nlohmann::json::object();
+  for (const auto& slot : DeviceSlots()) {
+    nlohmann::json devices = nlohmann::json::array();
+    int capacity = 0, used = 0, free = 0, unhealthy = 0, drained = 0;
+    for (const auto& device : owned_) {
+      if (SlotOf(device) != slot) continue;
+      nlohmann::json d = device.properties;
+      d["id"] = device.id;
+      d["numa_node"] = device.numa_node;
+      auto holder = holder_.find(device.id);
+      d["held_by"] = holder == holder_.end() ? nlohmann::json(nullptr) : nlohmann::json(holder->second);
+      auto state = health.find(device.id);
+      const DeviceHealthState h = state == health.end() ? DeviceHealthState{} : state->second;
+      d["health"] = DeviceHealthName(h.health);
+      d["healthy"] = h.health == DeviceHealth::kHealthy;
+      d["reason"] = h.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(h.reason);
+      d["since"] = h.since;
+      d["drained"] = drained_.count(device.id) > 0;
+      devices.push_back(d);
+      ++capacity;
+      if (holder != holder_.end()) ++used;
+      if (Available(device)) ++free;
+      if (h.health != DeviceHealth::kHealthy) ++unhealthy;
+      if (drained_.count(device.id)) ++drained;
+    }
+    slots[slot] = {{"capacity", capacity}, {"used", used},         {"free", free},
+                   {"unhealthy", unhealthy}, {"drained", drained}, {"devices", devices}};
+  }
+  return slots;
 }
 
 }  // namespace slotd

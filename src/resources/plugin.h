@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "config/config.h"
 #include "engine/container_engine.h"
 #include "resources/allocation.h"
+#include "resources/device_health.h"
 #include "stats/device_meter.h"
 
 namespace slotd {
@@ -54,10 +56,36 @@ class ResourcePlugin {
   // one object by the core.
   virtual nlohmann::json Describe() const = 0;
 
-  // The device slot type this plugin serves ("<kind>.device"); empty for none.
-  virtual std::string DeviceSlot() const { return ""; }
+  // The device slot types this plugin serves ("<kind>.device", and one per
+  // kind of part, e.g. "cuda.mig-1c18g"); empty for none.
+  virtual std::vector<std::string> DeviceSlots() const { return {}; }
   // The ids of the devices this agent owns through this plugin (its allow-list).
   virtual std::vector<std::string> OwnedDevices() const { return {}; }
+  // What this agent claims on the node through this plugin, as node claims
+  // name devices (node/claims.h DevicesOverlap): an owned device's id, or
+  // "<whole>/<part>" for a part of a device (a MIG instance of a GPU), or a
+  // whole device of which it owns every part.
+  virtual std::vector<std::string> ClaimedDevices() const { return OwnedDevices(); }
+  // The health of the owned devices; nullptr for a plugin without devices.
+  virtual std::shared_ptr<DeviceHealthBoard> Health() const { return nullptr; }
+  // Starts watching the owned devices' health (a thread of the plugin's own,
+  // stopped when it is destroyed); a no-op for a plugin without a monitor.
+  virtual void StartHealthMonitor() {}
+  // The owned devices that `name` names as the plugin's allow-list would (an
+  // id, an index, the UUID of a GPU whose MIG instances it owns); kNotFound
+  // when it names none of them.
+  virtual Result<std::vector<std::string>> ResolveDevice(const std::string& name) const {
+    return Status::NotFound(Name() + " has no devices");
+  }
+  // Whether a kernel that holds an unhealthy device of this plugin is to be
+  // stopped ([resource.<kind>] on-unhealthy = "stop"); else it is reported.
+  virtual bool StopsKernelsOnUnhealthy() const { return false; }
+  // Drains (keeps from new kernels) or undrains the owned device `id`.
+  virtual Status SetDrained(const std::string& id, bool drained) {
+    return Status::NotFound(Name() + " has no device " + id);
+  }
+  // The owned devices drained now.
+  virtual std::set<std::string> Drained() const { return {}; }
   // What measures this plugin's owned devices for the stats loop (the same
   // object on every call); nullptr for a plugin with nothing to measure.
   virtual std::shared_ptr<DeviceMeter> Meter() const { return nullptr; }

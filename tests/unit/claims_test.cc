@@ -83,3 +83,35 @@ TEST(Claims, AClaimFileWithoutAScratchRootIsReadAsNone) {
 
 }  // namespace
 }  // namespace slotd
+
+namespace slotd {
+namespace {
+
+// A whole GPU meets each of its MIG instances; two instances of one GPU do
+// not meet; an instance named without its GPU (a container's label) meets
+// the same instance named with it.
+TEST(DevicesOverlapTest, FollowsTheGpuAndMigHierarchy) {
+  EXPECT_TRUE(DevicesOverlap("GPU-a", "GPU-a"));
+  EXPECT_TRUE(DevicesOverlap("GPU-a", "GPU-a/MIG-1"));
+  EXPECT_TRUE(DevicesOverlap("GPU-a/MIG-1", "GPU-a"));
+  EXPECT_TRUE(DevicesOverlap("GPU-a/MIG-1", "MIG-1"));
+  EXPECT_FALSE(DevicesOverlap("GPU-a/MIG-1", "GPU-a/MIG-2"));
+  EXPECT_FALSE(DevicesOverlap("GPU-a", "GPU-b/MIG-1"));
+  EXPECT_FALSE(DevicesOverlap("GPU-a", "GPU-ab"));
+  AgentClaims a, b;
+  a.agent_id = "a", b.agent_id = "b";
+  a.ipc_base_path = "/a", b.ipc_base_path = "/b";
+  a.var_base_path = "/va", b.var_base_path = "/vb";
+  a.port_first = a.port_last = 1, b.port_first = b.port_last = 2;
+  a.devices["cuda"] = {"GPU-b", "GPU-a/MIG-1"};
+  b.devices["cuda"] = {"GPU-a/MIG-2", "GPU-a/MIG-3"};
+  EXPECT_TRUE(FindClashes(a, b).empty());
+  b.devices["cuda"].push_back("GPU-a");
+  std::vector<Clash> clashes = FindClashes(a, b);
+  ASSERT_EQ(clashes.size(), 1u);
+  EXPECT_EQ(clashes[0].what, "cuda device");
+  EXPECT_EQ(clashes[0].value, "GPU-a/MIG-1 and GPU-a");
+}
+
+}  // namespace
+}  // namespace slotd

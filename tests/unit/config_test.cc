@@ -668,9 +668,10 @@ TEST(ConfigTest, CudaAllowedDevicesAreQuotedIndicesOrUuids) {
             "indices: \"2\"");
   EXPECT_EQ(error_of("[true]"), "agent.toml:4: resource.cuda.allowed-devices[0]: expected a string, found a boolean");
   const std::string advice =
-      "\" is neither a GPU UUID like \"GPU-6f3c1a2b-...\" nor an index like \"1\"; copy them from nvidia-smi -L";
+      "\" is neither a GPU or MIG UUID like \"GPU-6f3c1a2b-...\" nor an index like \"1\"; copy them from "
+      "nvidia-smi -L";
   EXPECT_EQ(error_of("[\"gpu0\"]"), "agent.toml:4: resource.cuda.allowed-devices[0]: \"gpu0" + advice);
-  for (const std::string bad : {"", "01", "-1", "GPU-", "GPU-xyz", "MIG-6f3c1a2b", "gpu-6f3c1a2b", " 1"}) {
+  for (const std::string bad : {"", "01", "-1", "GPU-", "GPU-xyz", "MIG-", "MIG-xyz", "gpu-6f3c1a2b", " 1"}) {
     EXPECT_EQ(error_of("[\"" + bad + "\"]"), "agent.toml:4: resource.cuda.allowed-devices[0]: \"" + bad + advice);
   }
   EXPECT_EQ(error_of("[\"1\", \"GPU-6f3c\", \"1\", \"GPU-6f3c\"]"),
@@ -698,7 +699,7 @@ attach = "volume"
             "agent.toml:4: resource.cuda.nvml-library: expected a string, found an integer");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cuda]\ndevices = [\"0\"]\n"),
             "agent.toml:4: resource.cuda.devices: unknown key; known keys of [resource.cuda]: allowed-devices, "
-            "nvml-library, attach");
+            "nvml-library, attach, critical-xids, on-unhealthy");
 }
 
 // ------------------------------------------------------ [resource.mock] values

@@ -83,7 +83,7 @@ Allocation Holding(const std::string& plugin, std::vector<std::string> ids) {
 TEST(MockPluginTest, AllowListNarrowsTheOwnedDevicesInItsOrder) {
   MockPlugin mock(FourMockDevices({"mock3", "mock0"}));
   EXPECT_EQ(mock.Name(), "mock");
-  EXPECT_EQ(mock.DeviceSlot(), "mock.device");
+  EXPECT_EQ(mock.DeviceSlots(), std::vector<std::string>{"mock.device"});
   EXPECT_EQ(mock.OwnedDevices(), (std::vector<std::string>{"mock3", "mock0"}));
   EXPECT_EQ(mock.Describe()["mock.device"]["capacity"], 2);
 
@@ -337,7 +337,7 @@ TEST_F(CudaPluginTest, DefaultOwnsEveryGpuByUuid) {
   std::unique_ptr<CudaPlugin> cuda = MustCreate(Cuda());
   ASSERT_NE(cuda, nullptr);
   EXPECT_EQ(cuda->Name(), "cuda");
-  EXPECT_EQ(cuda->DeviceSlot(), "cuda.device");
+  EXPECT_EQ(cuda->DeviceSlots(), std::vector<std::string>{"cuda.device"});
   EXPECT_EQ(cuda->OwnedDevices(), (std::vector<std::string>{kGpu0, kGpu1, kGpu2, kGpu3}));
   EXPECT_EQ(cuda->FreeByNumaNode(), (std::map<int, int>{{0, 2}, {1, 2}}));
 
@@ -370,20 +370,36 @@ TEST_F(CudaPluginTest, AllowListByIndexAndUuidIsNormalisedToUuids) {
   EXPECT_EQ(s.message(), "insufficient cuda.device: requested 1, free 0 of 2");
 }
 
-// A typo in the allow-list stops the agent with a message that names the
-// entry and lists every GPU found, so the operator can correct it.
-TEST_F(CudaPluginTest, UnknownAllowListEntryNamesItAndListsTheGpus) {
-  for (const std::string& entry : {std::string("7"), std::string("GPU-does-not-exist")}) {
-    Result<std::unique_ptr<CudaPlugin>> cuda = Create(Cuda({"0", entry}));
-    ASSERT_FALSE(cuda.ok()) << entry;
-    EXPECT_EQ(cuda.status().code(), Status::Code::kInvalidArgument);
-    const std::string& message = cuda.status().message();
-    EXPECT_THAT(message, HasSubstr("resource.cuda.allowed-devices: \"" + entry + "\" matches no GPU"));
-    EXPECT_THAT(message, HasSubstr("0 " + std::string(kGpu0) + " (Fake H100 80GB HBM3)"));
-    EXPECT_THAT(message, HasSubstr("1 " + std::string(kGpu1) + " (Fake H100 80GB HBM3)"));
-    EXPECT_THAT(message, HasSubstr("2 " + std::string(kGpu2) + " (Fake L40S)"));
-    EXPECT_THAT(message, HasSubstr("3 " + std::string(kGpu3) + " (Fake L40S)"));
-  }
+// A typo in an index stops the agent with a message that names the entry
+// and lists every GPU found, so the operator can correct it.
+TEST_F(CudaPluginTest, UnknownAllowListIndexNamesItAndListsTheGpus) {
+  Result<std::unique_ptr<CudaPlugin>> cuda = Create(Cuda({"0", "7"}));
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_EQ(cuda.status().code(), Status::Code::kInvalidArgument);
+  const std::string& message = cuda.status().message();
+  EXPECT_THAT(message, HasSubstr("resource.cuda.allowed-devices: \"7\" matches no GPU"));
+  EXPECT_THAT(message, HasSubstr("0 " + std::string(kGpu0) + " (Fake H100 80GB HBM3)"));
+  EXPECT_THAT(message, HasSubstr("1 " + std::string(kGpu1) + " (Fake H100 80GB HBM3)"));
+  EXPECT_THAT(message, HasSubstr("2 " + std::string(kGpu2) + " (Fake L40S)"));
+  EXPECT_THAT(message, HasSubstr("3 " + std::string(kGpu3) + " (Fake L40S)"));
+}
+
+// A UUID the node does not have (a GPU that fell off the bus) does not stop
+// the agent: it is owned as missing, unhealthy, never allocated, and a
+// kernel's record of it is still claimed.
+TEST_F(CudaPluginTest, AMissingUuidIsOwnedAsAnUnhealthyDeviceThatIsNeverAllocated) {
+  std::unique_ptr<CudaPlugin> cuda = MustCreate(Cuda({"0", "GPU-gone-from-the-bus"}));
+  ASSERT_NE(cuda, nullptr);
+  EXPECT_EQ(cuda->OwnedDevices(), (std::vector<std::string>{kGpu0, "GPU-gone-from-the-bus"}));
+  const DeviceHealthState state = cuda->Health()->Get("GPU-gone-from-the-bus");
+  EXPECT_EQ(state.health, DeviceHealth::kUnhealthy);
+  EXPECT_THAT(state.reason, HasSubstr("missing"));
+  Allocation alloc;
+  Status s = cuda->Allocate("k1", DeviceRequest({{"cuda.device", 2}}), alloc);
+  EXPECT_EQ(s.message(), "insufficient cuda.device: requested 2, free 1 of 2 (1 unhealthy)");
+  EXPECT_TRUE(cuda->Claim("k2", Holding("cuda", {"GPU-gone-from-the-bus"})).ok());
+  EXPECT_EQ(cuda->Describe()["cuda.device"]["devices"][1]["held_by"], "k2");
+  EXPECT_EQ(cuda->Describe()["cuda.device"]["devices"][1]["healthy"], false);
 }
 
 // A GPU listed twice (once by index, once by UUID) is a mistake the agent
@@ -956,6 +972,43 @@ TEST_F(PlacementTest, RestoreRefusesADeviceOfAPluginThatIsNowOff) {
   EXPECT_THAT(s.message(), HasSubstr("kernel k1"));
   EXPECT_THAT(s.message(), HasSubstr("mock0"));
   EXPECT_THAT(s.message(), HasSubstr("docker rm -f slotd-a1-k1"));
+}
+
+}  // namespace
+}  // namespace slotd
+
+namespace slotd {
+namespace {
+
+TEST(MigSlotTest, FollowsBackendAisNaming) {
+  EXPECT_EQ(MigSlot("1g.18gb"), "cuda.mig-1c18g");
+  EXPECT_EQ(MigSlot("3g.71gb"), "cuda.mig-3c71g");
+  EXPECT_EQ(MigSlot("1c.3g.71gb"), "cuda.mig-1c-3g-71gb");
+  EXPECT_EQ(MigSlot("1g.18gb+me"), "cuda.mig-1g-18gb-me");
+}
+
+// A board: marks stay until cleared, conditions follow the polls, a stall
+// makes healthy devices unknown; only healthy devices are allocatable.
+TEST(DeviceHealthBoardTest, MarksConditionsAndStalls) {
+  DeviceHealthBoard board({"a", "b"}, 100);
+  EXPECT_TRUE(board.Allocatable("a"));
+  const uint64_t v0 = board.Version();
+  board.Mark("a", "xid 79", 110);
+  EXPECT_GT(board.Version(), v0);
+  EXPECT_EQ(board.Get("a"), (DeviceHealthState{DeviceHealth::kUnhealthy, "xid 79", 110}));
+  board.SetCondition("a", "ecc uncorrected 2", 120);
+  EXPECT_EQ(board.Get("a").reason, "xid 79; ecc uncorrected 2");
+  EXPECT_TRUE(board.Clear("a", 130));
+  EXPECT_FALSE(board.Clear("a", 130));
+  EXPECT_EQ(board.Get("a").reason, "ecc uncorrected 2");
+  board.SetCondition("a", "", 140);
+  EXPECT_EQ(board.Get("a"), (DeviceHealthState{DeviceHealth::kHealthy, "", 140}));
+  board.SetStalled("health unknown", 150);
+  EXPECT_EQ(board.Get("b").health, DeviceHealth::kUnknown);
+  EXPECT_FALSE(board.Allocatable("b"));
+  board.ClearStalled(160);
+  EXPECT_TRUE(board.Allocatable("b"));
+  EXPECT_EQ(board.Marks().size(), 0u);
 }
 
 }  // namespace

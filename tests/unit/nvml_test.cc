@@ -204,13 +204,101 @@ TEST_F(NvmlTest, UnsetFakeFileIsExplained) {
 TEST_F(NvmlTest, NvmlErrorsNameTheCallAndNvmlsText) {
   Write(file_, R"({"gpus": [{"uuid": "GPU-a", "name": "Fake", "memory": "1g"},
                             {"uuid": "GPU-b", "name": "Fake", "memory": "1g"}],
-                   "fail": {"nvmlDeviceGetName": 15}})");
+                   "fail": {"nvmlDeviceGetName": 999}})");
   Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
   ASSERT_TRUE(nvml.ok()) << nvml.status().message();
   Result<std::vector<GpuInfo>> gpus = (*nvml)->Devices();
   ASSERT_FALSE(gpus.ok());
   EXPECT_EQ(gpus.status().code(), Status::Code::kUnavailable);
-  EXPECT_EQ(gpus.status().message(), "nvmlDeviceGetName(GPU 0) failed: GPU is lost");
+  EXPECT_EQ(gpus.status().message(), "nvmlDeviceGetName(GPU 0) failed: Unknown Error");
+}
+
+// A lost GPU does not fail discovery: it is listed lost, with what was read
+// before NVML said so; its health reads lost.
+TEST_F(NvmlTest, ALostGpuIsListedLostAndReadsLost) {
+  Write(file_, R"({"gpus": [{"uuid": "GPU-a", "name": "Fake", "memory": "1g", "lost": true},
+                            {"uuid": "GPU-b", "name": "Fake", "memory": "1g", "ecc_uncorrected": 3,
+                             "row_remap": {"failure": true}}]})");
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_TRUE(nvml.ok()) << nvml.status().message();
+  Result<std::vector<GpuInfo>> gpus = (*nvml)->Devices();
+  ASSERT_TRUE(gpus.ok()) << gpus.status().message();
+  ASSERT_EQ(gpus->size(), 2u);
+  EXPECT_TRUE((*gpus)[0].lost);
+  EXPECT_FALSE((*gpus)[1].lost);
+  EXPECT_EQ((*gpus)[1].uuid, "GPU-b");
+  Result<GpuHealthReading> lost = (*nvml)->Health("GPU-a");
+  ASSERT_TRUE(lost.ok()) << lost.status().message();
+  EXPECT_TRUE(lost->lost);
+  Result<GpuHealthReading> worn = (*nvml)->Health("GPU-b");
+  ASSERT_TRUE(worn.ok()) << worn.status().message();
+  EXPECT_FALSE(worn->lost);
+  EXPECT_EQ(worn->ecc_uncorrected, 3u);
+  EXPECT_EQ(worn->row_remap_failure, true);
+  EXPECT_EQ((*nvml)->Health("GPU-none").status().code(), Status::Code::kNotFound);
+}
+
+// A GPU in MIG mode lists its instances with profile, memory and ids; usage
+// and processes are read per instance by MIG UUID.
+TEST_F(NvmlTest, MigInstancesAreListedAndReadByUuid) {
+  Write(file_, R"({"gpus": [{"uuid": "GPU-a", "name": "Fake H200", "memory": "141g",
+                             "mig": {"instances": [
+                               {"uuid": "MIG-1", "profile": "1g.18gb", "memory": "16g", "gpu_instance": 9,
+                                "processes": [{"pid": 41, "used_memory": "1g"}]},
+                               {"uuid": "MIG-2", "profile": "3g.71gb", "memory": "70g", "gpu_instance": 2}]}},
+                            {"uuid": "GPU-b", "name": "Fake H200", "memory": "141g"}]})");
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_TRUE(nvml.ok()) << nvml.status().message();
+  Result<std::vector<GpuInfo>> gpus = (*nvml)->Devices();
+  ASSERT_TRUE(gpus.ok()) << gpus.status().message();
+  ASSERT_TRUE((*gpus)[0].mig_enabled);
+  ASSERT_EQ((*gpus)[0].mig_instances.size(), 2u);
+  EXPECT_EQ((*gpus)[0].mig_instances[0].uuid, "MIG-1");
+  EXPECT_EQ((*gpus)[0].mig_instances[0].profile, "1g.18gb");
+  EXPECT_EQ((*gpus)[0].mig_instances[0].memory_bytes, 16ull << 30);
+  EXPECT_EQ((*gpus)[0].mig_instances[0].gpu_instance_id, 9u);
+  EXPECT_EQ((*gpus)[0].mig_instances[1].profile, "3g.71gb");
+  EXPECT_FALSE((*gpus)[1].mig_enabled);
+  Result<std::vector<GpuProcess>> processes = (*nvml)->Processes("MIG-1");
+  ASSERT_TRUE(processes.ok()) << processes.status().message();
+  ASSERT_EQ(processes->size(), 1u);
+  EXPECT_EQ((*processes)[0].pid, 41u);
+  EXPECT_TRUE((*nvml)->Processes("MIG-2")->empty());
+  Result<GpuUsage> usage = (*nvml)->Usage("MIG-1");
+  ASSERT_TRUE(usage.ok()) << usage.status().message();
+  EXPECT_EQ(usage->memory_total_bytes, 16ull << 30);
+  EXPECT_EQ(usage->memory_used_bytes, 1ull << 30);
+}
+
+// An Xid written after the watch began is delivered once, naming the GPU and
+// the GPU instance; nothing else comes.
+TEST_F(NvmlTest, AnXidIsDeliveredOnceToAWatch) {
+  const std::string gpus = R"("gpus": [{"uuid": "GPU-a", "name": "Fake", "memory": "1g"},
+                                       {"uuid": "GPU-b", "name": "Fake", "memory": "1g"}])";
+  Write(file_, "{" + gpus + R"(, "events": [{"id": 1, "gpu": 0, "xid": 13}]})");
+  Result<std::unique_ptr<NvmlApi>> nvml = LoadNvml(SLOTD_FAKE_NVML_PATH);
+  ASSERT_TRUE(nvml.ok()) << nvml.status().message();
+  Result<std::unique_ptr<XidWatch>> watch = (*nvml)->WatchXids({"GPU-a", "GPU-b"});
+  ASSERT_TRUE(watch.ok()) << watch.status().message();
+  Result<std::optional<XidEvent>> none = (*watch)->Wait(std::chrono::milliseconds(20));
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_FALSE(none->has_value());  // the event from before the watch is not delivered
+  Write(file_, "{" + gpus + R"(, "events": [{"id": 1, "gpu": 0, "xid": 13},
+                                             {"id": 2, "gpu": "GPU-b", "xid": 79, "gpu_instance": 3}]})");
+  Result<std::optional<XidEvent>> event = (*watch)->Wait(std::chrono::seconds(5));
+  ASSERT_TRUE(event.ok()) << event.status().message();
+  ASSERT_TRUE(event->has_value());
+  EXPECT_EQ((*event)->gpu_uuid, "GPU-b");
+  EXPECT_EQ((*event)->xid, 79u);
+  EXPECT_EQ((*event)->gpu_instance_id, 3u);
+  EXPECT_FALSE((*event)->compute_instance_id.has_value());
+  EXPECT_FALSE((*watch)->Wait(std::chrono::milliseconds(20))->has_value());
+}
+
+TEST(MigProfileTest, IsWhatFollowsMigInNvmlsName) {
+  EXPECT_EQ(MigProfileOfName("NVIDIA H100 80GB HBM3 MIG 1g.10gb"), "1g.10gb");
+  EXPECT_EQ(MigProfileOfName("NVIDIA A100-SXM4-40GB MIG 1c.3g.20gb"), "1c.3g.20gb");
+  EXPECT_EQ(MigProfileOfName("odd"), "odd");
 }
 
 TEST_F(NvmlTest, InitErrorNamesTheCallAndNvmlsText) {

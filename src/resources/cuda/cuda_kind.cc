@@ -36,26 +36,67 @@ Check<std::string> LibraryNameOrAbsolutePath() {
   });
 }
 
-// True for a GPU as nvidia-smi -L names it: an index without leading zeros
-// ("0", "12") or a UUID ("GPU-" followed by hex digits and dashes).
+// True for a device as nvidia-smi -L names it: a GPU index without leading
+// zeros ("0", "12"), or a GPU or MIG UUID ("GPU-" or "MIG-" followed by hex
+// digits and dashes).
 bool IsGpuIndexOrUuid(const std::string& entry) {
   auto digit = [](char c) { return c >= '0' && c <= '9'; };
   if (!entry.empty() && std::all_of(entry.begin(), entry.end(), digit)) return entry == "0" || entry[0] != '0';
-  constexpr std::string_view kUuidPrefix = "GPU-";
-  if (entry.size() <= kUuidPrefix.size() || entry.rfind(kUuidPrefix, 0) != 0) return false;
-  return std::all_of(entry.begin() + kUuidPrefix.size(), entry.end(),
-                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == '-'; });
+  for (std::string_view prefix : {std::string_view("GPU-"), std::string_view("MIG-")}) {
+    if (entry.size() <= prefix.size() || entry.rfind(prefix, 0) != 0) continue;
+    return std::all_of(entry.begin() + prefix.size(), entry.end(),
+                       [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == '-'; });
+  }
+  return false;
 }
 
 Check<std::string> GpuIndexOrUuid() {
   return Rule<std::string>(
-      "A UUID is `GPU-` followed by hex digits and dashes; an index is a decimal number without leading zeros.",
+      "A UUID is `GPU-` or `MIG-` followed by hex digits and dashes; an index is a decimal number without leading "
+      "zeros.",
       [](const std::string& entry, const Field&, const ConfigReader&) -> std::string {
         if (IsGpuIndexOrUuid(entry)) return "";
         return "\"" + entry +
-               "\" is neither a GPU UUID like \"GPU-6f3c1a2b-...\" nor an index like \"1\"; copy them from "
+               "\" is neither a GPU or MIG UUID like \"GPU-6f3c1a2b-...\" nor an index like \"1\"; copy them from "
                "nvidia-smi -L";
       });
+}
+
+// resource.cuda.critical-xids: an array of Xids (whole numbers 1 to 65535),
+// possibly empty (no Xid makes a GPU unhealthy).
+ValueType<std::vector<int>> XidListType() {
+  ValueType<std::vector<int>> type;
+  type.name = "array of integers";
+  type.read = [](const Field& field, ConfigReader& reader) -> std::optional<std::vector<int>> {
+    const toml::array* array = field.node->as_array();
+    if (array == nullptr) {
+      reader.Report(field, "expected an array of Xids like [48, 79], found " + TypeName(*field.node));
+      return std::nullopt;
+    }
+    std::vector<int> xids;
+    bool ok = true;
+    for (size_t i = 0; i < array->size(); ++i) {
+      const Field item{array->get(i), field.path + "[" + std::to_string(i) + "]"};
+      const auto* number = item.node->as_integer();
+      if (number == nullptr || number->get() < 1 || number->get() > 65535) {
+        reader.Report(item, "expected an Xid, a whole number from 1 to 65535 as nvidia-smi and the kernel log "
+                            "write it");
+        ok = false;
+        continue;
+      }
+      xids.push_back(static_cast<int>(number->get()));
+    }
+    if (!ok) return std::nullopt;
+    std::sort(xids.begin(), xids.end());
+    xids.erase(std::unique(xids.begin(), xids.end()), xids.end());
+    return xids;
+  };
+  type.text = [](const std::vector<int>& xids) {
+    std::string out;
+    for (int xid : xids) out += (out.empty() ? "" : ", ") + std::to_string(xid);
+    return "[" + out + "]";
+  };
+  return type;
 }
 
 
@@ -65,11 +106,14 @@ KeyTable<CudaConfig> CudaKeys() {
         "allowed-devices",
         ListType(GpuEntryType(), {GpuIndexOrUuid()}, "GPU UUIDs or indices like [\"GPU-6f3c1a2b-...\", \"1\"]",
                  "list at least one GPU, or leave allowed-devices out to use every visible GPU", "list each GPU once"),
-        "Allow-list: the GPUs this agent may give to kernels; the others are left alone. Each entry is a GPU UUID "
-        "(`\"GPU-6f3c1a2b-9d4e-4f5a-8b6c-7d8e9f0a1b2c\"`) or an index (`\"1\"`), as `nvidia-smi -L` shows them. "
-        "Entries are strings: an index written as a bare integer is an error that says to quote it. Whether each "
-        "entry names a GPU of this node is checked when the agent starts, and the error lists the GPUs found. "
-        "Agents on one node need lists that do not share a GPU.",
+        "Allow-list: the GPUs and MIG instances this agent may give to kernels; the others are left alone. Each "
+        "entry is a GPU UUID (`\"GPU-6f3c1a2b-9d4e-4f5a-8b6c-7d8e9f0a1b2c\"`), a GPU index (`\"1\"`) or a MIG "
+        "instance UUID (`\"MIG-5c1d...\"`), as `nvidia-smi -L` shows them. A GPU in MIG mode named by index or "
+        "UUID gives the agent every MIG instance it has. Entries are strings: an index written as a bare integer is "
+        "an error that says to quote it. An index that names no GPU stops the start, and the error lists the GPUs "
+        "found; a UUID that names nothing on the node (a GPU that fell off the bus) is owned as a missing device, "
+        "reported unhealthy and never allocated. Agents on one node need lists that do not share a GPU: a GPU and "
+        "one of its MIG instances clash, two MIG instances of one GPU do not.",
         {},
         [](CudaConfig& cuda, std::vector<std::string>&& devices) {
           cuda.allowed_devices = std::move(devices);
@@ -86,6 +130,23 @@ KeyTable<CudaConfig> CudaKeys() {
               "GPUs' UUIDs, served by the NVIDIA Container Toolkit), `env` (only `NVIDIA_VISIBLE_DEVICES` and "
               "`CUDA_VISIBLE_DEVICES`, for a runtime that reads them) or `cdi` (CDI device names "
               "`nvidia.com/gpu=<uuid>`). Every mode also sets the two variables."),
+    StoredKey<CudaConfig, std::vector<int>>(
+        "critical-xids", XidListType(),
+        "The Xid errors that make a GPU (or the MIG instance NVML names) unhealthy until the operator clears it "
+        "(`slotctl device clear`). The default list is 48 (double-bit ECC error), 61 and 62 (internal "
+        "micro-controller breakpoint or halt), 63 and 64 (ECC page retirement or row remapping event or failure), "
+        "74 (NVLink error), 79 (fallen off the bus), 92 (high single-bit ECC error rate), 94 and 95 (contained and "
+        "uncontained ECC error), 119 and 120 (GSP timeout or error) and 140 (unrecovered ECC error); Xids that an "
+        "application causes (13, 31, 43, 45, 68, ...) are left out. An empty list turns Xid watching off; ECC "
+        "counters, retired pages, row remapping and lost GPUs are polled all the same.",
+        {},
+        [](CudaConfig& cuda, std::vector<int>&& xids) { cuda.critical_xids = std::move(xids); },
+        nullptr)
+        .DefaultDoc("`" + XidListType().text(DefaultCriticalXids()) + "`"),
+    MemberKey("on-unhealthy", &CudaConfig::on_unhealthy, EnumType({"report", "stop"}),
+              "What becomes of a kernel that holds a device when it turns unhealthy: `report` leaves it running "
+              "with a condition and a `kernel_condition` event; `stop` stops it, TERMINATED with reason "
+              "`device unhealthy`."),
   }};
 }
 
@@ -120,7 +181,11 @@ Result<CheckedDevices> CheckCudaDevices(const DeviceSection& section) {
   }
   auto plugin = CudaPlugin::Create(config, std::move(*nvml));
   if (!plugin.ok()) return plugin.status();
-  checked.ids = (*plugin)->OwnedDevices();
+  checked.ids = (*plugin)->ClaimedDevices();
+  for (const auto& [id, state] : (*plugin)->Health()->Snapshot())
+    if (state.reason.rfind("missing", 0) == 0)
+      checked.note += (checked.note.empty() ? "" : "; ") + ("resource.cuda.allowed-devices: " + id +
+                                                            " is not on this node; the agent would own it as missing");
   return checked;
 }
 

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <map>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -21,12 +23,35 @@ constexpr nvmlReturn_t kNvmlSuccess = 0;
 constexpr nvmlReturn_t kNvmlErrorNotSupported = 3;
 constexpr nvmlReturn_t kNvmlErrorNotFound = 6;
 constexpr nvmlReturn_t kNvmlErrorInsufficientSize = 7;
+constexpr nvmlReturn_t kNvmlErrorTimeout = 10;
+constexpr nvmlReturn_t kNvmlErrorGpuIsLost = 15;
+
+// nvmlDeviceGetMigMode's NVML_DEVICE_MIG_ENABLE.
+constexpr unsigned int kNvmlMigEnabled = 1;
+// nvmlEventTypeXidCriticalError, the event type slotd waits for.
+constexpr unsigned long long kNvmlEventXidCritical = 0x8;
+// What NVML writes into an event's instance ids when it concerns the whole GPU.
+constexpr unsigned int kNvmlNoInstance = 0xFFFFFFFFu;
+// nvmlMemoryErrorType_t NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvmlEccCounterType_t NVML_VOLATILE_ECC.
+constexpr int kNvmlUncorrected = 1;
+constexpr int kNvmlVolatileEcc = 0;
 
 // NVML_VALUE_NOT_AVAILABLE: what NVML writes into a number it cannot measure.
 constexpr unsigned long long kNvmlValueNotAvailable = ~0ull;
 
 struct nvmlDevice_st;                   // opaque; only NVML looks inside
 using nvmlDevice_t = nvmlDevice_st*;
+struct nvmlEventSet_st;                 // opaque
+using nvmlEventSet_t = nvmlEventSet_st*;
+
+// One event, as nvmlEventSetWait fills it.
+struct nvmlEventData_t {
+  nvmlDevice_t device;                // the GPU it was registered for
+  unsigned long long eventType;       // kNvmlEventXidCritical for an Xid
+  unsigned long long eventData;       // the Xid
+  unsigned int gpuInstanceId;         // kNvmlNoInstance: the whole GPU
+  unsigned int computeInstanceId;
+};
 
 // Device memory in bytes.
 struct nvmlMemory_t {
@@ -108,6 +133,22 @@ struct NvmlFunctions {
   ProcessesV1 get_compute_processes_v1 = nullptr;  // nvmlDeviceGetComputeRunningProcesses, if neither
   ProcessesV2 get_graphics_processes = nullptr;    // nvmlDeviceGetGraphicsRunningProcesses_v2/_v3
   ProcessesV1 get_graphics_processes_v1 = nullptr; // nvmlDeviceGetGraphicsRunningProcesses, if neither
+  // MIG (drivers since R450); all optional: without them no GPU is in MIG mode.
+  nvmlReturn_t (*get_mig_mode)(nvmlDevice_t, unsigned int*, unsigned int*) = nullptr;  // nvmlDeviceGetMigMode
+  nvmlReturn_t (*get_max_mig_count)(nvmlDevice_t, unsigned int*) = nullptr;  // nvmlDeviceGetMaxMigDeviceCount
+  nvmlReturn_t (*get_mig_handle)(nvmlDevice_t, unsigned int, nvmlDevice_t*) = nullptr;  // ...GetMigDeviceHandleByIndex
+  nvmlReturn_t (*get_gpu_instance_id)(nvmlDevice_t, unsigned int*) = nullptr;      // nvmlDeviceGetGpuInstanceId
+  nvmlReturn_t (*get_compute_instance_id)(nvmlDevice_t, unsigned int*) = nullptr;  // nvmlDeviceGetComputeInstanceId
+  // Health; optional: a reading without its entry point stays unset.
+  nvmlReturn_t (*get_total_ecc)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;  // nvmlDeviceGetTotalEccErrors
+  nvmlReturn_t (*get_retired_pending)(nvmlDevice_t, int*) = nullptr;  // nvmlDeviceGetRetiredPagesPendingStatus
+  nvmlReturn_t (*get_remapped_rows)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*,
+                                    unsigned int*) = nullptr;  // nvmlDeviceGetRemappedRows
+  // Events; optional: without them WatchXids fails and health is only polled.
+  nvmlReturn_t (*event_set_create)(nvmlEventSet_t*) = nullptr;                               // nvmlEventSetCreate
+  nvmlReturn_t (*register_events)(nvmlDevice_t, unsigned long long, nvmlEventSet_t) = nullptr;  // nvmlDeviceRegisterEvents
+  nvmlReturn_t (*event_set_wait)(nvmlEventSet_t, nvmlEventData_t*, unsigned int) = nullptr;  // nvmlEventSetWait_v2/(v1)
+  nvmlReturn_t (*event_set_free)(nvmlEventSet_t) = nullptr;                                  // nvmlEventSetFree
 };
 
 // Closes a dlopen handle.
@@ -153,6 +194,19 @@ Status ResolveFunctions(void* handle, const std::string& library, NvmlFunctions&
   if (fns.get_graphics_processes == nullptr) {
     required(fns.get_graphics_processes_v1, "nvmlDeviceGetGraphicsRunningProcesses");
   }
+  optional(fns.get_mig_mode, "nvmlDeviceGetMigMode");
+  optional(fns.get_max_mig_count, "nvmlDeviceGetMaxMigDeviceCount");
+  optional(fns.get_mig_handle, "nvmlDeviceGetMigDeviceHandleByIndex");
+  optional(fns.get_gpu_instance_id, "nvmlDeviceGetGpuInstanceId");
+  optional(fns.get_compute_instance_id, "nvmlDeviceGetComputeInstanceId");
+  optional(fns.get_total_ecc, "nvmlDeviceGetTotalEccErrors");
+  optional(fns.get_retired_pending, "nvmlDeviceGetRetiredPagesPendingStatus");
+  optional(fns.get_remapped_rows, "nvmlDeviceGetRemappedRows");
+  optional(fns.event_set_create, "nvmlEventSetCreate");
+  optional(fns.register_events, "nvmlDeviceRegisterEvents");
+  optional(fns.event_set_wait, "nvmlEventSetWait_v2");  // the same layout as the older one
+  optional(fns.event_set_wait, "nvmlEventSetWait");
+  optional(fns.event_set_free, "nvmlEventSetFree");
   if (missing.empty()) return Status::Ok();
   return Status::FailedPrecondition("NVML library \"" + library + "\" has no symbol " + missing +
                                     ": it is not libnvidia-ml, or its driver is too old. Set "
@@ -225,6 +279,52 @@ class DlNvml final : public NvmlApi {
     return processes;
   }
 
+  Result<GpuHealthReading> Health(const std::string& uuid) override {
+    GpuHealthReading reading;
+    nvmlDevice_t handle = nullptr;
+    if (fns_.get_handle_by_uuid(uuid.c_str(), &handle) == kNvmlErrorGpuIsLost) {
+      reading.lost = true;
+      return reading;
+    }
+    Result<nvmlDevice_t> device = Handle(uuid);
+    if (!device.ok()) return device.status();
+    const std::string gpu = "(" + uuid + ")";
+    // Each reading: success fills it, NOT_SUPPORTED leaves it unset, GPU_IS_LOST ends the reading.
+    auto read = [&](nvmlReturn_t rc, const char* call) -> Status {
+      if (rc == kNvmlErrorGpuIsLost) reading.lost = true;
+      if (rc == kNvmlSuccess || rc == kNvmlErrorNotSupported || rc == kNvmlErrorGpuIsLost) return Status::Ok();
+      return Check(rc, call + gpu);
+    };
+    if (fns_.get_total_ecc != nullptr) {
+      unsigned long long count = 0;
+      const nvmlReturn_t rc = fns_.get_total_ecc(*device, kNvmlUncorrected, kNvmlVolatileEcc, &count);
+      if (Status s = read(rc, "nvmlDeviceGetTotalEccErrors"); !s.ok()) return s;
+      if (rc == kNvmlSuccess) reading.ecc_uncorrected = count;
+    }
+    if (fns_.get_retired_pending != nullptr && !reading.lost) {
+      int pending = 0;
+      const nvmlReturn_t rc = fns_.get_retired_pending(*device, &pending);
+      if (Status s = read(rc, "nvmlDeviceGetRetiredPagesPendingStatus"); !s.ok()) return s;
+      if (rc == kNvmlSuccess) reading.retired_pages_pending = pending != 0;
+    }
+    if (fns_.get_remapped_rows != nullptr && !reading.lost) {
+      unsigned int corrected = 0, uncorrected = 0, pending = 0, failure = 0;
+      const nvmlReturn_t rc = fns_.get_remapped_rows(*device, &corrected, &uncorrected, &pending, &failure);
+      if (Status s = read(rc, "nvmlDeviceGetRemappedRows"); !s.ok()) return s;
+      if (rc == kNvmlSuccess) {
+        reading.row_remap_failure = failure != 0;
+        reading.row_remap_pending = pending != 0;
+      }
+    }
+    if (reading.lost) {  // what was read before it was lost means nothing now
+      reading = GpuHealthReading();
+      reading.lost = true;
+    }
+    return reading;
+  }
+
+  Result<std::unique_ptr<XidWatch>> WatchXids(const std::vector<std::string>& gpu_uuids) override;
+
  private:
   // The handle of the GPU `uuid`; kNotFound naming it when NVML has none.
   Result<nvmlDevice_t> Handle(const std::string& uuid) const {
@@ -275,34 +375,40 @@ class DlNvml final : public NvmlApi {
     return processes;
   }
 
-  // Everything slotd knows of GPU `index`.
+  // Everything slotd knows of GPU `index`. A GPU_IS_LOST answer ends the
+  // reading with `lost` set; any other error fails it.
   Result<GpuInfo> Device(unsigned int index) {
     const std::string gpu = "(GPU " + std::to_string(index) + ")";
     GpuInfo info;
     info.index = static_cast<int>(index);
+    // Whether `rc` lets the reading go on; sets `failed` or info.lost when not.
+    Status failed;
+    auto go_on = [&](nvmlReturn_t rc, const char* call) {
+      if (rc == kNvmlErrorGpuIsLost) info.lost = true;
+      else if (rc != kNvmlSuccess) failed = Check(rc, call + gpu);
+      return rc == kNvmlSuccess;
+    };
+    auto done = [&]() -> Result<GpuInfo> {
+      if (!failed.ok()) return failed;
+      return info;
+    };
 
     nvmlDevice_t device = nullptr;
-    if (Status s = Check(fns_.get_handle_by_index(index, &device), "nvmlDeviceGetHandleByIndex_v2" + gpu); !s.ok()) {
-      return s;
-    }
+    if (!go_on(fns_.get_handle_by_index(index, &device), "nvmlDeviceGetHandleByIndex_v2")) return done();
     char uuid[kUuidBufferSize] = {};
-    if (Status s = Check(fns_.get_uuid(device, uuid, kUuidBufferSize), "nvmlDeviceGetUUID" + gpu); !s.ok()) return s;
+    if (!go_on(fns_.get_uuid(device, uuid, kUuidBufferSize), "nvmlDeviceGetUUID")) return done();
     info.uuid = FromBuffer(uuid, sizeof uuid);
-
     char name[kNameBufferSize] = {};
-    if (Status s = Check(fns_.get_name(device, name, kNameBufferSize), "nvmlDeviceGetName" + gpu); !s.ok()) return s;
+    if (!go_on(fns_.get_name(device, name, kNameBufferSize), "nvmlDeviceGetName")) return done();
     info.name = FromBuffer(name, sizeof name);
-
     nvmlMemory_t memory = {};
-    if (Status s = Check(fns_.get_memory_info(device, &memory), "nvmlDeviceGetMemoryInfo" + gpu); !s.ok()) return s;
+    if (!go_on(fns_.get_memory_info(device, &memory), "nvmlDeviceGetMemoryInfo")) return done();
     info.memory_bytes = memory.total;
-
     unsigned int minor = 0;
-    if (Status s = Check(fns_.get_minor_number(device, &minor), "nvmlDeviceGetMinorNumber" + gpu); !s.ok()) return s;
+    if (!go_on(fns_.get_minor_number(device, &minor), "nvmlDeviceGetMinorNumber")) return done();
     info.minor = static_cast<int>(minor);
-
     nvmlPciInfo_t pci = {};
-    if (Status s = Check(fns_.get_pci_info(device, &pci), "nvmlDeviceGetPciInfo" + gpu); !s.ok()) return s;
+    if (!go_on(fns_.get_pci_info(device, &pci), "nvmlDeviceGetPciInfo")) return done();
     info.pci_bus_id = FromBuffer(pci.busId, sizeof pci.busId);
     if (info.pci_bus_id.empty()) info.pci_bus_id = FromBuffer(pci.busIdLegacy, sizeof pci.busIdLegacy);
 
@@ -312,7 +418,51 @@ class DlNvml final : public NvmlApi {
     } else {
       info.numa_node = PciNumaNode(info.pci_bus_id);
     }
+    if (Status s = ReadMig(device, gpu, info); !s.ok()) return s;
     return info;
+  }
+
+  // Fills info.mig_enabled and info.mig_instances of `device`. A GPU without
+  // MIG support (NOT_SUPPORTED, or a library without the calls) is not in
+  // MIG mode; a lost one is lost.
+  Status ReadMig(nvmlDevice_t device, const std::string& gpu, GpuInfo& info) const {
+    if (fns_.get_mig_mode == nullptr || fns_.get_max_mig_count == nullptr || fns_.get_mig_handle == nullptr) {
+      return Status::Ok();
+    }
+    unsigned int current = 0, pending = 0;
+    nvmlReturn_t rc = fns_.get_mig_mode(device, &current, &pending);
+    if (rc == kNvmlErrorNotSupported) return Status::Ok();
+    if (rc == kNvmlErrorGpuIsLost) {
+      info.lost = true;
+      return Status::Ok();
+    }
+    if (Status s = Check(rc, "nvmlDeviceGetMigMode" + gpu); !s.ok()) return s;
+    info.mig_enabled = current == kNvmlMigEnabled;
+    if (!info.mig_enabled) return Status::Ok();
+    unsigned int slots = 0;
+    if (Status s = Check(fns_.get_max_mig_count(device, &slots), "nvmlDeviceGetMaxMigDeviceCount" + gpu); !s.ok())
+      return s;
+    for (unsigned int slot = 0; slot < slots; ++slot) {
+      nvmlDevice_t mig = nullptr;
+      rc = fns_.get_mig_handle(device, slot, &mig);
+      if (rc == kNvmlErrorNotFound) continue;  // no instance in this slot
+      const std::string where = gpu.substr(0, gpu.size() - 1) + " MIG slot " + std::to_string(slot) + ")";
+      if (Status s = Check(rc, "nvmlDeviceGetMigDeviceHandleByIndex" + where); !s.ok()) return s;
+      MigInstance instance;
+      char uuid[kUuidBufferSize] = {};
+      if (Status s = Check(fns_.get_uuid(mig, uuid, kUuidBufferSize), "nvmlDeviceGetUUID" + where); !s.ok()) return s;
+      instance.uuid = FromBuffer(uuid, sizeof uuid);
+      char name[kNameBufferSize] = {};
+      if (Status s = Check(fns_.get_name(mig, name, kNameBufferSize), "nvmlDeviceGetName" + where); !s.ok()) return s;
+      instance.profile = MigProfileOfName(FromBuffer(name, sizeof name));
+      nvmlMemory_t memory = {};
+      if (Status s = Check(fns_.get_memory_info(mig, &memory), "nvmlDeviceGetMemoryInfo" + where); !s.ok()) return s;
+      instance.memory_bytes = memory.total;
+      if (fns_.get_gpu_instance_id != nullptr) fns_.get_gpu_instance_id(mig, &instance.gpu_instance_id);
+      if (fns_.get_compute_instance_id != nullptr) fns_.get_compute_instance_id(mig, &instance.compute_instance_id);
+      info.mig_instances.push_back(std::move(instance));
+    }
+    return Status::Ok();
   }
 
   // OK for success, else kUnavailable "<call> failed: <NVML's text>".
@@ -326,6 +476,60 @@ class DlNvml final : public NvmlApi {
   const LibraryHandle handle_;
   const NvmlFunctions fns_;
 };
+
+// XidWatch over an nvmlEventSet; the set is freed with it.
+class DlXidWatch final : public XidWatch {
+ public:
+  DlXidWatch(const NvmlFunctions& fns, nvmlEventSet_t set, std::map<nvmlDevice_t, std::string> uuids)
+      : fns_(fns), set_(set), uuids_(std::move(uuids)) {}
+  ~DlXidWatch() override { fns_.event_set_free(set_); }
+
+  Result<std::optional<XidEvent>> Wait(std::chrono::milliseconds timeout) override {
+    nvmlEventData_t data = {};
+    const nvmlReturn_t rc = fns_.event_set_wait(set_, &data, static_cast<unsigned int>(timeout.count()));
+    if (rc == kNvmlErrorTimeout) return std::optional<XidEvent>();
+    if (rc != kNvmlSuccess) {
+      const char* text = fns_.error_string(rc);
+      return Status::Unavailable(std::string("nvmlEventSetWait failed: ") +
+                                 (text != nullptr ? text : "NVML error " + std::to_string(rc)));
+    }
+    if ((data.eventType & kNvmlEventXidCritical) == 0) return std::optional<XidEvent>();
+    XidEvent event;
+    auto uuid = uuids_.find(data.device);
+    event.gpu_uuid = uuid == uuids_.end() ? std::string() : uuid->second;
+    event.xid = data.eventData;
+    if (data.gpuInstanceId != kNvmlNoInstance) event.gpu_instance_id = data.gpuInstanceId;
+    if (data.computeInstanceId != kNvmlNoInstance) event.compute_instance_id = data.computeInstanceId;
+    return std::optional<XidEvent>(std::move(event));
+  }
+
+ private:
+  const NvmlFunctions fns_;
+  const nvmlEventSet_t set_;
+  const std::map<nvmlDevice_t, std::string> uuids_;  // registered handle -> GPU UUID
+};
+
+Result<std::unique_ptr<XidWatch>> DlNvml::WatchXids(const std::vector<std::string>& gpu_uuids) {
+  if (fns_.event_set_create == nullptr || fns_.register_events == nullptr || fns_.event_set_wait == nullptr ||
+      fns_.event_set_free == nullptr)
+    return Status::FailedPrecondition("NVML library \"" + library_ + "\" has no event entry points "
+                                      "(nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2)");
+  nvmlEventSet_t set = nullptr;
+  if (Status s = Check(fns_.event_set_create(&set), "nvmlEventSetCreate"); !s.ok()) return s;
+  std::map<nvmlDevice_t, std::string> uuids;
+  for (const std::string& uuid : gpu_uuids) {
+    Result<nvmlDevice_t> device = Handle(uuid);
+    Status registered = device.ok() ? Check(fns_.register_events(*device, kNvmlEventXidCritical, set),
+                                            "nvmlDeviceRegisterEvents(" + uuid + ")")
+                                    : device.status();
+    if (!registered.ok()) {
+      fns_.event_set_free(set);
+      return registered;
+    }
+    uuids[*device] = uuid;
+  }
+  return std::unique_ptr<XidWatch>(new DlXidWatch(fns_, set, std::move(uuids)));
+}
 
 }  // namespace
 
@@ -348,6 +552,12 @@ Result<std::unique_ptr<NvmlApi>> LoadNvml(const std::string& library) {
                                       ". Check that the NVIDIA kernel driver is loaded (nvidia-smi tells).");
   }
   return std::unique_ptr<NvmlApi>(std::make_unique<DlNvml>(library, std::move(handle), fns));
+}
+
+std::string MigProfileOfName(const std::string& name) {
+  constexpr std::string_view kMarker = "MIG ";
+  const size_t at = name.rfind(kMarker);
+  return at == std::string::npos ? name : name.substr(at + kMarker.size());
 }
 
 int PciNumaNode(const std::string& pci_bus_id, const std::string& pci_devices_dir) {

@@ -6,7 +6,7 @@ namespace {
 std::vector<Device> MockDevices(const MockConfig& config) {
   std::vector<Device> devices;
   for (const auto& d : config.devices)
-    devices.push_back({d.id, d.numa_node, {{"memory", d.memory_bytes}, {"processing_units", d.processing_units}}});
+    devices.push_back({d.id, d.numa_node, {{"memory", d.memory_bytes}, {"processing_units", d.processing_units}}, ""});
   return devices;
 }
 

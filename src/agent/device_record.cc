@@ -1,0 +1,70 @@
+#include "agent/device_record.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace slotd {
+
+using nlohmann::json;
+
+bool DeviceRecord::operator==(const DeviceRecord& other) const {
+  auto same_marks = [](const auto& a, const auto& b) {
+    if (a.size() != b.size()) return false;
+    for (const auto& [plugin, marks] : a) {
+      auto it = b.find(plugin);
+      if (it == b.end() || it->second.size() != marks.size()) return false;
+      for (const auto& [id, mark] : marks) {
+        auto m = it->second.find(id);
+        if (m == it->second.end() || m->second.reason != mark.reason || m->second.since != mark.since) return false;
+      }
+    }
+    return true;
+  };
+  return drained == other.drained && owned == other.owned && same_marks(marks, other.marks);
+}
+
+Result<DeviceRecord> DeviceRecord::Load(const std::string& path) {
+  DeviceRecord record;
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return record;
+    return Status::Unavailable("cannot read " + path + ": " + std::strerror(errno));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    const json doc = json::parse(text.str());
+    record.drained = doc.value("drained", json::object()).get<std::map<std::string, std::set<std::string>>>();
+    record.owned = doc.value("owned", json::object()).get<std::map<std::string, std::vector<std::string>>>();
+    const json all_marks = doc.value("marks", json::object());
+    for (const auto& [plugin, marks] : all_marks.items())
+      for (const auto& [id, mark] : marks.items())
+        record.marks[plugin][id] = DeviceMark{mark.at("reason").get<std::string>(), mark.at("since").get<int64_t>()};
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(path + " is not a device record (" + e.what() + ")");
+  }
+  return record;
+}
+
+Status DeviceRecord::Save(const std::string& path) const {
+  json marks_json = json::object();
+  for (const auto& [plugin, marks] : marks)
+    for (const auto& [id, mark] : marks) marks_json[plugin][id] = {{"reason", mark.reason}, {"since", mark.since}};
+  const json doc = {{"drained", drained}, {"marks", marks_json}, {"owned", owned}};
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << doc.dump(2) << "\n";
+    if (!out) return Status::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return Status::Unavailable("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace slotd

@@ -1,0 +1,32 @@
+// DeviceRecord: what the agent keeps of its devices across restarts, in
+// <var-base-path>/devices.json: the drained devices, the health marks (an
+// Xid stays until the operator clears it, restart or not), and the devices
+// it owned, so that a changed layout (MIG instances gone or new, a GPU
+// missing) is reported at start.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "resources/device_health.h"
+
+namespace slotd {
+
+struct DeviceRecord {
+  std::map<std::string, std::set<std::string>> drained;              // plugin -> device ids
+  std::map<std::string, std::map<std::string, DeviceMark>> marks;     // plugin -> device id -> mark
+  std::map<std::string, std::vector<std::string>> owned;             // plugin -> device ids
+
+  // Reads `path`; an absent file is an empty record. kInvalidArgument naming
+  // the file when it is not a record (the agent then starts from an empty one).
+  static Result<DeviceRecord> Load(const std::string& path);
+  // Writes `path` atomically (a temporary file renamed over it).
+  Status Save(const std::string& path) const;
+
+  bool operator==(const DeviceRecord&) const;
+};
+
+}  // namespace slotd
