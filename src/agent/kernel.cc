@@ -11,6 +11,16 @@
 namespace slotd {
 namespace {
 
+// Whether `key` has the form of a device slot type: "<kind>.<name>" in
+// lower-case letters, digits, dots and dashes ("cuda.device", "cuda.mig-1c18g").
+bool IsDeviceSlotName(const std::string& key) {
+  const size_t dot = key.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == key.size() || key.size() > 64) return false;
+  return std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-';
+  });
+}
+
 using nlohmann::json;
 
 // Variables that identify the kernel; with the device variables, the agent sets them and users may not.
@@ -137,12 +147,13 @@ Status ParseResources(const json& body, ResourceRequest& out) {
       if (!size.ok()) return size.status();
       if (*size < kMinShm) return Bad(field, "must be at least 1m");
       out.shm_bytes = *size;
-    } else if (key.size() > 7 && key.ends_with(".device")) {
+    } else if (IsDeviceSlotName(key)) {
       if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > 1024)
         return Bad(field, "expected a whole number of devices, 0 or more");
       if (value.get<int>() > 0) out.devices[key] = value.get<int>();
     } else {
-      return Bad(field, "unknown slot type; known: cpu, mem, shm, <plugin>.device");
+      return Bad(field, "unknown slot type; known: cpu, mem, shm, <kind>.device and other device slots of the "
+                        "agent's plugins like cuda.mig-1c18g (slotctl info lists them)");
     }
   }
   return Status::Ok();

@@ -195,6 +195,7 @@ int RunAgent(const std::string& config_path) {
   api.Stop();
   collector.Stop();
   watcher.Stop();
+  agent.ApplyDeviceHealth();  // the latest health marks are recorded before the agent goes
   (*lease)->Release();
   return 0;
 }
