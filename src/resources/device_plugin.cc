@@ -15,15 +15,15 @@ constexpr char kMissing[] = "missing: not on this node any more";
 
 DevicePlugin::DevicePlugin(std::string name, std::vector<Device> present, const std::vector<std::string>& allowed,
                            AbsentDevices absent)
-    : name_(std::move(name)), absent_(absent) {
+    : name_(std::move(name)), slots_{name_ + ".device"}, absent_(absent) {
   for (const auto& device : present) present_.insert(device.id);
   std::vector<std::string> missing;
   for (const auto& id : allowed) {
     auto it = std::find_if(present.begin(), present.end(), [&](const Device& d) { return d.id == id; });
     if (it != present.end()) {
-      owned_.push_back(*it);
+      Own(*it);
     } else if (absent_.keep_listed) {
-      owned_.push_back({id, 0, nlohmann::json::object(), ""});
+      Own({id, 0, nlohmann::json::object(), ""});
       missing.push_back(id);
     }
   }
@@ -31,12 +31,13 @@ DevicePlugin::DevicePlugin(std::string name, std::vector<Device> present, const 
   for (const auto& id : missing) health_->SetCondition(id, kMissing, Now());
 }
 
-std::vector<std::string> DevicePlugin::DeviceSlots() const {
-  std::vector<std::string> slots = {name_ + ".device"};
-  for (const auto& device : owned_)
-    if (std::find(slots.begin(), slots.end(), SlotOf(device)) == slots.end()) slots.push_back(SlotOf(device));
-  return slots;
+void DevicePlugin::Own(Device device) {
+  if (device.slot.empty()) device.slot = name_ + ".device";
+  if (std::find(slots_.begin(), slots_.end(), device.slot) == slots_.end()) slots_.push_back(device.slot);
+  owned_.push_back(std::move(device));
 }
+
+std::vector<std::string> DevicePlugin::DeviceSlots() const { return slots_; }
 
 std::vector<std::string> DevicePlugin::OwnedDevices() const {
   std::vector<std::string> ids;
@@ -55,7 +56,7 @@ bool DevicePlugin::Available(const Device& device) const {
 
 int DevicePlugin::Wanted(const ResourceRequest& request) const {
   int wanted = 0;
-  for (const auto& slot : DeviceSlots()) {
+  for (const auto& slot : slots_) {
     auto it = request.devices.find(slot);
     if (it != request.devices.end()) wanted += it->second;
   }
@@ -71,16 +72,17 @@ std::map<int, int> DevicePlugin::FreeByNumaNode() const {
 
 Status DevicePlugin::Allocate(const std::string& kernel_id, const ResourceRequest& request, Allocation& out) {
   std::vector<std::string> picked;
-  for (const auto& slot : DeviceSlots()) {
+  for (const auto& slot : slots_) {
     auto asked = request.devices.find(slot);
     if (asked == request.devices.end() || asked->second == 0) continue;
     const size_t wanted = picked.size() + static_cast<size_t>(asked->second);
     for (bool preferred_pass : {true, false}) {
+      if (preferred_pass && !out.numa_node) continue;
       for (const auto& device : owned_) {
         if (picked.size() == wanted) break;
+        if (preferred_pass && device.numa_node != *out.numa_node) continue;
         if (SlotOf(device) != slot || !Available(device)) continue;
         if (std::find(picked.begin(), picked.end(), device.id) != picked.end()) continue;
-        if (preferred_pass && (!out.numa_node || device.numa_node != *out.numa_node)) continue;
         picked.push_back(device.id);
       }
     }
@@ -131,7 +133,7 @@ Status DevicePlugin::Claim(const std::string& kernel_id, const Allocation& alloc
       return Status::ResourceExhausted(name_ + " device " + id + " is already held by kernel " + holder->second);
   }
   for (const auto& id : adopt_missing) {
-    owned_.push_back({id, 0, nlohmann::json::object(), ""});
+    Own({id, 0, nlohmann::json::object(), ""});
     health_->Add(id, kMissing, Now());
   }
   for (const auto& id : ids) holder_[id] = kernel_id;
@@ -165,7 +167,7 @@ Status DevicePlugin::SetDrained(const std::string& id, bool drained) {
 nlohmann::json DevicePlugin::Describe() const {
   const std::map<std::string, DeviceHealthState> health = health_->Snapshot();
   nlohmann::json slots = nlohmann::json::object();
-  for (const auto& slot : DeviceSlots()) {
+  for (const auto& slot : slots_) {
     nlohmann::json devices = nlohmann::json::array();
     int capacity = 0, used = 0, free = 0, unhealthy = 0, drained = 0;
     for (const auto& device : owned_) {

@@ -74,15 +74,19 @@ class DevicePlugin : public ResourcePlugin {
   std::vector<std::string> HeldIds(const Allocation& alloc) const;
   // The owned device `id`; nullptr when not owned.
   const Device* Owned(const std::string& id) const;
-  // The slot type of `device`.
-  std::string SlotOf(const Device& device) const { return device.slot.empty() ? name_ + ".device" : device.slot; }
+  // The slot type of an owned device (filled in at construction).
+  static const std::string& SlotOf(const Device& device) { return device.slot; }
 
  private:
   // Whether `device` may be given to a new kernel now.
   bool Available(const Device& device) const;
 
   const std::string name_;
-  std::vector<Device> owned_;              // in allow-list order
+  // Owns `device` (its slot filled in); keeps slots_ in step.
+  void Own(Device device);
+
+  std::vector<Device> owned_;              // in allow-list order, each with its slot
+  std::vector<std::string> slots_;         // the base slot, then each owned device's, once each
   std::set<std::string> present_;          // every device found on the node
   const AbsentDevices absent_;
   std::map<std::string, std::string> holder_;  // device id -> kernel id
