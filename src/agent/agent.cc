@@ -62,7 +62,7 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       meters_(MetersOf(plugins_)),
       unmetered_devices_(UnmeteredDevicesOf(plugins_)),
       boards_(BoardsOf(plugins_)),
-      device_record_path_(config_.agent.var_base_path + "/devices.json"),
+      device_record_path_(config_.agent.var_base_path.empty() ? "" : config_.agent.var_base_path + "/devices.json"),
       scratch_(ScratchRoot(config_)),
       puller_(engine, hub, config_.agent.id,
               ImagePuller::Limits{config_.container.pull_timeout, config_.container.pull_stall_timeout},
@@ -969,7 +969,7 @@ DeviceRecord Agent::CurrentDeviceRecord() const {
 
 void Agent::SaveDeviceRecord() {
   DeviceRecord record = CurrentDeviceRecord();
-  if (record == device_record_) return;
+  if (record == device_record_ || device_record_path_.empty()) return;
   if (Status s = record.Save(device_record_path_); !s.ok()) {
     spdlog::error("devices: {}; drains and health marks will not survive a restart until it can be written",
                   s.message());
@@ -979,7 +979,8 @@ void Agent::SaveDeviceRecord() {
 }
 
 void Agent::StartDevices() {
-  Result<DeviceRecord> loaded = DeviceRecord::Load(device_record_path_);
+  Result<DeviceRecord> loaded =
+      device_record_path_.empty() ? Result<DeviceRecord>(DeviceRecord()) : DeviceRecord::Load(device_record_path_);
   if (!loaded.ok()) spdlog::error("devices: {}; starting without its drains and health marks", loaded.status().message());
   const DeviceRecord before = loaded.ok() ? *loaded : DeviceRecord();
   MutexLock lock(mutex_);

@@ -301,7 +301,7 @@ class Agent {
   const std::map<std::string, std::vector<std::string>> unmetered_devices_;  // set at construction
   // The plugins' health boards, by plugin name; set at construction, thread-safe objects.
   const std::vector<std::pair<std::string, std::shared_ptr<DeviceHealthBoard>>> boards_;
-  const std::string device_record_path_;  // <var-base-path>/devices.json
+  const std::string device_record_path_;  // <var-base-path>/devices.json; empty (nothing kept) without a var-base-path
   ScratchStore scratch_;  // the kernels' scratch directories (hostdir); thread-safe
   ImagePuller puller_;    // pulls kernels' images; thread-safe
   ImageCollector image_gc_;  // removes unused images when the engine's disk fills; thread-safe
