@@ -87,18 +87,24 @@ Status DevicePlugin::Allocate(const std::string& kernel_id, const ResourceReques
       }
     }
     if (picked.size() < wanted) {
-      int total = 0, free = 0, unhealthy = 0, drained = 0;
+      int total = 0, free = 0, unhealthy = 0, unknown = 0, drained = 0;
       for (const auto& device : owned_) {
         if (SlotOf(device) != slot) continue;
         ++total;
         if (Available(device)) ++free;
         if (holder_.count(device.id)) continue;
-        if (!health_->Allocatable(device.id)) ++unhealthy;
+        const DeviceHealth health = health_->Get(device.id).health;
+        if (health == DeviceHealth::kUnhealthy) ++unhealthy;
+        else if (health == DeviceHealth::kUnknown) ++unknown;
         else if (drained_.count(device.id)) ++drained;
       }
       std::string aside;
-      if (unhealthy > 0) aside += std::to_string(unhealthy) + " unhealthy";
-      if (drained > 0) aside += (aside.empty() ? "" : ", ") + std::to_string(drained) + " drained";
+      auto add = [&](int n, const char* what) {
+        if (n > 0) aside += (aside.empty() ? "" : ", ") + std::to_string(n) + " " + what;
+      };
+      add(unhealthy, "unhealthy");
+      add(unknown, "of unknown health");
+      add(drained, "drained");
       return Status::ResourceExhausted("insufficient " + slot + ": requested " + std::to_string(asked->second) +
                                        ", free " + std::to_string(free) + " of " + std::to_string(total) +
                                        (aside.empty() ? "" : " (" + aside + ")"));

@@ -244,3 +244,99 @@ TEST_F(GpuHealth, MigInstancesOfOneGpuAreSharedByAgentsWithTheOverlapChecked) {
 
 }  // namespace
 }  // namespace slotd::testing
+
+namespace slotd::testing {
+namespace {
+
+// Reads the agent's event stream until `text` comes (or 20 s pass); returns what came.
+std::string ReadEventsUntil(RawClient& events, const std::string& text) {
+  std::string seen;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (seen.find(text) == std::string::npos && std::chrono::steady_clock::now() < give_up)
+    seen += events.Read(std::chrono::milliseconds(200));
+  return seen;
+}
+
+TEST_F(GpuHealth, EccErrorsAndALostGpuArePolledEventedAndClearThemselves) {
+  AgentProcess agent(CudaAgent("poll", ""));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  RawClient events(agent.socket_path());
+  ASSERT_TRUE(events.connected());
+  events.Send("GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_NE(events.Read(std::chrono::seconds(5), nullptr, "\r\n\r\n").find("200"), std::string::npos);
+
+  json gpus = Gpus(4);
+  gpus[1]["ecc_uncorrected"] = 3;
+  gpus[2]["lost"] = true;
+  Write(gpus, json::array());
+  std::string seen = ReadEventsUntil(events, "gpu lost");
+  EXPECT_NE(seen.find("event: device_unhealthy"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("\"reason\":\"ecc uncorrected 3\""), std::string::npos) << seen;
+  EXPECT_NE(seen.find("\"device\":\"" + std::string(kUuids[2]) + "\""), std::string::npos) << seen;
+  ASSERT_TRUE(Eventually([&] { return DeviceOf(agent, kUuids[1])["reason"] == "ecc uncorrected 3"; }));
+  CommandResult info = Slotctl({"--socket", agent.socket_path(), "info"});
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("unhealthy (gpu lost)"), std::string::npos) << info.out;
+
+  // A condition the poll no longer finds clears without the operator.
+  Write(Gpus(4), json::array());
+  seen = ReadEventsUntil(events, std::string("\"device\":\"") + kUuids[2] + "\",\"health\":\"healthy\"");
+  EXPECT_NE(seen.find("event: device_healthy"), std::string::npos) << seen;
+  ASSERT_TRUE(Eventually([&] { return DeviceOf(agent, kUuids[1])["healthy"] == true; }));
+}
+
+// A driver call that hangs makes the devices of unknown health (never
+// allocated) while the API keeps answering; they come back when it answers.
+TEST_F(GpuHealth, AHungNvmlCallMakesTheDevicesUnknownAndNeverSlowsTheApi) {
+  AgentProcess agent(CudaAgent("hang", ""));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  WriteFile(file_ + ".tmp", json{{"gpus", Gpus(4)}, {"hang", {{"nvmlDeviceGetTotalEccErrors", 9000}}}}.dump());
+  ASSERT_EQ(::rename((file_ + ".tmp").c_str(), file_.c_str()), 0);
+  ASSERT_TRUE(Eventually([&] { return DeviceOf(agent, kUuids[0])["health"] == "unknown"; }, std::chrono::seconds(20)));
+  const auto start = std::chrono::steady_clock::now();
+  HttpResponse refused = agent.Call("POST", "/v1/kernels", Sleeper("while-hung", "cuda.device", 1).dump());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));  // answered from memory
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(refused.body.find("4 of unknown health"), std::string::npos) << refused.body;
+  EXPECT_NE(DeviceOf(agent, kUuids[0])["reason"].get<std::string>().find("NVML has not answered"), std::string::npos);
+
+  Write(Gpus(4), json::array());
+  ASSERT_TRUE(Eventually([&] { return DeviceOf(agent, kUuids[0])["healthy"] == true; }, std::chrono::seconds(30)));
+  agent.CreateKernel(Sleeper("after", "cuda.device", 1));
+}
+
+// slotd check reads MIG configs as the agents would claim them: instances of
+// one GPU for two agents pass; the GPU whole beside them clashes with both.
+TEST_F(GpuHealth, SlotdCheckUnderstandsTheMigHierarchy) {
+  json gpus = Gpus(2);
+  gpus[0]["mig"] = {{"instances",
+                     {{{"uuid", kMig[0]}, {"profile", "1g.18gb"}, {"memory", "16g"}, {"gpu_instance", 9}},
+                      {{"uuid", kMig[1]}, {"profile", "1g.18gb"}, {"memory", "16g"}, {"gpu_instance", 10}}}}};
+  Write(gpus, json::array());
+  TempDir claims;
+  auto config_of = [&](const std::string& name, const std::string& list, const std::string& core, int port) {
+    AgentOptions o = CudaAgent(name, "allowed-devices = [" + list + "]\n");
+    o.claims_dir = claims.path();
+    o.cores = core;
+    o.memory = "256m";
+    o.port_first = port;
+    o.port_last = port + 9;
+    return o;
+  };
+  AgentProcess a(config_of("checka", "\"1\", \"" + std::string(kMig[0]) + "\"", "0", 33400));
+  AgentProcess b(config_of("checkb", "\"" + std::string(kMig[1]) + "\"", "1", 33500));
+  AgentProcess whole(config_of("checkw", "\"" + std::string(kUuids[0]) + "\"", "2", 33600));
+  const std::string slotd = std::string(SLOTD_BIN_DIR) + "/slotd";
+  const std::string node = "--node-cores=0-3";
+  CommandResult good = RunCommand({slotd, "check", node, a.config_path(), b.config_path()});
+  EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
+  CommandResult bad = RunCommand({slotd, "check", node, a.config_path(), b.config_path(), whole.config_path()});
+  EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+  EXPECT_NE(bad.out.find(std::string(kUuids[0]) + "/" + kMig[0] + " and " + kUuids[0]), std::string::npos)
+      << bad.out;
+  EXPECT_NE(bad.out.find(std::string(kUuids[0]) + "/" + kMig[1] + " and " + kUuids[0]), std::string::npos)
+      << bad.out;
+}
+
+}  // namespace
+}  // namespace slotd::testing
