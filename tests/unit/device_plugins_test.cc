@@ -1013,3 +1013,80 @@ TEST(DeviceHealthBoardTest, MarksConditionsAndStalls) {
 
 }  // namespace
 }  // namespace slotd
+
+namespace slotd {
+namespace {
+
+// The agent core over device health: a mark on a held device reports the
+// device and the kernel, keeps the device from new kernels, and is kept with
+// the drains across a restart (devices.json under var-base-path).
+class DeviceHealthAgentTest : public PlacementTest {
+ protected:
+  // A fresh agent with config_, and the board of its mock plugin.
+  std::pair<std::unique_ptr<Agent>, std::shared_ptr<DeviceHealthBoard>> AgentWithBoard() {
+    auto plugins = MakePlugins(config_, TwoNodeHost());
+    EXPECT_TRUE(plugins.ok()) << plugins.status().message();
+    std::shared_ptr<DeviceHealthBoard> board = (*plugins)[0]->Health();
+    return {std::make_unique<Agent>(config_, engine_, std::move(*plugins), hub_), board};
+  }
+
+  // The next event of `type` from `sub`; null when none comes.
+  static json NextOfType(EventHub::Subscription& sub, const std::string& type) {
+    while (auto event = sub.Next(std::chrono::milliseconds(200)))
+      if ((*event)["type"] == type) return *event;
+    return nullptr;
+  }
+
+  TempTree var_{"slotd-device-record"};
+};
+
+TEST_F(DeviceHealthAgentTest, AMarkReportsTheDeviceAndItsKernelAndSurvivesARestartWithTheDrains) {
+  config_.agent.var_base_path = var_.root();
+  auto [agent, board] = AgentWithBoard();
+  ASSERT_TRUE(agent->Restore().ok());
+  auto created = agent->CreateKernel(Request("k1", {{"cpu", 1}, {"mock.device", 1}}));
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  const std::string held = Held(created->kernel.allocation, "mock")[0];
+  auto sub = hub_.Subscribe();
+
+  board->Mark(held, "xid 79", 1000);
+  agent->ApplyDeviceHealth();
+  json event = NextOfType(*sub, "device_unhealthy");
+  ASSERT_FALSE(event.is_null());
+  EXPECT_EQ(event["device"], held);
+  EXPECT_EQ(event["reason"], "xid 79");
+  EXPECT_EQ(event["plugin"], "mock");
+  json condition = NextOfType(*sub, "kernel_condition");
+  ASSERT_FALSE(condition.is_null());
+  EXPECT_EQ(condition["condition"], "mock device " + held + " is unhealthy: xid 79");
+  EXPECT_EQ(agent->GetKernel("k1")->state, KernelState::kRunning);  // on-unhealthy: report
+
+  auto drained = agent->DrainDevice("mock3", true);
+  ASSERT_TRUE(drained.ok()) << drained.status().message();
+  EXPECT_EQ(drained->devices, std::vector<std::string>{"mock3"});
+  EXPECT_EQ(agent->DrainDevice("mock9", true).status().code(), Status::Code::kNotFound);
+  auto all = agent->CreateKernel(Request("k2", {{"cpu", 1}, {"mock.device", 3}}));
+  EXPECT_EQ(all.status().message(), "insufficient mock.device: requested 3, free 2 of 4 (1 drained)");
+
+  // A restart keeps the mark and the drain.
+  agent.reset();
+  auto [again, again_board] = AgentWithBoard();
+  ASSERT_TRUE(again->Restore().ok());
+  EXPECT_EQ(again_board->Get(held).reason, "xid 79");
+  json slot = again->DescribeResources()["mock.device"];
+  EXPECT_EQ(slot["drained"], 1);
+  EXPECT_EQ(slot["unhealthy"], 1);
+  EXPECT_FALSE(again->GetKernel("k1")->device_condition.empty());
+
+  // Cleared and undrained, both devices are given again.
+  ASSERT_TRUE(again->ClearDevice(held).ok());
+  EXPECT_EQ(again->ClearDevice(held).status().code(), Status::Code::kFailedPrecondition);
+  ASSERT_TRUE(again->DrainDevice("mock3", false).ok());
+  again->ApplyDeviceHealth();
+  EXPECT_TRUE(again->GetKernel("k1")->device_condition.empty());
+  auto three = again->CreateKernel(Request("k2", {{"cpu", 1}, {"mock.device", 3}}));
+  EXPECT_TRUE(three.ok()) << three.status().message();
+}
+
+}  // namespace
+}  // namespace slotd
