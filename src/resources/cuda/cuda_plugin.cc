@@ -110,7 +110,7 @@ Result<std::unique_ptr<CudaPlugin>> CudaPlugin::Create(const CudaConfig& config,
     });
     if (listed(gpu.uuid) || part_listed) return twice(entry, "GPU " + gpu.uuid + (part_listed ? " (a MIG instance of it)" : ""));
     claimed.push_back(gpu.uuid);
-    GpuHealthMonitor::Gpu watch{gpu.uuid, {}, {}};
+    GpuHealthMonitor::Gpu watch{gpu.uuid, {}, {}, /*whole=*/true};
     if (!gpu.mig_enabled) {
       allowed.push_back(gpu.uuid);
       watch.devices.push_back(gpu.uuid);
@@ -131,7 +131,7 @@ Result<std::unique_ptr<CudaPlugin>> CudaPlugin::Create(const CudaConfig& config,
                  entry, found);
     allowed.push_back(entry);
     claimed.push_back(entry);
-    if (entry.rfind("GPU-", 0) == 0) watched.push_back({entry, {entry}, {}});
+    if (entry.rfind("GPU-", 0) == 0) watched.push_back({entry, {entry}, {}, /*whole=*/true});
     return Status::Ok();
   };
 
@@ -174,7 +174,7 @@ Result<std::unique_ptr<CudaPlugin>> CudaPlugin::Create(const CudaConfig& config,
           claimed.push_back(claim);
           auto watch = std::find_if(watched.begin(), watched.end(),
                                     [&](const GpuHealthMonitor::Gpu& g) { return g.uuid == parent->uuid; });
-          if (watch == watched.end()) watch = watched.insert(watched.end(), {parent->uuid, {}, {}});
+          if (watch == watched.end()) watch = watched.insert(watched.end(), {parent->uuid, {}, {}, /*whole=*/false});
           watch->devices.push_back(instance->uuid);
           watch->by_gpu_instance[instance->gpu_instance_id].push_back(instance->uuid);
         }

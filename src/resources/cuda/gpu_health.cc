@@ -48,6 +48,7 @@ struct GpuHealthMonitor::Shared {
   std::array<std::atomic<bool>, 3> done{};  // each thread sets its own when it returns
   std::atomic<int64_t> busy_since{0};      // steady ns when the poll's current NVML call began; 0: none
   std::string busy_call;                   // guarded by mutex: that call, in words
+  std::set<std::string> reported_new;      // MIG instances found after the start, logged once (poll thread only)
 
   // Waits `period` or until stopped; true when stopped.
   bool WaitOrStop(std::chrono::milliseconds period) {
@@ -98,8 +99,16 @@ void GpuHealthMonitor::Shared::PollOnce() {
       }
       if (layout) {
         std::set<std::string> present;
-        for (const GpuInfo& info : *layout)
-          for (const MigInstance& instance : info.mig_instances) present.insert(instance.uuid);
+        for (const GpuInfo& info : *layout) {
+          for (const MigInstance& instance : info.mig_instances) {
+            present.insert(instance.uuid);
+            const bool known = std::find(gpu.devices.begin(), gpu.devices.end(), instance.uuid) != gpu.devices.end();
+            if (info.uuid != gpu.uuid || !gpu.whole || known || !reported_new.insert(instance.uuid).second) continue;
+            spdlog::warn("cuda: new MIG instance {} ({}) on GPU {}; the agent uses the layout it found at start: "
+                         "restart it to give the instance to kernels",
+                         instance.uuid, instance.profile, gpu.uuid);
+          }
+        }
         for (const std::string& device : gpu.devices)
           if (!present.count(device)) gone.insert(device);
       }

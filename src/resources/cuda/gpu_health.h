@@ -5,7 +5,8 @@
 //    its MIG instance when NVML names one) until the operator clears them;
 //  - a poll thread reads, every kPollEvery, what events do not report:
 //    volatile uncorrected ECC errors, pending retired pages, row remapping
-//    failures, GPU_IS_LOST, and MIG instances that are gone;
+//    failures, GPU_IS_LOST, and MIG instances that are gone (missing) or
+//    new (logged: the agent uses the layout it found at start);
 //  - a watchdog thread marks every device unknown when a poll's NVML call
 //    overruns kCallDeadline (a wedged driver), and clears that when it answers.
 // Threads that are stuck in NVML when the monitor is destroyed are left
@@ -42,6 +43,7 @@ class GpuHealthMonitor {
     std::string uuid;
     std::vector<std::string> devices;                       // every device id of this GPU
     std::map<unsigned, std::vector<std::string>> by_gpu_instance;  // MIG: GPU instance id -> device ids
+    bool whole = false;  // listed whole (index or GPU UUID): a new MIG instance on it is reported
   };
   static constexpr std::chrono::seconds kPollEvery{2};
   static constexpr std::chrono::seconds kCallDeadline{5};
