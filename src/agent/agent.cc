@@ -62,7 +62,7 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       meters_(MetersOf(plugins_)),
       unmetered_devices_(UnmeteredDevicesOf(plugins_)),
       boards_(BoardsOf(plugins_)),
-      device_record_path_(config_.agent.var_base_path.empty() ? "" : config_.agent.var_base_path + "/devices.json"),
+      record_path_(config_.agent.var_base_path.empty() ? "" : config_.agent.var_base_path + "/state.json"),
       scratch_(ScratchRoot(config_)),
       puller_(engine, hub, config_.agent.id,
               ImagePuller::Limits{config_.container.pull_timeout, config_.container.pull_stall_timeout},
@@ -199,6 +199,9 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
       return Status::Conflict("kernel " + request.kernel_id +
                               " already exists with a different request; delete it first or use another kernel_id");
     }
+    if (drain_.draining)
+      return Status::Unavailable("agent " + config_.agent.id + " is draining: it takes no new kernels (its kernels "
+                                 "run on); create the kernel on another agent, or undrain this one (slotctl undrain)");
     for (const auto& [slot, count] : request.resources.devices) {
       bool provided = std::any_of(plugins_.begin(), plugins_.end(), [&, slot = slot](const auto& plugin) {
         const std::vector<std::string> slots = plugin->DeviceSlots();
@@ -955,8 +958,10 @@ void Agent::EmitDevice(const char* type, const std::string& plugin, json extra) 
   hub_.Publish(extra);
 }
 
-DeviceRecord Agent::CurrentDeviceRecord() const {
-  DeviceRecord record;
+AgentRecord Agent::CurrentAgentRecord() const {
+  AgentRecord record;
+  record.draining = drain_.draining;
+  record.draining_since = drain_.since;
   for (const auto& plugin : plugins_) {
     if (plugin->OwnedDevices().empty()) continue;
     record.owned[plugin->Name()] = plugin->OwnedDevices();
@@ -967,24 +972,27 @@ DeviceRecord Agent::CurrentDeviceRecord() const {
   return record;
 }
 
-void Agent::SaveDeviceRecord() {
-  DeviceRecord record = CurrentDeviceRecord();
-  if (record == device_record_ || device_record_path_.empty()) return;
-  if (Status s = record.Save(device_record_path_); !s.ok()) {
+void Agent::SaveAgentRecord() {
+  AgentRecord record = CurrentAgentRecord();
+  if (record == record_ || record_path_.empty()) return;
+  if (Status s = record.Save(record_path_); !s.ok()) {
     spdlog::error("devices: {}; drains and health marks will not survive a restart until it can be written",
                   s.message());
     return;
   }
-  device_record_ = std::move(record);
+  record_ = std::move(record);
 }
 
 void Agent::StartDevices() {
-  Result<DeviceRecord> loaded =
-      device_record_path_.empty() ? Result<DeviceRecord>(DeviceRecord()) : DeviceRecord::Load(device_record_path_);
+  Result<AgentRecord> loaded =
+      record_path_.empty() ? Result<AgentRecord>(AgentRecord()) : AgentRecord::Load(record_path_);
   if (!loaded.ok()) spdlog::error("devices: {}; starting without its drains and health marks", loaded.status().message());
-  const DeviceRecord before = loaded.ok() ? *loaded : DeviceRecord();
+  const AgentRecord before = loaded.ok() ? *loaded : AgentRecord();
   MutexLock lock(mutex_);
-  device_record_ = before;
+  record_ = before;
+  drain_ = Drain{before.draining, before.draining_since};
+  if (drain_.draining) spdlog::warn("agent {} is draining (recorded in {}): it takes no new kernels until undrained",
+                                    config_.agent.id, record_path_);
   for (const auto& plugin : plugins_) {
     const std::vector<std::string> owned = plugin->OwnedDevices();
     if (auto drained = before.drained.find(plugin->Name()); drained != before.drained.end())
@@ -1007,7 +1015,25 @@ void Agent::StartDevices() {
     EmitDevice("device_layout", plugin->Name(), {{"gone", gone}, {"new", added}});
   }
   for (const auto& plugin : plugins_) plugin->StartHealthMonitor();
-  SaveDeviceRecord();
+  SaveAgentRecord();
+}
+
+Agent::Drain Agent::Draining() const {
+  MutexLock lock(mutex_);
+  return drain_;
+}
+
+Agent::Drain Agent::SetDraining(bool drain) {
+  MutexLock lock(mutex_);
+  if (drain_.draining == drain) return drain_;
+  drain_ = drain ? Drain{true, static_cast<int64_t>(std::time(nullptr))} : Drain{};
+  spdlog::info("agent {} {}", config_.agent.id, drain ? "is draining: it takes no new kernels" : "takes new kernels again");
+  json event = {{"type", drain ? "agent_drained" : "agent_undrained"},
+                {"agent_id", config_.agent.id},
+                {"time", static_cast<int64_t>(std::time(nullptr))}};
+  hub_.Publish(event);
+  SaveAgentRecord();
+  return drain_;
 }
 
 Result<Agent::DeviceChange> Agent::ResolveDevice(const std::string& name) const {
@@ -1034,7 +1060,7 @@ Result<Agent::DeviceChange> Agent::DrainDevice(const std::string& name, bool dra
   }
   spdlog::info("devices: {} {} device(s) {}", drain ? "drained" : "undrained", change->plugin, name);
   EmitDevice(drain ? "device_drained" : "device_undrained", change->plugin, {{"devices", change->devices}});
-  SaveDeviceRecord();
+  SaveAgentRecord();
   return change;
 }
 
@@ -1052,7 +1078,7 @@ Result<Agent::DeviceChange> Agent::ClearDevice(const std::string& name) {
                                       "critical Xid); what a poll finds (ECC errors, a lost GPU) clears itself "
                                       "when the device recovers");
   spdlog::info("devices: cleared the health marks of {} device(s) {}", change->plugin, name);
-  SaveDeviceRecord();
+  SaveAgentRecord();
   return cleared;
 }
 
@@ -1131,7 +1157,7 @@ void Agent::ApplyDeviceHealth() {
       Emit("kernel_condition", kernel,
            {{"condition", kernel.Conditions().empty() ? json(nullptr) : json(kernel.Conditions())}});
     }
-    SaveDeviceRecord();
+    SaveAgentRecord();
   }
   for (const auto& [kernel_id, container_id] : to_stop)
     spdlog::warn("kernel {}: stopping it, a device it holds is unhealthy (on-unhealthy = \"stop\")", kernel_id);

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/device_record.h"
+#include "agent/agent_record.h"
 #include "agent/event_hub.h"
 #include "agent/image_gc.h"
 #include "agent/image_puller.h"
@@ -44,8 +44,8 @@ class Agent {
   Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr<ResourcePlugin>> plugins,
         EventHub& hub, Clock& clock = Clock::Real());
 
-  // Applies what <var-base-path>/devices.json records (drains, health
-  // marks), reports a device layout that changed since (a device_layout
+  // Applies what <var-base-path>/state.json records (the agent's drain, the
+  // devices' drains and health marks), reports a device layout that changed since (a device_layout
   // event), starts the plugins' health monitors, then rebuilds the kernel
   // table from the owned containers' labels, as Relist does, and flags the
   // kernels on unhealthy or missing devices (ApplyDeviceHealth). Fails (and the agent must not serve) when the engine cannot be
@@ -138,6 +138,18 @@ class Agent {
   // condition the next poll still finds stays. kFailedPrecondition when none
   // had a mark.
   Result<DeviceChange> ClearDevice(const std::string& name) EXCLUDES(mutex_);
+  // Whether the agent is draining: closed to new kernels (CreateKernel is
+  // kUnavailable naming the drain) while its kernels, execs, logs, deletes
+  // and everything else go on. Recorded in state.json, so it survives
+  // restarts.
+  struct Drain {
+    bool draining = false;
+    int64_t since = 0;  // unix seconds; 0 when not draining
+  };
+  Drain Draining() const EXCLUDES(mutex_);
+  // Drains (`drain`) or opens the agent again; emits agent_drained /
+  // agent_undrained when that changes it. Returns the state now.
+  Drain SetDraining(bool drain) EXCLUDES(mutex_);
   // One owned device's health and drain, for /metrics.
   struct DeviceState {
     std::string plugin;
@@ -191,11 +203,12 @@ class Agent {
  private:
   // The first of the plugins whose devices `name` names, with their ids.
   Result<DeviceChange> ResolveDevice(const std::string& name) const REQUIRES(mutex_);
-  // What devices.json should hold now.
-  DeviceRecord CurrentDeviceRecord() const REQUIRES(mutex_);
-  // Writes devices.json when it differs from what was written last.
-  void SaveDeviceRecord() REQUIRES(mutex_);
-  // Restore's first step: the record applied, the layout compared, the monitors started.
+  // What state.json should hold now.
+  AgentRecord CurrentAgentRecord() const REQUIRES(mutex_);
+  // Writes state.json when it differs from what was written last.
+  void SaveAgentRecord() REQUIRES(mutex_);
+  // Restore's first step: the record applied (the agent's drain, the
+  // devices' drains and marks), the layout compared, the monitors started.
   void StartDevices() EXCLUDES(mutex_);
   // Publishes a device event (not about a kernel).
   void EmitDevice(const char* type, const std::string& plugin, nlohmann::json extra);
@@ -301,7 +314,7 @@ class Agent {
   const std::map<std::string, std::vector<std::string>> unmetered_devices_;  // set at construction
   // The plugins' health boards, by plugin name; set at construction, thread-safe objects.
   const std::vector<std::pair<std::string, std::shared_ptr<DeviceHealthBoard>>> boards_;
-  const std::string device_record_path_;  // <var-base-path>/devices.json; empty (nothing kept) without a var-base-path
+  const std::string record_path_;  // <var-base-path>/state.json; empty (nothing kept) without a var-base-path
   ScratchStore scratch_;  // the kernels' scratch directories (hostdir); thread-safe
   ImagePuller puller_;    // pulls kernels' images; thread-safe
   ImageCollector image_gc_;  // removes unused images when the engine's disk fills; thread-safe
@@ -319,7 +332,8 @@ class Agent {
   std::vector<std::pair<std::string, std::string>> intruders_ GUARDED_BY(mutex_);  // (kernel, container) to stop
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
 
-  DeviceRecord device_record_ GUARDED_BY(mutex_);  // as last written
+  AgentRecord record_ GUARDED_BY(mutex_);  // as last written
+  Drain drain_ GUARDED_BY(mutex_);         // whether the agent takes new kernels
   uint64_t health_version_ GUARDED_BY(mutex_) = ~0ull;  // the boards' versions, summed, when last applied
   // (plugin, device) -> the health last reported in events; absent: healthy.
   std::map<std::pair<std::string, std::string>, DeviceHealthState> health_reported_ GUARDED_BY(mutex_);

@@ -103,6 +103,8 @@ std::string RenderMetrics(const StatsSnapshot& snapshot, const MetricsFacts& fac
 
   out.Gauge("slotd_engine_reachable", "Whether the container engine answers (1) or not (0), as GET /health says.", {},
             facts.engine_reachable ? 1 : 0);
+  out.Gauge("slotd_agent_draining", "Whether the agent is draining: it takes no new kernels (1) or does (0).", {},
+            facts.draining ? 1 : 0);
   for (const auto& [state, count] : facts.kernels_by_state)
     out.Gauge("slotd_kernels", "Kernels in the agent's table, by state.", {{"state", state}}, count);
   out.Gauge("slotd_kernels_with_condition",

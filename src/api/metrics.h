@@ -25,6 +25,7 @@ struct MetricsFacts {
   // state should be present, 0 where none is in it.
   std::map<std::string, int> kernels_by_state;
   bool engine_reachable = false;  // as GET /health reports it
+  bool draining = false;          // the agent takes no new kernels (POST /v1/agent/drain)
   int kernels_with_condition = 0;  // RUNNING kernels whose container was changed behind the agent's back
   // The owned devices of plugins that watch health, with their health and drain.
   struct Device {

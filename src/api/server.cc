@@ -205,6 +205,14 @@ void ApiServer::AddRoutes() {
               [this](Exchange& ex, const Params&) { ex.Reply(JsonResponse(200, ToJson(*collector_.Latest()))); });
   router_.Add("GET", "/metrics", Lane::kQuick, [this](Exchange& ex, const Params&) { Metrics(ex); });
   router_.Add("GET", "/v1/events", Lane::kLong, [this](Exchange& ex, const Params&) { Events(ex); });
+  for (const bool drain : {true, false}) {
+    router_.Add("POST", drain ? "/v1/agent/drain" : "/v1/agent/undrain", Lane::kQuick,
+                [this, drain](Exchange& ex, const Params&) {
+                  const Agent::Drain now = agent_.SetDraining(drain);
+                  ex.Reply(JsonResponse(200, {{"draining", now.draining},
+                                              {"draining_since", now.draining ? json(now.since) : json(nullptr)}}));
+                });
+  }
   for (const char* action : {"drain", "undrain", "clear"}) {
     router_.Add("POST", std::string("/v1/devices/{id}/") + action, Lane::kQuick,
                 [this, action = std::string(action)](Exchange& ex, const Params& p) { ChangeDevice(ex, p[0], action); });
@@ -263,6 +271,7 @@ void ApiServer::Health(Exchange& ex) const {
 
 void ApiServer::DescribeAgent(Exchange& ex) const {
   const Config& c = agent_.config();
+  const Agent::Drain drain = agent_.Draining();
   ex.Reply(JsonResponse(200, {{"id", c.agent.id},
                               {"node", c.agent.node},
                               {"version", kVersion},
@@ -272,6 +281,8 @@ void ApiServer::DescribeAgent(Exchange& ex) const {
                               {"unix_socket", unix_path_},
                               {"port_range", {c.container.port_range_start, c.container.port_range_end}},
                               {"pid", static_cast<int>(::getpid())},
+                              {"draining", drain.draining},
+                              {"draining_since", drain.draining ? json(drain.since) : json(nullptr)},
                               {"resources", agent_.DescribeResources()}}));
 }
 
@@ -281,6 +292,8 @@ void ApiServer::CreateKernel(Exchange& ex) {
   auto request = ParseCreateRequest(*body);
   if (!request.ok()) return ex.Reply(ErrorResponse(request.status()));
   auto outcome = agent_.CreateKernel(*request);
+  if (!outcome.ok() && outcome.status().code() == Status::Code::kUnavailable && agent_.Draining().draining)
+    return ex.Reply(ErrorResponse(503, "draining", outcome.status().message()));
   if (!outcome.ok()) {
     // An unknown image is a bad field of the request, not a missing route or kernel.
     const bool bad_image = outcome.status().code() == Status::Code::kNotFound;
@@ -446,6 +459,7 @@ void ApiServer::Metrics(Exchange& ex) const {
   facts.kernels_with_condition = static_cast<int>(
       std::count_if(kernels.begin(), kernels.end(), [](const Kernel& k) { return !k.condition.empty(); }));
   facts.engine_reachable = agent_.EngineReachable();
+  facts.draining = agent_.Draining().draining;
   for (const Agent::DeviceState& device : agent_.DeviceStates())
     facts.devices.push_back(
         {device.plugin, device.device, device.health.health == DeviceHealth::kHealthy, device.drained});

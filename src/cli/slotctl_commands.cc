@@ -300,6 +300,38 @@ int RunRemove(const std::vector<std::string>& kernel_ids, const Options& options
   return status;
 }
 
+int RunDrain(bool drain, bool wait, const Options& options, const AgentClient& agent) {
+  auto answer = agent.Call("POST", drain ? "/v1/agent/drain" : "/v1/agent/undrain");
+  if (!answer.ok()) return Report(answer.failure());
+  if (options.json_output && !wait) return PrintJson(answer->body(), 2), 0;
+  if (!options.json_output) std::cout << (drain ? "draining: no new kernels" : "undrained: takes new kernels") << "\n";
+  if (!wait) return 0;
+  std::string last;
+  while (true) {
+    auto kernels = agent.Call("GET", "/v1/kernels");
+    if (!kernels.ok()) return Report(kernels.failure());
+    std::string running;
+    int count = 0;
+    for (const auto& k : kernels->Root()["kernels"].Elements()) {
+      const std::string state = k["state"].Shown();
+      if (state == "TERMINATED" || state == "ERROR") continue;
+      running += (running.empty() ? "" : ", ") + k["kernel_id"].Shown();
+      ++count;
+    }
+    if (!kernels->problem().empty()) return ReportBadAnswer(*kernels, agent);
+    if (count == 0) {
+      if (!options.json_output) std::cout << "drained: no kernel runs\n";
+      else PrintJson(answer->body(), 2);
+      return 0;
+    }
+    if (running != last && !options.json_output)
+      std::cout << "waiting for " << count << " kernel" << (count == 1 ? "" : "s") << ": " << running << "\n"
+                << std::flush;
+    last = running;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
 int RunDevice(const std::string& action, const std::string& device, const Options& options, const AgentClient& agent) {
   auto answer = agent.Call("POST", "/v1/devices/" + slotd::UrlEncode(device) + "/" + action);
   if (!answer.ok()) return Report(answer.failure());

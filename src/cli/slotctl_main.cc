@@ -98,6 +98,21 @@ Subcommand AddDevice(CLI::App& app) {
           nullptr};
 }
 
+Subcommand AddDrain(CLI::App& app) {
+  auto wait = std::make_shared<bool>(false);
+  CLI::App* drain = app.add_subcommand("drain", "close the agent to new kernels; its kernels run on");
+  drain->footer("New creates are answered 503 draining until `slotctl undrain`; kept across agent restarts.");
+  drain->add_flag("--wait", *wait, "then wait until none of the agent's kernels runs any more");
+  return {drain, [wait](const Options& o, const AgentClient& a) { return slotctl::RunDrain(true, *wait, o, a); },
+          nullptr};
+}
+
+Subcommand AddUndrain(CLI::App& app) {
+  CLI::App* undrain = app.add_subcommand("undrain", "open a drained agent to new kernels again");
+  return {undrain, [](const Options& o, const AgentClient& a) { return slotctl::RunDrain(false, false, o, a); },
+          nullptr};
+}
+
 Subcommand AddRestart(CLI::App& app) {
   auto id = std::make_shared<std::string>();
   CLI::App* restart = app.add_subcommand("restart", "restart a kernel's container, keeping its allocation");
@@ -183,7 +198,7 @@ int main(int argc, char** argv) {
       AddPlain(app, "kernels", "list this agent's kernels", slotctl::RunKernels),
       AddPlain(app, "images", "list the node's images: size, last use, this agent's kernels on each",
                slotctl::RunImages),
-      AddRun(app), AddPull(app), AddRemove(app), AddDevice(app), AddRestart(app), AddExec(app), AddLogs(app), AddNode(app), AddStats(app),
+      AddRun(app), AddPull(app), AddRemove(app), AddDevice(app), AddDrain(app), AddUndrain(app), AddRestart(app), AddExec(app), AddLogs(app), AddNode(app), AddStats(app),
       AddTop(app)};
   try {
     app.parse(argc, argv);

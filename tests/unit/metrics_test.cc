@@ -151,7 +151,7 @@ StatsSnapshot Snapshot() {
 }
 
 MetricsFacts Facts() {
-  return {{{"PREPARING", 0}, {"RUNNING", 2}, {"TERMINATING", 0}, {"TERMINATED", 1}, {"ERROR", 0}}, true, 0, {}};
+  return {{{"PREPARING", 0}, {"RUNNING", 2}, {"TERMINATING", 0}, {"TERMINATED", 1}, {"ERROR", 0}}, true, false, 0, {}};
 }
 
 TEST(MetricsTest, EverySeriesHasTheAgentIdAndItsOwnLabels) {

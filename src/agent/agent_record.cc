@@ -1,4 +1,4 @@
-#include "agent/device_record.h"
+#include "agent/agent_record.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -12,7 +12,7 @@ namespace slotd {
 
 using nlohmann::json;
 
-bool DeviceRecord::operator==(const DeviceRecord& other) const {
+bool AgentRecord::operator==(const AgentRecord& other) const {
   auto same_marks = [](const auto& a, const auto& b) {
     if (a.size() != b.size()) return false;
     for (const auto& [plugin, marks] : a) {
@@ -25,11 +25,12 @@ bool DeviceRecord::operator==(const DeviceRecord& other) const {
     }
     return true;
   };
-  return drained == other.drained && owned == other.owned && same_marks(marks, other.marks);
+  return draining == other.draining && draining_since == other.draining_since && drained == other.drained &&
+         owned == other.owned && same_marks(marks, other.marks);
 }
 
-Result<DeviceRecord> DeviceRecord::Load(const std::string& path) {
-  DeviceRecord record;
+Result<AgentRecord> AgentRecord::Load(const std::string& path) {
+  AgentRecord record;
   std::ifstream in(path);
   if (!in) {
     if (errno == ENOENT) return record;
@@ -39,6 +40,8 @@ Result<DeviceRecord> DeviceRecord::Load(const std::string& path) {
   text << in.rdbuf();
   try {
     const json doc = json::parse(text.str());
+    record.draining = doc.value("draining", false);
+    record.draining_since = doc.value("draining_since", int64_t{0});
     record.drained = doc.value("drained", json::object()).get<std::map<std::string, std::set<std::string>>>();
     record.owned = doc.value("owned", json::object()).get<std::map<std::string, std::vector<std::string>>>();
     const json all_marks = doc.value("marks", json::object());
@@ -46,16 +49,20 @@ Result<DeviceRecord> DeviceRecord::Load(const std::string& path) {
       for (const auto& [id, mark] : marks.items())
         record.marks[plugin][id] = DeviceMark{mark.at("reason").get<std::string>(), mark.at("since").get<int64_t>()};
   } catch (const json::exception& e) {
-    return Status::InvalidArgument(path + " is not a device record (" + e.what() + ")");
+    return Status::InvalidArgument(path + " is not an agent state record (" + e.what() + ")");
   }
   return record;
 }
 
-Status DeviceRecord::Save(const std::string& path) const {
+Status AgentRecord::Save(const std::string& path) const {
   json marks_json = json::object();
   for (const auto& [plugin, marks] : marks)
     for (const auto& [id, mark] : marks) marks_json[plugin][id] = {{"reason", mark.reason}, {"since", mark.since}};
-  const json doc = {{"drained", drained}, {"marks", marks_json}, {"owned", owned}};
+  const json doc = {{"draining", draining},
+                    {"draining_since", draining_since},
+                    {"drained", drained},
+                    {"marks", marks_json},
+                    {"owned", owned}};
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);

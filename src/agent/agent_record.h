@@ -1,8 +1,9 @@
-// DeviceRecord: what the agent keeps of its devices across restarts, in
-// <var-base-path>/devices.json: the drained devices, the health marks (an
-// Xid stays until the operator clears it, restart or not), and the devices
-// it owned, so that a changed layout (MIG instances gone or new, a GPU
-// missing) is reported at start.
+// AgentRecord: what the agent keeps of its own state across restarts, in
+// <var-base-path>/state.json: whether it is draining (closed to new
+// kernels), its drained devices, the devices' health marks (an Xid stays
+// until the operator clears it, restart or not), and the devices it owned,
+// so that a changed layout (MIG instances gone or new, a GPU missing) is
+// reported at start. Kernels are not in it: their record is their labels.
 #pragma once
 
 #include <map>
@@ -15,18 +16,20 @@
 
 namespace slotd {
 
-struct DeviceRecord {
+struct AgentRecord {
+  bool draining = false;          // the agent takes no new kernels
+  int64_t draining_since = 0;     // unix seconds; 0 when not draining
   std::map<std::string, std::set<std::string>> drained;              // plugin -> device ids
   std::map<std::string, std::map<std::string, DeviceMark>> marks;     // plugin -> device id -> mark
   std::map<std::string, std::vector<std::string>> owned;             // plugin -> device ids
 
   // Reads `path`; an absent file is an empty record. kInvalidArgument naming
   // the file when it is not a record (the agent then starts from an empty one).
-  static Result<DeviceRecord> Load(const std::string& path);
+  static Result<AgentRecord> Load(const std::string& path);
   // Writes `path` atomically (a temporary file renamed over it).
   Status Save(const std::string& path) const;
 
-  bool operator==(const DeviceRecord&) const;
+  bool operator==(const AgentRecord&) const;
 };
 
 }  // namespace slotd
