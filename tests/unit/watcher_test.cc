@@ -51,7 +51,10 @@ class WatcherTest : public ::testing::Test {
 };
 
 TEST_F(WatcherTest, RelistsOncePerIntervalOfItsClock) {
-  const milliseconds interval = seconds(30);
+  // 45 s: no other loop of the watcher waits until a multiple of it within
+  // the three intervals (the image collector's 60 s would be taken for the
+  // relister's wait by WaitForWaiterUntil).
+  const milliseconds interval = seconds(45);
   const Clock::TimePoint start = clock_.Now();
   Watcher watcher(*agent_, engine_, interval, clock_);
   watcher.Start();
