@@ -12,23 +12,6 @@ namespace slotd {
 
 using nlohmann::json;
 
-bool AgentRecord::operator==(const AgentRecord& other) const {
-  auto same_marks = [](const auto& a, const auto& b) {
-    if (a.size() != b.size()) return false;
-    for (const auto& [plugin, marks] : a) {
-      auto it = b.find(plugin);
-      if (it == b.end() || it->second.size() != marks.size()) return false;
-      for (const auto& [id, mark] : marks) {
-        auto m = it->second.find(id);
-        if (m == it->second.end() || m->second.reason != mark.reason || m->second.since != mark.since) return false;
-      }
-    }
-    return true;
-  };
-  return draining == other.draining && draining_since == other.draining_since && drained == other.drained &&
-         owned == other.owned && same_marks(marks, other.marks);
-}
-
 Result<AgentRecord> AgentRecord::Load(const std::string& path) {
   AgentRecord record;
   std::ifstream in(path);

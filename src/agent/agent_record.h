@@ -29,7 +29,7 @@ struct AgentRecord {
   // Writes `path` atomically (a temporary file renamed over it).
   Status Save(const std::string& path) const;
 
-  bool operator==(const AgentRecord&) const;
+  bool operator==(const AgentRecord&) const = default;
 };
 
 }  // namespace slotd

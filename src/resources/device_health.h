@@ -39,6 +39,7 @@ struct DeviceHealthState {
 struct DeviceMark {
   std::string reason;
   int64_t since = 0;
+  bool operator==(const DeviceMark&) const = default;
 };
 
 class DeviceHealthBoard {
