@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/units.h"
+#include "common/version.h"
 #include "agent/mounts.h"
 #include "resources/device_kinds.h"
 
@@ -608,6 +609,24 @@ json Agent::DescribeResources() const {
   json out = json::object();
   for (const auto& plugin : plugins_) out.update(plugin->Describe());
   return out;
+}
+
+AgentDocument Agent::FleetDocument(const std::string& address) const {
+  AgentDocument doc;
+  doc.id = config_.agent.id;
+  doc.node = config_.agent.node;
+  doc.address = address;
+  doc.version = kSlotdVersion;
+  doc.scaling_group = config_.agent.scaling_group;
+  MutexLock lock(mutex_);
+  doc.draining = drain_.draining;
+  json described = json::object();
+  for (const auto& plugin : plugins_) described.update(plugin->Describe());
+  doc.SetResources(described);
+  doc.kernels = std::count_if(kernels_.begin(), kernels_.end(), [](const auto& entry) {
+    return entry.second.state != KernelState::kTerminated && entry.second.state != KernelState::kError;
+  });
+  return doc;
 }
 
 void Agent::Resume(Kernel& kernel, const std::string& how) {

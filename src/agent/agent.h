@@ -31,6 +31,7 @@
 #include "common/mutex.h"
 #include "config/config.h"
 #include "engine/container_engine.h"
+#include "fleet/agent_document.h"
 #include "resources/plugin.h"
 #include "stats/collector.h"
 #include "stats/device_meter.h"
@@ -123,6 +124,11 @@ class Agent {
 
   // Capacity, used and free per slot type, merged from the plugins.
   nlohmann::json DescribeResources() const;
+
+  // The agent as its etcd registration shows it, with `address` ("host:port")
+  // as its API address: ids, drain, each slot's capacity/used/free, the
+  // devices' health, and the kernels not yet terminated.
+  AgentDocument FleetDocument(const std::string& address) const EXCLUDES(mutex_);
 
   // Drains (`drain`) or undrains the owned devices that `name` names as an
   // allow-list would (an id, a GPU index or UUID, a MIG UUID): a drained

@@ -105,6 +105,16 @@ std::string RenderMetrics(const StatsSnapshot& snapshot, const MetricsFacts& fac
             facts.engine_reachable ? 1 : 0);
   out.Gauge("slotd_agent_draining", "Whether the agent is draining: it takes no new kernels (1) or does (0).", {},
             facts.draining ? 1 : 0);
+  if (facts.etcd) {
+    out.Gauge("slotd_etcd_registered",
+              "Whether the agent's etcd registration is current (1) or not (0: etcd unreachable, or the id is held "
+              "by another agent), as GET /health says.",
+              {}, facts.etcd->registered ? 1 : 0);
+    out.Counter("slotd_etcd_writes_total", "Registration documents the agent wrote to etcd (creates and updates).",
+                {}, static_cast<double>(facts.etcd->writes));
+    out.Counter("slotd_etcd_keepalives_total", "Renewals of the agent's etcd lease.", {},
+                static_cast<double>(facts.etcd->keep_alives));
+  }
   for (const auto& [state, count] : facts.kernels_by_state)
     out.Gauge("slotd_kernels", "Kernels in the agent's table, by state.", {{"state", state}}, count);
   out.Gauge("slotd_kernels_with_condition",

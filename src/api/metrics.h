@@ -11,7 +11,9 @@
 // Thread-safety: a pure function of its arguments; call from any thread.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,13 @@ struct MetricsFacts {
     bool drained = false;
   };
   std::vector<Device> devices;
+  // The agent's etcd registration ([etcd]); absent when the agent runs standalone.
+  struct Etcd {
+    bool registered = false;  // the key is the agent's and current
+    uint64_t writes = 0;      // documents written so far
+    uint64_t keep_alives = 0; // lease renewals so far
+  };
+  std::optional<Etcd> etcd;
 };
 
 // The Content-Type of RenderMetrics' text (the exposition format 0.0.4).

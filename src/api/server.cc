@@ -11,6 +11,7 @@
 #include "api/metrics.h"
 #include "api/responses.h"
 #include "common/relay.h"
+#include "common/version.h"
 #include "common/units.h"
 
 namespace slotd {
@@ -20,7 +21,6 @@ using nlohmann::json;
 using http::Exchange;
 using http::Lane;
 
-constexpr char kVersion[] = "0.1.0";
 // With no event to send, an event stream sends a comment this often, so
 // proxies and clients see a live connection.
 constexpr std::chrono::seconds kKeepAliveEvery{10};
@@ -31,6 +31,15 @@ Result<json> ParseBody(const http::Request& req) {
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return Status::InvalidArgument("request body: malformed JSON");
   return body;
+}
+
+// An etcd registration as /health and /v1/agent show it.
+json RegistrationJson(const Registration& r) {
+  return {{"state", RegistrationPhaseName(r.phase)},
+          {"registered", r.phase == Registration::Phase::kRegistered},
+          {"key", r.key},
+          {"since", r.since},
+          {"detail", r.detail.empty() ? json(nullptr) : json(r.detail)}};
 }
 
 // Every kernel state, each with how many of `kernels` are in it.
@@ -264,9 +273,18 @@ void ApiServer::PullImage(Exchange& ex) {
 
 void ApiServer::Health(Exchange& ex) const {
   const bool reachable = agent_.EngineReachable();
-  ex.Reply(JsonResponse(reachable ? 200 : 503, {{"status", reachable ? "ok" : "engine_unreachable"},
-                                                {"agent_id", agent_.config().agent.id},
-                                                {"last_sync_age_s", agent_.LastSyncAgeSeconds()}}));
+  json answer = {{"status", reachable ? "ok" : "engine_unreachable"},
+                 {"agent_id", agent_.config().agent.id},
+                 {"last_sync_age_s", agent_.LastSyncAgeSeconds()}};
+  // etcd out of reach is shown, not a failure: kernels and this API go on.
+  if (registrar_ != nullptr) answer["etcd"] = RegistrationJson(registrar_->State());
+  ex.Reply(JsonResponse(reachable ? 200 : 503, answer));
+}
+
+std::string ApiServer::AdvertisedAddress() const {
+  const bool every_address = host_.empty() || host_ == "0.0.0.0" || host_ == "::" || host_ == "[::]";
+  const std::string host = every_address ? agent_.config().agent.node : host_;
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port_);
 }
 
 void ApiServer::DescribeAgent(Exchange& ex) const {
@@ -274,7 +292,7 @@ void ApiServer::DescribeAgent(Exchange& ex) const {
   const Agent::Drain drain = agent_.Draining();
   ex.Reply(JsonResponse(200, {{"id", c.agent.id},
                               {"node", c.agent.node},
-                              {"version", kVersion},
+                              {"version", kSlotdVersion},
                               {"scaling_group", c.agent.scaling_group},
                               {"api_address", host_ + ":" + std::to_string(port_)},
                               {"ipc_base_path", c.agent.ipc_base_path},
@@ -283,6 +301,7 @@ void ApiServer::DescribeAgent(Exchange& ex) const {
                               {"pid", static_cast<int>(::getpid())},
                               {"draining", drain.draining},
                               {"draining_since", drain.draining ? json(drain.since) : json(nullptr)},
+                              {"etcd", registrar_ ? RegistrationJson(registrar_->State()) : json(nullptr)},
                               {"resources", agent_.DescribeResources()}}));
 }
 
@@ -460,6 +479,11 @@ void ApiServer::Metrics(Exchange& ex) const {
       std::count_if(kernels.begin(), kernels.end(), [](const Kernel& k) { return !k.condition.empty(); }));
   facts.engine_reachable = agent_.EngineReachable();
   facts.draining = agent_.Draining().draining;
+  if (registrar_ != nullptr) {
+    const Registration registration = registrar_->State();
+    facts.etcd = MetricsFacts::Etcd{registration.phase == Registration::Phase::kRegistered, registration.writes,
+                                    registration.keep_alives};
+  }
   for (const Agent::DeviceState& device : agent_.DeviceStates())
     facts.devices.push_back(
         {device.plugin, device.device, device.health.health == DeviceHealth::kHealthy, device.drained});

@@ -18,6 +18,7 @@
 #include "agent/event_hub.h"
 #include "api/http_server.h"
 #include "api/router.h"
+#include "fleet/registrar.h"
 #include "stats/collector.h"
 
 namespace slotd {
@@ -35,6 +36,12 @@ class ApiServer {
   Status Bind(const std::string& host, int port, const std::string& unix_path);
   // The TCP port actually bound.
   int port() const { return port_; }
+  // The API's address for other hosts, "host:port": the bound port, and the
+  // listen host, or the node name when it listens on every address.
+  std::string AdvertisedAddress() const;
+  // Shows `registrar`'s state (it must outlive the server) in /health,
+  // /v1/agent and /metrics; call before Start. Without: the agent is standalone.
+  void ShowRegistration(const Registrar* registrar) { registrar_ = registrar; }
   // Serves on background threads until Stop().
   void Start();
   // Stops accepting, ends open streams, waits for the requests in flight.
@@ -79,6 +86,7 @@ class ApiServer {
   http::HttpServer server_;
   std::string host_;
   int port_ = 0;
+  const Registrar* registrar_ = nullptr;  // null: standalone
   std::string unix_path_;
 };
 

@@ -33,6 +33,18 @@ std::string ErrorMessage(const std::string& body) {
   return body.size() <= kMaxQuotedBody ? body : body.substr(0, kMaxQuotedBody) + "...";
 }
 
+// The error code of an agent's error answer (`draining`, `no_room`); "" when it has none.
+std::string ErrorCode(const std::string& body) {
+  std::optional<json> parsed = ParseAnswerJson(body);
+  if (!parsed || !parsed->is_object()) return "";
+  auto error = parsed->find("error");
+  if (error == parsed->end() || !error->is_object()) return "";
+  auto code = error->find("code");
+  return code != error->end() && code->is_string() && code->get_ref<const std::string&>().size() <= 64
+             ? code->get<std::string>()
+             : "";
+}
+
 // The exit status for a Status of HttpClient::Stream, whose HTTP errors are
 // coded as StatusForHttpError codes them.
 Exit ExitForStreamStatus(const slotd::Status& status) {
@@ -137,7 +149,7 @@ Outcome<std::string> AgentClient::Exchange(const std::string& method, const std:
   }
   if (res->status < 200 || res->status >= 300)
     return Failure{ExitForHttpStatus(res->status),
-                   ErrorMessage(res->body) + " (HTTP " + std::to_string(res->status) + ")"};
+                   ErrorMessage(res->body) + " (HTTP " + std::to_string(res->status) + ")", ErrorCode(res->body)};
   return answer;
 }
 

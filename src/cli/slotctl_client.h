@@ -43,8 +43,12 @@ std::string ExitStatusHelp();
 
 // Why a command failed: what slotctl prints and the status it exits with.
 struct Failure {
+  Failure(Exit exit, std::string message, std::string code = "")
+      : exit(exit), message(std::move(message)), code(std::move(code)) {}
+
   Exit exit;
   std::string message;
+  std::string code;  // the agent's error code of an HTTP error ("draining", "no_room"); "" otherwise
 };
 
 // `status` (not OK) as a failure exiting with `exit`.

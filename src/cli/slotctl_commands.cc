@@ -27,9 +27,6 @@ namespace {
 
 // The highest core number slotctl believes; past it a core list is a bad answer.
 constexpr uint64_t kMaxCore = 1 << 20;
-// How long a call that may pull an image is waited for: the agent bounds the
-// pull itself ([container] pull-timeout, at most a day).
-constexpr std::chrono::seconds kPullWait{25 * 3600};
 
 // Unix seconds as "2026-12-01 18:05" (UTC).
 std::string FormatTime(uint64_t unix_seconds) {
@@ -43,11 +40,6 @@ std::string FormatTime(uint64_t unix_seconds) {
 
 void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
   std::cout << FormatTable(header, rows);
-}
-
-// Prints `value` as JSON (`indent` 2: over lines; -1: on one line), then a newline.
-void PrintJson(const json& value, int indent) {
-  std::cout << value.dump(indent, ' ', false, json::error_handler_t::replace) << "\n";
 }
 
 // Prints the failure for `answer`'s problem; returns its exit status.
@@ -83,6 +75,35 @@ std::vector<std::string> KernelRow(const AnswerField& k) {
           k["container_id"].Shown().substr(0, 12)};
 }
 
+// "KEY=VALUE" of the option `flag` split in two; kUsage when there is no KEY=.
+Outcome<std::pair<std::string, std::string>> SplitKeyValue(const std::string& item, const std::string& flag) {
+  const auto eq = item.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return Failure{Exit::kUsage, flag + " \"" + item + "\": expected KEY=VALUE"};
+  return std::make_pair(item.substr(0, eq), item.substr(eq + 1));
+}
+
+// The agent's stats as `slotctl stats` shows them: its kernels in `order`, then its slice of the node.
+Outcome<std::string> AgentStatsView(const Answer& stats, KernelOrder order, bool with_header,
+                                    const AgentClient& agent) {
+  // The containers the views walk; the values in them are read leniently.
+  const AnswerField root = stats.Root();
+  for (const auto& kernel : root["kernels"].Elements()) kernel.Members();
+  root["agent"].Members();
+  if (!stats.problem().empty()) return agent.BadAnswer(stats.request(), stats.problem());
+  return Render("the agent's stats", [&] {
+    return (with_header ? FormatStatsHeader(stats.body()) : "") + FormatKernelsTable(stats.body(), order) + "\n" +
+           FormatAgentSlice(stats.body());
+  });
+}
+
+}  // namespace
+
+// Prints `value` as JSON (`indent` 2: over lines; -1: on one line), then a newline.
+void PrintJson(const json& value, int indent) {
+  std::cout << value.dump(indent, ' ', false, json::error_handler_t::replace) << "\n";
+}
+
 // Prints the kernel record `answer` (--json: as it is; else its row).
 int PrintKernel(const Answer& answer, const Options& options, const AgentClient& agent) {
   if (options.json_output) return PrintJson(answer.body(), 2), 0;
@@ -90,14 +111,6 @@ int PrintKernel(const Answer& answer, const Options& options, const AgentClient&
   if (!answer.problem().empty()) return ReportBadAnswer(answer, agent);
   PrintTable(kKernelHeader, {row});
   return 0;
-}
-
-// "KEY=VALUE" of the option `flag` split in two; kUsage when there is no KEY=.
-Outcome<std::pair<std::string, std::string>> SplitKeyValue(const std::string& item, const std::string& flag) {
-  const auto eq = item.find('=');
-  if (eq == std::string::npos || eq == 0)
-    return Failure{Exit::kUsage, flag + " \"" + item + "\": expected KEY=VALUE"};
-  return std::make_pair(item.substr(0, eq), item.substr(eq + 1));
 }
 
 // The body of POST /v1/kernels for `args`; kUsage naming the option when one is malformed.
@@ -147,22 +160,6 @@ Outcome<json> CreateRequest(const CreateArgs& args) {
   if (!args.pull.empty()) body["pull"] = args.pull;
   return body;
 }
-
-// The agent's stats as `slotctl stats` shows them: its kernels in `order`, then its slice of the node.
-Outcome<std::string> AgentStatsView(const Answer& stats, KernelOrder order, bool with_header,
-                                    const AgentClient& agent) {
-  // The containers the views walk; the values in them are read leniently.
-  const AnswerField root = stats.Root();
-  for (const auto& kernel : root["kernels"].Elements()) kernel.Members();
-  root["agent"].Members();
-  if (!stats.problem().empty()) return agent.BadAnswer(stats.request(), stats.problem());
-  return Render("the agent's stats", [&] {
-    return (with_header ? FormatStatsHeader(stats.body()) : "") + FormatKernelsTable(stats.body(), order) + "\n" +
-           FormatAgentSlice(stats.body());
-  });
-}
-
-}  // namespace
 
 int RunInfo(const Options& options, const AgentClient& agent) {
   auto answer = agent.Call("GET", "/v1/agent");

@@ -13,6 +13,10 @@
 
 namespace slotctl {
 
+// How long a call that may pull an image is waited for: the agent bounds the
+// pull itself ([container] pull-timeout, at most a day).
+inline constexpr std::chrono::seconds kPullWait{25 * 3600};
+
 // The global flags.
 struct Options {
   AgentTarget target;        // which agent
@@ -66,6 +70,27 @@ struct NodeArgs {
   RefreshArgs refresh;
 };
 
+// `slotctl cluster` and `run --place`: where the fleet's agents are registered.
+struct FleetArgs {
+  std::vector<std::string> etcd;   // --etcd URL, repeatable; empty: [etcd] endpoints of --config
+  std::string key_namespace;       // --namespace; empty: --config's [etcd] namespace, else /slotd
+  std::string etcd_user;           // --etcd-user; empty: --config's
+  std::string etcd_password_file;  // --etcd-password-file
+};
+
+// `slotctl cluster [--watch] [--prometheus-sd FILE]`.
+struct ClusterArgs {
+  FleetArgs fleet;
+  bool watch = false;         // follow arrivals, departures and drains until interrupted
+  std::string prometheus_sd;  // write the file_sd targets file here (kept current with --watch)
+};
+
+// `slotctl run --place`: where to look for an agent and which group.
+struct PlaceArgs {
+  FleetArgs fleet;
+  std::string scaling_group;  // empty: any
+};
+
 int RunInfo(const Options& options, const AgentClient& agent);
 int RunKernels(const Options& options, const AgentClient& agent);
 // Shows the image's pull progress on stderr (without --json) while the agent pulls it.
@@ -92,6 +117,20 @@ int RunStats(const std::string& kernel_id, const Options& options, const AgentCl
 int RunTop(const RefreshArgs& args, const Options& options, const AgentClient& agent);
 // Reads the node's claims directory and asks each live agent itself (no token).
 int RunNode(const NodeArgs& args, const Options& options);
+// Lists the agents registered in etcd (slotctl_cluster.cc).
+int RunCluster(const ClusterArgs& args, const Options& options);
+// Creates the kernel of `args` on the registered agent that fits it best,
+// trying the next one when an agent answers 422 (or cannot be reached, or
+// has begun draining); --token-file's token goes to every agent.
+int RunPlaced(const CreateArgs& args, const PlaceArgs& place, const Options& options);
+
+// Shared by the commands' files.
+// Prints `value` as JSON (`indent` 2: over lines; -1: on one line), then a newline.
+void PrintJson(const nlohmann::json& value, int indent);
+// Prints the kernel record `answer` (--json: as it is; else its row).
+int PrintKernel(const Answer& answer, const Options& options, const AgentClient& agent);
+// The body of POST /v1/kernels for `args`; kUsage naming the option when one is malformed.
+Outcome<nlohmann::json> CreateRequest(const CreateArgs& args);
 
 // How a refreshing view runs: the time between frames, how many (0: until
 // interrupted), and whether each frame replaces the screen (a terminal

@@ -42,8 +42,36 @@ Subcommand AddPlain(CLI::App& app, const char* name, const char* help,
   return {app.add_subcommand(name, help), run, nullptr};
 }
 
+// --etcd, --namespace, --etcd-user and --etcd-password-file of `command`, bound to `fleet`.
+std::vector<CLI::Option*> AddFleetFlags(CLI::App* command, slotctl::FleetArgs& fleet) {
+  return {command->add_option("--etcd", fleet.etcd,
+                              "etcd URL where the agents register, repeatable (default: [etcd] endpoints of --config)")
+              ->allow_extra_args(false),
+          command->add_option("--namespace", fleet.key_namespace,
+                              "the agents' etcd key prefix (default: --config's [etcd] namespace, else /slotd)"),
+          command->add_option("--etcd-user", fleet.etcd_user, "etcd user (with --etcd-password-file)"),
+          command->add_option("--etcd-password-file", fleet.etcd_password_file, "file holding the etcd user's password")};
+}
+
+Subcommand AddCluster(CLI::App& app) {
+  auto args = std::make_shared<slotctl::ClusterArgs>();
+  CLI::App* cluster = app.add_subcommand(
+      "cluster", "list the agents of every node registered in etcd: node, address, drain, free cpu/mem/devices, kernels");
+  AddFleetFlags(cluster, args->fleet);
+  cluster->add_flag("--watch", args->watch, "then follow arrivals, departures and drains until interrupted");
+  cluster->add_option("--prometheus-sd", args->prometheus_sd,
+                      "write a Prometheus file_sd file of every agent's /metrics target (labels node, agent_id, "
+                      "scaling_group); with --watch, keep it current");
+  cluster->footer("Agents register with [etcd] in their agent.toml. An agent that stops leaves at once; one that "
+                  "dies leaves when its lease runs out ([etcd] lease-ttl).");
+  cluster->fallthrough();  // the global flags (--json, --config) may follow the subcommand
+  return {cluster, nullptr, [args](const Options& o) { return slotctl::RunCluster(*args, o); }};
+}
+
 Subcommand AddRun(CLI::App& app) {
   auto args = std::make_shared<slotctl::CreateArgs>();
+  auto place = std::make_shared<slotctl::PlaceArgs>();
+  auto placed = std::make_shared<bool>(false);
   CLI::App* run = app.add_subcommand("run", "create a kernel: slotctl run IMAGE -- CMD...");
   run->add_option("image", args->image, "image to run")->required();
   run->add_option("command", args->command, "command and arguments (after --)");
@@ -65,7 +93,19 @@ Subcommand AddRun(CLI::App& app) {
       ->check(CLI::IsMember({"digest", "tag", "none"}));
   run->add_option("--device", args->devices, "SLOT=COUNT device request, SLOT one of the device slot types that slotctl info lists (<kind>.device, cuda.mig-<g>c<m>g), repeatable")
       ->allow_extra_args(false);
-  return {run, [args](const Options& o, const AgentClient& a) { return slotctl::RunCreate(*args, o, a); }, nullptr};
+  CLI::Option* place_flag = run->add_flag(
+      "--place", *placed,
+      "create it on the registered agent (etcd) that fits it best: the least free capacity left, skipping draining "
+      "agents and unhealthy or drained devices; the next one when an agent is full");
+  for (CLI::Option* fleet_flag : AddFleetFlags(run, place->fleet)) fleet_flag->needs(place_flag);
+  run->add_option("--scaling-group", place->scaling_group, "with --place: only agents of this scaling group")
+      ->needs(place_flag);
+  return {run, nullptr, [args, place, placed](const Options& o) {
+            if (*placed) return slotctl::RunPlaced(*args, *place, o);
+            auto agent = AgentClient::Connect(o.target);
+            if (!agent.ok()) return slotctl::Report(agent.failure());
+            return slotctl::RunCreate(*args, o, *agent);
+          }};
 }
 
 Subcommand AddPull(CLI::App& app) {
@@ -198,7 +238,7 @@ int main(int argc, char** argv) {
       AddPlain(app, "kernels", "list this agent's kernels", slotctl::RunKernels),
       AddPlain(app, "images", "list the node's images: size, last use, this agent's kernels on each",
                slotctl::RunImages),
-      AddRun(app), AddPull(app), AddRemove(app), AddDevice(app), AddDrain(app), AddUndrain(app), AddRestart(app), AddExec(app), AddLogs(app), AddNode(app), AddStats(app),
+      AddRun(app), AddCluster(app), AddPull(app), AddRemove(app), AddDevice(app), AddDrain(app), AddUndrain(app), AddRestart(app), AddExec(app), AddLogs(app), AddNode(app), AddStats(app),
       AddTop(app)};
   try {
     app.parse(argc, argv);

@@ -24,6 +24,9 @@
 #include "config/config.h"
 #include "config/local_checks.h"
 #include "engine/docker/docker_engine.h"
+#include "fleet/agent_document.h"
+#include "fleet/etcd_client.h"
+#include "fleet/registrar.h"
 #include "node/check.h"
 #include "node/claims.h"
 #include "resources/agent_config.h"
@@ -108,6 +111,18 @@ int RunAgent(const std::string& config_path) {
     for (const std::string& problem : problems) text += (text.empty() ? "" : "\n  ") + problem;
     return fail(Status::InvalidArgument(text));
   }
+  // With [etcd]: an agent id registered anywhere in the cluster is refused
+  // before this agent touches anything; the agent registers once it serves.
+  std::optional<slotd::EtcdClient> etcd;
+  std::string etcd_key, etcd_lease_file;
+  if (config->etcd) {
+    auto options = slotd::EtcdOptionsFor(*config->etcd);
+    if (!options.ok()) return fail(options.status());
+    etcd.emplace(*options);
+    etcd_key = slotd::AgentKey(config->etcd->key_namespace, config->agent.id);
+    etcd_lease_file = config->agent.var_base_path + "/etcd-lease";
+    if (Status s = slotd::CheckAgentIdFree(*etcd, etcd_key, etcd_lease_file); !s.ok()) return fail(s);
+  }
   const std::string& ipc = config->agent.ipc_base_path;
   if (Status s = slotd::MakeDirs(ipc); !s.ok()) return fail(s.WithPrefix("agent.ipc-base-path"));
   if (Status s = slotd::MakeDirs(config->agent.var_base_path); !s.ok())
@@ -177,10 +192,22 @@ int RunAgent(const std::string& config_path) {
   if (Status s = api.Bind(config->agent.rpc_host, config->agent.rpc_port, ipc + "/agent.sock"); !s.ok())
     return fail(s);
   if (Status s = (*claims)->SetApiPort(api.port()); !s.ok()) return fail(s);
+  std::optional<slotd::Registrar> registrar;
+  if (etcd) {
+    const std::string address = api.AdvertisedAddress();
+    registrar.emplace(*etcd,
+                      slotd::Registrar::Options{
+                          etcd_key, std::chrono::duration_cast<std::chrono::seconds>(config->etcd->lease_ttl),
+                          etcd_lease_file},
+                      [&agent, address] { return agent.FleetDocument(address); });
+    if (Status s = registrar->RegisterOnce(); !s.ok()) return fail(s);
+    api.ShowRegistration(&*registrar);
+  }
   slotd::Watcher watcher(agent, **engine, std::chrono::seconds(10));
   watcher.Start();
   collector.Start();
   api.Start();
+  if (registrar) registrar->Start();
   spdlog::info("slotd ready: agent {} api http://{}:{} socket {}/agent.sock pid {}", config->agent.id,
                config->agent.rpc_host, api.port(), ipc, getpid());
 
@@ -192,6 +219,7 @@ int RunAgent(const std::string& config_path) {
       spdlog::info("SIGHUP: read the registry credentials again");
   }
   spdlog::info("received {}; shutting down (kernels keep running)", strsignal(signal_number));
+  if (registrar) registrar->Stop(/*deregister=*/true);  // first, so that no scheduler picks this agent any more
   api.Stop();
   collector.Stop();
   watcher.Stop();

@@ -13,6 +13,14 @@
 #include "common/units.h"
 
 namespace slotd {
+
+bool IsValidAgentId(const std::string& id) {
+  auto lower_or_digit = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (id.empty() || id.size() > 64 || !lower_or_digit(id[0])) return false;
+  return std::all_of(id.begin(), id.end(),
+                     [&](char c) { return lower_or_digit(c) || c == '.' || c == '_' || c == '-'; });
+}
+
 namespace {
 
 using std::chrono::milliseconds;
@@ -160,14 +168,6 @@ ValueType<std::map<std::string, int64_t>> UlimitsType() {
 }
 
 // --------------------------------------------------------------- checks
-
-// True for [a-z0-9][a-z0-9._-]{0,63}.
-bool IsValidAgentId(const std::string& id) {
-  auto lower_or_digit = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (id.empty() || id.size() > 64 || !lower_or_digit(id[0])) return false;
-  return std::all_of(id.begin(), id.end(),
-                     [&](char c) { return lower_or_digit(c) || c == '.' || c == '_' || c == '-'; });
-}
 
 Check<std::string> AgentIdPattern() {
   return Rule<std::string>(
@@ -557,6 +557,52 @@ KeyTable<ResourceConfig> MemoryKeys() {
   }};
 }
 
+// An etcd endpoint: an http:// or https:// URL.
+Check<std::string> EtcdUrl() {
+  return Rule<std::string>("Each an `http://` or `https://` URL.",
+                           [](const std::string& url, const Field&, const ConfigReader&) {
+                             const bool scheme = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+                             const size_t host = url.find("://") + 3;
+                             return scheme && url.size() > host ? std::string()
+                                                                : "\"" + url + "\" is not an etcd URL; write it as "
+                                                                  "\"http://127.0.0.1:2379\"";
+                           });
+}
+
+// A key prefix: "/" and at least one more character, not ending in "/".
+Check<std::string> KeyNamespace() {
+  return Rule<std::string>("Starts with `/`, does not end with `/`.",
+                           [](const std::string& prefix, const Field&, const ConfigReader&) {
+                             return prefix.size() > 1 && prefix[0] == '/' && prefix.back() != '/'
+                                        ? std::string()
+                                        : "\"" + prefix + "\" is not a key prefix; write it as \"/slotd\"";
+                           });
+}
+
+KeyTable<EtcdConfig> EtcdKeys() {
+  return {"etcd", "[etcd]", {
+    MemberKey("endpoints", &EtcdConfig::endpoints,
+              ListType(StringType(), {EtcdUrl()}, "etcd URLs like [\"http://127.0.0.1:2379\"]",
+                       "list at least one etcd URL, or leave out [etcd] to run standalone",
+                       "list each endpoint once"),
+              "etcd's client URLs. The agent registers under `<namespace>/agents/<agent-id>` with a lease it keeps "
+              "alive; a call that cannot reach one endpoint goes to the next. While etcd cannot be reached the "
+              "agent runs on and keeps trying.")
+        .Required("[etcd] needs the etcd URLs, e.g. endpoints = [\"http://127.0.0.1:2379\"]"),
+    MemberKey("namespace", &EtcdConfig::key_namespace, StringType(),
+              "The prefix of every key the agent writes; agents that list each other share it.", {KeyNamespace()}),
+    MemberKey("lease-ttl", &EtcdConfig::lease_ttl, DurationType(),
+              "How long the agent's key outlives the agent when it dies without removing it (a clean stop removes "
+              "it at once). The lease is renewed every third of this.",
+              {DurationRange(std::chrono::seconds(2), std::chrono::minutes(10))}),
+    MemberKey("user", &EtcdConfig::user, StringType(),
+              "The etcd user to authenticate as; empty: no authentication. Needs `password` or `password-file`."),
+    MemberKey("password", &EtcdConfig::password, StringType(), "The etcd user's password."),
+    MemberKey("password-file", &EtcdConfig::password_file, PathType(),
+              "A file holding the etcd user's password (its first line), instead of `password`."),
+  }};
+}
+
 // A section that is always read, into `part` of Config.
 template <typename T>
 std::function<T*(Config&, bool)> Always(T* (*part)(Config&)) {
@@ -573,6 +619,10 @@ void AddCoreSections(Schema& schema) {
   schema.Add(Section(ResourceKeys(), Always<ResourceConfig>([](Config& c) { return &c.resource; })));
   schema.Add(Section(CpuKeys(), Always<ResourceConfig>([](Config& c) { return &c.resource; })));
   schema.Add(Section(MemoryKeys(), Always<ResourceConfig>([](Config& c) { return &c.resource; })));
+  schema.Add(Section(EtcdKeys(), std::function<EtcdConfig*(Config&, bool)>([](Config& c, bool present) -> EtcdConfig* {
+                       if (!present) return nullptr;
+                       return &c.etcd.emplace();
+                     })));
 }
 
 }  // namespace slotd

@@ -29,6 +29,9 @@
 
 namespace slotd {
 
+// Whether `id` is a valid agent id: [a-z0-9][a-z0-9._-]{0,63}.
+bool IsValidAgentId(const std::string& id);
+
 struct AgentConfig {
   std::string id;                 // [a-z0-9][a-z0-9._-]{0,63}
   std::string node;               // default: the host name
@@ -155,6 +158,19 @@ struct ResourceConfig {
   bool operator==(const ResourceConfig&) const = default;
 };
 
+// [etcd]: where the agent registers (fleet/registrar.h). Absent: the agent
+// runs standalone and needs no etcd.
+struct EtcdConfig {
+  std::vector<std::string> endpoints;      // "http://127.0.0.1:2379", at least one
+  std::string key_namespace = "/slotd";   // the agent's key is <namespace>/agents/<agent-id>
+  std::chrono::milliseconds lease_ttl{10'000};  // how long the key outlives an agent that died
+  std::string user;                        // empty: etcd without authentication
+  std::string password;                    // with user, unless password_file
+  std::string password_file;               // with user: a file holding the password
+
+  bool operator==(const EtcdConfig&) const = default;
+};
+
 struct Config {
   std::string path;  // the file it was read from
   AgentConfig agent;
@@ -162,6 +178,7 @@ struct Config {
   NodeConfig node;
   ContainerConfig container;
   ResourceConfig resource;
+  std::optional<EtcdConfig> etcd;  // absent: standalone
 
   bool operator==(const Config&) const = default;
 };

@@ -169,15 +169,30 @@ std::string RawClient::Read(std::chrono::milliseconds limit, bool* closed, std::
   return got;
 }
 
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
 void AgentProcess::WriteConfig() const {
-  std::string token_line;
-  if (!options_.token.empty()) token_line = "token-file = \"" + dir_.path() + "/token\"\n";
+  std::string agent_lines;
+  if (!options_.node.empty()) agent_lines += "node = \"" + options_.node + "\"\n";
+  if (!options_.token.empty()) agent_lines += "token-file = \"" + dir_.path() + "/token\"\n";
   WriteFile(config_path_, "[agent]\n"
                           "id = \"" + options_.id + "\"\n"
                           "rpc-listen-addr = \"127.0.0.1:" + std::to_string(options_.rpc_port) + "\"\n"
                           "ipc-base-path = \"" + (options_.ipc_dir.empty() ? dir_.path() + "/ipc" : options_.ipc_dir) +
                           "\"\n"
-                          "var-base-path = \"" + dir_.path() + "/var\"\n" + token_line +
+                          "var-base-path = \"" + dir_.path() + "/var\"\n" + agent_lines +
                           "[node]\n"
                           "claims-dir = \"" + (options_.claims_dir.empty() ? dir_.path() + "/claims" : options_.claims_dir) +
                           "\"\n"

@@ -55,6 +55,9 @@ struct CommandResult {
 };
 // Runs argv (no shell; a bare name is looked up in $PATH), capturing stdout and stderr.
 CommandResult RunCommand(const std::vector<std::string>& argv);
+
+// A TCP port of 127.0.0.1 that nothing listens on now (bound and released).
+int FreeLoopbackPort();
 // Runs build/bin/slotctl with `args`.
 CommandResult Slotctl(const std::vector<std::string>& args);
 
@@ -85,6 +88,7 @@ class RawClient {
 // Settings for one agent's agent.toml.
 struct AgentOptions {
   std::string id;
+  std::string node;           // agent.node; empty: the host name
   std::string cores = "0";    // allowed-cores
   std::string memory = "1g";  // resource.memory.size
   int port_first = 32000;

@@ -26,18 +26,6 @@ using nlohmann::json;
 // How many agents with one exclusive core each this machine can hold, at most 3.
 int AgentCount() { return std::min<int>(3, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))); }
 
-// A free TCP port on 127.0.0.1 (bound and released).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 std::string MockDevices(int index) {
   return "[resource.mock]\ndevices = [{ id = \"m" + std::to_string(index) + "\", memory = \"1g\" }]\n";
 }
@@ -164,7 +152,7 @@ void ExpectRefused(AgentProcess& second, const std::string& expected) {
 
 TEST_F(MultiAgent, ClashingConfigsAreRefusedNamingTheHolderAndStartOnceItIsGone) {
   AgentOptions first_options = NodeAgent(claims_.path(), 0, "holder");
-  first_options.rpc_port = FreePort();
+  first_options.rpc_port = FreeLoopbackPort();
   AgentProcess first(first_options);
   ASSERT_TRUE(first.Start()) << first.log();
   const std::string holder = "held by agent " + first_options.id + " (pid " + std::to_string(first.pid()) + ",";

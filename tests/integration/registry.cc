@@ -21,24 +21,6 @@
 extern char** environ;
 
 namespace slotd::testing {
-namespace {
-
-// A TCP port of 127.0.0.1 that nothing listens on now.
-int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
-}  // namespace
 
 TestRegistry::TestRegistry(std::string user, std::string password)
     : user_(std::move(user)), password_(std::move(password)) {

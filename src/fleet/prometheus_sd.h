@@ -1,0 +1,21 @@
+// Prometheus file-based service discovery for a fleet of agents: one target
+// per registered agent (its API address, whose /metrics Prometheus scrapes)
+// with the labels node, agent_id and scaling_group.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "fleet/agent_document.h"
+
+namespace slotd {
+
+// The file_sd JSON of `agents`: [{"targets": ["host:port"], "labels": {...}}, ...], in agent id order.
+std::string PrometheusTargets(const std::vector<AgentDocument>& agents);
+
+// Writes `text` to `path` whole or not at all (a temporary file renamed over
+// it), so Prometheus never reads half a file. Errors name the path.
+Status WriteFileAtomically(const std::string& path, const std::string& text);
+
+}  // namespace slotd
