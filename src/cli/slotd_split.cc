@@ -132,7 +132,7 @@ int RunSplit(const SplitOptions& options) {
     const AgentPlan& plan = (*plans)[i];
     rows.push_back({plan.id, paths[i], plan.numa_node ? std::to_string(*plan.numa_node) : "-",
                     FormatCoreList(plan.cores) + " (" + std::to_string(plan.cores.size()) + ")",
-                    FormatSize(plan.memory_bytes), DeviceSummary(plan),
+                    DescribeSize(plan.memory_bytes), DeviceSummary(plan),
                     plan.rpc_port == 0 ? "any" : std::to_string(plan.rpc_port),
                     std::to_string(plan.port_first) + "-" + std::to_string(plan.port_last)});
   }

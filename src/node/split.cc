@@ -86,6 +86,20 @@ void DivideDevices(const std::vector<SplitDevice>& devices, const std::vector<si
       it = it->second.empty() ? plans[agent].devices.erase(it) : std::next(it);
 }
 
+// `cores` (sorted) as whole physical cores per `layout`, each a sorted list
+// of its threads among `cores`, in the order of their first thread.
+std::vector<std::vector<int>> WholeCores(const std::vector<int>& cores, const NodeLayout& layout) {
+  std::map<int, std::vector<int>> by_first;
+  for (int core : cores) {
+    auto sibling = layout.thread_sibling_of.find(core);
+    by_first[sibling == layout.thread_sibling_of.end() ? core : sibling->second].push_back(core);
+  }
+  std::vector<std::vector<int>> whole;
+  for (auto& entry : by_first) whole.push_back(std::move(entry.second));
+  std::sort(whole.begin(), whole.end());
+  return whole;
+}
+
 // "2, 4 or 6": the first three multiples of `n`.
 std::string Multiples(int n) {
   return std::to_string(n) + ", " + std::to_string(2 * n) + " or " + std::to_string(3 * n);
@@ -142,6 +156,15 @@ Result<NodeLayout> ReadNodeLayout(const std::string& root, const std::optional<s
   }
   std::sort(layout.numa.begin(), layout.numa.end(),
             [](const NumaDomain& a, const NumaDomain& b) { return a.node < b.node; });
+  const std::filesystem::path cpu_dir = std::filesystem::path(root) / "sys/devices/system/cpu";
+  for (const NumaDomain& domain : layout.numa)
+    for (int core : domain.cores) {
+      Result<std::string> siblings =
+          FirstLine((cpu_dir / ("cpu" + std::to_string(core)) / "topology/thread_siblings_list").string());
+      if (!siblings.ok()) continue;  // no topology: a physical core of its own
+      Result<std::vector<int>> threads = ParseCoreList(*siblings);
+      if (threads.ok() && !threads->empty()) layout.thread_sibling_of[core] = threads->front();
+    }
 
   const std::string meminfo = (std::filesystem::path(root) / "proc/meminfo").string();
   const std::optional<uint64_t> total = MemTotal(meminfo);
@@ -190,9 +213,10 @@ Result<std::vector<AgentPlan>> PlanSplit(const NodeLayout& layout, const SplitRe
   const int n = request.agents;
   if (n < 1) return Status::InvalidArgument("--agents " + std::to_string(n) + ": give at least 1 agent");
   const size_t agents = static_cast<size_t>(n);
-  if (agents > request.cores.size())
-    return Status::InvalidArgument("--agents " + std::to_string(n) + " needs a core for each agent, and there are " +
-                                   std::to_string(request.cores.size()) + " cores to divide (" +
+  const size_t whole_cores = WholeCores(request.cores, layout).size();
+  if (agents > whole_cores)
+    return Status::InvalidArgument("--agents " + std::to_string(n) + " needs a whole core for each agent, and there " +
+                                   "are " + std::to_string(whole_cores) + " whole cores to divide (" +
                                    FormatCoreList(request.cores) +
                                    "); give at most that many agents, or lower [resource] reserved-cpu");
   const int ports = request.port_last - request.port_first + 1;
@@ -233,9 +257,10 @@ Result<std::vector<AgentPlan>> PlanSplit(const NodeLayout& layout, const SplitRe
                                      std::to_string(n) + "; or leave out --by numa");
     const size_t per_group = agents / groups.size();
     for (Group& group : groups) {
-      if (group.cores.size() < per_group)
+      if (WholeCores(group.cores, layout).size() < per_group)
         return Status::InvalidArgument("--by numa: NUMA node " + std::to_string(*group.numa_node) + " has " +
-                                       std::to_string(group.cores.size()) + " cores to divide (" +
+                                       std::to_string(WholeCores(group.cores, layout).size()) +
+                                       " whole cores to divide (" +
                                        FormatCoreList(group.cores) + "), fewer than its " +
                                        std::to_string(per_group) + " agents; give fewer agents");
       // The node's part of the memory, in proportion to its memory and at most all of it.
@@ -268,18 +293,20 @@ Result<std::vector<AgentPlan>> PlanSplit(const NodeLayout& layout, const SplitRe
   for (size_t g = 0; g < groups.size(); ++g) {
     Group& group = groups[g];
     for (size_t j = 0; j < per_group; ++j) group.agents.push_back(g * per_group + j);
-    const std::vector<size_t> core_counts = EvenCounts(group.cores.size(), per_group);
+    const std::vector<std::vector<int>> whole = WholeCores(group.cores, layout);
+    const std::vector<size_t> core_counts = EvenCounts(whole.size(), per_group);
     const uint64_t share = group.memory_bytes / per_group / kMiB * kMiB;
     if (share == 0)
       return Status::InvalidArgument(
           "there is " + DescribeSize(group.memory_bytes) + " of memory to divide" +
           (group.numa_node ? " on NUMA node " + std::to_string(*group.numa_node) : std::string()) + " among " +
           std::to_string(per_group) + " agents, less than 1m each; give fewer agents or lower [resource] reserved-mem");
-    auto core = group.cores.begin();
+    auto next_core = whole.begin();
     for (size_t j = 0; j < per_group; ++j) {
       AgentPlan& plan = plans[group.agents[j]];
-      plan.cores.assign(core, core + static_cast<std::ptrdiff_t>(core_counts[j]));
-      core += static_cast<std::ptrdiff_t>(core_counts[j]);
+      for (size_t c = 0; c < core_counts[j]; ++c, ++next_core)
+        plan.cores.insert(plan.cores.end(), next_core->begin(), next_core->end());
+      std::sort(plan.cores.begin(), plan.cores.end());
       plan.memory_bytes = share;
       plan.numa_node = group.numa_node;
     }
@@ -323,8 +350,10 @@ std::string RenderAgentConfig(const toml::table& base, const AgentPlan& plan, co
     Subtable(resource, kind.name).insert_or_assign("allowed-devices", std::move(ids));
   }
   std::ostringstream text;
-  // Basic strings ("..."), as the docs write them, rather than literal ones ('...').
-  constexpr auto flags = toml::toml_formatter::default_flags & ~toml::format_flags::allow_literal_strings;
+  // Basic strings ("..."), as the docs write them, rather than literal ones
+  // ('...'), and every section at the left margin.
+  constexpr auto flags = toml::toml_formatter::default_flags &
+                         ~(toml::format_flags::allow_literal_strings | toml::format_flags::indent_sub_tables);
   text << header << toml::toml_formatter(config, flags) << "\n";
   return text.str();
 }

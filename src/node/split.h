@@ -33,6 +33,10 @@ struct NumaDomain {
 struct NodeLayout {
   std::vector<NumaDomain> numa;  // by node number
   uint64_t memory_bytes = 0;     // the node's total memory (MemTotal)
+  // Each core (a logical CPU, as allowed-cores names them) -> the first core
+  // of its physical core, the cores that are its hardware threads; a core
+  // missing here is a physical core of its own.
+  std::map<int, int> thread_sibling_of;
 
   // The facts the node's agent configs are loaded with: `hostname` and
   // `docker_host_env` kept, the cpuset, core NUMA nodes and memory this
@@ -40,7 +44,9 @@ struct NodeLayout {
   HostFacts AsHostFacts(HostFacts base) const;
 };
 
-// Reads `<root>/sys/devices/system/node/node<N>/{cpulist,meminfo}` and
+// Reads `<root>/sys/devices/system/node/node<N>/{cpulist,meminfo}`,
+// `<root>/sys/devices/system/cpu/cpu<N>/topology/thread_siblings_list` (where
+// it is missing, a core is a physical core of its own) and
 // `<root>/proc/meminfo` (MemTotal; without it, the NUMA nodes' sum). When
 // `cpuset` is given, only its cores count (the cores this process may run on,
 // for the live node). A kernel without NUMA (no node directories) is one node
@@ -103,9 +109,10 @@ struct AgentPlan {
 // cut so the id has at most 64 characters; "node" for an empty name.
 std::string SplitAgentId(const std::string& node_name, int i);
 
-// Divides `layout` for `request.agents` agents. Cores go in contiguous
-// blocks of request.cores, as even as they divide (the first agents get one
-// more); memory in equal shares rounded down to a MiB; devices slot type by
+// Divides `layout` for `request.agents` agents. Cores go as whole physical
+// cores (a core's hardware threads to one agent), in contiguous blocks of
+// request.cores' physical cores, as even as they divide (the first agents
+// get one more); memory in equal shares rounded down to a MiB; devices slot type by
 // slot type in contiguous blocks, the spare ones to the agents with the
 // fewest devices so far; ports and the port range as described at
 // SplitRequest. With by_numa, the agents are spread evenly over the NUMA
@@ -113,7 +120,7 @@ std::string SplitAgentId(const std::string& node_name, int i);
 // that node's part of the memory (request.memory_bytes in proportion to the
 // nodes' memory, at most a node's own), and the devices on that node; devices
 // on no such node are divided over all the agents. Fails (kInvalidArgument)
-// saying what to change: fewer than 1 agent, more agents than cores or than
+// saying what to change: fewer than 1 agent, more agents than physical cores or than
 // ports in the range, by_numa with an agent count that is not a multiple of
 // the NUMA nodes (naming the counts that work), a share of no memory.
 Result<std::vector<AgentPlan>> PlanSplit(const NodeLayout& layout, const SplitRequest& request);

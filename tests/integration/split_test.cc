@@ -167,7 +167,16 @@ TEST_F(SplitRecorded, ByNumaPlacesEachAgentsCoresAndGpusOnOneNode) {
     const std::vector<int>& on_node = numa_cores.at(numa);
     for (int core : config->resource.allowed_cores)
       EXPECT_TRUE(std::binary_search(on_node.begin(), on_node.end(), core)) << file << ": core " << core;
-    EXPECT_GE(config->resource.allowed_cores.size(), 47u) << file;
+    EXPECT_GE(config->resource.allowed_cores.size(), 46u) << file;
+    // Whole cores: a thread's sibling (96 apart) is the same agent's, unless reserved.
+    for (int core : config->resource.allowed_cores) {
+      const int sibling = core < 96 ? core + 96 : core - 96;
+      if (sibling < 190) {
+        EXPECT_TRUE(std::binary_search(config->resource.allowed_cores.begin(), config->resource.allowed_cores.end(),
+                                       sibling))
+            << file << ": core " << core;
+      }
+    }
     EXPECT_GT(config->resource.memory_size, 500ull << 30) << file;
   }
   EXPECT_EQ(every_gpu.size(), 8u);
@@ -179,6 +188,43 @@ TEST_F(SplitRecorded, ByNumaPlacesEachAgentsCoresAndGpusOnOneNode) {
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("--agents must be a multiple of 2 (2, 4 or 6), not 3"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/three"));
+}
+
+TEST_F(SplitRecorded, AGpuInMigModeIsDividedByItsInstances) {
+  std::ifstream in(kRecorded + "/nvml.json");
+  json nvml = json::parse(in);
+  json instances = json::array();
+  for (int i = 0; i < 3; ++i)
+    instances.push_back({{"uuid", "MIG-7000000" + std::to_string(i)}, {"profile", "2g.35gb"}, {"memory", "35g"},
+                         {"gpu_instance", i + 1}});
+  nvml["gpus"][7]["mig"] = {{"enabled", true}, {"instances", instances}};
+  const std::string nvml_file = dir_.path() + "/nvml.json";
+  WriteFile(nvml_file, nvml.dump());
+  setenv("SLOTD_FAKE_NVML_FILE", nvml_file.c_str(), 1);
+
+  const std::string out = dir_.path() + "/out";
+  CommandResult r = Slotd({"split", "--agents", "4", "--by", "numa", "--out", out, "--base-config", base_,
+                           "--sysfs-root", kRecorded});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::vector<std::string> files = TomlFiles(out);
+  ASSERT_EQ(files.size(), 4u);
+  CommandResult check = CheckRecorded(files);
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  // NUMA node 1 has GPUs 4-6 whole and GPU 7's three instances, divided
+  // slot by slot, each spare to the agent with fewer: 4, 5 and an instance
+  // to the one agent, 6 and two instances to the other; GPU 7 is not listed whole.
+  const std::string gpu7 = nvml["gpus"][7]["uuid"];
+  const std::string text2 = ReadFile(files[2]), text3 = ReadFile(files[3]);
+  EXPECT_NE(text2.find("allowed-devices = [ \"" + nvml["gpus"][4]["uuid"].get<std::string>() + "\", \"" +
+                       nvml["gpus"][5]["uuid"].get<std::string>() + "\", \"MIG-70000000\" ]"),
+            std::string::npos)
+      << text2;
+  EXPECT_NE(text3.find("allowed-devices = [ \"" + nvml["gpus"][6]["uuid"].get<std::string>() +
+                       "\", \"MIG-70000001\", \"MIG-70000002\" ]"),
+            std::string::npos)
+      << text3;
+  EXPECT_EQ(text2.find(gpu7), std::string::npos) << text2;
+  EXPECT_EQ(text3.find(gpu7), std::string::npos) << text3;
 }
 
 TEST_F(SplitRecorded, AnyAgentCountWithoutByNumaPassesTheCheck) {
@@ -202,7 +248,7 @@ TEST_F(SplitRecorded, RefusesWhatItCannotDoAndWritesNothing) {
 
   r = Slotd({"split", "--agents", "500", "--out", out, "--sysfs-root", kRecorded});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("--agents 500 needs a core for each agent, and there are 191 cores to divide"),
+  EXPECT_NE(r.err.find("--agents 500 needs a whole core for each agent, and there are 96 whole cores to divide"),
             std::string::npos)
       << r.err;
 

@@ -22,14 +22,17 @@ std::vector<int> Cores(const std::string& list) { return *ParseCoreList(list); }
 
 // One NUMA node 0 with `cores` and `memory`.
 NodeLayout OneNode(const std::string& cores, uint64_t memory) {
-  return NodeLayout{{NumaDomain{0, Cores(cores), memory}}, memory};
+  return NodeLayout{{NumaDomain{0, Cores(cores), memory}}, memory, {}};
 }
 
-// Node 0 (cores 0-3,8-11, 64 GiB) and node 1 (4-7,12-15, 32 GiB), with
-// their threads' siblings 8 apart as Linux numbers them.
+// Node 0 (cores 0-3,8-11, 64 GiB) and node 1 (4-7,12-15, 32 GiB), two
+// threads to a physical core, the second 8 above the first as Linux numbers them.
 NodeLayout TwoSockets() {
-  return NodeLayout{{NumaDomain{0, Cores("0-3,8-11"), 64 * kGiB}, NumaDomain{1, Cores("4-7,12-15"), 32 * kGiB}},
-                    96 * kGiB};
+  NodeLayout layout{{NumaDomain{0, Cores("0-3,8-11"), 64 * kGiB}, NumaDomain{1, Cores("4-7,12-15"), 32 * kGiB}},
+                    96 * kGiB,
+                    {}};
+  for (int core = 0; core < 16; ++core) layout.thread_sibling_of[core] = core % 8;
+  return layout;
 }
 
 SplitRequest Request(int agents, const std::string& cores, uint64_t memory) {
@@ -110,10 +113,11 @@ TEST(PlanSplit, ByNumaKeepsEachAgentsCoresMemoryAndDevicesOnOneNode) {
   EXPECT_EQ(p[1].numa_node, 0);
   EXPECT_EQ(p[2].numa_node, 1);
   EXPECT_EQ(p[3].numa_node, 1);
-  EXPECT_EQ(p[0].cores, Cores("0-3"));
-  EXPECT_EQ(p[1].cores, Cores("8-11"));
-  EXPECT_EQ(p[2].cores, Cores("4-7"));
-  EXPECT_EQ(p[3].cores, Cores("12-15"));
+  // A physical core's two threads go to one agent.
+  EXPECT_EQ(p[0].cores, Cores("0-1,8-9"));
+  EXPECT_EQ(p[1].cores, Cores("2-3,10-11"));
+  EXPECT_EQ(p[2].cores, Cores("4-5,12-13"));
+  EXPECT_EQ(p[3].cores, Cores("6-7,14-15"));
   // 90 GiB in proportion to 64 and 32 GiB: 60 and 30, two agents each.
   EXPECT_EQ(p[0].memory_bytes, 30 * kGiB);
   EXPECT_EQ(p[2].memory_bytes, 15 * kGiB);
@@ -163,11 +167,12 @@ TEST(PlanSplit, ByNumaNeedsAMultipleOfTheNodesWithCores) {
   ASSERT_TRUE(plans.ok()) << plans.status().message();
   for (const AgentPlan& plan : *plans) EXPECT_EQ(plan.numa_node, 0);
 
-  request = Request(10, "0-11", 90 * kGiB);
+  request = Request(6, "0-5,8-13", 90 * kGiB);
   request.by_numa = true;
   plans = PlanSplit(TwoSockets(), request);
   ASSERT_FALSE(plans.ok());
-  EXPECT_NE(plans.status().message().find("NUMA node 1 has 4 cores to divide (4-7), fewer than its 5 agents"),
+  EXPECT_NE(plans.status().message().find("NUMA node 1 has 2 whole cores to divide (4-5,12-13), fewer than its 3 "
+                                          "agents"),
             std::string::npos)
       << plans.status().message();
 }
@@ -190,9 +195,15 @@ TEST(PlanSplit, MigInstancesAreDividedProfileByProfile) {
 TEST(PlanSplit, RefusesWhatCannotBeDivided) {
   auto plans = PlanSplit(OneNode("0-3", 8 * kGiB), Request(5, "0-3", 8 * kGiB));
   ASSERT_FALSE(plans.ok());
-  EXPECT_NE(plans.status().message().find("--agents 5 needs a core for each agent, and there are 4 cores to divide"),
+  EXPECT_NE(plans.status().message().find("--agents 5 needs a whole core for each agent, and there are 4 whole "
+                                          "cores to divide"),
             std::string::npos)
       << plans.status().message();
+
+  // Eight threads are four whole cores.
+  plans = PlanSplit(TwoSockets(), Request(5, "0-3,8-11", 8 * kGiB));
+  ASSERT_FALSE(plans.ok());
+  EXPECT_NE(plans.status().message().find("there are 4 whole cores"), std::string::npos) << plans.status().message();
 
   plans = PlanSplit(OneNode("0-3", 8 * kGiB), Request(0, "0-3", 8 * kGiB));
   ASSERT_FALSE(plans.ok());
@@ -236,6 +247,8 @@ TEST(ReadNodeLayout, ReadsTheRecordedTwoSocketNode) {
   EXPECT_EQ(layout->numa[0].memory_bytes, 1056195724ull * 1024);
   EXPECT_EQ(layout->numa[1].memory_bytes, 1056964608ull * 1024);
   EXPECT_EQ(layout->memory_bytes, 2113160332ull * 1024);
+  EXPECT_EQ(layout->thread_sibling_of.at(100), 4);
+  EXPECT_EQ(layout->thread_sibling_of.at(4), 4);
 
   // Only the cores of a given cpuset count.
   layout = ReadNodeLayout(kRecorded, Cores("40-55"));
@@ -322,8 +335,9 @@ TEST(RenderAgentConfig, WritesThePlanOverTheBaseAndTheFilesPassTheCheck) {
     tree.Write(plan.id + ".toml", text);
     paths.push_back(tree.root() + "/" + plan.id + ".toml");
   }
-  EXPECT_EQ((*plans)[2].cores, Cores("48-94"));
-  EXPECT_EQ((*plans)[3].cores, Cores("95,144-189"));  // the last 2 cores, 190-191, reserved
+  EXPECT_EQ((*plans)[0].cores, Cores("0-23,96-119"));
+  EXPECT_EQ((*plans)[2].cores, Cores("48-71,144-167"));
+  EXPECT_EQ((*plans)[3].cores, Cores("72-95,168-189"));  // the last 2 cores, 190-191, reserved
   EXPECT_EQ((*plans)[2].devices.at("mock"), Ids({"m1"}));
   const CheckReport report = CheckNodeConfigs(paths, node);
   EXPECT_EQ(report.ExitCode(), 0) << report.Text();
