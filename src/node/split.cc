@@ -17,6 +17,9 @@ namespace slotd {
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+// Memory shares from this size up are rounded down to a GiB, smaller ones to a MiB.
+constexpr uint64_t kRoundToGiB = 8 * kGiB;
 
 // The number N of a directory entry named "node<N>"; nullopt for any other name.
 std::optional<int> NodeNumber(const std::string& name) {
@@ -295,7 +298,8 @@ Result<std::vector<AgentPlan>> PlanSplit(const NodeLayout& layout, const SplitRe
     for (size_t j = 0; j < per_group; ++j) group.agents.push_back(g * per_group + j);
     const std::vector<std::vector<int>> whole = WholeCores(group.cores, layout);
     const std::vector<size_t> core_counts = EvenCounts(whole.size(), per_group);
-    const uint64_t share = group.memory_bytes / per_group / kMiB * kMiB;
+    const uint64_t exact = group.memory_bytes / per_group;
+    const uint64_t share = exact / (exact >= kRoundToGiB ? kGiB : kMiB) * (exact >= kRoundToGiB ? kGiB : kMiB);
     if (share == 0)
       return Status::InvalidArgument(
           "there is " + DescribeSize(group.memory_bytes) + " of memory to divide" +

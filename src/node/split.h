@@ -112,17 +112,18 @@ std::string SplitAgentId(const std::string& node_name, int i);
 // Divides `layout` for `request.agents` agents. Cores go as whole physical
 // cores (a core's hardware threads to one agent), in contiguous blocks of
 // request.cores' physical cores, as even as they divide (the first agents
-// get one more); memory in equal shares rounded down to a MiB; devices slot type by
-// slot type in contiguous blocks, the spare ones to the agents with the
-// fewest devices so far; ports and the port range as described at
-// SplitRequest. With by_numa, the agents are spread evenly over the NUMA
-// nodes that have cores to divide: each gets cores of one node, a share of
-// that node's part of the memory (request.memory_bytes in proportion to the
-// nodes' memory, at most a node's own), and the devices on that node; devices
-// on no such node are divided over all the agents. Fails (kInvalidArgument)
-// saying what to change: fewer than 1 agent, more agents than physical cores or than
-// ports in the range, by_numa with an agent count that is not a multiple of
-// the NUMA nodes (naming the counts that work), a share of no memory.
+// get one more); memory in equal shares, rounded down to a GiB (to a MiB
+// below 8 GiB); devices slot type by slot type in contiguous blocks, the
+// spare ones to the agents with the fewest devices so far; ports and the
+// port range as described at SplitRequest. With by_numa, the agents are
+// spread evenly over the NUMA nodes that have cores to divide: each gets
+// cores of one node, a share of that node's part of the memory
+// (request.memory_bytes in proportion to the nodes' memory, at most a node's
+// own), and the devices on that node; devices on no such node are divided
+// over all the agents. Fails (kInvalidArgument) saying what to change: fewer
+// than 1 agent, more agents than physical cores or than ports in the range,
+// by_numa with an agent count that is not a multiple of the NUMA nodes
+// (naming the counts that work), a share of no memory.
 Result<std::vector<AgentPlan>> PlanSplit(const NodeLayout& layout, const SplitRequest& request);
 
 // `base` (the base config's tables, or empty) with `plan`'s keys set:

@@ -69,7 +69,7 @@ TEST(PlanSplit, UnevenDivisionsGiveTheSpareUnitsToTheFirstAgents) {
   EXPECT_EQ(p[0].cores, Cores("0-3"));
   EXPECT_EQ(p[1].cores, Cores("4-6"));
   EXPECT_EQ(p[2].cores, Cores("7-9"));
-  for (const AgentPlan& plan : p) EXPECT_EQ(plan.memory_bytes, 3 * kGiB);
+  for (const AgentPlan& plan : p) EXPECT_EQ(plan.memory_bytes, 3 * kGiB);  // rounded down to a MiB
   EXPECT_EQ(p[0].devices.at("mock"), Ids({"m0", "m1"}));
   EXPECT_EQ(p[1].devices.at("mock"), Ids({"m2", "m3"}));
   EXPECT_EQ(p[2].devices.at("mock"), Ids({"m4"}));
@@ -125,6 +125,15 @@ TEST(PlanSplit, ByNumaKeepsEachAgentsCoresMemoryAndDevicesOnOneNode) {
   EXPECT_EQ(p[1].devices.at("cuda"), Ids({"GPU-2", "GPU-3"}));
   EXPECT_EQ(p[2].devices.at("cuda"), Ids({"GPU-4", "GPU-5"}));
   EXPECT_EQ(p[3].devices.at("cuda"), Ids({"GPU-6", "GPU-7"}));
+}
+
+TEST(PlanSplit, SharesOf8GiBAndMoreAreRoundedDownToAGiB) {
+  auto plans = PlanSplit(TwoSockets(), Request(2, "0-15", 17 * kGiB + 5 * (1ull << 20)));
+  ASSERT_TRUE(plans.ok()) << plans.status().message();
+  EXPECT_EQ((*plans)[0].memory_bytes, 8 * kGiB);
+  plans = PlanSplit(TwoSockets(), Request(2, "0-15", 15 * kGiB + 5 * (1ull << 20)));
+  ASSERT_TRUE(plans.ok()) << plans.status().message();
+  EXPECT_EQ((*plans)[0].memory_bytes, 7 * kGiB + 514 * (1ull << 20));
 }
 
 TEST(PlanSplit, ByNumaGivesANodesMemoryAtMostToItsAgents) {
