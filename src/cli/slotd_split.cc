@@ -1,5 +1,6 @@
 #include "cli/slotd_split.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -139,6 +140,15 @@ int RunSplit(const SplitOptions& options) {
   std::cout << slotctl::FormatTable({"ID", "FILE", "NUMA", "CORES", "MEMORY", "DEVICES", "API PORT", "PORT RANGE"},
                                     rows);
   std::cout << "claims-dir " << base->node.claims_dir << " (shared)\n";
+  std::vector<std::string> others;  // configs in the directory this run did not write
+  for (const auto& entry : fs::directory_iterator(options.out_dir, ec))
+    if (entry.path().extension() == ".toml" &&
+        std::find(paths.begin(), paths.end(), entry.path().string()) == paths.end())
+      others.push_back(entry.path().filename().string());
+  std::sort(others.begin(), others.end());
+  for (const std::string& other : others)
+    std::cout << "note: " << options.out_dir << " also has " << other
+              << ", not written by this run; remove it before running its agents or slotd check on the directory\n";
   const CheckReport report = CheckNodeConfigs(paths, live ? host : node);
   std::cout << report.Text();
   return report.ExitCode();

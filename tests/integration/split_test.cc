@@ -103,6 +103,13 @@ TEST(Split, ThisMachineWithMockDevicesPassesTheCheck) {
   EXPECT_NE(r.err.find("pass --force"), std::string::npos) << r.err;
   r = Slotd({"split", "--agents", std::to_string(agents), "--out", out, "--base-config", base, "--force"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+
+  // A config of an earlier split that this one does not rewrite is pointed out.
+  WriteFile(out + "/split-node-9.toml", "[agent]\nid = \"split-node-9\"\n");
+  r = Slotd({"split", "--agents", std::to_string(agents), "--out", out, "--base-config", base, "--force"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("note: " + out + " also has split-node-9.toml, not written by this run"), std::string::npos)
+      << r.out;
 }
 
 // The GPUs of the recorded node: UUID -> NUMA node.
