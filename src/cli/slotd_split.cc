@@ -48,6 +48,32 @@ std::string Header(const SplitOptions& options, const AgentPlan& plan, size_t in
   return header;
 }
 
+// The base config, as a Config for its values and as the file's tables for
+// the files to be written over.
+struct BaseConfig {
+  Config config;
+  toml::table tables;
+};
+
+// Loads `path` with `node`'s facts; without a path, a config of defaults.
+// Fails with the line to print.
+Result<BaseConfig> LoadBase(const std::string& path, const HostFacts& node) {
+  if (path.empty()) {
+    Result<Config> defaults = ParseConfig("[agent]\nid = \"split\"\n", "(no --base-config)", node);
+    if (!defaults.ok()) return defaults.status();
+    return BaseConfig{std::move(*defaults), {}};
+  }
+  Result<std::string> text = ReadConfigFile(path);
+  if (!text.ok()) return text.status().WithPrefix("--base-config");
+  Result<Config> config = ParseConfig(*text, path, node);
+  if (!config.ok())
+    return Status::InvalidArgument("the base config " + path + " does not load:\n" + config.status().message() +
+                                   "\nfix it (slotd --config " + path + " reports the same) and run slotd split again");
+  Result<toml::table> tables = ParseToml(*text, path);
+  if (!tables.ok()) return tables.status();
+  return BaseConfig{std::move(*config), std::move(*tables)};
+}
+
 }  // namespace
 
 int RunSplit(const SplitOptions& options) {
@@ -61,42 +87,27 @@ int RunSplit(const SplitOptions& options) {
   if (!layout.ok()) return Refuse("--sysfs-root " + options.sysfs_root + ": " + layout.status().message());
   const HostFacts node = layout->AsHostFacts(host);
 
-  // The base config, as tables to write over and as a Config for its values.
-  toml::table base_tables;
-  Result<Config> base = Status::Internal("unset");
-  if (!options.base_config.empty()) {
-    Result<std::string> text = ReadConfigFile(options.base_config);
-    if (!text.ok()) return Refuse("--base-config: " + text.status().message());
-    base = ParseConfig(*text, options.base_config, node);
-    if (!base.ok())
-      return Refuse("the base config " + options.base_config + " does not load:\n" + base.status().message() +
-                    "\nfix it (slotd --config " + options.base_config + " reports the same) and run slotd split again");
-    Result<toml::table> tables = ParseToml(*text, options.base_config);
-    if (!tables.ok()) return Refuse(tables.status().message());
-    base_tables = std::move(*tables);
-  } else {
-    base = ParseConfig("[agent]\nid = \"split\"\n", "(no --base-config)", node);
-    if (!base.ok()) return Refuse(base.status().message());
-  }
+  Result<BaseConfig> base = LoadBase(options.base_config, node);
+  if (!base.ok()) return Refuse(base.status().message());
 
-  Result<std::vector<SplitDevice>> devices = ListSplitDevices(*base);
+  Result<std::vector<SplitDevice>> devices = ListSplitDevices(base->config);
   if (!devices.ok()) return Refuse("cannot list the devices of the base config: " + devices.status().message());
 
   SplitRequest request;
   request.agents = options.agents;
   request.by_numa = options.by_numa;
-  request.cores = base->resource.allowed_cores;
-  request.memory_bytes = base->resource.memory_size;
+  request.cores = base->config.resource.allowed_cores;
+  request.memory_bytes = base->config.resource.memory_size;
   request.devices = std::move(*devices);
-  request.node_name = base->agent.node;
-  request.rpc_host = base->agent.rpc_host;
-  request.rpc_port = base->agent.rpc_port;
-  request.port_first = base->container.port_range_start;
-  request.port_last = base->container.port_range_end;
-  request.ipc_parent = PerAgentParent(base->agent.ipc_base_path, base->agent.id);
-  request.var_parent = PerAgentParent(base->agent.var_base_path, base->agent.id);
-  if (!base->container.scratch_root.empty())
-    request.scratch_parent = PerAgentParent(base->container.scratch_root, base->agent.id);
+  request.node_name = base->config.agent.node;
+  request.rpc_host = base->config.agent.rpc_host;
+  request.rpc_port = base->config.agent.rpc_port;
+  request.port_first = base->config.container.port_range_start;
+  request.port_last = base->config.container.port_range_end;
+  request.ipc_parent = PerAgentParent(base->config.agent.ipc_base_path, base->config.agent.id);
+  request.var_parent = PerAgentParent(base->config.agent.var_base_path, base->config.agent.id);
+  if (!base->config.container.scratch_root.empty())
+    request.scratch_parent = PerAgentParent(base->config.container.scratch_root, base->config.agent.id);
   Result<std::vector<AgentPlan>> plans = PlanSplit(*layout, request);
   if (!plans.ok()) return Refuse(plans.status().message());
 
@@ -123,7 +134,7 @@ int RunSplit(const SplitOptions& options) {
     const AgentPlan& plan = (*plans)[i];
     std::ofstream file(paths[i], std::ios::trunc);
     file << Header(options, plan, i, plans->size())
-         << RenderAgentConfig(base_tables, plan, base->node.claims_dir, "");
+         << RenderAgentConfig(base->tables, plan, base->config.node.claims_dir, "");
     if (!file.flush())
       return Refuse("cannot write " + paths[i] + "; the files before it were written, those after it were not");
   }
@@ -139,7 +150,7 @@ int RunSplit(const SplitOptions& options) {
   }
   std::cout << slotctl::FormatTable({"ID", "FILE", "NUMA", "CORES", "MEMORY", "DEVICES", "API PORT", "PORT RANGE"},
                                     rows);
-  std::cout << "claims-dir " << base->node.claims_dir << " (shared)\n";
+  std::cout << "claims-dir " << base->config.node.claims_dir << " (shared)\n";
   std::vector<std::string> others;  // configs in the directory this run did not write
   for (const auto& entry : fs::directory_iterator(options.out_dir, ec))
     if (entry.path().extension() == ".toml" &&

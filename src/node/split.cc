@@ -45,7 +45,8 @@ std::optional<uint64_t> MemTotal(const std::string& path) {
     const size_t at = line.find("MemTotal:");
     if (at == std::string::npos) continue;
     unsigned long long kib = 0;
-    if (std::sscanf(line.c_str() + at, "MemTotal: %llu kB", &kib) == 1) return static_cast<uint64_t>(kib) * 1024;
+    if (std::sscanf(line.c_str() + at, "MemTotal: %llu kB", &kib) == 1 && kib <= (1ull << 50))  // up to an EiB
+      return static_cast<uint64_t>(kib) * 1024;
   }
   return std::nullopt;
 }
