@@ -266,6 +266,10 @@ TEST_F(SplitRecorded, RefusesWhatItCannotDoAndWritesNothing) {
   EXPECT_NE(r.err.find("the base config " + bad + " does not load:\n" + bad + ":2: agent.id"), std::string::npos)
       << r.err;
 
+  r = Slotd({"--config", base_, "split", "--agents", "2", "--out", out});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("split excludes --config"), std::string::npos) << r.err;
+
   r = Slotd({"split", "--agents", "2", "--out", out, "--sysfs-root", dir_.path()});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("no NUMA nodes in " + dir_.path() + "/sys/devices/system/node"), std::string::npos) << r.err;
