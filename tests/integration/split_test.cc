@@ -14,6 +14,7 @@
 #include "common/units.h"
 #include "config/host_facts.h"
 #include "integration/harness.h"
+#include "node/split.h"
 #include "resources/agent_config.h"
 #include "resources/cuda/cuda_kind.h"
 #include "resources/mock/mock_kind.h"
@@ -53,8 +54,14 @@ std::string WriteBase(const std::string& dir, const std::string& extra) {
 
 TEST(Split, ThisMachineWithMockDevicesPassesTheCheck) {
   TempDir dir;
-  const int cores = static_cast<int>(HostFacts::Detect().cpuset.size());
-  const int agents = std::min(cores, 2);
+  // Two agents, or one on a machine of one whole core (hardware threads of one core go to one agent).
+  const std::vector<int> cpuset = HostFacts::Detect().cpuset;
+  auto layout = ReadNodeLayout("/", cpuset);
+  ASSERT_TRUE(layout.ok()) << layout.status().message();
+  std::set<int> whole_cores;
+  for (int core : cpuset)
+    whole_cores.insert(layout->thread_sibling_of.count(core) ? layout->thread_sibling_of.at(core) : core);
+  const int agents = std::min<int>(static_cast<int>(whole_cores.size()), 2);
   const std::string base = WriteBase(dir.path(), "[resource]\nreserved-cpu = 0\nreserved-mem = \"256m\"\n"
                                                  "[resource.mock]\ndevices = [{ id = \"m0\", memory = \"1g\" }, "
                                                  "{ id = \"m1\", memory = \"1g\" }, { id = \"m2\", memory = \"1g\" }]\n");
