@@ -1,5 +1,6 @@
 // slotd: the agent. `slotd --config FILE` runs one agent in the foreground;
-// `slotd check FILE...` compares agent configs that will share one node.
+// `slotd check FILE...` compares agent configs that will share one node;
+// `slotd split --agents N --out DIR` writes such configs for this node.
 #include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -18,6 +19,7 @@
 #include "agent/foreign_holders.h"
 #include "agent/watcher.h"
 #include "api/server.h"
+#include "cli/slotd_split.h"
 #include "common/lock_file.h"
 #include "common/token_file.h"
 #include "common/units.h"
@@ -54,6 +56,17 @@ std::map<std::string, std::vector<std::string>> ClaimedDevices(
   for (const auto& plugin : plugins)
     if (!plugin->ClaimedDevices().empty()) devices[plugin->Name()] = plugin->ClaimedDevices();
   return devices;
+}
+
+// `word` as a shell would need it written: as is when it is made of safe
+// characters only, else in single quotes.
+std::string ShellWord(const std::string& word) {
+  const bool safe = !word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                           "0123456789-_./=:,@+") == std::string::npos;
+  if (safe) return word;
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
 }
 
 // Runs `slotd check`: prints every problem of `paths` as agents of one node
@@ -255,10 +268,42 @@ int main(int argc, char** argv) {
                     "check for a node with this much memory (e.g. 2t) instead of this machine's");
   check->excludes(config_option);
 
+  auto* split = app.add_subcommand("split", "divide this node (or one recorded under --sysfs-root) into the configs "
+                                            "of N agents, and check them");
+  split->footer(
+      "Reads the cores and memory of each NUMA node from sysfs and the devices through the base config's device "
+      "sections, and writes <out>/<node>-<i>.toml for i = 0..N-1: each agent its own id, API port (the base's + i), "
+      "ipc, var and scratch paths (<dir>/<id>), part of the port range, cores (the base's allowed-cores, or every "
+      "core but the last reserved-cpu), memory share (of the node's memory minus reserved-mem) and devices, all "
+      "of them the base's claims-dir. Then runs slotd check on them.\n"
+      "Exit status: 0 written and checked, 1 written but the check found problems, 2 nothing written.");
+  slotd::SplitOptions split_options;
+  std::string split_by;
+  split->add_option("--agents,-n", split_options.agents, "how many agents")->required();
+  split->add_option("--out,-o", split_options.out_dir, "the directory to write the configs to (made if missing)")
+      ->required();
+  split->add_option("--by", split_by,
+                    "numa: each agent's cores and devices on one NUMA node (N a multiple of the NUMA nodes)")
+      ->check(CLI::IsMember({"numa"}));
+  split->add_option("--base-config", split_options.base_config,
+                    "an agent.toml giving every key that is not divided, and the device sections to divide")
+      ->check(CLI::ExistingFile);
+  split->add_option("--sysfs-root", split_options.sysfs_root,
+                    "read the node from DIR/sys/devices/system/node and DIR/proc/meminfo, for tests and what-if "
+                    "planning (default /: this machine)");
+  split->add_flag("--force", split_options.force, "overwrite existing files");
+  split->excludes(config_option);
+
   CLI11_PARSE(app, argc, argv);
   SetUpLogging(log_format, log_level);
   if (*check) return CheckConfigs(check_paths, node_cores, node_memory);
+  if (*split) {
+    split_options.by_numa = split_by == "numa";
+    for (int i = 0; i < argc; ++i) split_options.command_line += (i == 0 ? "slotd" : " " + ShellWord(argv[i]));
+    return slotd::RunSplit(split_options);
+  }
   if (config_path.empty())
-    return app.exit(CLI::RequiredError("--config FILE (to run an agent; or `slotd check FILE...` to compare configs)"));
+    return app.exit(CLI::RequiredError(
+        "--config FILE (to run an agent; or `slotd check FILE...` to compare configs, `slotd split` to write them)"));
   return RunAgent(config_path);
 }

@@ -49,6 +49,9 @@ class DevicePlugin : public ResourcePlugin {
   std::string Name() const override { return name_; }
   std::vector<std::string> DeviceSlots() const override;
   std::vector<std::string> OwnedDevices() const override;
+  // Every owned device, in allow-list order, each with its slot type (for
+  // `slotd split`, which divides them among agents).
+  const std::vector<Device>& OwnedDeviceList() const { return owned_; }
   // Takes free, healthy, undrained owned devices of each slot asked for, those
   // on out.numa_node first, in allow-list order.
   Status Allocate(const std::string& kernel_id, const ResourceRequest& request, Allocation& out) override;

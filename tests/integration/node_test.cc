@@ -342,7 +342,8 @@ TEST(Check, CudaEntriesAreComparedAsWrittenWithANoteWhenNvmlCannotLoad) {
 TEST(Check, CheckIsASubcommandAndRunningNeedsConfig) {
   CommandResult r = Slotd({});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("--config FILE (to run an agent; or `slotd check FILE...` to compare configs) is required"),
+  EXPECT_NE(r.err.find("--config FILE (to run an agent; or `slotd check FILE...` to compare configs, `slotd split` "
+                       "to write them) is required"),
             std::string::npos)
       << r.err;
   TempDir dir;
