@@ -596,10 +596,12 @@ KeyTable<EtcdConfig> EtcdKeys() {
               "it at once). The lease is renewed every third of this.",
               {DurationRange(std::chrono::seconds(2), std::chrono::minutes(10))}),
     MemberKey("user", &EtcdConfig::user, StringType(),
-              "The etcd user to authenticate as; empty: no authentication. Needs `password` or `password-file`."),
-    MemberKey("password", &EtcdConfig::password, StringType(), "The etcd user's password."),
+              "The etcd user to authenticate as. Needs `password` or `password-file`.")
+        .DefaultDoc("none: etcd without authentication"),
+    MemberKey("password", &EtcdConfig::password, StringType(), "The etcd user's password.").DefaultDoc("none"),
     MemberKey("password-file", &EtcdConfig::password_file, PathType(),
-              "A file holding the etcd user's password (its first line), instead of `password`."),
+              "A file holding the etcd user's password (its first line), instead of `password`.")
+        .DefaultDoc("none"),
   }};
 }
 

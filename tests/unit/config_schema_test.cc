@@ -60,6 +60,9 @@ std::string FileWith(const std::string& name, const std::string& key_lines, cons
     return text + "[[resource.mock.devices]]\n" + (key == "id" ? "" : "id = \"m0\"\n") +
            (key == "memory" ? "" : "memory = \"1g\"\n") + key_lines;
   }
+  if (name == "etcd") {
+    return text + "[etcd]\n" + (key == "endpoints" ? "" : "endpoints = [\"http://127.0.0.1:2379\"]\n") + key_lines;
+  }
   if (name == "container.mount-allow") {
     return text + "[[container.mount-allow]]\n" + (key == "path" ? "" : "path = \"/srv/data\"\n") + key_lines;
   }
@@ -78,7 +81,7 @@ TEST(ConfigSchemaTest, TheSectionsAreTheTablesInTheirOrder) {
   for (const Section& section : AgentSchema().sections()) names.push_back(section.name());
   EXPECT_EQ(names, AgentSchema().SectionNames());
   EXPECT_EQ(JoinList(names),
-            "agent, api, node, container, resource, resource.cpu, resource.memory, resource.cuda, resource.mock");
+            "agent, api, node, container, resource, resource.cpu, resource.memory, etcd, resource.cuda, resource.mock");
   EXPECT_EQ(ProblemsOf("[agent]\nid = \"a1\"\n[gpu]\n"),
             std::vector<std::string>{"agent.toml:3: gpu: unknown section; known sections: " + JoinList(names)});
 }
@@ -195,7 +198,7 @@ TEST(ConfigSchemaTest, WritingADocumentedDefaultChangesNothing) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 31);  // every key whose default is a plain value
+  EXPECT_EQ(checked, 33);  // every key whose default is a plain value
 }
 
 TEST(ConfigSchemaTest, RequiredKeysAreTheOnesTheDocsMarkRequired) {
@@ -205,7 +208,8 @@ TEST(ConfigSchemaTest, RequiredKeysAreTheOnesTheDocsMarkRequired) {
       if (row.default_ == "**required**") required.push_back(table.name + "." + row.key);
     }
   }
-  EXPECT_EQ(required, (std::vector<std::string>{"agent.id", "container.mount-allow.path", "resource.mock.devices",
+  EXPECT_EQ(required, (std::vector<std::string>{"agent.id", "container.mount-allow.path", "etcd.endpoints",
+                                                 "resource.mock.devices",
                                                  "resource.mock.devices.id",
                                                  "resource.mock.devices.memory"}));
 }
@@ -302,8 +306,8 @@ TEST(ConfigSchemaTest, RefreshRefusesMarkersThatDoNotPair) {
     Result<std::string> fresh = RefreshGeneratedDocParts(text, AgentSchema());
     return fresh.ok() ? std::string("accepted") : fresh.status().message();
   };
-  EXPECT_EQ(error_of(doc + "<!-- generated:begin gpu -->\n"), "line 52: no generated part is called gpu");
-  EXPECT_EQ(error_of(doc + "<!-- generated:begin api -->\n"), "line 52: generated part api is there twice");
+  EXPECT_EQ(error_of(doc + "<!-- generated:begin gpu -->\n"), "line 56: no generated part is called gpu");
+  EXPECT_EQ(error_of(doc + "<!-- generated:begin api -->\n"), "line 56: generated part api is there twice");
   EXPECT_EQ(error_of("<!-- generated:begin api -->\n"), "generated part api has no end marker");
   EXPECT_EQ(error_of("<!-- generated:end api -->\n"), "line 1: end of generated part api without its begin");
   const std::string without_node = doc.substr(0, doc.find("\n<!-- generated:begin node ")) +
