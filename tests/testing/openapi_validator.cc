@@ -10,8 +10,9 @@ namespace {
 using nlohmann::json;
 
 // Keywords that describe and never constrain.
-const std::set<std::string> kAnnotations = {"description", "format",     "example",  "examples", "title",
-                                            "default",     "deprecated", "readOnly", "writeOnly"};
+// OpenAPI's discriminator only names which oneOf branch to look at; oneOf itself is checked.
+const std::set<std::string> kAnnotations = {"description", "format",   "example",   "examples",     "title",
+                                            "default",     "deprecated", "readOnly", "writeOnly", "discriminator"};
 // Keywords Check() enforces.
 const std::set<std::string> kChecked = {"$ref",      "type",     "nullable",  "enum",      "const",
                                         "properties", "required", "additionalProperties", "items",
@@ -81,6 +82,67 @@ std::vector<std::string> OpenApiValidator::Validate(const json& value, const jso
     problems.push_back(std::string("schema error: ") + e.what());
   }
   return problems;
+}
+
+std::vector<std::string> OpenApiValidator::SchemaProblems() const {
+  std::vector<std::string> problems;
+  FindSchemas(document_, "#", problems);
+  return problems;
+}
+
+void OpenApiValidator::FindSchemas(const json& node, const std::string& where, std::vector<std::string>& problems) const {
+  if (node.is_array()) {
+    for (size_t i = 0; i < node.size(); ++i) FindSchemas(node[i], where + "/" + std::to_string(i), problems);
+    return;
+  }
+  if (!node.is_object()) return;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const std::string at = where + "/" + it.key();
+    if (it.key() == "schema") {
+      Lint(*it, at, problems);
+    } else if (at == "#/components/schemas") {
+      for (auto schema = it->begin(); schema != it->end(); ++schema) Lint(*schema, at + "/" + schema.key(), problems);
+    } else {
+      FindSchemas(*it, at, problems);
+    }
+  }
+}
+
+void OpenApiValidator::Lint(const json& schema, const std::string& where, std::vector<std::string>& problems) const {
+  if (schema.is_boolean()) return;
+  if (!schema.is_object()) {
+    problems.push_back(where + ": a schema must be an object or a boolean");
+    return;
+  }
+  for (auto it = schema.begin(); it != schema.end(); ++it)
+    if (!kChecked.count(it.key()) && !kAnnotations.count(it.key()))
+      problems.push_back(where + ": schema keyword \"" + it.key() + "\" is not supported by this validator");
+  if (schema.contains("$ref")) {
+    try {
+      Resolve(schema["$ref"].get<std::string>());
+    } catch (const std::exception& e) {
+      problems.push_back(where + ": " + e.what());
+    }
+  }
+  if (schema.contains("type")) {
+    const json types = schema["type"].is_array() ? schema["type"] : json::array({schema["type"]});
+    for (const json& type : types) {
+      try {
+        HasType(nullptr, type.get<std::string>());
+      } catch (const std::exception& e) {
+        problems.push_back(where + ": " + e.what());
+      }
+    }
+  }
+  if (schema.contains("properties"))
+    for (auto it = schema["properties"].begin(); it != schema["properties"].end(); ++it)
+      Lint(*it, where + "/properties/" + it.key(), problems);
+  for (const char* key : {"items", "additionalProperties"})
+    if (schema.contains(key)) Lint(schema[key], where + "/" + key, problems);
+  for (const char* key : {"oneOf", "anyOf", "allOf"})
+    if (schema.contains(key))
+      for (size_t i = 0; i < schema[key].size(); ++i)
+        Lint(schema[key][i], where + "/" + key + "/" + std::to_string(i), problems);
 }
 
 std::vector<std::string> OpenApiValidator::ValidateAgainst(const json& value, const std::string& name) const {

@@ -35,6 +35,13 @@ class OpenApiValidator {
   // Validate against "#/components/schemas/<name>".
   std::vector<std::string> ValidateAgainst(const nlohmann::json& value, const std::string& name) const;
 
+  // What is wrong with the document's schemas themselves, read without a
+  // value: every schema under components/schemas and every "schema" of a
+  // path, parameter, header or response, with what they nest. Names each
+  // unsupported keyword, unknown type name and unresolvable "$ref" with the
+  // document path where it is ("#/components/schemas/Kernel/properties/x").
+  std::vector<std::string> SchemaProblems() const;
+
   // The node a local reference ("#/components/schemas/Kernel") names, with
   // "~1" and "~0" unescaped; throws std::runtime_error when there is none.
   const nlohmann::json& Resolve(const std::string& ref) const;
@@ -42,6 +49,9 @@ class OpenApiValidator {
  private:
   void Check(const nlohmann::json& value, const nlohmann::json& schema, const std::string& path,
              std::vector<std::string>& problems, int depth) const;
+
+  void Lint(const nlohmann::json& schema, const std::string& where, std::vector<std::string>& problems) const;
+  void FindSchemas(const nlohmann::json& node, const std::string& where, std::vector<std::string>& problems) const;
 
   nlohmann::json document_;
 };

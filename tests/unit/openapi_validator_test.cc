@@ -85,5 +85,20 @@ TEST(OpenApiValidatorTest, RefusesSchemasItCannotHold) {
   EXPECT_THAT(v.Validate(1, {{"type", "int"}}), ElementsAre(HasSubstr("unknown type \"int\"")));
 }
 
+TEST(OpenApiValidatorTest, SchemaProblemsFindsBadSchemasWithoutAValue) {
+  EXPECT_THAT(Validator().SchemaProblems(),
+              UnorderedElementsAre("#/components/schemas/Odd: schema keyword \"uniqueItems\" is not supported by this validator"));
+  const OpenApiValidator v(json::parse(R"({
+    "paths": {"/x": {"get": {"responses": {"200": {"content": {"application/json": {"schema":
+      {"type": "object", "properties": {"a": {"type": "int"}, "b": {"items": {"$ref": "#/components/schemas/Gone"}}},
+       "additionalProperties": {"only when": "a comma split a YAML flow map"}}}}}}}}},
+    "components": {"schemas": {}}})"));
+  const std::string at = "#/paths//x/get/responses/200/content/application/json/schema";
+  EXPECT_THAT(v.SchemaProblems(),
+              UnorderedElementsAre(at + "/properties/a: schema: unknown type \"int\"",
+                                   at + "/properties/b/items: $ref #/components/schemas/Gone: no Gone there",
+                                   at + "/additionalProperties: schema keyword \"only when\" is not supported by this validator"));
+}
+
 }  // namespace
 }  // namespace slotd::testing
