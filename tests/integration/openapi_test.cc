@@ -3,6 +3,9 @@
 // through every route with good and bad requests, answers only statuses the
 // document lists for that route, with bodies, headers and events that fit
 // the document's schemas.
+#include <stdio.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -344,6 +347,48 @@ std::vector<std::pair<std::string, json>> Frames(const std::string& stream, int&
   return frames;
 }
 
+// Reads `events` (an open GET /v1/events, `stream` what came so far) until
+// every type of `expected` has come or 10 s have passed, then checks the
+// stream's head against the document and each frame's data against the
+// schema its type maps to; returns the types that came.
+std::set<std::string> ExpectEventsFit(RawClient& events, std::string stream, const std::set<std::string>& expected) {
+  std::set<std::string> seen;
+  int keep_alives = 0;
+  for (int i = 0; i < 20; ++i) {
+    stream += events.Read(500ms);
+    seen.clear();
+    for (const auto& [name, data] : Frames(ParseAnswer(stream).body, keep_alives)) seen.insert(name);
+    if (std::includes(seen.begin(), seen.end(), expected.begin(), expected.end())) break;
+  }
+  const Answer answer = ParseAnswer(stream);
+  ExpectFits("GET", "/v1/events", Answer{answer.status, answer.headers, ""}, "the stream's head");
+  EXPECT_EQ(answer.MediaType(), "text/event-stream");
+  const json& mapping = Document().document()["components"]["schemas"]["Event"]["discriminator"]["mapping"];
+  const json& stream_schema =
+      Document().document()["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]["schema"];
+  for (const auto& [name, data] : Frames(answer.body, keep_alives)) {
+    SCOPED_TRACE("event " + name + ": " + data.dump());
+    EXPECT_FALSE(data.is_discarded());
+    EXPECT_EQ(data.value("type", ""), name) << "the event: line and the data's type differ";
+    if (!mapping.contains(name)) {
+      ADD_FAILURE() << "an event type the document does not map";
+      continue;
+    }
+    EXPECT_THAT(Document().Validate(data, {{"$ref", mapping[name]}}), ::testing::IsEmpty());
+    EXPECT_THAT(Document().Validate(data, stream_schema), ::testing::IsEmpty());
+  }
+  return seen;
+}
+
+// Opens GET /v1/events on `agent`'s socket; returns what came with the answer's head.
+std::string OpenEvents(const AgentProcess& agent, RawClient& events) {
+  EXPECT_TRUE(events.connected());
+  events.Send("GET /v1/events HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  std::string stream = events.Read(5s, nullptr, "\r\n\r\n");
+  EXPECT_NE(stream.find("\r\n\r\n"), std::string::npos) << stream;
+  return stream;
+}
+
 TEST(OpenApi, EveryRouteAnswersAsTheDocumentSays) {
   AgentProcess agent(ContractAgent());
   ASSERT_TRUE(agent.Start()) << agent.log();
@@ -353,10 +398,7 @@ TEST(OpenApi, EveryRouteAnswersAsTheDocumentSays) {
 
   // The event stream, read at the end: the socket holds what comes meanwhile.
   RawClient events(agent.socket_path());
-  ASSERT_TRUE(events.connected());
-  events.Send("GET /v1/events HTTP/1.1\r\nHost: localhost\r\n\r\n");
-  std::string stream = events.Read(5s, nullptr, "\r\n\r\n");
-  ASSERT_NE(stream.find("\r\n\r\n"), std::string::npos) << stream;
+  const std::string stream = OpenEvents(agent, events);
 
   // Health, agent, and the transport's own answers.
   api.Call("GET", "/health", "/health");
@@ -532,34 +574,84 @@ TEST(OpenApi, EveryRouteAnswersAsTheDocumentSays) {
   const std::set<std::string> expected = {"kernel_created", "kernel_started",   "kernel_terminated", "kernel_removed",
                                           "image_pull",     "device_drained",   "device_undrained",  "agent_drained",
                                           "agent_undrained"};
-  std::set<std::string> seen;
-  int keep_alives = 0;
-  for (int i = 0; i < 20 && seen != expected; ++i) {
-    stream += events.Read(500ms);
-    const Answer head = ParseAnswer(stream);
-    seen.clear();
-    for (const auto& [name, data] : Frames(head.body, keep_alives)) seen.insert(name);
-  }
-  const Answer stream_answer = ParseAnswer(stream);
-  ExpectFits("GET", "/v1/events", Answer{stream_answer.status, stream_answer.headers, ""}, "the stream's head");
-  EXPECT_EQ(stream_answer.MediaType(), "text/event-stream");
-  const json& mapping = Document().document()["components"]["schemas"]["Event"]["discriminator"]["mapping"];
-  const json& stream_schema = Document().document()["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]
-                                                   ["text/event-stream"]["schema"];
-  for (const auto& [name, data] : Frames(stream_answer.body, keep_alives)) {
-    SCOPED_TRACE("event " + name + ": " + data.dump());
-    ASSERT_FALSE(data.is_discarded());
-    EXPECT_EQ(data.value("type", ""), name) << "the event: line and the data's type differ";
-    ASSERT_TRUE(mapping.contains(name)) << "an event type the document does not map";
-    EXPECT_THAT(Document().Validate(data, {{"$ref", mapping[name]}}), ::testing::IsEmpty());
-    EXPECT_THAT(Document().Validate(data, stream_schema), ::testing::IsEmpty());
-  }
+  const std::set<std::string> seen = ExpectEventsFit(events, stream, expected);
   EXPECT_EQ(seen, expected);
 
   // Every route was driven at least once.
   std::set<std::string> every;
   for (const ApiServer::RouteName& route : ApiServer::Routes()) every.insert(route.method + " " + route.pattern);
   EXPECT_EQ(Driven(), every);
+}
+
+const char kGpu0[] = "GPU-0a0a0a0a-1111-2222-3333-0000000000aa";
+const char kGpu1[] = "GPU-1b1b1b1b-1111-2222-3333-0000000000bb";
+
+// Writes the fake libnvidia-ml's file: two GPUs, a process of no kernel on
+// the first, and `events` (Xid events).
+void WriteGpus(const std::string& file, const json& events) {
+  const json gpus = {{{"uuid", kGpu0}, {"name", "Fake H200"}, {"memory", "141g"}, {"numa_node", 0},
+                      {"utilization", {{"gpu", 37}, {"memory", 12}}},
+                      {"processes", {{{"pid", 1}, {"used_memory", "1g"}}}}},
+                     {{"uuid", kGpu1}, {"name", "Fake H200"}, {"memory", "141g"}, {"numa_node", 0}}};
+  WriteFile(file + ".tmp", json{{"gpus", gpus}, {"events", events}}.dump());
+  ASSERT_EQ(::rename((file + ".tmp").c_str(), file.c_str()), 0);
+}
+
+TEST(OpenApi, GpusTheirHealthAndTheirMeasuresAnswerAsTheDocumentSays) {
+  TempDir dir;
+  const std::string file = dir.path() + "/nvml.json";
+  WriteGpus(file, json::array());
+  setenv("SLOTD_FAKE_NVML_FILE", file.c_str(), 1);
+  AgentOptions o;
+  o.id = "it-" + RunTag() + "-openapi-gpu";
+  o.cores = "0";
+  o.extra_toml = "[resource.cuda]\nnvml-library = \"" + std::string(SLOTD_FAKE_NVML_PATH) + "\"\nattach = \"env\"\n";
+  AgentProcess agent(o);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const Contract api(agent);
+  const std::string kernel = "oa-gpu-" + RunTag();
+  RawClient events(agent.socket_path());
+  const std::string stream = OpenEvents(agent, events);
+
+  const json request = {{"kernel_id", kernel},
+                        {"image", kTestImage},
+                        {"command", {"sleep", "3600"}},
+                        {"resources", {{"cpu", 1}, {"mem", "32m"}, {"cuda.device", 1}}}};
+  const Answer created = api.CallJson("POST", "/v1/kernels", "/v1/kernels", request);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string held = json::parse(created.body)["allocations"]["devices"]["cuda"][0];
+  api.Call("GET", "/v1/agent", "/v1/agent", "", "two GPUs");
+
+  // An Xid on the kernel's GPU: the device turns unhealthy, the kernel gets a condition.
+  WriteGpus(file, json::array({{{"id", 1}, {"gpu", held}, {"xid", 79}}}));
+  bool marked = false;
+  for (int i = 0; i < 100 && !marked; ++i) {
+    const Answer got = api.Call("GET", "/v1/kernels/{id}", "/v1/kernels/" + kernel, "", "waiting for the condition");
+    marked = !json::parse(got.body, nullptr, false).value("condition", json()).is_null();
+    if (!marked) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(marked);
+  api.Call("GET", "/v1/agent", "/v1/agent", "", "an unhealthy GPU");
+  bool swept = false;
+  for (int i = 0; i < 100 && !swept; ++i) {
+    const Answer stats = api.Call("GET", "/v1/stats", "/v1/stats", "", "waiting for a measured GPU");
+    const json body = json::parse(stats.body, nullptr, false);
+    for (const json& device : body["agent"]["devices"]) swept = swept || device.value("measured", false);
+    if (!swept) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(swept);
+  api.Call("GET", "/v1/kernels/{id}/stats", "/v1/kernels/" + kernel + "/stats");
+
+  // Cleared, it is healthy again; a second clear finds no mark.
+  EXPECT_EQ(api.Call("POST", "/v1/devices/{id}/clear", "/v1/devices/" + held + "/clear").status, 200);
+  EXPECT_EQ(api.Call("POST", "/v1/devices/{id}/clear", "/v1/devices/" + held + "/clear").status, 409);
+  EXPECT_EQ(api.Call("DELETE", "/v1/kernels/{id}", "/v1/kernels/" + kernel).status, 200);
+
+  const std::set<std::string> expected = {"kernel_created", "kernel_started",   "kernel_condition",
+                                          "device_unhealthy", "device_healthy", "kernel_removed"};
+  const std::set<std::string> seen = ExpectEventsFit(events, stream, expected);
+  EXPECT_TRUE(std::includes(seen.begin(), seen.end(), expected.begin(), expected.end()))
+      << ::testing::PrintToString(seen);
 }
 
 }  // namespace
