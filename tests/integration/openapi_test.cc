@@ -164,7 +164,7 @@ const json* Operation(const std::string& method, const std::string& pattern) {
   return &paths[pattern][Lower(method)];
 }
 
-// Records which (method, pattern, status) the test drove, to show every route was.
+// The routes ("GET /v1/kernels/{id}") whose answers ExpectFits has checked, to show every route was driven.
 std::set<std::string>& Driven() {
   static std::set<std::string> driven;
   return driven;
