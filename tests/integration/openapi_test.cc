@@ -303,6 +303,29 @@ TEST(OpenApi, EveryReferenceResolvesAndEveryErrorAnswerIsTheErrorBody) {
   }
 }
 
+TEST(OpenApi, EachPathDeclaresItsPlaceholdersAndEachOperationHasItsOwnId) {
+  std::set<std::string> ids;
+  for (const auto& [pattern, item] : Document().document()["paths"].items()) {
+    std::set<std::string> placeholders;
+    for (size_t open = pattern.find('{'); open != std::string::npos; open = pattern.find('{', open + 1))
+      placeholders.insert(pattern.substr(open + 1, pattern.find('}', open) - open - 1));
+    const json no_parameters = json::array();
+    const json& shared = item.contains("parameters") ? item["parameters"] : no_parameters;
+    for (const auto& [method, operation] : item.items()) {
+      if (method == "parameters") continue;
+      EXPECT_TRUE(ids.insert(operation.value("operationId", "")).second) << method << " " << pattern;
+      std::set<std::string> declared;
+      for (const json* list : {&shared, operation.contains("parameters") ? &operation["parameters"] : &no_parameters})
+        for (const json& parameter : *list)
+          if (Deref(parameter)["in"] == "path") {
+            declared.insert(Deref(parameter)["name"].get<std::string>());
+            EXPECT_EQ(Deref(parameter)["required"], true) << method << " " << pattern;
+          }
+      EXPECT_EQ(declared, placeholders) << method << " " << pattern;
+    }
+  }
+}
+
 TEST(OpenApi, TheCreateRequestSchemaRefusesWhatTheParserRefuses) {
   EXPECT_TRUE(FitsCreateRequest(SleepKernel("k-1")));
   EXPECT_TRUE(FitsCreateRequest({{"image", "x"}, {"resources", {{"mem", 268435456}, {"shm", "64MiB"}}},
