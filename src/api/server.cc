@@ -177,57 +177,82 @@ http::Dispatch ApiServer::Dispatch(const http::Request& request, bool check_toke
   return dispatch;
 }
 
-void ApiServer::AddRoutes() {
+// The routes, in the order they are matched. Each handler reaches the
+// server through `s`; the table itself holds no server, so Routes() can list
+// it without one.
+const std::vector<ApiServer::RouteEntry>& ApiServer::RouteTable() {
   using Params = Router::Params;
-  router_.Add("GET", "/health", Lane::kQuick, [this](Exchange& ex, const Params&) { Health(ex); });
-  router_.Add("GET", "/v1/agent", Lane::kQuick, [this](Exchange& ex, const Params&) { DescribeAgent(ex); });
-  router_.Add("GET", "/v1/kernels", Lane::kQuick, [this](Exchange& ex, const Params&) {
-    json list = json::array();
-    for (const auto& kernel : agent_.ListKernels()) list.push_back(kernel.ToJson());
-    ex.Reply(JsonResponse(200, {{"kernels", list}}));
-  });
-  router_.Add("POST", "/v1/kernels", Lane::kLong, [this](Exchange& ex, const Params&) { CreateKernel(ex); });
-  router_.Add("GET", "/v1/kernels/{id}", Lane::kQuick, [this](Exchange& ex, const Params& p) {
-    auto kernel = agent_.GetKernel(p[0]);
-    ex.Reply(kernel.ok() ? JsonResponse(200, kernel->ToJson()) : ErrorResponse(kernel.status()));
-  });
-  router_.Add("DELETE", "/v1/kernels/{id}", Lane::kLong, [this](Exchange& ex, const Params& p) {
-    auto kernel = agent_.DeleteKernel(p[0]);
-    ex.Reply(kernel.ok() ? JsonResponse(200, kernel->ToJson()) : ErrorResponse(kernel.status()));
-  });
-  router_.Add("POST", "/v1/kernels/{id}/restart", Lane::kLong, [this](Exchange& ex, const Params& p) {
-    auto kernel = agent_.RestartKernel(p[0]);
-    ex.Reply(kernel.ok() ? JsonResponse(200, kernel->ToJson()) : ErrorResponse(kernel.status()));
-  });
-  router_.Add("POST", "/v1/kernels/{id}/exec", Lane::kLong, [this](Exchange& ex, const Params& p) { Exec(ex, p[0]); });
-  router_.Add("GET", "/v1/kernels/{id}/exec/{exec}", Lane::kLong,
-              [this](Exchange& ex, const Params& p) { ExecState(ex, p[0], p[1]); });
-  router_.Add("POST", "/v1/kernels/{id}/exec/{exec}/resize", Lane::kLong,
-              [this](Exchange& ex, const Params& p) { ResizeExec(ex, p[0], p[1]); });
-  router_.Add("GET", "/v1/kernels/{id}/logs", Lane::kLong, [this](Exchange& ex, const Params& p) { Logs(ex, p[0]); });
-  router_.Add("GET", "/v1/kernels/{id}/stats", Lane::kQuick, [this](Exchange& ex, const Params& p) {
-    auto kernel = agent_.GetKernel(p[0]);
-    ex.Reply(kernel.ok() ? JsonResponse(200, KernelStatsJson(*kernel, *collector_.Latest()))
-                         : ErrorResponse(kernel.status()));
-  });
-  router_.Add("GET", "/v1/stats", Lane::kQuick,
-              [this](Exchange& ex, const Params&) { ex.Reply(JsonResponse(200, ToJson(*collector_.Latest()))); });
-  router_.Add("GET", "/metrics", Lane::kQuick, [this](Exchange& ex, const Params&) { Metrics(ex); });
-  router_.Add("GET", "/v1/events", Lane::kLong, [this](Exchange& ex, const Params&) { Events(ex); });
-  for (const bool drain : {true, false}) {
-    router_.Add("POST", drain ? "/v1/agent/drain" : "/v1/agent/undrain", Lane::kQuick,
-                [this, drain](Exchange& ex, const Params&) {
-                  const Agent::Drain now = agent_.SetDraining(drain);
-                  ex.Reply(JsonResponse(200, {{"draining", now.draining},
-                                              {"draining_since", now.draining ? json(now.since) : json(nullptr)}}));
-                });
-  }
-  for (const char* action : {"drain", "undrain", "clear"}) {
-    router_.Add("POST", std::string("/v1/devices/{id}/") + action, Lane::kQuick,
-                [this, action = std::string(action)](Exchange& ex, const Params& p) { ChangeDevice(ex, p[0], action); });
-  }
-  router_.Add("GET", "/v1/images", Lane::kLong, [this](Exchange& ex, const Params&) { ListImages(ex); });
-  router_.Add("POST", "/v1/images/pull", Lane::kLong, [this](Exchange& ex, const Params&) { PullImage(ex); });
+  using S = ApiServer;
+  static const std::vector<RouteEntry> kTable = {
+      {"GET", "/health", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.Health(ex); }},
+      {"GET", "/v1/agent", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.DescribeAgent(ex); }},
+      {"GET", "/v1/kernels", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.ListKernels(ex); }},
+      {"POST", "/v1/kernels", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.CreateKernel(ex); }},
+      {"GET", "/v1/kernels/{id}", Lane::kQuick,
+       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.GetKernel(p[0])); }},
+      {"DELETE", "/v1/kernels/{id}", Lane::kLong,
+       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.DeleteKernel(p[0])); }},
+      {"POST", "/v1/kernels/{id}/restart", Lane::kLong,
+       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.RestartKernel(p[0])); }},
+      {"POST", "/v1/kernels/{id}/exec", Lane::kLong, [](S& s, Exchange& ex, const Params& p) { s.Exec(ex, p[0]); }},
+      {"GET", "/v1/kernels/{id}/exec/{exec}", Lane::kLong,
+       [](S& s, Exchange& ex, const Params& p) { s.ExecState(ex, p[0], p[1]); }},
+      {"POST", "/v1/kernels/{id}/exec/{exec}/resize", Lane::kLong,
+       [](S& s, Exchange& ex, const Params& p) { s.ResizeExec(ex, p[0], p[1]); }},
+      {"GET", "/v1/kernels/{id}/logs", Lane::kLong, [](S& s, Exchange& ex, const Params& p) { s.Logs(ex, p[0]); }},
+      {"GET", "/v1/kernels/{id}/stats", Lane::kQuick,
+       [](S& s, Exchange& ex, const Params& p) { s.KernelStats(ex, p[0]); }},
+      {"GET", "/v1/stats", Lane::kQuick,
+       [](S& s, Exchange& ex, const Params&) { ex.Reply(JsonResponse(200, ToJson(*s.collector_.Latest()))); }},
+      {"GET", "/metrics", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.Metrics(ex); }},
+      {"GET", "/v1/events", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.Events(ex); }},
+      {"POST", "/v1/agent/drain", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.SetDraining(ex, true); }},
+      {"POST", "/v1/agent/undrain", Lane::kQuick,
+       [](S& s, Exchange& ex, const Params&) { s.SetDraining(ex, false); }},
+      {"POST", "/v1/devices/{id}/drain", Lane::kQuick,
+       [](S& s, Exchange& ex, const Params& p) { s.ChangeDevice(ex, p[0], "drain"); }},
+      {"POST", "/v1/devices/{id}/undrain", Lane::kQuick,
+       [](S& s, Exchange& ex, const Params& p) { s.ChangeDevice(ex, p[0], "undrain"); }},
+      {"POST", "/v1/devices/{id}/clear", Lane::kQuick,
+       [](S& s, Exchange& ex, const Params& p) { s.ChangeDevice(ex, p[0], "clear"); }},
+      {"GET", "/v1/images", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.ListImages(ex); }},
+      {"POST", "/v1/images/pull", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.PullImage(ex); }},
+  };
+  return kTable;
+}
+
+std::vector<ApiServer::RouteName> ApiServer::Routes() {
+  std::vector<RouteName> names;
+  for (const RouteEntry& route : RouteTable()) names.push_back({route.method, route.pattern});
+  return names;
+}
+
+void ApiServer::AddRoutes() {
+  for (const RouteEntry& route : RouteTable())
+    router_.Add(route.method, route.pattern, route.lane,
+                [this, handle = route.handle](Exchange& ex, const Router::Params& p) { handle(*this, ex, p); });
+}
+
+void ApiServer::ListKernels(Exchange& ex) const {
+  json list = json::array();
+  for (const auto& kernel : agent_.ListKernels()) list.push_back(kernel.ToJson());
+  ex.Reply(JsonResponse(200, {{"kernels", list}}));
+}
+
+void ApiServer::ReplyKernel(Exchange& ex, const Result<Kernel>& kernel) {
+  ex.Reply(kernel.ok() ? JsonResponse(200, kernel->ToJson()) : ErrorResponse(kernel.status()));
+}
+
+void ApiServer::KernelStats(Exchange& ex, const std::string& kernel_id) const {
+  auto kernel = agent_.GetKernel(kernel_id);
+  ex.Reply(kernel.ok() ? JsonResponse(200, KernelStatsJson(*kernel, *collector_.Latest()))
+                       : ErrorResponse(kernel.status()));
+}
+
+void ApiServer::SetDraining(Exchange& ex, bool drain) {
+  const Agent::Drain now = agent_.SetDraining(drain);
+  ex.Reply(JsonResponse(200, {{"draining", now.draining},
+                              {"draining_since", now.draining ? json(now.since) : json(nullptr)}}));
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/agent.h"
 #include "agent/event_hub.h"
@@ -47,7 +48,25 @@ class ApiServer {
   // Stops accepting, ends open streams, waits for the requests in flight.
   void Stop();
 
+  // A route as registered: its method and path pattern ("/v1/kernels/{id}").
+  struct RouteName {
+    std::string method;
+    std::string pattern;
+  };
+  // Every route the server answers, in the order they are matched: the same
+  // table AddRoutes registers, so docs/openapi.yaml can be checked against it.
+  static std::vector<RouteName> Routes();
+
  private:
+  // A route with its lane and its handler, which reaches the server through its first argument.
+  struct RouteEntry {
+    const char* method;
+    const char* pattern;
+    http::Lane lane;
+    void (*handle)(ApiServer&, http::Exchange&, const Router::Params&);
+  };
+  static const std::vector<RouteEntry>& RouteTable();
+  // Registers RouteTable() with the router.
   void AddRoutes();
   // How to answer `request`; `check_token` on TCP when a token is set.
   http::Dispatch Dispatch(const http::Request& request, bool check_token) const;
@@ -57,6 +76,14 @@ class ApiServer {
   static nlohmann::json KernelStatsJson(const Kernel& kernel, const StatsSnapshot& latest);
 
   void Health(http::Exchange& ex) const;
+  // GET /v1/kernels: every kernel's record.
+  void ListKernels(http::Exchange& ex) const;
+  // The record of `kernel` (200), or its error.
+  static void ReplyKernel(http::Exchange& ex, const Result<Kernel>& kernel);
+  // GET /v1/kernels/{id}/stats.
+  void KernelStats(http::Exchange& ex, const std::string& kernel_id) const;
+  // POST /v1/agent/drain (`drain`) and /undrain.
+  void SetDraining(http::Exchange& ex, bool drain);
   void DescribeAgent(http::Exchange& ex) const;
   void CreateKernel(http::Exchange& ex);
   void Exec(http::Exchange& ex, const std::string& kernel_id);
