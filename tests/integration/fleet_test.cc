@@ -9,10 +9,12 @@
 #include <sys/wait.h>
 
 #include <future>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "common/http_client.h"
 #include "fleet/agent_document.h"
 #include "fleet/etcd_client.h"
 #include "integration/etcd.h"
@@ -74,7 +76,7 @@ class Background {
     std::vector<char*> args;
     for (std::string& arg : argv) args.push_back(arg.data());
     args.push_back(nullptr);
-    if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0) pid_ = -1;
+    if (posix_spawnp(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&actions);
   }
   ~Background() {
@@ -286,6 +288,47 @@ TEST(Fleet, PlaceSpreadsABurstSkipsDrainedAgentsAndSaysWhenTheFleetIsFull) {
   EXPECT_EQ(elsewhere.exit_code, 6);
   EXPECT_NE(elsewhere.err.find("in scaling group gpu"), std::string::npos) << elsewhere.err;
   EXPECT_NE(elsewhere.err.find("3 in other scaling groups"), std::string::npos) << elsewhere.err;
+}
+
+TEST(Fleet, OnePrometheusScrapesEveryAgentThroughTheDiscoveryFile) {
+  TestEtcd etcd;
+  ASSERT_TRUE(etcd.started());
+  AgentProcess a(FleetAgent(etcd, "sd-a", "node-1", 0)), b(FleetAgent(etcd, "sd-b", "node-2", 1));
+  for (AgentProcess* agent : {&a, &b}) ASSERT_TRUE(agent->Start()) << agent->log();
+  TempDir dir;
+  const std::string targets = dir.path() + "/targets.json";
+  CommandResult written =
+      Slotctl({"cluster", "--etcd", etcd.url(), "--namespace", kNamespace, "--prometheus-sd", targets});
+  ASSERT_EQ(written.exit_code, 0) << written.err;
+  const json groups = json::parse(ReadFile(targets));
+  ASSERT_EQ(groups.size(), 2u) << groups.dump();
+  EXPECT_EQ(groups[0]["targets"][0], "127.0.0.1:" + std::to_string(a.port()));
+  EXPECT_EQ(groups[0]["labels"]["node"], "node-1");
+
+  // A real Prometheus, on loopback, finds the agents through the file alone.
+  const int port = FreeLoopbackPort();
+  WriteFile(dir.path() + "/prometheus.yml", "global:\n  scrape_interval: 1s\n"
+                                            "scrape_configs:\n  - job_name: slotd\n    honor_labels: true\n"
+                                            "    file_sd_configs:\n      - files: [\"" + targets + "\"]\n"
+                                            "        refresh_interval: 1s\n");
+  Background prometheus({"prometheus", "--config.file=" + dir.path() + "/prometheus.yml",
+                         "--storage.tsdb.path=" + dir.path() + "/data",
+                         "--web.listen-address=127.0.0.1:" + std::to_string(port)});
+  const HttpClient api = HttpClient::Tcp("http://127.0.0.1:" + std::to_string(port));
+  json series;
+  const bool scraped = Eventually(
+      [&] {
+        auto answer = api.Request("GET", "/api/v1/query?query=slotd_agent_draining", "", std::chrono::seconds(2));
+        if (!answer.ok() || answer->status != 200) return false;
+        series = json::parse(answer->body, nullptr, false)["data"]["result"];
+        return series.is_array() && series.size() == 2;
+      },
+      std::chrono::seconds(60));
+  ASSERT_TRUE(scraped) << series.dump() << "\n" << prometheus.output();
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const json& one : series)
+    seen.emplace(one["metric"].value("agent_id", std::string()), one["metric"].value("node", std::string()));
+  EXPECT_EQ(seen, (std::set<std::pair<std::string, std::string>>{{a.options().id, "node-1"}, {b.options().id, "node-2"}}));
 }
 
 TEST(Fleet, ClusterNeedsAnEtcdAndSaysWhenItCannotReachIt) {

@@ -17,7 +17,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "api/server.h"
+#include "integration/etcd.h"
 #include "integration/harness.h"
+#include "testing/eventually.h"
 #include "testing/openapi_validator.h"
 
 namespace slotd::testing {
@@ -675,6 +677,25 @@ TEST(OpenApi, GpusTheirHealthAndTheirMeasuresAnswerAsTheDocumentSays) {
   const std::set<std::string> seen = ExpectEventsFit(events, stream, expected);
   EXPECT_TRUE(std::includes(seen.begin(), seen.end(), expected.begin(), expected.end()))
       << ::testing::PrintToString(seen);
+}
+
+TEST(OpenApi, TheEtcdRegistrationAnswersAsTheDocumentSays) {
+  TestEtcd etcd;
+  ASSERT_TRUE(etcd.started());
+  AgentOptions o = ContractAgent();
+  o.id = "it-" + RunTag() + "-openapi-etcd";
+  o.extra_toml += "[etcd]\nendpoints = [\"" + etcd.url() + "\"]\nlease-ttl = \"2s\"\n";
+  AgentProcess agent(o);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const Contract contract(agent);
+  for (const char* state : {"registered", "unreachable"}) {
+    if (std::string(state) == "unreachable") {
+      etcd.Stop();
+      ASSERT_TRUE(Eventually([&] { return agent.CallJson("GET", "/health", nullptr, 200)["etcd"]["state"] == state; }));
+    }
+    EXPECT_EQ(json::parse(contract.Call("GET", "/health", "/health", "", state).body)["etcd"]["state"], state);
+    EXPECT_EQ(json::parse(contract.Call("GET", "/v1/agent", "/v1/agent", "", state).body)["etcd"]["state"], state);
+  }
 }
 
 }  // namespace
