@@ -73,6 +73,16 @@ struct Registered {
   }
 };
 
+// The exit status for an etcd call's error: unreachable, refused (credentials), or another failure.
+Exit ExitFor(const slotd::Status& status) {
+  switch (status.code()) {
+    case slotd::Status::Code::kUnavailable:
+    case slotd::Status::Code::kDeadlineExceeded: return Exit::kUnreachable;
+    case slotd::Status::Code::kFailedPrecondition: return Exit::kRefused;
+    default: return Exit::kFailure;
+  }
+}
+
 // A document read from `kv`; a bad one is skipped with a warning naming its key.
 std::optional<AgentDocument> DocumentOf(const slotd::EtcdKeyValue& kv) {
   auto doc = AgentDocument::FromJson(kv.value);
@@ -83,7 +93,7 @@ std::optional<AgentDocument> DocumentOf(const slotd::EtcdKeyValue& kv) {
 
 Outcome<Registered> ReadFleet(const Fleet& fleet) {
   auto listing = fleet.etcd->GetPrefix(fleet.prefix);
-  if (!listing.ok()) return FailureOf(listing.status(), Exit::kUnreachable);
+  if (!listing.ok()) return FailureOf(listing.status(), ExitFor(listing.status()));
   Registered registered;
   registered.revision = listing->revision;
   for (const slotd::EtcdKeyValue& kv : listing->kvs)

@@ -142,6 +142,10 @@ Result<std::string> EtcdClient::CallOnce(const HttpClient& endpoint, const std::
     }
     const std::string message = "etcd at " + endpoint.Describe() + " answered " + path + " with HTTP " +
                                 std::to_string(answer->status) + (why.empty() ? "" : ": " + why);
+    if (options_.user.empty() && why.find("user name is empty") != std::string::npos)
+      return Status::FailedPrecondition("etcd at " + endpoint.Describe() +
+                                        " requires authentication: give [etcd] user and password-file (slotctl: "
+                                        "--etcd-user and --etcd-password-file)");
     if (answer->status == 401 || answer->status == 403)
       return Status::FailedPrecondition(message + " (check [etcd] user and password)");
     return answer->status >= 500 ? Status::Unavailable(message) : Status::Internal(message);

@@ -58,6 +58,8 @@ milliseconds NextBackoff(milliseconds current) {
 
 Status CheckAgentIdFree(const EtcdClient& etcd, const std::string& key, const std::string& lease_file) {
   auto listing = etcd.GetPrefix(key);
+  if (!listing.ok() && listing.status().code() == Status::Code::kFailedPrecondition)
+    return listing.status();  // etcd answered: its refusal (authentication) is the operator's to fix
   if (!listing.ok()) {
     spdlog::warn("etcd: cannot check that {} is free ({}); starting, and registering once etcd answers", key,
                  listing.status().message());

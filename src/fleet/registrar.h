@@ -51,8 +51,9 @@ struct Registration {
 // Whether the agent id of `key` is free in etcd before an agent starts:
 // FailedPrecondition naming the holder's node and address when a live lease
 // other than the one in `lease_file` (the agent's own previous run) holds
-// it; OK when it is free, or when etcd cannot be reached (registration will
-// check again). Registrar::RegisterOnce makes the final, atomic check.
+// it; the error when etcd refuses the agent's credentials; OK when the id is
+// free, or when etcd cannot be reached (registration will check again).
+// Registrar::RegisterOnce makes the final, atomic check.
 Status CheckAgentIdFree(const EtcdClient& etcd, const std::string& key, const std::string& lease_file);
 
 // "registering", "registered", "unreachable", "conflict".

@@ -65,6 +65,20 @@ bool TestEtcd::Start() {
   return false;
 }
 
+bool TestEtcd::EnableAuth(const std::string& password, std::string& error) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"etcdctl", "--endpoints=" + url_, "user", "add", "root:" + password},
+        std::vector<std::string>{"etcdctl", "--endpoints=" + url_, "user", "grant-role", "root", "root"},
+        std::vector<std::string>{"etcdctl", "--endpoints=" + url_, "auth", "enable"}}) {
+    CommandResult result = RunCommand(args);
+    if (result.exit_code != 0) {
+      error = "etcdctl " + args[2] + " " + args[3] + ": " + result.err;
+      return false;
+    }
+  }
+  return true;
+}
+
 void TestEtcd::Stop() {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGKILL);

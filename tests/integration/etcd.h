@@ -24,6 +24,10 @@ class TestEtcd {
   // SIGKILLs it: its clients' connections are refused until Start.
   void Stop();
 
+  // Turns on etcd's authentication with the user root and `password` (etcdctl,
+  // from etcd-client); false with etcdctl's error in `error`.
+  bool EnableAuth(const std::string& password, std::string& error);
+
   bool started() const { return pid_ > 0; }
   std::string log() const;
   // Its client URL, "http://127.0.0.1:<port>".

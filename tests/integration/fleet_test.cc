@@ -331,6 +331,42 @@ TEST(Fleet, OnePrometheusScrapesEveryAgentThroughTheDiscoveryFile) {
   EXPECT_EQ(seen, (std::set<std::pair<std::string, std::string>>{{a.options().id, "node-1"}, {b.options().id, "node-2"}}));
 }
 
+TEST(Fleet, AnEtcdWithAuthenticationTakesTheAgentsCredentials) {
+  TestEtcd etcd;
+  ASSERT_TRUE(etcd.started());
+  std::string error;
+  ASSERT_TRUE(etcd.EnableAuth("s3cret", error)) << error;
+  TempDir dir;
+  WriteFile(dir.path() + "/password", "s3cret\n");
+  WriteFile(dir.path() + "/wrong", "guess\n");
+  AgentOptions o = FleetAgent(etcd, "auth", "node-1", 0);
+  AgentProcess refused([&] {
+    AgentOptions wrong = o;
+    wrong.extra_toml += "user = \"root\"\npassword-file = \"" + dir.path() + "/wrong\"\n";
+    return wrong;
+  }());
+  ASSERT_FALSE(refused.Start());
+  EXPECT_NE(refused.log().find("refused user \"root\""), std::string::npos) << refused.log();
+  EXPECT_NE(refused.log().find("check [etcd] user and password"), std::string::npos) << refused.log();
+
+  o.extra_toml += "user = \"root\"\npassword-file = \"" + dir.path() + "/password\"\n";
+  AgentProcess agent(o);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  EXPECT_EQ(agent.CallJson("GET", "/health", nullptr, 200)["etcd"]["state"], "registered");
+
+  CommandResult anonymous = Slotctl({"cluster", "--etcd", etcd.url(), "--namespace", kNamespace});
+  EXPECT_EQ(anonymous.exit_code, 7) << anonymous.err;
+  EXPECT_NE(anonymous.err.find("requires authentication"), std::string::npos) << anonymous.err;
+  CommandResult listed = Slotctl({"cluster", "--etcd", etcd.url(), "--namespace", kNamespace, "--etcd-user", "root",
+                                  "--etcd-password-file", dir.path() + "/password"});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_NE(listed.out.find(agent.options().id), std::string::npos) << listed.out;
+  // --config reads the agent's [etcd]: endpoints, namespace and credentials.
+  CommandResult from_config = Slotctl({"--config", agent.config_path(), "cluster"});
+  EXPECT_EQ(from_config.exit_code, 0) << from_config.err;
+  EXPECT_NE(from_config.out.find(agent.options().id), std::string::npos) << from_config.out;
+}
+
 TEST(Fleet, ClusterNeedsAnEtcdAndSaysWhenItCannotReachIt) {
   CommandResult none = Slotctl({"cluster"});
   EXPECT_EQ(none.exit_code, 2);
