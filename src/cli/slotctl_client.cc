@@ -85,12 +85,13 @@ std::string ExitStatusHelp() {
          "  0  ok (exec: the command's own exit status)\n"
          "  1  any other failure (a config, token file or claims directory that cannot be read)\n"
          "  2  usage: a wrong command line or option value\n"
-         "  3  the agent cannot be reached: no connection, no answer in time, or HTTP 503\n"
+         "  3  the agent (or etcd) cannot be reached: no connection, no answer in time, or HTTP 503\n"
          "  4  not found (HTTP 404): no such kernel\n"
          "  5  conflict (HTTP 409): the kernel exists with another request, or its state forbids the call\n"
-         "  6  no room (HTTP 422): the resources asked for are not free\n"
+         "  6  no room (HTTP 422): the resources asked for are not free (run --place: on no agent)\n"
          "  7  refused (HTTP 401, 403): the agent wants a token (--token-file), or another one, or its config\n"
-         "     does not allow what was asked (a mount outside [container] mount-allow)\n"
+         "     does not allow what was asked (a mount outside [container] mount-allow); etcd refused\n"
+         "     the credentials\n"
          "  8  bad request (HTTP 400, 413, 414, 431, other 4xx): the agent refused the request\n"
          "  9  agent error (HTTP 500, 504 exec timeout, other statuses) or an answer slotctl cannot read\n";
 }

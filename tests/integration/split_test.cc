@@ -143,19 +143,26 @@ class SplitRecorded : public ::testing::Test {
     return Slotd(args);
   }
 
+  // Runs `slotd split --agents 4 --by numa` of the recorded node into
+  // <dir>/out and `slotd check` of what it wrote; returns the files written.
+  std::vector<std::string> SplitFourByNuma() {
+    const std::string out = dir_.path() + "/out";
+    CommandResult r = Slotd({"split", "--agents", "4", "--by", "numa", "--out", out, "--base-config", base_,
+                             "--sysfs-root", kRecorded});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    const std::vector<std::string> files = TomlFiles(out);
+    CommandResult check = CheckRecorded(files);
+    EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+    return files;
+  }
+
   TempDir dir_;
   std::string base_;
 };
 
 TEST_F(SplitRecorded, ByNumaPlacesEachAgentsCoresAndGpusOnOneNode) {
-  const std::string out = dir_.path() + "/out";
-  CommandResult r = Slotd({"split", "--agents", "4", "--by", "numa", "--out", out, "--base-config", base_,
-                           "--sysfs-root", kRecorded});
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const std::vector<std::string> files = TomlFiles(out);
+  const std::vector<std::string> files = SplitFourByNuma();
   ASSERT_EQ(files.size(), 4u);
-  CommandResult check = CheckRecorded(files);
-  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
 
   HostFacts node;
   node.hostname = "recorded";
@@ -197,7 +204,7 @@ TEST_F(SplitRecorded, ByNumaPlacesEachAgentsCoresAndGpusOnOneNode) {
   EXPECT_EQ(agents_per_numa, (std::map<int, int>{{0, 2}, {1, 2}}));
 
   // Three agents do not divide over two NUMA nodes.
-  r = Slotd({"split", "--agents", "3", "--by", "numa", "--out", dir_.path() + "/three", "--base-config", base_,
+  CommandResult r = Slotd({"split", "--agents", "3", "--by", "numa", "--out", dir_.path() + "/three", "--base-config", base_,
              "--sysfs-root", kRecorded});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("--agents must be a multiple of 2 (2, 4 or 6), not 3"), std::string::npos) << r.err;
@@ -216,14 +223,8 @@ TEST_F(SplitRecorded, AGpuInMigModeIsDividedByItsInstances) {
   WriteFile(nvml_file, nvml.dump());
   setenv("SLOTD_FAKE_NVML_FILE", nvml_file.c_str(), 1);
 
-  const std::string out = dir_.path() + "/out";
-  CommandResult r = Slotd({"split", "--agents", "4", "--by", "numa", "--out", out, "--base-config", base_,
-                           "--sysfs-root", kRecorded});
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const std::vector<std::string> files = TomlFiles(out);
+  const std::vector<std::string> files = SplitFourByNuma();
   ASSERT_EQ(files.size(), 4u);
-  CommandResult check = CheckRecorded(files);
-  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   // NUMA node 1 has GPUs 4-6 whole and GPU 7's three instances, divided
   // slot by slot, each spare to the agent with fewer: 4, 5 and an instance
   // to the one agent, 6 and two instances to the other; GPU 7 is not listed whole.
