@@ -24,6 +24,8 @@ want=$(sort <<'LIST'
 /usr/lib/tmpfiles.d/slotd.conf
 /usr/share/bash-completion/completions/slotctl
 /usr/share/bash-completion/completions/slotd
+/usr/share/doc/slotd/changelog.Debian.gz
+/usr/share/doc/slotd/copyright
 /usr/share/doc/slotd/examples/agent.toml
 /usr/share/doc/slotd/multi-agent.md
 /usr/share/man/man1/slotctl.1.gz
@@ -50,5 +52,6 @@ for exec in $(sed -n 's/^Exec\(Start\|StartPre\)=\([^ ]*\).*/\2/p' "$unit"); do
 done
 out=$("$root/usr/bin/slotd" check "$root/usr/share/doc/slotd/examples/agent.toml" 2>&1) ||
   { echo "FAIL: the example config does not pass slotd check: $out"; fail=1; }
+[[ -d $root/etc/slotd ]] || { echo "FAIL: /etc/slotd, the agents' config directory, is not made"; fail=1; }
 ((fail == 0)) && echo "install: $(wc -l <<<"$got") files, as listed"
 exit $fail
