@@ -101,6 +101,11 @@ std::string RenderMetrics(const StatsSnapshot& snapshot, const MetricsFacts& fac
   const bool swept = snapshot.collected_at_ms > 0;
   const bool attribution = snapshot.attribution_unavailable.empty();
 
+  out.Gauge("slotd_build_info", "Always 1; its labels tell the agent's version, source commit and label format.",
+            {{"version", facts.build.version},
+             {"commit", facts.build.commit},
+             {"label_format", std::to_string(facts.build.label_format)}},
+            1);
   out.Gauge("slotd_engine_reachable", "Whether the container engine answers (1) or not (0), as GET /health says.", {},
             facts.engine_reachable ? 1 : 0);
   out.Gauge("slotd_agent_draining", "Whether the agent is draining: it takes no new kernels (1) or does (0).", {},

@@ -44,6 +44,14 @@ struct MetricsFacts {
     uint64_t keep_alives = 0; // lease renewals so far
   };
   std::optional<Etcd> etcd;
+  // What build the agent is (common/version.h, label::kCurrentFormat): the
+  // labels of slotd_build_info.
+  struct Build {
+    std::string version;
+    std::string commit;
+    int label_format = 0;
+  };
+  Build build;
 };
 
 // The Content-Type of RenderMetrics' text (the exposition format 0.0.4).

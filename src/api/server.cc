@@ -318,6 +318,7 @@ void ApiServer::DescribeAgent(Exchange& ex) const {
   ex.Reply(JsonResponse(200, {{"id", c.agent.id},
                               {"node", c.agent.node},
                               {"version", kSlotdVersion},
+                              {"commit", kSlotdCommit},
                               {"scaling_group", c.agent.scaling_group},
                               {"api_address", host_ + ":" + std::to_string(port_)},
                               {"ipc_base_path", c.agent.ipc_base_path},
@@ -504,6 +505,7 @@ void ApiServer::Metrics(Exchange& ex) const {
       std::count_if(kernels.begin(), kernels.end(), [](const Kernel& k) { return !k.condition.empty(); }));
   facts.engine_reachable = agent_.EngineReachable();
   facts.draining = agent_.Draining().draining;
+  facts.build = {kSlotdVersion, kSlotdCommit, label::kCurrentFormat};
   if (registrar_ != nullptr) {
     const Registration registration = registrar_->State();
     facts.etcd = MetricsFacts::Etcd{registration.phase == Registration::Phase::kRegistered, registration.writes,

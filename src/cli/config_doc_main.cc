@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/version.h"
 #include "config/config_doc.h"
 #include "config/toml_reader.h"
 #include "resources/agent_config.h"
@@ -16,6 +17,7 @@ constexpr const char* kUsage =
     "usage: slotd-config-doc                print the generated parts of docs/config.md\n"
     "       slotd-config-doc --check FILE   exit 1 when FILE's generated parts are not what the tables say\n"
     "       slotd-config-doc --write FILE   rewrite FILE's generated parts from the tables\n"
+    "       slotd-config-doc --man          print the agent.toml(5) manual page (roff) made from the tables\n"
     "The parts sit between <!-- generated:begin NAME --> and <!-- generated:end NAME --> lines;\n"
     "the key tables are declared in src/config/agent_schema.cc and in each device plugin's folder under src/resources/.\n";
 
@@ -71,6 +73,10 @@ int main(int argc, char** argv) {
   if (argc == 1) return Print();
   if (argc == 2 && (mode == "--help" || mode == "-h")) {
     std::cout << kUsage;
+    return 0;
+  }
+  if (argc == 2 && mode == "--man") {
+    std::cout << slotd::RenderManPage(slotd::AgentSchema(), slotd::kSlotdVersion);
     return 0;
   }
   if (argc == 3 && (mode == "--check" || mode == "--write")) return CheckOrWrite(mode, argv[2]);

@@ -11,6 +11,7 @@
 
 #include "cli/slotctl_client.h"
 #include "cli/slotctl_commands.h"
+#include "common/version.h"
 #include "config/defaults.h"
 
 namespace {
@@ -231,6 +232,9 @@ int main(int argc, char** argv) {
   CLI::App app{"slotctl: talk to a slotd agent (its kernels, resources, logs), or list every agent of this node."};
   app.require_subcommand(1);
   app.footer(slotctl::ExitStatusHelp());
+  app.set_version_flag("--version",
+                       std::string("slotctl ") + slotd::kSlotdVersion + " (commit " + slotd::kSlotdCommit + ")",
+                       "print the version and the source commit, and exit");
   Options options;
   AddGlobalFlags(app, options);
   const std::vector<Subcommand> commands = {

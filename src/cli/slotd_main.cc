@@ -17,12 +17,14 @@
 #include "agent/agent.h"
 #include "agent/engine_lease.h"
 #include "agent/foreign_holders.h"
+#include "agent/kernel.h"
 #include "agent/watcher.h"
 #include "api/server.h"
 #include "cli/slotd_split.h"
 #include "common/lock_file.h"
 #include "common/token_file.h"
 #include "common/units.h"
+#include "common/version.h"
 #include "config/config.h"
 #include "config/local_checks.h"
 #include "engine/docker/docker_engine.h"
@@ -247,6 +249,9 @@ int main(int argc, char** argv) {
   CLI::App app{"slotd: a compute-node agent that runs kernels in containers, each with an exclusive slice of the node.\n"
                "Several agents can share one node; see docs/multi-agent.md."};
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", std::string("slotd ") + slotd::kSlotdVersion + " (commit " + slotd::kSlotdCommit +
+                                        "), label format " + std::to_string(slotd::label::kCurrentFormat),
+                       "print the version, the source commit and the container label format, and exit");
   std::string config_path, log_format = "text", log_level = "info";
   auto* config_option = app.add_option("--config,-c", config_path, "run the agent of this agent.toml in the foreground")
                             ->check(CLI::ExistingFile);

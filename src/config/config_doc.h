@@ -28,6 +28,12 @@ std::string RenderKeyTable(const DocTable& table);
 // section and per table nested in a value ("resource.mock.devices").
 std::vector<std::pair<std::string, std::string>> GeneratedDocParts(const Schema& schema);
 
+// The agent.toml(5) manual page, in roff (man(7) macros), made from the
+// same key tables as docs/config.md: one subsection per section and nested
+// table, one entry per key with its type, default and meaning. `version`
+// goes into the page's footer.
+std::string RenderManPage(const Schema& schema, const std::string& version);
+
 // `doc` with each pair of markers rewritten and the text between them
 // replaced by a blank line, its part and a blank line.
 // InvalidArgument naming the line when a marker is unpaired, names an

@@ -300,6 +300,33 @@ TEST(ConfigSchemaTest, RefreshRewritesOnlyTheGeneratedParts) {
   EXPECT_NE(fresh->find("The accepted sections are `[agent]`, `[api]`, "), std::string::npos);
 }
 
+// agent.toml(5) is made from the same tables: each key with its type,
+// default and meaning, the markdown dropped and roff's special characters escaped.
+TEST(ConfigSchemaTest, TheManPageHasEveryKeyInRoff) {
+  ExtraConfig extra;
+  Schema schema;
+  schema.Add(Section(KeyTable<ExtraConfig>{"extra", "[extra]",
+                                           {MemberKey("level", &ExtraConfig::level, IntegerType(),
+                                                      ".dot-led \\ `code` **bold** 2\u00d72 \xff", {}),
+                                            MemberKey("mode", &ExtraConfig::mode, EnumType({"fast", "slow"}),
+                                                      "How.")}},
+                     std::function<ExtraConfig*(Config&, bool)>([&](Config&, bool present) {
+                       return present ? &extra : nullptr;
+                     })));
+  const std::string page = RenderManPage(schema, "9.8.7");
+  EXPECT_EQ(page.find(".TH AGENT.TOML 5 \"\" \"slotd 9.8.7\""), page.find(".TH")) << page;
+  EXPECT_NE(page.find("The accepted sections are [extra].\n"), std::string::npos) << page;
+  EXPECT_NE(page.find(".SS [extra]\n.TP\n.B level\ninteger; default: 3.\n.br\n"
+                      "\\&.dot\\-led \\e code bold 2\\[u00D7]2 ?\n"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find(".TP\n.B mode\nenum; default: \"fast\".\n.br\nHow. One of fast, slow.\n"), std::string::npos)
+      << page;
+  // Only the markdown's own text is left: no backtick and no bold markers.
+  EXPECT_EQ(page.find('`'), std::string::npos);
+  EXPECT_EQ(page.find("**"), std::string::npos);
+}
+
 TEST(ConfigSchemaTest, RefreshRefusesMarkersThatDoNotPair) {
   const std::string doc = DocWithEveryPart("");
   auto error_of = [](const std::string& text) {

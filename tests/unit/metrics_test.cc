@@ -232,6 +232,20 @@ TEST(MetricsTest, AgentDeviceAndStatsSeries) {
   EXPECT_EQ(Named(samples, "slotd_kernels").size(), 5u);
 }
 
+// slotd_build_info is one series of value 1 whose labels are the facts' build.
+TEST(MetricsTest, BuildInfoCarriesVersionCommitAndLabelFormat) {
+  MetricsFacts facts = Facts();
+  facts.build = {"1.2.3", "abc1234-dirty", 7};
+  std::vector<Sample> samples = ParseSamples(RenderMetrics(Snapshot(), facts));
+  std::vector<Sample> info = Named(samples, "slotd_build_info");
+  ASSERT_EQ(info.size(), 1u);
+  EXPECT_DOUBLE_EQ(info[0].value, 1);
+  EXPECT_EQ(info[0].labels.at("version"), "1.2.3");
+  EXPECT_EQ(info[0].labels.at("commit"), "abc1234-dirty");
+  EXPECT_EQ(info[0].labels.at("label_format"), "7");
+  EXPECT_EQ(info[0].labels.at("agent_id"), "a1");
+}
+
 // A kernel has series only while the snapshot has it: nothing is remembered
 // from an earlier scrape.
 TEST(MetricsTest, KernelSeriesOnlyForKernelsInTheSnapshot) {

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# CTest packaging.deb: scripts/package builds the .deb from the build
+# directory's binaries as they are (--no-build), into a scratch directory;
+# lintian finds no error (scripts/package fails on E:); the package's
+# control names the shlibs dependencies, the Recommends and the maintainer
+# scripts; and `dpkg -x` of it holds exactly the files `cmake --install`
+# puts under /usr, plus /etc/slotd.
+# Usage: deb_test.sh REPO_ROOT BUILD_DIR
+set -euo pipefail
+if (($# != 2)); then
+  echo "usage: $0 REPO_ROOT BUILD_DIR" >&2
+  exit 2
+fi
+repo=$1
+build=$(cd "$2" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$repo/scripts/package" --no-build --out "$work/out" "$build" | tee "$work/package.log"
+deb=$(sed -n 's/^package: \(.*\.deb\)$/\1/p' "$work/package.log")
+[[ -f $deb ]] || { echo "FAIL: scripts/package named no .deb"; exit 1; }
+fail=0
+version=$(dpkg-deb -f "$deb" Version)
+arch=$(dpkg-deb -f "$deb" Architecture)
+[[ $(basename "$deb") == "slotd_${version}_${arch}.deb" ]] || { echo "FAIL: $deb is not named slotd_${version}_${arch}.deb"; fail=1; }
+changelog_version=$(sed -n '1s/^slotd (\([^)]*\)).*/\1/p' "$repo/packaging/debian/changelog")
+[[ $version == "$changelog_version" ]] ||
+  { echo "FAIL: the package is $version, packaging/debian/changelog's first entry $changelog_version"; fail=1; }
+grep -q 'libc6' <<<"$(dpkg-deb -f "$deb" Depends)" || { echo "FAIL: Depends lacks the shlibs (libc6)"; fail=1; }
+[[ $(dpkg-deb -f "$deb" Recommends) == "docker.io | docker-ce" ]] || { echo "FAIL: Recommends is not docker.io | docker-ce"; fail=1; }
+dpkg-deb -e "$deb" "$work/control"
+for script in postinst postrm; do
+  [[ -x $work/control/$script ]] || { echo "FAIL: no executable $script"; fail=1; }
+  sh -n "$work/control/$script" || { echo "FAIL: $script does not parse"; fail=1; }
+  ! grep -v '^ *#' "$work/control/$script" | grep -qE 'systemctl +(start|enable|restart|reload-or)' ||
+    { echo "FAIL: $script starts or enables a unit"; fail=1; }
+done
+dpkg -x "$deb" "$work/root"
+DESTDIR=$work/installed cmake --install "$build" --prefix /usr >/dev/null
+list() { (cd "$1" && find . -type f -o -type l | sed 's|^\.||' | sort); }
+if [[ $(list "$work/root") != "$(list "$work/installed")" ]]; then
+  echo "FAIL: the package's files differ from cmake --install's (< package, > install):"
+  diff <(list "$work/root") <(list "$work/installed")
+  fail=1
+fi
+[[ -d $work/root/etc/slotd ]] || { echo "FAIL: the package has no /etc/slotd"; fail=1; }
+# The binaries are stripped in the package and still run.
+"$work/root/usr/bin/slotd" --version >/dev/null || { echo "FAIL: the packaged slotd does not run"; fail=1; }
+((fail == 0)) && echo "deb: $(basename "$deb") lints without errors and holds the installed files"
+exit $fail
