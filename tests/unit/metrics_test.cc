@@ -151,7 +151,10 @@ StatsSnapshot Snapshot() {
 }
 
 MetricsFacts Facts() {
-  return {{{"PREPARING", 0}, {"RUNNING", 2}, {"TERMINATING", 0}, {"TERMINATED", 1}, {"ERROR", 0}}, true, false, 0, {}};
+  MetricsFacts facts;
+  facts.kernels_by_state = {{"PREPARING", 0}, {"RUNNING", 2}, {"TERMINATING", 0}, {"TERMINATED", 1}, {"ERROR", 0}};
+  facts.engine_reachable = true;
+  return facts;
 }
 
 TEST(MetricsTest, EverySeriesHasTheAgentIdAndItsOwnLabels) {
