@@ -18,7 +18,13 @@ namespace {
 
 constexpr uint64_t kGiB = 1ull << 30;
 
-std::vector<int> Cores(const std::string& list) { return *ParseCoreList(list); }
+// The cores of `list` ("0-3,8"); none for "".
+std::vector<int> Cores(const std::string& list) {
+  if (list.empty()) return {};
+  auto cores = ParseCoreList(list);
+  EXPECT_TRUE(cores.ok()) << list << ": " << cores.status().message();
+  return cores.ok() ? *cores : std::vector<int>{};
+}
 
 // One NUMA node 0 with `cores` and `memory`.
 NodeLayout OneNode(const std::string& cores, uint64_t memory) {
