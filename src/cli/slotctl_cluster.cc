@@ -54,7 +54,7 @@ Outcome<Fleet> OpenFleet(const FleetArgs& args, const Options& options) {
   for (const std::string& url : config.endpoints)
     if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
       return Failure{Exit::kUsage, "--etcd " + url + ": expected a URL like http://127.0.0.1:2379"};
-  if (config.key_namespace.size() < 2 || config.key_namespace[0] != '/' || config.key_namespace.back() == '/')
+  if (!slotd::IsKeyNamespace(config.key_namespace))
     return Failure{Exit::kUsage, "--namespace " + config.key_namespace + ": expected a key prefix like /slotd"};
   auto etcd_options = slotd::EtcdOptionsFor(config);
   if (!etcd_options.ok()) return FailureOf(etcd_options.status(), Exit::kUsage);
@@ -213,18 +213,16 @@ int Watch(const Fleet& fleet, Registered known, const ClusterArgs& args, const O
     slotd::Status s = fleet.etcd->WatchPrefix(fleet.prefix, known.revision + 1, on_events, never);
     if (failed) return Report(*failed);
     std::cerr << "slotctl: " << (s.ok() ? "the watch ended" : s.message()) << "; watching again\n";
-    // List again, and report what changed meanwhile as if it had been watched.
-    for (;;) {
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-      Outcome<Registered> now = ReadFleet(fleet);
-      if (!now.ok()) continue;
-      for (const auto& [key, doc] : Registered(known).by_key)
-        if (!now->by_key.count(key)) ApplyChange(known, key, std::nullopt, options);
-      for (const auto& [key, doc] : now->by_key) ApplyChange(known, key, doc, options);
-      known.revision = now->revision;
-      if (auto f = KeepTargets(args.prometheus_sd, known, &targets_written)) return Report(*f);
-      break;
-    }
+    // List again, and report what changed meanwhile as if it had been watched
+    // (while etcd does not answer, the next watch fails and comes back here).
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    Outcome<Registered> now = ReadFleet(fleet);
+    if (!now.ok()) continue;
+    for (const auto& [key, doc] : Registered(known).by_key)  // a copy: ApplyChange erases
+      if (!now->by_key.count(key)) ApplyChange(known, key, std::nullopt, options);
+    for (const auto& [key, doc] : now->by_key) ApplyChange(known, key, doc, options);
+    known.revision = now->revision;
+    if (auto f = KeepTargets(args.prometheus_sd, known, &targets_written)) return Report(*f);
   }
 }
 

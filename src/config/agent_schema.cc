@@ -21,6 +21,10 @@ bool IsValidAgentId(const std::string& id) {
                      [&](char c) { return lower_or_digit(c) || c == '.' || c == '_' || c == '-'; });
 }
 
+bool IsKeyNamespace(const std::string& prefix) {
+  return prefix.size() > 1 && prefix[0] == '/' && prefix.back() != '/';
+}
+
 namespace {
 
 using std::chrono::milliseconds;
@@ -573,7 +577,7 @@ Check<std::string> EtcdUrl() {
 Check<std::string> KeyNamespace() {
   return Rule<std::string>("Starts with `/`, does not end with `/`.",
                            [](const std::string& prefix, const Field&, const ConfigReader&) {
-                             return prefix.size() > 1 && prefix[0] == '/' && prefix.back() != '/'
+                             return IsKeyNamespace(prefix)
                                         ? std::string()
                                         : "\"" + prefix + "\" is not a key prefix; write it as \"/slotd\"";
                            });

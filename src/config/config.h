@@ -32,6 +32,9 @@ namespace slotd {
 // Whether `id` is a valid agent id: [a-z0-9][a-z0-9._-]{0,63}.
 bool IsValidAgentId(const std::string& id);
 
+// Whether `prefix` is an etcd key namespace: "/" and more, not ending in "/".
+bool IsKeyNamespace(const std::string& prefix);
+
 struct AgentConfig {
   std::string id;                 // [a-z0-9][a-z0-9._-]{0,63}
   std::string node;               // default: the host name

@@ -124,11 +124,11 @@ TEST(FleetPlacementTest, WhenNothingFitsTheMessageNamesTheLargestFreeSlice) {
 
 TEST(PrometheusTargetsTest, OneTargetPerAgentWithItsLabelsInIdOrder) {
   std::vector<AgentDocument> agents = {Agent("b", 1, 1), Agent("a", 1, 1)};
-  agents[0].address = "10.0.0.2:6001";
+  agents[0].address = "127.0.0.2:6001";
   const json targets = json::parse(PrometheusTargets(agents));
   ASSERT_EQ(targets.size(), 2u);
   EXPECT_EQ(targets[0]["labels"]["agent_id"], "a");
-  EXPECT_EQ(targets[1], (json{{"targets", {"10.0.0.2:6001"}},
+  EXPECT_EQ(targets[1], (json{{"targets", {"127.0.0.2:6001"}},
                               {"labels", {{"node", "node-b"}, {"agent_id", "b"}, {"scaling_group", "default"}}}}));
   EXPECT_EQ(PrometheusTargets({}), "[]\n");
 }
