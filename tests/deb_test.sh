@@ -4,7 +4,8 @@
 # lintian finds no error (scripts/package fails on E:); the package's
 # control names the shlibs dependencies, the Recommends and the maintainer
 # scripts; and `dpkg -x` of it holds exactly the files `cmake --install`
-# puts under /usr, plus /etc/slotd.
+# puts under /usr, plus /etc/slotd; and systemd-analyze verify accepts the
+# units it installs, with its binaries.
 # Usage: deb_test.sh REPO_ROOT BUILD_DIR
 set -euo pipefail
 if (($# != 2)); then
@@ -43,7 +44,20 @@ if [[ $(list "$work/root") != "$(list "$work/installed")" ]]; then
   fail=1
 fi
 [[ -d $work/root/etc/slotd ]] || { echo "FAIL: the package has no /etc/slotd"; fail=1; }
+# systemd-analyze verify of the installed units with the installed binaries:
+# a root of the package's files plus the system's units (docker.service,
+# multi-user.target) and /bin/kill (the unit's ExecReload).
+verify=$work/verify
+cp -a "$work/root" "$verify"
+mkdir -p "$verify/usr/lib/systemd/system" "$verify/bin"
+cp -a /usr/lib/systemd/system/. "$verify/usr/lib/systemd/system/"
+cp -a "$work/root/usr/lib/systemd/system/." "$verify/usr/lib/systemd/system/"
+cp /bin/kill "$verify/bin/"
+if ! out=$(systemd-analyze verify --root="$verify" slotd@gpu1-a.service slotd.target 2>&1); then
+  echo "FAIL: systemd-analyze verify of the installed units: $out"
+  fail=1
+fi
 # The binaries are stripped in the package and still run.
 "$work/root/usr/bin/slotd" --version >/dev/null || { echo "FAIL: the packaged slotd does not run"; fail=1; }
-((fail == 0)) && echo "deb: $(basename "$deb") lints without errors and holds the installed files"
+((fail == 0)) && echo "deb: $(basename "$deb") lints without errors, holds the installed files, its units verify"
 exit $fail

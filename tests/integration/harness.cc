@@ -220,7 +220,7 @@ bool AgentProcess::Start() {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 2, log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  std::string bin = std::string(SLOTD_BIN_DIR) + "/slotd";
+  std::string bin = options_.binary.empty() ? std::string(SLOTD_BIN_DIR) + "/slotd" : options_.binary;
   std::vector<char*> args = {bin.data(), const_cast<char*>("--config"), config_path_.data(),
                              const_cast<char*>("--log-level"), const_cast<char*>("debug"), nullptr};
   if (posix_spawn(&pid_, bin.c_str(), &actions, nullptr, args.data(), environ) != 0) return false;

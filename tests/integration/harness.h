@@ -104,6 +104,7 @@ struct AgentOptions {
   std::string container_toml; // lines added to the [container] section verbatim
   std::string extra_toml;     // appended verbatim
   std::string docker_host;    // container.docker-host; empty: $DOCKER_HOST
+  std::string binary;         // the slotd to run (an installed one); empty: the build's
 };
 
 // One slotd process with its own directory, config and log.
@@ -114,6 +115,8 @@ class AgentProcess {
 
   // Replaces options().extra_toml and rewrites the config (takes effect at the next Start).
   void SetExtraToml(std::string extra_toml);
+  // Runs `binary` from the next Start on (an upgrade: another slotd, the same agent).
+  void SetBinary(std::string binary) { options_.binary = std::move(binary); }
 
   // Starts slotd and waits until it serves /health; false if it exited first
   // (then exit_code() and log() tell why).

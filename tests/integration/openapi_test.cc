@@ -17,6 +17,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "api/server.h"
+#include "common/version.h"
 #include "integration/etcd.h"
 #include "integration/harness.h"
 #include "testing/eventually.h"
@@ -276,6 +277,10 @@ TEST(OpenApi, TheDocumentListsExactlyTheRoutesTheServerRegisters) {
     for (const auto& [method, operation] : item.items())
       if (kMethods.count(method)) documented.insert(Upper(method) + " " + pattern);
   EXPECT_EQ(documented, registered);
+}
+
+TEST(OpenApi, TheDocumentIsOfThisRelease) {
+  EXPECT_EQ(Document().document()["info"]["version"], kSlotdVersion);
 }
 
 TEST(OpenApi, EveryReferenceResolvesAndEveryErrorAnswerIsTheErrorBody) {
