@@ -52,6 +52,10 @@ class PackageRoot {
     return RunCommand({"dpkg", "--root=" + path(), "--log=" + path() + "/var/log/dpkg.log", "--force-depends",
                        "--force-downgrade", "-i", deb});
   }
+  // dpkg --purge slotd.
+  CommandResult Purge() const {
+    return RunCommand({"dpkg", "--root=" + path(), "--log=" + path() + "/var/log/dpkg.log", "--purge", "slotd"});
+  }
   // The version dpkg records for slotd in this root.
   std::string InstalledVersion() const {
     return RunCommand({"dpkg-query", "--admindir=" + path() + "/var/lib/dpkg", "-W", "-f=${Version}", "slotd"}).out;
@@ -220,6 +224,12 @@ TEST(Upgrade, RollingRestartsAfterAPackageUpgradeAdoptEveryKernelExactly) {
                                   {"resources", {{"cpu", 1}, {"mem", "64m"}, {"mock.device", 2}}}});
     EXPECT_EQ(k["state"], "RUNNING") << k.dump();
   }
+
+  // Purging the package removes its files, never the operator's configs.
+  CommandResult purged = root.Purge();
+  EXPECT_EQ(purged.exit_code, 0) << purged.out << purged.err;
+  EXPECT_FALSE(fs::exists(root.Slotd()));
+  EXPECT_EQ(ReadFile(operator_config), "# an agent of this node, the operator's\n");
 }
 
 // Every container the agent `agent_id` owns, by name, as the engine reports
