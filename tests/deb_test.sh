@@ -4,7 +4,8 @@
 # lintian finds no error (scripts/package fails on E:); the package's
 # control names the shlibs dependencies, the Recommends and the maintainer
 # scripts; and `dpkg -x` of it holds exactly the files `cmake --install`
-# puts under /usr, plus /etc/slotd; and systemd-analyze verify accepts the
+# puts under /usr, plus /etc/slotd; its postinst makes the tmpfiles.d
+# directories in the root $DPKG_ROOT names; and systemd-analyze verify accepts the
 # units it installs, with its binaries.
 # Usage: deb_test.sh REPO_ROOT BUILD_DIR
 set -euo pipefail
@@ -44,6 +45,14 @@ if [[ $(list "$work/root") != "$(list "$work/installed")" ]]; then
   fail=1
 fi
 [[ -d $work/root/etc/slotd ]] || { echo "FAIL: the package has no /etc/slotd"; fail=1; }
+# postinst configure for another root ($DPKG_ROOT, as dpkg gives chrootless
+# scripts) makes the tmpfiles.d directories there, and only there.
+DPKG_ROOT=$work/root sh "$work/control/postinst" configure ||
+  { echo "FAIL: postinst configure failed"; fail=1; }
+for dir in run/slotd run/slotd/node var/lib/slotd; do
+  [[ -d $work/root/$dir ]] || { echo "FAIL: postinst did not make /$dir"; fail=1; }
+done
+rm -rf "$work/root/run" "$work/root/var"
 # systemd-analyze verify of the installed units with the installed binaries:
 # a root of the package's files plus the system's units (docker.service,
 # multi-user.target) and /bin/kill (the unit's ExecReload).
