@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CTest packaging.man_pages: each man page the build writes (slotd.8,
-# slotctl.1, agent.toml.5) renders with groff's man macros without a single
-# warning (-ww), has its NAME section, and agent.toml(5) lists every section
-# of the config tables.
+# slotctl.1, agent.toml.5) renders with groff's man macros, and through
+# man -l, without a single warning (-ww), has its NAME section, and
+# agent.toml(5) lists every section of the config tables.
 # Usage: man_pages_test.sh MAN_DIR SLOTD_CONFIG_DOC
 set -euo pipefail
 if (($# != 2)); then
@@ -11,6 +11,8 @@ if (($# != 2)); then
 fi
 man_dir=$1
 config_doc=$2
+man_warnings=$(mktemp)
+trap 'rm -f "$man_warnings"' EXIT
 fail=0
 for page in slotd.8 slotctl.1 agent.toml.5; do
   file=$man_dir/$page
@@ -26,7 +28,13 @@ for page in slotd.8 slotctl.1 agent.toml.5; do
     echo "$warnings"
     fail=1
   fi
-  text=$(LC_ALL=C.UTF-8 MANWIDTH=100 man -l "$file" 2>&1)
+  # man -l, as a reader would, with every groff warning on: not one either.
+  text=$(LC_ALL=C.UTF-8 MANWIDTH=100 man --warnings=w -l "$file" 2>"$man_warnings")
+  if [[ -s $man_warnings ]]; then
+    echo "FAIL: $page: man -l warns:"
+    cat "$man_warnings"
+    fail=1
+  fi
   if ! grep -q '^NAME' <<<"$text"; then
     echo "FAIL: $page has no NAME section"
     fail=1
