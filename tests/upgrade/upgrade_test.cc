@@ -2,10 +2,10 @@
 // running: the packages of packaging.upgrade_packages (tests/upgrade_packages.sh)
 // are installed with dpkg into a throw-away root, and the agents run the
 // binaries installed there against the real engine at $DOCKER_HOST.
-#include <sys/stat.h>
-
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -38,11 +38,11 @@ std::string PackagePath(const std::string& which) {
 class PackageRoot {
  public:
   PackageRoot() {
-    for (const char* dir : {"/var/lib/dpkg/info", "/var/lib/dpkg/updates", "/var/log", "/bin", "/tmp"})
+    for (const char* dir : {"/var/lib/dpkg/info", "/var/lib/dpkg/updates", "/var/log", "/bin"})
       fs::create_directories(path() + dir);
     WriteFile(path() + "/var/lib/dpkg/status", "");
     fs::copy_file("/usr/bin/busybox", path() + "/bin/busybox");
-    for (const char* applet : {"sh", "rm", "mkdir", "cat"}) fs::create_symlink("busybox", path() + "/bin/" + applet);
+    fs::create_symlink("busybox", path() + "/bin/sh");
   }
   const std::string& path() const { return dir_.path(); }
 
@@ -85,7 +85,7 @@ AgentOptions NodeAgent(const std::string& name, int index, const std::string& cl
 
 // What must not change about a kernel across a restart of its agent: the
 // agent's record (state, allocation, exit code, ports) and the engine's
-// (container id, start time, init pid, restart count).
+// (container id, start time, init pid, whether it runs).
 struct KernelFacts {
   json record;
   std::string container_id;
