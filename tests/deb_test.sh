@@ -4,7 +4,7 @@
 # lintian finds no error (scripts/package fails on E:); the package's
 # control names the shlibs dependencies, the Recommends and the maintainer
 # scripts; and `dpkg -x` of it holds exactly the files `cmake --install`
-# puts under /usr, plus /etc/slotd; its postinst makes the tmpfiles.d
+# puts, /etc/slotd/slotd.env its one conffile; its postinst makes the tmpfiles.d
 # directories in the root $DPKG_ROOT names; and systemd-analyze verify accepts the
 # units it installs, with its binaries.
 # Usage: deb_test.sh REPO_ROOT BUILD_DIR
@@ -45,6 +45,9 @@ if [[ $(list "$work/root") != "$(list "$work/installed")" ]]; then
   fail=1
 fi
 [[ -d $work/root/etc/slotd ]] || { echo "FAIL: the package has no /etc/slotd"; fail=1; }
+# Its one conffile is the options of every agent; the agents' own configs are never shipped.
+[[ $(cat "$work/control/conffiles" 2>/dev/null) == /etc/slotd/slotd.env ]] ||
+  { echo "FAIL: the package's conffiles are not exactly /etc/slotd/slotd.env"; fail=1; }
 # postinst configure for another root ($DPKG_ROOT, as dpkg gives chrootless
 # scripts) makes the tmpfiles.d directories there, and only there.
 DPKG_ROOT=$work/root sh "$work/control/postinst" configure ||

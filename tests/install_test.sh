@@ -16,6 +16,7 @@ trap 'rm -rf "$root"' EXIT
 DESTDIR=$root cmake --install "$build" --prefix /usr >/dev/null
 
 want=$(sort <<'LIST'
+/etc/slotd/slotd.env
 /usr/bin/slotctl
 /usr/bin/slotd
 /usr/lib/slotd/slotd-check-node
@@ -53,5 +54,11 @@ done
 out=$("$root/usr/bin/slotd" check "$root/usr/share/doc/slotd/examples/agent.toml" 2>&1) ||
   { echo "FAIL: the example config does not pass slotd check: $out"; fail=1; }
 [[ -d $root/etc/slotd ]] || { echo "FAIL: /etc/slotd, the agents' config directory, is not made"; fail=1; }
+# The unit reads the options of every agent from the installed slotd.env,
+# which sets them to none.
+grep -qx 'EnvironmentFile=-/etc/slotd/slotd.env' "$unit" || { echo "FAIL: slotd@.service does not read /etc/slotd/slotd.env"; fail=1; }
+grep -q 'ExecStart=.* \$SLOTD_OPTIONS$' "$unit" || { echo "FAIL: slotd@.service does not pass \$SLOTD_OPTIONS"; fail=1; }
+options=$(env -i sh -c ". '$root/etc/slotd/slotd.env' && echo \"[\$SLOTD_OPTIONS]\"")
+[[ $options == "[]" ]] || { echo "FAIL: slotd.env sets SLOTD_OPTIONS to $options, not to nothing"; fail=1; }
 ((fail == 0)) && echo "install: $(wc -l <<<"$got") files, as listed"
 exit $fail

@@ -166,7 +166,7 @@ TEST(Upgrade, RollingRestartsAfterAPackageUpgradeAdoptEveryKernelExactly) {
   const std::string old_version = Release(root.InstalledVersion());
   ASSERT_NE(old_version, std::string(kSlotdVersion)) << "the previous release must be another version";
   EXPECT_EQ(RunCommand({root.Slotd(), "--version"}).out.rfind("slotd " + old_version + " ", 0), 0u);
-  // An operator's config in /etc/slotd: the package never ships or changes one.
+  // An agent's config in /etc/slotd, the operator's: the package never ships or changes one.
   const std::string operator_config = root.path() + "/etc/slotd/gpu1-a.toml";
   WriteFile(operator_config, "# an agent of this node, the operator's\n");
 
@@ -225,10 +225,19 @@ TEST(Upgrade, RollingRestartsAfterAPackageUpgradeAdoptEveryKernelExactly) {
     EXPECT_EQ(k["state"], "RUNNING") << k.dump();
   }
 
-  // Purging the package removes its files, never the operator's configs.
+  // /etc/slotd/slotd.env is the package's conffile: an operator's edit
+  // survives installing the package again; purging removes it, and never
+  // touches the agents' configs.
+  const std::string options_file = root.path() + "/etc/slotd/slotd.env";
+  ASSERT_TRUE(fs::exists(options_file));
+  WriteFile(options_file, "SLOTD_OPTIONS=\"--log-level debug\"\n");
+  installed = root.Install(current);
+  ASSERT_EQ(installed.exit_code, 0) << installed.out << installed.err;
+  EXPECT_EQ(ReadFile(options_file), "SLOTD_OPTIONS=\"--log-level debug\"\n");
   CommandResult purged = root.Purge();
   EXPECT_EQ(purged.exit_code, 0) << purged.out << purged.err;
   EXPECT_FALSE(fs::exists(root.Slotd()));
+  EXPECT_FALSE(fs::exists(options_file));
   EXPECT_EQ(ReadFile(operator_config), "# an agent of this node, the operator's\n");
 }
 
