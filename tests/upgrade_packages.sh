@@ -40,7 +40,8 @@ if ! ls "$previous"/slotd_"$version"-*.deb >/dev/null 2>&1; then
   git -C "$previous/src" checkout -q --detach "$commit"
   echo "building release $version ($commit) in $previous/src/build"
   cmake -S "$previous/src" -B "$previous/src/build" -G Ninja -DCMAKE_BUILD_TYPE=None \
-    "-DCMAKE_CXX_FLAGS=-O0 -g0" -DSLOTD_BUILD_TESTS=OFF >"$previous/cmake.log"
+    "-DCMAKE_CXX_FLAGS=-O0 -g0" -DSLOTD_BUILD_TESTS=OFF >"$previous/cmake.log" 2>&1 ||
+    { tail -n 40 "$previous/cmake.log"; echo "FAIL: release $version did not configure"; exit 1; }
   if ! "$previous/src/scripts/package" --out "$previous" "$previous/src/build" >"$previous/package.log" 2>&1; then
     tail -n 40 "$previous/package.log"
     echo "FAIL: release $version did not build or package (log: $previous/package.log)"
