@@ -60,10 +60,9 @@ rm -rf "$work/root/run" "$work/root/var"
 # a root of the package's files plus the system's units (docker.service,
 # multi-user.target) and /bin/kill (the unit's ExecReload).
 verify=$work/verify
-cp -a "$work/root" "$verify"
 mkdir -p "$verify/usr/lib/systemd/system" "$verify/bin"
 cp -a /usr/lib/systemd/system/. "$verify/usr/lib/systemd/system/"
-cp -a "$work/root/usr/lib/systemd/system/." "$verify/usr/lib/systemd/system/"
+cp -a "$work/root/." "$verify/"  # over the system's: its own units win
 cp /bin/kill "$verify/bin/"
 if ! out=$(systemd-analyze verify --root="$verify" slotd@gpu1-a.service slotd.target 2>&1); then
   echo "FAIL: systemd-analyze verify of the installed units: $out"

@@ -115,8 +115,6 @@ class AgentProcess {
 
   // Replaces options().extra_toml and rewrites the config (takes effect at the next Start).
   void SetExtraToml(std::string extra_toml);
-  // Runs `binary` from the next Start on (an upgrade: another slotd, the same agent).
-  void SetBinary(std::string binary) { options_.binary = std::move(binary); }
 
   // Starts slotd and waits until it serves /health; false if it exited first
   // (then exit_code() and log() tell why).

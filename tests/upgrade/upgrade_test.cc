@@ -24,13 +24,6 @@ namespace fs = std::filesystem;
 
 const std::string kPackages = SLOTD_UPGRADE_PACKAGES_DIR;
 
-// The package of the previous release and this build's, or empty (and the
-// test skips) when packaging.upgrade_packages could not make them.
-std::string PackagePath(const std::string& which) {
-  std::string path = kPackages + "/" + which + ".deb";
-  return fs::exists(path) ? path : "";
-}
-
 // A throw-away root that dpkg installs packages into, as on a node: its own
 // dpkg database, and a static busybox as /bin/sh, because dpkg runs the
 // maintainer scripts chrooted into the root. Nothing in it runs systemd, so
@@ -46,16 +39,12 @@ class PackageRoot {
   }
   const std::string& path() const { return dir_.path(); }
 
-  // dpkg -i of `deb` (an upgrade or a downgrade over what is installed).
-  // The root holds no libc package, hence --force-depends.
-  CommandResult Install(const std::string& deb) const {
-    return RunCommand({"dpkg", "--root=" + path(), "--log=" + path() + "/var/log/dpkg.log", "--force-depends",
-                       "--force-downgrade", "-i", deb});
-  }
+  // dpkg -i of `deb` (an upgrade or a downgrade over what is installed);
+  // a failure carries dpkg's output. The root holds no libc package, hence
+  // --force-depends.
+  ::testing::AssertionResult Install(const std::string& deb) const { return Dpkg({"--force-depends", "-i", deb}); }
   // dpkg --purge slotd.
-  CommandResult Purge() const {
-    return RunCommand({"dpkg", "--root=" + path(), "--log=" + path() + "/var/log/dpkg.log", "--purge", "slotd"});
-  }
+  ::testing::AssertionResult Purge() const { return Dpkg({"--purge", "slotd"}); }
   // The version dpkg records for slotd in this root.
   std::string InstalledVersion() const {
     return RunCommand({"dpkg-query", "--admindir=" + path() + "/var/lib/dpkg", "-W", "-f=${Version}", "slotd"}).out;
@@ -64,6 +53,13 @@ class PackageRoot {
   std::string Slotctl() const { return path() + "/usr/bin/slotctl"; }
 
  private:
+  ::testing::AssertionResult Dpkg(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"dpkg", "--root=" + path(), "--log=" + path() + "/var/log/dpkg.log"});
+    CommandResult result = RunCommand(args);
+    if (result.exit_code == 0) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "dpkg exited " << result.exit_code << ": " << result.out << result.err;
+  }
+
   TempDir dir_;
 };
 
@@ -156,13 +152,22 @@ void StopCleanly(AgentProcess& agent) {
   EXPECT_EQ(agent.exit_code(), 0) << agent.log();
 }
 
-TEST(Upgrade, RollingRestartsAfterAPackageUpgradeAdoptEveryKernelExactly) {
-  const std::string previous = PackagePath("previous"), current = PackagePath("current");
-  if (previous.empty() || current.empty())
-    GTEST_SKIP() << "no packages in " << kPackages << " (see packaging.upgrade_packages)";
+// Each test: the packages of packaging.upgrade_packages (skipped when it
+// could not make them) and a fresh root to install them into.
+class Upgrade : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(previous) || !fs::exists(current))
+      GTEST_SKIP() << "no packages in " << kPackages << " (see packaging.upgrade_packages)";
+  }
+
+  const std::string previous = kPackages + "/previous.deb";  // the previous release's
+  const std::string current = kPackages + "/current.deb";    // this build's
   PackageRoot root;
-  CommandResult installed = root.Install(previous);
-  ASSERT_EQ(installed.exit_code, 0) << installed.out << installed.err;
+};
+
+TEST_F(Upgrade, RollingRestartsAfterAPackageUpgradeAdoptEveryKernelExactly) {
+  ASSERT_TRUE(root.Install(previous));
   const std::string old_version = Release(root.InstalledVersion());
   ASSERT_NE(old_version, std::string(kSlotdVersion)) << "the previous release must be another version";
   EXPECT_EQ(RunCommand({root.Slotd(), "--version"}).out.rfind("slotd " + old_version + " ", 0), 0u);
@@ -188,8 +193,7 @@ TEST(Upgrade, RollingRestartsAfterAPackageUpgradeAdoptEveryKernelExactly) {
 
   // The new package over the old one, as apt does; the agents keep running
   // the old binary until each is restarted.
-  installed = root.Install(current);
-  ASSERT_EQ(installed.exit_code, 0) << installed.out << installed.err;
+  ASSERT_TRUE(root.Install(current));
   EXPECT_EQ(Release(root.InstalledVersion()), kSlotdVersion);
   EXPECT_EQ(RunCommand({root.Slotd(), "--version"}).out.rfind(std::string("slotd ") + kSlotdVersion + " ", 0), 0u);
   EXPECT_EQ(ReadFile(operator_config), "# an agent of this node, the operator's\n");
@@ -231,11 +235,9 @@ TEST(Upgrade, RollingRestartsAfterAPackageUpgradeAdoptEveryKernelExactly) {
   const std::string options_file = root.path() + "/etc/slotd/slotd.env";
   ASSERT_TRUE(fs::exists(options_file));
   WriteFile(options_file, "SLOTD_OPTIONS=\"--log-level debug\"\n");
-  installed = root.Install(current);
-  ASSERT_EQ(installed.exit_code, 0) << installed.out << installed.err;
+  ASSERT_TRUE(root.Install(current));
   EXPECT_EQ(ReadFile(options_file), "SLOTD_OPTIONS=\"--log-level debug\"\n");
-  CommandResult purged = root.Purge();
-  EXPECT_EQ(purged.exit_code, 0) << purged.out << purged.err;
+  EXPECT_TRUE(root.Purge());
   EXPECT_FALSE(fs::exists(root.Slotd()));
   EXPECT_FALSE(fs::exists(options_file));
   EXPECT_EQ(ReadFile(operator_config), "# an agent of this node, the operator's\n");
@@ -282,13 +284,8 @@ Labels LabelsOfALaterFormat(const std::string& container_id, const std::string& 
   return labels;
 }
 
-TEST(Upgrade, DowngradeKeepsKernelsOfItsFormatAndRefusesANewerFormatTouchingNothing) {
-  const std::string previous = PackagePath("previous"), current = PackagePath("current");
-  if (previous.empty() || current.empty())
-    GTEST_SKIP() << "no packages in " << kPackages << " (see packaging.upgrade_packages)";
-  PackageRoot root;
-  CommandResult installed = root.Install(current);
-  ASSERT_EQ(installed.exit_code, 0) << installed.out << installed.err;
+TEST_F(Upgrade, DowngradeKeepsKernelsOfItsFormatAndRefusesANewerFormatTouchingNothing) {
+  ASSERT_TRUE(root.Install(current));
   TempDir claims;
   AgentProcess agent(NodeAgent("down", 0, claims.path(), root.Slotd()));
   ASSERT_TRUE(agent.Start()) << agent.log();
@@ -298,8 +295,7 @@ TEST(Upgrade, DowngradeKeepsKernelsOfItsFormatAndRefusesANewerFormatTouchingNoth
   // The previous release reads this version's labels (the same format):
   // a downgrade keeps every kernel.
   StopCleanly(agent);
-  installed = root.Install(previous);
-  ASSERT_EQ(installed.exit_code, 0) << installed.out << installed.err;
+  ASSERT_TRUE(root.Install(previous));
   ASSERT_TRUE(agent.Start()) << agent.log();
   EXPECT_NE(AgentVersion(agent), kSlotdVersion);
   EXPECT_EQ(Facts(agent), before);
