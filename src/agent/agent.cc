@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <ctime>
+#include <fstream>
+#include <sstream>
 
 #include <spdlog/spdlog.h>
 
 #include "common/units.h"
 #include "common/version.h"
+#include "config/local_checks.h"
 #include "agent/mounts.h"
 #include "resources/device_kinds.h"
 
@@ -65,6 +68,7 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       boards_(BoardsOf(plugins_)),
       record_path_(config_.agent.var_base_path.empty() ? "" : config_.agent.var_base_path + "/state.json"),
       scratch_(ScratchRoot(config_)),
+      mount_stage_(config_.agent.ipc_base_path + "/mounts"),
       puller_(engine, hub, config_.agent.id,
               ImagePuller::Limits{config_.container.pull_timeout, config_.container.pull_stall_timeout},
               RegistryCredentials()),
@@ -168,7 +172,8 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
                                      ": selects devices, so the agent sets it from the kernel's allocation; it may "
                                      "not be overridden. Ask for devices in resources instead");
   }
-  Result<std::vector<Mount>> mounts = ResolveMounts(request.mounts, config_.container.mount_allow);
+  Result<std::vector<ResolvedMount>> mounts =
+      ResolveMounts(request.mounts, config_.container.mount_allow, AgentOwnPaths(config_));
   if (!mounts.ok()) return mounts.status();
   const PullPolicy agent_policy = ParsePullPolicy(config_.container.auto_pull).value_or(PullPolicy::kNone);
   if (request.pull && *request.pull < agent_policy)
@@ -233,10 +238,10 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
     pending->canonical = request.Canonical();
     pending_creates_[request.kernel_id] = pending;
   }
-  Status image_ready = PrepareImage(request, policy);
+  Result<std::string> image_user = PrepareImage(request, policy);
   kernel.state = KernelState::kPreparing;
-  Result<CreateOutcome> outcome =
-      image_ready.ok() ? CreateContainer(request, kernel, *mounts) : Result<CreateOutcome>(image_ready);
+  Result<CreateOutcome> outcome = image_user.ok() ? CreateContainer(request, kernel, *image_user, *mounts)
+                                                  : Result<CreateOutcome>(image_user.status());
   MutexLock lock(mutex_);
   pending->outcome = outcome;
   pending->done = true;
@@ -245,42 +250,100 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
   return outcome;
 }
 
-Status Agent::PrepareImage(const CreateRequest& request, PullPolicy policy) {
+Result<std::string> Agent::PrepareImage(const CreateRequest& request, PullPolicy policy) {
   Result<std::optional<ImageInfo>> image = puller_.Ensure(request.image, policy);
-  const Status ready = image.ok() ? CheckUser(request.image, *image) : image.status();
+  Result<ImageInfo> info = !image.ok() ? Result<ImageInfo>(image.status())
+                           : *image    ? Result<ImageInfo>(**image)
+                                       : engine_.InspectImage(request.image);
+  if (!info.ok() && info.status().code() == Status::Code::kNotFound)
+    info = ImageMissing(request.image, info.status());
+  const Status ready = info.ok() ? CheckUser(request.image, info->user) : info.status();
   if (!ready.ok()) return AbandonReservation(request.kernel_id, ready);
   image_gc_.RecordUse(request.image, static_cast<int64_t>(std::time(nullptr)));
   MutexLock lock(mutex_);
   if (Kernel* k = Find(request.kernel_id)) k->state = KernelState::kPreparing;
+  return info->user;
+}
+
+namespace {
+
+constexpr char kRootAdvice[] =
+    "; set [container] kernel-uid (and kernel-gid) to run kernels as a user, or allow-root = true to let them run as "
+    "root";
+
+// The refusal of `image`, whose user `user` is uid 0 (`how`: where that comes from).
+Status RunsAsRoot(const std::string& image, const std::string& user, const std::string& how) {
+  return Status::PermissionDenied("image " + image + " runs as root (" +
+                                  (user.empty() ? std::string("it names no user")
+                                                : "its user \"" + user + "\" is uid 0" + how) +
+                                  ") and [container] allow-root is false" + kRootAdvice);
+}
+
+}  // namespace
+
+Status Agent::CheckUser(const std::string& image, const std::string& user) {
+  const ContainerConfig& c = config_.container;
+  if (c.allow_root) return Status::Ok();
+  if (c.kernel_uid) {
+    if (*c.kernel_uid != 0) return Status::Ok();
+    return Status::PermissionDenied(std::string("[container] kernel-uid = 0 runs kernels as root, and allow-root is false") +
+                                    kRootAdvice);
+  }
+  // Without the image's files: a name is decided once its container exists (ResolveRunAs).
+  Result<RunAs> bare = ResolveUser(user, "", "");
+  if (bare.ok() && bare->uid == 0) return RunsAsRoot(image, user, "");
   return Status::Ok();
 }
 
-Status Agent::CheckUser(const std::string& image, const std::optional<ImageInfo>& known) {
-  const ContainerConfig& c = config_.container;
-  if (c.allow_root) return Status::Ok();
-  const std::string advice =
-      "; set [container] kernel-uid (and kernel-gid) to run kernels as a user, or allow-root = true to let them run "
-      "as root";
-  if (c.kernel_uid) {
-    if (*c.kernel_uid != 0) return Status::Ok();
-    return Status::PermissionDenied("[container] kernel-uid = 0 runs kernels as root, and allow-root is false" + advice);
+Result<RunAs> Agent::ResolveRunAs(const std::string& container_id, const std::string& image, const std::string& user) {
+  // Longer files than this are no user database an image means.
+  constexpr size_t kMaxUserFile = 4u << 20;
+  std::string files[2];
+  const char* const paths[2] = {"/etc/passwd", "/etc/group"};
+  for (int i = 0; i < 2; ++i) {
+    Result<std::string> text = engine_.ReadFile(container_id, paths[i], kMaxUserFile);
+    if (text.ok()) {
+      files[i] = std::move(*text);
+    } else if (text.status().code() != Status::Code::kNotFound) {
+      return text.status().WithPrefix("deciding the user image " + image + " runs as");
+    }
   }
-  Result<ImageInfo> info = known ? Result<ImageInfo>(*known) : engine_.InspectImage(image);
-  if (!info.ok()) {
-    if (info.status().code() != Status::Code::kNotFound) return info.status();
-    return ImageMissing(image, info.status());
+  Result<RunAs> run_as = ResolveUser(user, files[0], files[1]);
+  if (!run_as.ok()) return run_as.status().WithPrefix("image " + image);
+  if (run_as->uid == 0 && !config_.container.allow_root)
+    return RunsAsRoot(image, user, NumericId(user.substr(0, user.find(':'))) ? "" : " in the image's /etc/passwd");
+  return run_as;
+}
+
+Status Agent::VerifyStarted(const std::string& container_id, const std::vector<ResolvedMount>& mounts) {
+  if (mounts.empty() && config_.container.allow_root) return Status::Ok();  // nothing to check
+  Result<ContainerInfo> info = engine_.Inspect(container_id);
+  if (!info.ok()) return info.status().WithPrefix("checking the started container");
+  if (Status s = VerifyMounted(info->pid, mounts); !s.ok()) return s;
+  if (config_.container.allow_root || info->pid <= 0) return Status::Ok();
+  std::ifstream file("/proc/" + std::to_string(info->pid) + "/status");
+  std::stringstream status;
+  status << file.rdbuf();
+  const std::optional<std::array<int64_t, 4>> uids = StatusUids(status.str());
+  if (!uids) return Status::Ok();  // it ended meanwhile: nothing runs as anyone
+  for (const int64_t uid : *uids) {
+    if (uid == 0)
+      return Status::PermissionDenied("the kernel's first process (pid " + std::to_string(info->pid) +
+                                      ") runs as root, and [container] allow-root is false; the kernel is not kept" +
+                                      kRootAdvice);
   }
-  const std::string name = info->user.substr(0, info->user.find(':'));
-  if (!name.empty() && name != "root" && name != "0") return Status::Ok();
-  return Status::PermissionDenied("image " + image + " runs as root (" +
-                                  (info->user.empty() ? std::string("it names no user")
-                                                      : "its user is \"" + info->user + "\"") +
-                                  ") and [container] allow-root is false" + advice);
+  return Status::Ok();
+}
+
+void Agent::RemoveKernelFiles(const std::string& kernel_id) {
+  if (Status removed = scratch_.Remove(kernel_id); !removed.ok())
+    spdlog::error("kernel {}: {}", kernel_id, removed.message());
+  if (Status removed = mount_stage_.Remove(kernel_id); !removed.ok())
+    spdlog::error("kernel {}: {}", kernel_id, removed.message());
 }
 
 Status Agent::AbandonReservation(const std::string& kernel_id, const Status& why) {
-  if (Status removed = scratch_.Remove(kernel_id); !removed.ok())
-    spdlog::error("kernel {}: {}", kernel_id, removed.message());
+  RemoveKernelFiles(kernel_id);
   MutexLock lock(mutex_);
   if (Kernel* k = Find(kernel_id)) FreeResources(*k);
   kernels_.erase(kernel_id);
@@ -289,7 +352,8 @@ Status Agent::AbandonReservation(const std::string& kernel_id, const Status& why
 }
 
 Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request, const Kernel& kernel,
-                                                    const std::vector<Mount>& mounts) {
+                                                    const std::string& image_user,
+                                                    const std::vector<ResolvedMount>& mounts) {
 
   ContainerSpec spec;
   spec.name = ContainerName(config_.agent.id, request.kernel_id);
@@ -301,6 +365,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   spec.log_max_bytes = config_.container.log_max_size;
   spec.shm_bytes = request.resources.ShmBytes();
   spec.ulimits = config_.container.ulimits;
+  spec.no_new_privileges = !config_.container.allow_root;  // no set-uid way to root
   for (const auto& [name, value] : request.env) spec.env.push_back(name + "=" + value);
   spec.env.push_back("SLOTD_KERNEL_ID=" + request.kernel_id);
   spec.env.push_back("SLOTD_AGENT_ID=" + config_.agent.id);
@@ -322,8 +387,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     if (!removed.ok() && removed.code() != Status::Code::kNotFound)
       spdlog::error("kernel {}: could not remove its half-created container {}: {}", request.kernel_id, container_id,
                     removed.message());
-    if (Status removed_scratch = scratch_.Remove(request.kernel_id); !removed_scratch.ok())
-      spdlog::error("kernel {}: {}", request.kernel_id, removed_scratch.message());
+    RemoveKernelFiles(request.kernel_id);
     MutexLock lock(mutex_);
     Forget(request.kernel_id, "could not start: " + why.message());
     return why;
@@ -343,7 +407,9 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     if (!scratch.ok()) return abandon(scratch.status(), "");
     spec.mounts.push_back({Mount::Type::kBind, *scratch, kScratchTarget, false, 0});
   }
-  spec.mounts.insert(spec.mounts.end(), mounts.begin(), mounts.end());
+  Result<std::vector<Mount>> staged = mount_stage_.Bind(request.kernel_id, mounts);
+  if (!staged.ok()) return abandon(staged.status(), "");
+  spec.mounts.insert(spec.mounts.end(), staged->begin(), staged->end());
 
   auto created = engine_.Create(spec);
   if (!created.ok()) {
@@ -363,7 +429,16 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     k->container_seq = ++seq_;
   }
   Emit("kernel_created", kernel);
+  if (!owner) {
+    Result<RunAs> run_as = ResolveRunAs(*created, request.image, image_user);
+    if (!run_as.ok()) return abandon(run_as.status(), *created);
+    if (config_.container.scratch_type != "tmpfs") {
+      if (Status s = scratch_.GiveTo(request.kernel_id, {run_as->uid, run_as->gid}); !s.ok())
+        return abandon(s, *created);
+    }
+  }
   if (Status s = engine_.Start(*created); !s.ok()) return abandon(s.WithPrefix("starting the container"), *created);
+  if (Status s = VerifyStarted(*created, mounts); !s.ok()) return abandon(s, *created);
 
   MutexLock lock(mutex_);
   Kernel* k = Find(request.kernel_id);
@@ -477,7 +552,7 @@ Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
   final_record.holds_resources = false;
   Forget(kernel_id, "deleted");
   lock.Unlock();
-  if (Status s = scratch_.Remove(kernel_id); !s.ok()) spdlog::error("kernel {} deleted, but {}", kernel_id, s.message());
+  RemoveKernelFiles(kernel_id);
   return final_record;
 }
 
@@ -677,8 +752,9 @@ void Agent::ConfirmDeath(const std::string& kernel_id, const EngineEvent& event)
   MutexLock lock(mutex_);
   Kernel* k = Find(kernel_id);
   if (EventStepFor(k, event) != reconcile::EventStep::kCheckDeath) return;  // changed meanwhile
-  std::string reason = k->reason == "out of memory" ? k->reason
-                                                    : "exited with code " + (code ? std::to_string(*code) : "?");
+  // Killed (137) after the engine reported a kill for lack of memory: that was its end.
+  std::string reason = k->oom_kills > 0 && code == 137 ? "out of memory"
+                                                       : "exited with code " + (code ? std::to_string(*code) : "?");
   MarkTerminated(*k, code, reason);
 }
 
@@ -753,7 +829,9 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
     case reconcile::EventStep::kRelist:
       return true;
     case reconcile::EventStep::kNoteOom:
-      k->reason = "out of memory";
+      ++k->oom_kills;
+      spdlog::warn("kernel {}: a process was killed for lack of memory", *kernel_id);
+      Emit("kernel_condition", *k, {{"condition", json(k->Conditions())}});
       return false;
     case reconcile::EventStep::kResume:
       Resume(*k, "started outside slotd");
@@ -777,13 +855,21 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
 void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
   for (const std::string& kernel_id : kernel_ids) {
     std::string container_id;
+    std::string image;
     {
       MutexLock lock(mutex_);
       Kernel* k = Find(kernel_id);
       if (!k || k->state != KernelState::kPreparing) continue;
       container_id = k->container_id;
+      image = k->request.image;
     }
-    const Status started = engine_.Start(container_id);
+    // The agent may have stopped before it decided the user: decide it now.
+    Status cleared = Status::Ok();
+    if (!config_.container.allow_root && !config_.container.kernel_uid) {
+      Result<ImageInfo> info = engine_.InspectImage(image);
+      cleared = info.ok() ? ResolveRunAs(container_id, image, info->user).status() : info.status();
+    }
+    const Status started = cleared.ok() ? engine_.Start(container_id) : cleared;
     MutexLock lock(mutex_);
     Kernel* k = Find(kernel_id);
     if (!k || k->container_id != container_id || k->state != KernelState::kPreparing) continue;
@@ -945,12 +1031,14 @@ Status Agent::Converge(bool at_start) {
   for (const auto& [kernel_id, container_id] : to_check) CheckDrift(kernel_id, container_id);
   // Scratch of no kernel (its container vanished, or the agent died while
   // deleting it) goes; that of any container listed as ours stays.
-  scratch_.Collect([&]() EXCLUDES(mutex_) {
+  auto kept = [&]() EXCLUDES(mutex_) {
     std::set<std::string> keep = listed_kernels;
     MutexLock lock(mutex_);
     for (const auto& [id, kernel] : kernels_) keep.insert(id);
     return keep;
-  });
+  };
+  scratch_.Collect(kept);
+  mount_stage_.Collect(kept);
   RecordEngineAnswer(true);
   last_sync_ns_ = clock_.Now().time_since_epoch().count();
   return Status::Ok();

@@ -24,7 +24,10 @@
 #include "agent/event_hub.h"
 #include "agent/image_gc.h"
 #include "agent/image_puller.h"
+#include "agent/image_user.h"
 #include "agent/kernel.h"
+#include "agent/mount_stage.h"
+#include "agent/mounts.h"
 #include "agent/reconcile.h"
 #include "agent/scratch.h"
 #include "common/clock.h"
@@ -219,21 +222,35 @@ class Agent {
   // Publishes a device event (not about a kernel).
   void EmitDevice(const char* type, const std::string& plugin, nlohmann::json extra);
   // Brings the image of `kernel`, reserved PULLING by CreateKernel, onto the
-  // node as `policy` asks and checks the user it would run as; then the
-  // kernel is PREPARING. On failure, undoes the reservation.
-  Status PrepareImage(const CreateRequest& request, PullPolicy policy);
+  // node as `policy` asks and checks the user it would run as (CheckUser);
+  // then the kernel is PREPARING. Returns the image's user (Config.User).
+  // On failure, undoes the reservation.
+  Result<std::string> PrepareImage(const CreateRequest& request, PullPolicy policy);
   // The refusal of a kernel that would run as root without [container]
-  // allow-root, from the user its image runs as (`known`: the image as the
-  // engine has it, when already read); OK when it would not.
-  Status CheckUser(const std::string& image, const std::optional<ImageInfo>& known);
+  // allow-root, where it is sure before a container exists: kernel-uid 0, or
+  // an image `user` that is root without a look at the image's files (none,
+  // "0", "00", "+0:5"...). OK otherwise; ResolveRunAs decides the rest.
+  Status CheckUser(const std::string& image, const std::string& user);
+  // The uid and gid the created, not started, container `container_id` of
+  // `image` will run as, its image's user `user` resolved through the
+  // image's own /etc/passwd and /etc/group (ResolveUser); the refusal when
+  // that is root and [container] allow-root is false.
+  Result<RunAs> ResolveRunAs(const std::string& container_id, const std::string& image, const std::string& user);
+  // After a start: what the kernel's first process sees at each mount is
+  // what was checked (VerifyMounted), and it does not run as root unless
+  // allowed (its uids in /proc). kPermissionDenied saying which.
+  Status VerifyStarted(const std::string& container_id, const std::vector<ResolvedMount>& mounts);
+  // Removes `kernel_id`'s scratch and its mounts' binds, logging what fails.
+  void RemoveKernelFiles(const std::string& kernel_id);
   // Undoes CreateKernel's reservation of a kernel that has no container yet:
   // its scratch, its resources, its entry. Returns `why`.
   Status AbandonReservation(const std::string& kernel_id, const Status& why) EXCLUDES(mutex_);
   // Builds, creates and starts the container of `kernel`, already reserved
   // (PREPARING) by CreateKernel; on failure, undoes the reservation.
-  // `mounts`: the request's mounts, resolved (ResolveMounts).
+  // `image_user`: the image's user (PrepareImage); `mounts`: the request's
+  // mounts, resolved (ResolveMounts).
   Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel,
-                                        const std::vector<Mount>& mounts);
+                                        const std::string& image_user, const std::vector<ResolvedMount>& mounts);
   Kernel* Find(const std::string& kernel_id) REQUIRES(mutex_);
   // The container of `kernel_id` when it is RUNNING; else kNotFound or
   // kFailedPrecondition saying why an exec cannot run.
@@ -322,6 +339,7 @@ class Agent {
   const std::vector<std::pair<std::string, std::shared_ptr<DeviceHealthBoard>>> boards_;
   const std::string record_path_;  // <var-base-path>/state.json; empty (nothing kept) without a var-base-path
   ScratchStore scratch_;  // the kernels' scratch directories (hostdir); thread-safe
+  MountStage mount_stage_;  // where the engine takes kernels' mounts from; thread-safe
   ImagePuller puller_;    // pulls kernels' images; thread-safe
   ImageCollector image_gc_;  // removes unused images when the engine's disk fills; thread-safe
   std::map<std::string, Kernel> kernels_ GUARDED_BY(mutex_);

@@ -330,8 +330,15 @@ const char* KernelStateName(KernelState state) {
 }
 
 std::string Kernel::Conditions() const {
-  if (condition.empty() || device_condition.empty()) return condition + device_condition;
-  return condition + "; " + device_condition;
+  std::string text;
+  auto add = [&text](const std::string& part) {
+    if (!part.empty()) text += (text.empty() ? "" : "; ") + part;
+  };
+  add(condition);
+  if (oom_kills > 0)
+    add(std::to_string(oom_kills) + (oom_kills == 1 ? " process" : " processes") + " killed for lack of memory");
+  add(device_condition);
+  return text;
 }
 
 json Kernel::ToJson() const {

@@ -118,6 +118,10 @@ struct Kernel {
   std::string condition;
   // What is wrong with the devices it holds (unhealthy, missing); empty: nothing.
   std::string device_condition;
+  // How many of its processes the engine reported killed for lack of memory
+  // (oom events) since the agent knows it; a child killed while PID 1 runs
+  // on is a condition of the running kernel, not its end.
+  int oom_kills = 0;
   Allocation allocation;
   bool holds_resources = false;  // whether `allocation` is taken from the plugins now
   int64_t created_at = 0;    // unix seconds
@@ -125,7 +129,8 @@ struct Kernel {
   uint64_t container_seq = 0;  // the agent's mutation sequence when its container appeared
 
   const std::string& id() const { return request.kernel_id; }
-  // condition and device_condition, joined by "; "; empty when neither is set.
+  // condition, the oom kills ("2 processes killed for lack of memory") and
+  // device_condition, joined by "; "; empty when none is set.
   std::string Conditions() const;
   // The API form: kernel_id, session_id, agent_id, container_id, image,
   // command, state, exit_code, reason, allocations, ports, labels,

@@ -12,6 +12,21 @@ namespace slotd {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Gives the directory `path` to `owner`, mode 0700.
+Status Own(const std::string& path, ScratchStore::Owner owner) {
+  if (::chown(path.c_str(), static_cast<uid_t>(owner.uid), static_cast<gid_t>(owner.gid)) != 0 ||
+      ::chmod(path.c_str(), 0700) != 0)
+    return Status::Unavailable("cannot give the scratch directory " + path + " to uid " + std::to_string(owner.uid) +
+                               " gid " + std::to_string(owner.gid) + ": " +
+                               std::error_code(errno, std::generic_category()).message() +
+                               "; giving a kernel's scratch to its user needs an agent that runs as root");
+  return Status::Ok();
+}
+
+}  // namespace
+
 ScratchStore::ScratchStore(std::string root) : root_(std::move(root)) {}
 
 Result<std::string> ScratchStore::Prepare(const std::string& kernel_id, std::optional<Owner> owner) {
@@ -22,20 +37,15 @@ Result<std::string> ScratchStore::Prepare(const std::string& kernel_id, std::opt
   if (ec)
     return Status::Unavailable("cannot make the scratch directory " + path + ": " + ec.message() +
                                "; check [container] scratch-root and the agent's rights there");
-  if (owner) {
-    if (::chown(path.c_str(), static_cast<uid_t>(owner->uid), static_cast<gid_t>(owner->gid)) != 0 ||
-        ::chmod(path.c_str(), 0700) != 0)
-      return Status::Unavailable("cannot give the scratch directory " + path + " to uid " + std::to_string(owner->uid) +
-                                 " gid " + std::to_string(owner->gid) + ": " +
-                                 std::error_code(errno, std::generic_category()).message() +
-                                 "; [container] kernel-uid needs an agent that runs as root");
-    return path;
-  }
-  // The kernel may run as any user: its directory must be writable by it.
-  if (::chmod(path.c_str(), 0777) != 0)
-    return Status::Unavailable("cannot open the scratch directory " + path + " to the kernel's user: " +
-                               std::error_code(errno, std::generic_category()).message());
+  if (Status given = Own(path, owner.value_or(Owner{static_cast<int64_t>(::geteuid()), static_cast<int64_t>(::getegid())}));
+      !given.ok())
+    return given;
   return path;
+}
+
+Status ScratchStore::GiveTo(const std::string& kernel_id, Owner owner) {
+  MutexLock lock(mutex_);
+  return Own(root_ + "/" + kernel_id, owner);
 }
 
 Status ScratchStore::Remove(const std::string& kernel_id) {

@@ -30,11 +30,15 @@ class ScratchStore {
     int64_t gid = 0;
   };
   // Makes `kernel_id`'s directory, or keeps the one there, and returns its
-  // path. With `owner`, it belongs to that user (mode 0700); without, the
-  // kernel runs as its image's user, whom the agent cannot know, so it is
-  // writable by any user (0777). kUnavailable naming the path and the error
-  // when it cannot (an agent that is not root cannot give it away).
+  // path; mode 0700, never writable by other users. With `owner`, it belongs
+  // to that user; without, to the agent until GiveTo. kUnavailable naming
+  // the path and the error when it cannot (an agent that is not root cannot
+  // give it away).
   Result<std::string> Prepare(const std::string& kernel_id, std::optional<Owner> owner) EXCLUDES(mutex_);
+
+  // Gives `kernel_id`'s directory to `owner` (the user its image runs as),
+  // mode 0700. Errors as Prepare's.
+  Status GiveTo(const std::string& kernel_id, Owner owner) EXCLUDES(mutex_);
 
   // Removes `kernel_id`'s directory with everything in it; absent is fine.
   Status Remove(const std::string& kernel_id) EXCLUDES(mutex_);

@@ -386,8 +386,14 @@ Check<int64_t> GidNeedsUid() {
 KeyTable<MountAllow> MountAllowKeys() {
   return {"container.mount-allow", "a mount-allow entry", {
     MemberKey("path", &MountAllow::path, PathType(),
-              "A host directory; a kernel may mount it or anything under it. Symbolic links in it are "
-              "resolved when a kernel asks, so a link cannot lead a mount out of it.")
+              "A host directory; a kernel may mount it or anything under it that is a directory or a regular "
+              "file. Beneath it, a source is opened one name at a time and a symbolic link is refused, never "
+              "followed; what the kernel gets is what was opened, bound (nosuid, nodev) onto a path of the "
+              "agent's own, so a name swapped afterwards changes nothing. A source that is or holds a socket, "
+              "FIFO or device node, or is, holds or lies in one of the agent's own paths (ipc, var, scratch, "
+              "claims, token, registry-auth, its config) or the engine's socket, is refused. `slotd check` "
+              "refuses an entry of `/`, `/proc`, `/sys` or `/dev`, an `rw` entry over a system directory "
+              "(`/etc`, `/usr`, `/var/lib`, ...), and an entry that holds one of those paths.")
         .Required("give every entry its directory, e.g. path = \"/srv/datasets\""),
     MemberKey("mode", &MountAllow::mode, EnumType({"ro", "rw"}),
               "`ro`: kernels may mount it read-only only; `rw`: also read-write."),
@@ -474,17 +480,20 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "\"rw\" }]`. Without it, a request with `mounts` is refused (`403`).")
         .DefaultDoc("none: kernels may mount nothing of the host"),
     MemberKey("kernel-uid", &ContainerConfig::kernel_uid, IntegerType(),
-              "The user id kernels' processes run as; their scratch directory belongs to it.",
+              "The user id kernels' processes run as; their scratch directory belongs to it (mode 0700).",
               {IntegerRange(0, 2'147'483'647)})
-        .DefaultDoc("the image's user"),
+        .DefaultDoc("the image's user (its scratch directory then belongs to that user, mode 0700)"),
     MemberKey("kernel-gid", &ContainerConfig::kernel_gid, IntegerType(),
               "The group id kernels' processes run as; their scratch directory belongs to it. Needs `kernel-uid`.",
               {IntegerRange(0, 2'147'483'647), GidNeedsUid()})
         .DefaultDoc("`kernel-uid`'s number"),
     MemberKey("allow-root", &ContainerConfig::allow_root, BoolType(),
-              "Whether a kernel may run as root: `false` refuses (`403`) a kernel whose user would be uid 0, "
-              "`kernel-uid = 0` or an image whose user is root (or unset). An image naming its user by a name "
-              "other than `root` is taken as not root."),
+              "Whether a kernel may run as root: `false` refuses (`403`) a kernel whose user would be uid 0: "
+              "`kernel-uid = 0`, or an image whose user is uid 0 the way the runtime reads it (unset, `0`, `00`, "
+              "`+0`, `0000:0`, or a name that the image's own `/etc/passwd` gives uid 0, read from the created "
+              "container before it starts). After the start, the uids of the kernel's first process are "
+              "checked too, and a kernel found running as root is removed. With `false`, kernels also run "
+              "with `no-new-privileges`: no set-uid file of the image makes them root."),
     MemberKey("auto-pull", &ContainerConfig::auto_pull, EnumType({"digest", "tag", "none"}),
               "When the agent pulls a kernel's image: `tag` when the node does not have it; `digest` also when "
               "the registry says its tag now names another digest (a registry round trip at every create); "

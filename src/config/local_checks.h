@@ -18,4 +18,24 @@ namespace slotd {
 // agent creates them). Empty when there is none.
 std::vector<std::string> LocalProblems(const Config& config);
 
+// A path of the node that is the agent's own, or its engine's, with what it
+// is ("the agent's ipc-base-path"), for messages.
+struct OwnPath {
+  std::string path;
+  std::string what;
+};
+
+// The agent's own paths (ipc-base-path, var-base-path, scratch root,
+// claims-dir, token-file, registry-auth-file, its config file) and the
+// engine's unix socket: what no kernel may mount, and no mount-allow entry
+// may hold.
+std::vector<OwnPath> AgentOwnPaths(const Config& config);
+
+// Every [container] mount-allow entry that would let a kernel reach the
+// node itself, one line each: an entry of /, /proc, /sys or /dev (or in
+// them); a read-write entry over a system directory (/etc, /usr, /boot,
+// /root, /var/lib, ...: the entry is in one, or holds one); an entry that
+// holds one of AgentOwnPaths. Part of LocalProblems.
+std::vector<std::string> MountAllowProblems(const Config& config);
+
 }  // namespace slotd

@@ -69,6 +69,7 @@ struct ContainerSpec {
   };
   std::vector<DeviceRequest> device_requests;
   std::vector<std::string> cdi_devices;  // CDI names, e.g. "nvidia.com/gpu=GPU-..."
+  bool no_new_privileges = false;        // no process may gain privileges (set-uid files, file capabilities)
 };
 
 // What the engine reports about one container (from list or inspect).
@@ -185,6 +186,13 @@ class ContainerEngine {
   // Removes the container; `force` kills it first if running.
   virtual Status Remove(const std::string& id, bool force) = 0;
   virtual Result<ContainerInfo> Inspect(const std::string& id) = 0;
+
+  // The content of the regular file `path` in container `id` (created or
+  // running; read from its filesystem, nothing is run), following symbolic
+  // links inside the container's filesystem. kNotFound when there is no such
+  // file; kInvalidArgument when it is not a regular file or is longer than
+  // `max_bytes`.
+  virtual Result<std::string> ReadFile(const std::string& id, const std::string& path, size_t max_bytes) = 0;
 
   // Lists containers in every state whose labels match all `label_filters`
   // ("key=value" or "key"), filtered by the engine, not here.

@@ -420,6 +420,22 @@ Result<ImageInfo> FakeEngine::InspectImage(const std::string& image) {
   return it->second;
 }
 
+Result<std::string> FakeEngine::ReadFile(const std::string& id, const std::string& path, size_t max_bytes) {
+  MutexLock lock(mutex_);
+  if (Status s = Enter(Method::kReadFile); !s.ok()) return s;
+  const Container* c = Resolve(id);
+  if (!c) return Status::NotFound("No such container: " + id);
+  auto it = image_files_.find({c->spec.image, path});
+  if (it == image_files_.end()) return Status::NotFound("Could not find the file " + path + " in container " + id);
+  if (it->second.size() > max_bytes) return Status::InvalidArgument(path + ": longer than " + std::to_string(max_bytes));
+  return it->second;
+}
+
+void FakeEngine::SetImageFile(const std::string& image, const std::string& path, const std::string& content) {
+  MutexLock lock(mutex_);
+  image_files_[{image, path}] = content;
+}
+
 Result<std::string> FakeEngine::DataRoot() { return std::string("/fake/data-root"); }
 
 void FakeEngine::AddImageCreatedAt(const std::string& image, int64_t created_unix) {

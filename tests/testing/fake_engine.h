@@ -43,7 +43,7 @@ class FakeEngine : public ContainerEngine {
   // The ContainerEngine methods, for FailNext and CallCount.
   // kVolumes stands for the three volume calls.
   enum class Method { kVersion, kCreate, kStart, kStop, kKill, kRestart, kRemove, kInspect, kList, kExec, kLogs, kStats, kPing,
-                      kVolumes, kStreamEvents, kPull, kImages };
+                      kVolumes, kStreamEvents, kPull, kImages, kReadFile };
 
   // The image every test kernel uses; known from the start.
   static constexpr char kDefaultImage[] = "slotd-test/busybox:latest";
@@ -73,6 +73,9 @@ class FakeEngine : public ContainerEngine {
   Status Remove(const std::string& id, bool force) override;
   // Everything known about the container, HostConfig fields included.
   Result<ContainerInfo> Inspect(const std::string& id) override;
+  // The file SetImageFile gave the container's image at `path`; kNotFound
+  // for any other (links are not modelled).
+  Result<std::string> ReadFile(const std::string& id, const std::string& path, size_t max_bytes) override;
   // Containers matching every filter, in creation order, with list-only fields.
   Result<std::vector<ContainerInfo>> List(const std::vector<std::string>& label_filters) override;
   // Echoes the command: exit code 0, stdout the arguments joined by spaces and a newline.
@@ -126,6 +129,8 @@ class FakeEngine : public ContainerEngine {
   void AddImage(const std::string& image, const std::string& user = "");
   // Makes `image` known to Create as AddImage does, created at `created_unix`.
   void AddImageCreatedAt(const std::string& image, int64_t created_unix);
+  // Gives containers of `image` the file `path` holding `content` (ReadFile).
+  void SetImageFile(const std::string& image, const std::string& path, const std::string& content);
   // Puts `image` in the registry that Pull and RegistryDigest ask, with `digest`.
   void AddRemoteImage(const std::string& image, const std::string& digest);
 
@@ -232,6 +237,7 @@ class FakeEngine : public ContainerEngine {
   std::condition_variable events_cv_;            // signalled on every Emit
   std::map<std::string, ImageInfo> images_ GUARDED_BY(mutex_);  // by name as created from
   std::map<std::string, std::string> remote_images_ GUARDED_BY(mutex_);  // name -> digest
+  std::map<std::pair<std::string, std::string>, std::string> image_files_ GUARDED_BY(mutex_);  // (image, path) -> content
   std::map<std::string, Container> containers_ GUARDED_BY(mutex_);  // id -> container, in creation order
   std::map<std::string, std::string> names_ GUARDED_BY(mutex_);  // name -> id
   std::map<std::string, Labels> volumes_ GUARDED_BY(mutex_);  // name -> labels

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+
 #include <string>
 
 namespace slotd {
@@ -24,6 +27,49 @@ TEST(DockerAnswers, StatsCountsAreNeverNegativeOrWrappedAndTheLargestAreKept) {
   EXPECT_EQ(stats->pids, 0u);
   EXPECT_EQ(stats->io_read_bytes, 0u);
   EXPECT_EQ(stats->io_write_bytes, 9u);
+}
+
+// One tar header of `name`, `type` and `size`, with its checksum field left blank.
+std::string TarHeader(const std::string& name, char type, size_t size, const std::string& link = "") {
+  std::string header(512, '\0');
+  name.copy(header.data(), name.size());
+  char octal[12];
+  std::snprintf(octal, sizeof(octal), "%011zo", size);
+  std::copy(octal, octal + 11, header.begin() + 124);
+  header[156] = type;
+  link.copy(header.data() + 157, link.size());
+  return header;
+}
+
+// `data` padded to whole 512-byte blocks.
+std::string Blocks(const std::string& data) { return data + std::string((512 - data.size() % 512) % 512, '\0'); }
+
+TEST(DockerAnswers, AnArchivedFileIsReadPastPaxHeadersAndLinksAreReportedNotFollowed) {
+  const std::string passwd = "root:x:0:0::/root:/bin/sh\n";
+  const std::string pax = "30 path=etc/passwd-with-a-long-name\n";
+  Result<ArchivedFile> file = ParseFirstArchivedFile(TarHeader("passwd", 'x', pax.size()) + Blocks(pax) +
+                                                     TarHeader("passwd", '0', passwd.size()) + Blocks(passwd) +
+                                                     std::string(1024, '\0'));
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(file->kind, ArchivedFile::Kind::kRegular);
+  EXPECT_EQ(file->content, passwd);
+
+  Result<ArchivedFile> link = ParseFirstArchivedFile(TarHeader("passwd", '2', 0, "../usr/lib/passwd"));
+  ASSERT_TRUE(link.ok()) << link.status().message();
+  EXPECT_EQ(link->kind, ArchivedFile::Kind::kSymlink);
+  EXPECT_EQ(link->link, "../usr/lib/passwd");
+
+  EXPECT_EQ(ParseFirstArchivedFile(TarHeader("etc", '5', 0))->kind, ArchivedFile::Kind::kOther);
+}
+
+TEST(DockerAnswers, ATruncatedOrEmptyArchiveIsAnErrorNotARead) {
+  EXPECT_FALSE(ParseFirstArchivedFile("").ok());
+  EXPECT_FALSE(ParseFirstArchivedFile(std::string(1024, '\0')).ok());
+  EXPECT_FALSE(ParseFirstArchivedFile(TarHeader("passwd", '0', 100) + "short").ok());
+  EXPECT_FALSE(ParseFirstArchivedFile(TarHeader("passwd", '0', 1ull << 40)).ok());
+  std::string bad = TarHeader("passwd", '0', 0);
+  bad[124] = '9';
+  EXPECT_FALSE(ParseFirstArchivedFile(bad).ok());
 }
 
 }  // namespace

@@ -33,6 +33,17 @@ Result<ContainerStats> ParseContainerStats(const std::string& body, const std::s
 // not a JSON object.
 std::optional<EngineEvent> ParseEngineEvent(std::string_view line);
 
+// One file of a tar archive, as GET /containers/{id}/archive sends it.
+struct ArchivedFile {
+  enum class Kind { kRegular, kSymlink, kOther };
+  Kind kind = Kind::kOther;
+  std::string content;  // kRegular: the file's bytes
+  std::string link;     // kSymlink: where it points
+};
+// The first entry of the tar archive `tar` (pax and GNU long-name headers
+// skipped). kInternal when `tar` holds no whole entry.
+Result<ArchivedFile> ParseFirstArchivedFile(std::string_view tar);
+
 // GET /images/json: one ImageInfo per element. kInternal, prefixed with
 // `what`, when `body` is not JSON or not an array.
 Result<std::vector<ImageInfo>> ParseImageList(const std::string& body, const std::string& what);

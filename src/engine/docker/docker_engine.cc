@@ -353,6 +353,67 @@ std::optional<Result<PullMessage>> ParsePullLine(std::string_view line) {
   return Result<PullMessage>(std::move(message));
 }
 
+namespace {
+
+// The number in a tar header's numeric field: octal digits (spaces and NULs
+// around them), or a big-endian base-256 number when its first byte has the
+// high bit set.
+std::optional<uint64_t> TarNumber(std::string_view field) {
+  if (!field.empty() && (static_cast<unsigned char>(field[0]) & 0x80)) {
+    uint64_t value = static_cast<unsigned char>(field[0]) & 0x7f;
+    for (size_t i = 1; i < field.size(); ++i) {
+      if (value >> 56) return std::nullopt;
+      value = (value << 8) | static_cast<unsigned char>(field[i]);
+    }
+    return value;
+  }
+  uint64_t value = 0;
+  bool digits = false;
+  for (const char c : field) {
+    if (c == ' ' || c == '\0') {
+      if (digits) break;
+      continue;
+    }
+    if (c < '0' || c > '7' || (value >> 60)) return std::nullopt;
+    value = value * 8 + static_cast<uint64_t>(c - '0');
+    digits = true;
+  }
+  return value;
+}
+
+// A NUL-terminated string field of a tar header.
+std::string TarString(std::string_view field) { return std::string(field.substr(0, field.find('\0'))); }
+
+}  // namespace
+
+Result<ArchivedFile> ParseFirstArchivedFile(std::string_view tar) {
+  constexpr size_t kBlock = 512;
+  size_t at = 0;
+  while (at + kBlock <= tar.size()) {
+    const std::string_view header = tar.substr(at, kBlock);
+    if (header.find_first_not_of('\0') == std::string_view::npos) break;  // the end-of-archive blocks
+    const std::optional<uint64_t> size = TarNumber(header.substr(124, 12));
+    if (!size || *size > tar.size()) return Status::Internal("the archive has a header with a bad size");
+    const size_t data = at + kBlock;
+    const char type = header[156];
+    if (type == 'x' || type == 'g' || type == 'L' || type == 'K') {  // pax and GNU long-name headers
+      at = data + (*size + kBlock - 1) / kBlock * kBlock;
+      continue;
+    }
+    ArchivedFile file;
+    if (type == '0' || type == '\0' || type == '7') {
+      if (data + *size > tar.size()) return Status::Internal("the archive ends inside its first file");
+      file.kind = ArchivedFile::Kind::kRegular;
+      file.content = std::string(tar.substr(data, *size));
+    } else if (type == '2') {
+      file.kind = ArchivedFile::Kind::kSymlink;
+      file.link = TarString(header.substr(157, 100));
+    }
+    return file;
+  }
+  return Status::Internal("the archive holds no file");
+}
+
 Status PullError(long http_status, const std::string& message) {
   auto says = [&](std::initializer_list<const char*> words) {
     return std::any_of(words.begin(), words.end(), [&](const char* w) { return message.find(w) != std::string::npos; });
@@ -528,6 +589,7 @@ Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
     }
     host["Mounts"] = std::move(mounts);
   }
+  if (spec.no_new_privileges) host["SecurityOpt"] = {"no-new-privileges:true"};
   if (spec.log_max_bytes > 0)
     host["LogConfig"] = {{"Type", "json-file"},
                          {"Config", {{"max-size", std::to_string(spec.log_max_bytes)}, {"max-file", "2"}}}};
@@ -584,6 +646,48 @@ Result<ContainerInfo> DockerEngine::Inspect(const std::string& id) {
   auto response = Call(http_, what, "GET", ContainerPath(id) + "/json");
   if (!response.ok()) return response.status();
   return ParseContainerInspect(response->body, what);
+}
+
+Result<std::string> DockerEngine::ReadFile(const std::string& id, const std::string& path, size_t max_bytes) {
+  // Links are followed here, one archive per hop, inside the container's filesystem.
+  constexpr int kMaxLinks = 8;
+  std::string current = path;
+  for (int hop = 0; hop <= kMaxLinks; ++hop) {
+    const std::string what = "read " + current + " in container " + id;
+    std::string tar;
+    bool too_long = false;
+    // The archive of one file is its bytes plus a few headers.
+    const size_t limit = max_bytes + (64u << 10);
+    auto response = http_.RequestStreamed(
+        "GET", ContainerPath(id) + "/archive?path=" + UrlEncode(current), "", kCallTimeout,
+        [&](std::string_view chunk) {
+          if (tar.size() + chunk.size() > limit) {
+            too_long = true;
+            return false;
+          }
+          tar.append(chunk);
+          return true;
+        });
+    if (too_long) return Status::InvalidArgument(what + ": longer than " + std::to_string(max_bytes) + " bytes");
+    if (!response.ok()) return response.status().WithPrefix(what);
+    if (response->status < 200 || response->status >= 300) return EngineError(what, http_, *response);
+    Result<ArchivedFile> file = ParseFirstArchivedFile(tar);
+    if (!file.ok()) return file.status().WithPrefix(what);
+    switch (file->kind) {
+      case ArchivedFile::Kind::kRegular:
+        if (file->content.size() > max_bytes)
+          return Status::InvalidArgument(what + ": longer than " + std::to_string(max_bytes) + " bytes");
+        return std::move(file->content);
+      case ArchivedFile::Kind::kSymlink:
+        if (file->link.empty()) return Status::InvalidArgument(what + ": an empty symbolic link");
+        current = file->link.front() == '/' ? file->link : current.substr(0, current.rfind('/') + 1) + file->link;
+        continue;
+      case ArchivedFile::Kind::kOther:
+        return Status::InvalidArgument(what + ": not a regular file");
+    }
+  }
+  return Status::InvalidArgument("read " + path + " in container " + id + ": more than " + std::to_string(kMaxLinks) +
+                                 " symbolic links");
 }
 
 Result<ContainerStats> DockerEngine::Stats(const std::string& id) {

@@ -42,6 +42,8 @@ class DockerEngine : public ContainerEngine {
   // image's VOLUME made); named volumes stay.
   Status Remove(const std::string& id, bool force) override;
   Result<ContainerInfo> Inspect(const std::string& id) override;
+  // GET /containers/{id}/archive, one call per symbolic link followed (at most 8).
+  Result<std::string> ReadFile(const std::string& id, const std::string& path, size_t max_bytes) override;
   // An empty `label_filters` lists every container of the engine.
   Result<std::vector<ContainerInfo>> List(const std::vector<std::string>& label_filters) override;
   // A stopped container is kFailedPrecondition (the engine answers it with an

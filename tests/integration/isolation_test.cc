@@ -1,0 +1,244 @@
+// Isolation against a hostile kernel: a kernel racing to swap a mounted
+// directory for a link, images that are root under another name or number,
+// scratch that other users could reach.
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/harness.h"
+
+namespace slotd::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+AgentOptions Options(const std::string& name, const std::string& container_toml = "") {
+  AgentOptions o;
+  o.id = "it-" + RunTag() + "-" + name;
+  o.cores = "0-1";
+  o.container_toml = container_toml;
+  return o;
+}
+
+json Kernel(const std::string& id) {
+  return {{"kernel_id", id},
+          {"image", kTestImage},
+          {"command", {"sleep", "3600"}},
+          {"resources", {{"cpu", 1}, {"mem", "32m"}}}};
+}
+
+std::string RunIn(const AgentProcess& agent, const std::string& kernel_id, const std::string& script) {
+  const json out =
+      agent.CallJson("POST", "/v1/kernels/" + kernel_id + "/exec", {{"command", {"sh", "-c", script}}}, 200);
+  return out["stdout"];
+}
+
+// An image made from the test image: `passwd` (when not empty) as its
+// /etc/passwd, `user` as its USER; tagged `tag`.
+void MakeImage(const std::string& tag, const std::string& user, const std::string& passwd = "") {
+  const std::string base = "slotd-isolation-base-" + RunTag();
+  CommandResult r = RunCommand({"docker", "create", "--name", base, kTestImage});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (!passwd.empty()) {
+    TempDir dir;
+    WriteFile(dir.path() + "/passwd", passwd);
+    r = RunCommand({"docker", "cp", dir.path() + "/passwd", base + ":/etc/passwd"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  r = RunCommand({"docker", "commit", "--change", "USER " + user, base, tag});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  RunCommand({"docker", "rm", "-f", base});
+}
+
+// The finding: ResolveMounts checked a path, the engine then mounted whatever
+// the path named by then, so a kernel swapping a directory for a link got
+// another kernel the directory the link pointed to, read-write.
+TEST(Isolation, AKernelRacingToSwapAMountedDirectoryForALinkNeverGetsAnotherKernelWhatTheLinkPointsTo) {
+  TempDir host;
+  const std::string allowed = host.path() + "/shared";
+  const std::string outside = host.path() + "/outside";
+  fs::create_directories(allowed + "/sub");
+  fs::create_directories(outside);
+  WriteFile(allowed + "/sub/inside-marker", "inside\n");
+  WriteFile(outside + "/outside-secret", "secret\n");
+  AgentProcess agent(Options("race", "mount-allow = [{ path = \"" + allowed + "\", mode = \"rw\" }]\n"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+
+  // The racer swaps sub for a link to the outside directory, and back, as fast as it can.
+  json racer = Kernel("racer");
+  racer["mounts"] = {{{"source", allowed}, {"target", "/shared"}}};
+  racer["command"] = {"sh", "-c",
+                      "cd /shared && while true; do mv sub sub.real && ln -s " + outside +
+                          " sub && rm sub && mv sub.real sub; done"};
+  agent.CreateKernel(racer);
+
+  int mounted = 0;
+  for (int i = 0; i < 12; ++i) {
+    json victim = Kernel("victim");
+    victim["mounts"] = {{{"source", allowed + "/sub"}, {"target", "/data"}}};
+    const HttpResponse created = agent.Call("POST", "/v1/kernels", victim.dump());
+    if (created.status != 201) {
+      // Refused while sub was a link (403) or missing (400): never mounted.
+      EXPECT_TRUE(created.status == 403 || created.status == 400) << created.status << " " << created.body;
+      continue;
+    }
+    ++mounted;
+    const std::string seen = RunIn(agent, "victim", "ls /data");
+    EXPECT_EQ(seen.find("outside-secret"), std::string::npos) << "the victim got the outside directory: " << seen;
+    EXPECT_NE(seen.find("inside-marker"), std::string::npos) << seen;
+    agent.CallJson("DELETE", "/v1/kernels/victim", nullptr, 200);
+  }
+  RecordProperty("mounted", mounted);
+  agent.CallJson("DELETE", "/v1/kernels/racer", nullptr, 200);
+  EXPECT_TRUE(fs::exists(outside + "/outside-secret"));
+  EXPECT_EQ(fs::directory_iterator(agent.dir() + "/ipc/mounts") == fs::directory_iterator(), true)
+      << "binds left behind after the kernels went";
+}
+
+// The finding: a mount-allow entry that held the engine's socket let a
+// kernel mount docker.sock and start a container with the host's / in it.
+TEST(Isolation, TheEnginesSocketAndTheAgentsOwnFilesCannotBeMountedEvenFromAnAllowedDirectory) {
+  TempDir host;
+  const std::string allowed = host.path() + "/shared";
+  fs::create_directories(allowed + "/data");
+  AgentOptions o = Options("sock", "mount-allow = [{ path = \"" + allowed + "\", mode = \"ro\" }]\n");
+  o.token = "a-token-" + RunTag();
+  AgentProcess agent(o);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  // An engine-like socket inside the allowed directory.
+  const std::string socket = allowed + "/data/docker.sock";
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  ASSERT_LT(socket.size(), sizeof(address.sun_path));
+  socket.copy(address.sun_path, socket.size());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  for (const std::string& source : {socket, allowed + "/data", allowed}) {
+    SCOPED_TRACE(source);
+    json k = Kernel("sock");
+    k["mounts"] = {{{"source", source}, {"target", "/data"}, {"readonly", true}}};
+    const HttpResponse refused = agent.Call("POST", "/v1/kernels", k.dump());
+    EXPECT_EQ(refused.status, 403) << refused.body;
+    EXPECT_NE(refused.body.find("socket"), std::string::npos) << refused.body;
+  }
+  ::close(listener);
+  fs::remove(socket);
+  // A hard link of the agent's token file, put where kernels may mount.
+  fs::create_hard_link(agent.dir() + "/token", allowed + "/data/innocent");
+  json k = Kernel("token");
+  k["mounts"] = {{{"source", allowed + "/data"}, {"target", "/data"}, {"readonly", true}}};
+  const HttpResponse refused = agent.Call("POST", "/v1/kernels", k.dump());
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_NE(refused.body.find("a link to a file of the agent"), std::string::npos) << refused.body;
+  const json described = agent.CallJson("GET", "/v1/agent", nullptr, 200);
+  EXPECT_EQ(described["resources"]["cpu"]["used"], 0) << described.dump();  // nothing held by the refusals
+}
+
+// The finding: only the strings "root" and "0" were refused, so USER 00,
+// +0, 0000:0 and a name with uid 0 in the image's passwd ran as root.
+TEST(Isolation, AnImageThatIsRootByAnotherNumberOrNameDoesNotRunWithoutAllowRoot) {
+  const std::string tag = RunTag();
+  const std::string passwd = "root:x:0:0:root:/:/bin/sh\ntoor:x:0:0:root again:/:/bin/sh\n";
+  struct Case {
+    std::string user;
+    std::string passwd;
+  };
+  const std::vector<Case> cases = {{"00", ""}, {"+0", ""}, {"0000:0", ""}, {"toor", passwd}};
+  AgentOptions o = Options("root");
+  o.allow_root = false;
+  AgentProcess agent(o);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].user);
+    const std::string image = "slotd-test/user-" + std::to_string(i) + ":" + tag;
+    ASSERT_NO_FATAL_FAILURE(MakeImage(image, cases[i].user, cases[i].passwd));
+    json k = Kernel("k" + std::to_string(i));
+    k["image"] = image;
+    const HttpResponse refused = agent.Call("POST", "/v1/kernels", k.dump());
+    EXPECT_EQ(refused.status, 403) << refused.body;
+    EXPECT_NE(refused.body.find("runs as root"), std::string::npos) << refused.body;
+    EXPECT_NE(refused.body.find("allow-root is false"), std::string::npos) << refused.body;
+    RunCommand({"docker", "rmi", image});
+  }
+  EXPECT_EQ(agent.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size(), 0u);
+  const CommandResult left = RunCommand({"docker", "ps", "-aq", "--filter", "label=ai.backend.owner=" + o.id});
+  EXPECT_EQ(left.out, "") << "containers left by refused creates";
+}
+
+// The findings: scratch was 0777 without kernel-uid, so any local user could
+// replace a kernel's files; and a non-root kernel could still gain root
+// through a set-uid file of its image.
+TEST(Isolation, AKernelsScratchBelongsToItsImagesUserAloneAndItGainsNoPrivileges) {
+  const std::string image = "slotd-test/user-nobody:" + RunTag();
+  ASSERT_NO_FATAL_FAILURE(MakeImage(image, "nobody"));
+  AgentOptions o = Options("nobody");
+  o.allow_root = false;
+  AgentProcess agent(o);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json k = Kernel("job");
+  k["image"] = image;
+  agent.CreateKernel(k);
+  EXPECT_EQ(RunIn(agent, "job", "id -u"), "65534\n");
+  EXPECT_EQ(RunIn(agent, "job", "echo ok > /home/work/f && cat /home/work/f"), "ok\n");
+  EXPECT_EQ(RunIn(agent, "job", "grep NoNewPrivs /proc/self/status"), "NoNewPrivs:\t1\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((agent.dir() + "/var/scratch/job").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_gid, 65534u);
+  agent.CallJson("DELETE", "/v1/kernels/job", nullptr, 200);
+  RunCommand({"docker", "rmi", image});
+}
+
+// The finding: a target of /etc made the engine's start fail, and the agent
+// answered 500 with the engine's data-root path in the message.
+TEST(Isolation, AMountOverEtcIsRefusedUpFrontWithoutTheEnginesPaths) {
+  TempDir host;
+  fs::create_directories(host.path() + "/shared/conf");
+  AgentProcess agent(Options("etc", "mount-allow = [{ path = \"" + host.path() + "/shared\", mode = \"ro\" }]\n"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  for (const char* target : {"/etc", "/etc/hosts", "/etc/resolv.conf"}) {
+    SCOPED_TRACE(target);
+    json k = Kernel("etc");
+    k["mounts"] = {{{"source", host.path() + "/shared/conf"}, {"target", target}, {"readonly", true}}};
+    const HttpResponse refused = agent.Call("POST", "/v1/kernels", k.dump());
+    EXPECT_EQ(refused.status, 403) << refused.body;
+    EXPECT_EQ(refused.body.find("/var/lib/docker"), std::string::npos) << refused.body;
+  }
+}
+
+// The finding: a child of a kernel killed for lack of memory, its PID 1
+// running on, left the kernel RUNNING with the reason "out of memory".
+TEST(Isolation, AChildKilledForLackOfMemoryIsAConditionOfTheRunningKernelNotItsEnd) {
+  AgentProcess agent(Options("oom"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  agent.CreateKernel(Kernel("k"));  // 32m of memory
+  // A child that asks for more than the kernel has.
+  agent.Call("POST", "/v1/kernels/k/exec",
+             json{{"command", {"sh", "-c", "x=$(head -c 100000000 /dev/zero | tr '\\0' x); echo ${#x}"}}}.dump());
+  json record;
+  for (int i = 0; i < 100; ++i) {
+    record = agent.CallJson("GET", "/v1/kernels/k", nullptr, 200);
+    if (record["condition"].is_string()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(record["state"], "RUNNING") << record.dump();
+  EXPECT_EQ(record["reason"], "") << record.dump();
+  ASSERT_TRUE(record["condition"].is_string()) << record.dump();
+  EXPECT_NE(record["condition"].get<std::string>().find("killed for lack of memory"), std::string::npos)
+      << record.dump();
+  agent.CallJson("DELETE", "/v1/kernels/k", nullptr, 200);
+}
+
+}  // namespace
+}  // namespace slotd::testing
