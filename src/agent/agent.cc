@@ -1,6 +1,9 @@
 #include "agent/agent.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -1079,21 +1082,37 @@ AgentRecord Agent::CurrentAgentRecord() const {
   return record;
 }
 
-void Agent::SaveAgentRecord() {
-  AgentRecord record = CurrentAgentRecord();
-  if (record == record_ || record_path_.empty()) return;
-  if (Status s = record.Save(record_path_); !s.ok()) {
-    spdlog::error("devices: {}; drains and health marks will not survive a restart until it can be written",
-                  s.message());
-    return;
-  }
-  record_ = std::move(record);
+Status Agent::WriteAgentRecord(const AgentRecord& record) {
+  if (record == record_ || record_path_.empty()) return Status::Ok();
+  if (Status s = record.Save(record_path_); !s.ok()) return s;
+  record_ = record;
+  return Status::Ok();
+}
+
+void Agent::KeepAgentRecord() {
+  const Status s = WriteAgentRecord(CurrentAgentRecord());
+  if (!s.ok() && !record_behind_)
+    spdlog::error("devices: {}; drains and health marks will not survive a restart until it can be written (the agent "
+                  "tries again)", s.message());
+  if (s.ok() && record_behind_) spdlog::info("devices: {} is up to date again", record_path_);
+  record_behind_ = !s.ok();
 }
 
 void Agent::StartDevices() {
   Result<AgentRecord> loaded =
       record_path_.empty() ? Result<AgentRecord>(AgentRecord()) : AgentRecord::Load(record_path_);
-  if (!loaded.ok()) spdlog::error("devices: {}; starting without its drains and health marks", loaded.status().message());
+  if (!loaded.ok() && loaded.status().code() == Status::Code::kInvalidArgument) {
+    // Kept for the operator, never overwritten: it may hold drains and marks worth restoring by hand.
+    const std::string aside = record_path_ + ".bad-" + std::to_string(std::time(nullptr));
+    const bool kept = std::rename(record_path_.c_str(), aside.c_str()) == 0;
+    spdlog::error("devices: {}; {}; starting without its drains and health marks (drain the agent or its devices "
+                  "again if they should be)",
+                  loaded.status().message(),
+                  kept ? "kept it aside as " + aside
+                       : "cannot keep it aside as " + aside + " (" + std::strerror(errno) + "), so it is left as it is");
+  } else if (!loaded.ok()) {
+    spdlog::error("devices: {}; starting without its drains and health marks", loaded.status().message());
+  }
   const AgentRecord before = loaded.ok() ? *loaded : AgentRecord();
   MutexLock lock(mutex_);
   record_ = before;
@@ -1122,7 +1141,7 @@ void Agent::StartDevices() {
     EmitDevice("device_layout", plugin->Name(), {{"gone", gone}, {"new", added}});
   }
   for (const auto& plugin : plugins_) plugin->StartHealthMonitor();
-  SaveAgentRecord();
+  KeepAgentRecord();
 }
 
 Agent::Drain Agent::Draining() const {
@@ -1130,16 +1149,21 @@ Agent::Drain Agent::Draining() const {
   return drain_;
 }
 
-Agent::Drain Agent::SetDraining(bool drain) {
+Result<Agent::Drain> Agent::SetDraining(bool drain) {
   MutexLock lock(mutex_);
   if (drain_.draining == drain) return drain_;
-  drain_ = drain ? Drain{true, static_cast<int64_t>(std::time(nullptr))} : Drain{};
+  const Drain next = drain ? Drain{true, static_cast<int64_t>(std::time(nullptr))} : Drain{};
+  AgentRecord record = CurrentAgentRecord();
+  record.draining = next.draining;
+  record.draining_since = next.since;
+  if (Status s = WriteAgentRecord(record); !s.ok())
+    return s.WithPrefix(drain ? "the agent is not draining" : "the agent is still draining");
+  drain_ = next;
   spdlog::info("agent {} {}", config_.agent.id, drain ? "is draining: it takes no new kernels" : "takes new kernels again");
   json event = {{"type", drain ? "agent_drained" : "agent_undrained"},
                 {"agent_id", config_.agent.id},
                 {"time", static_cast<int64_t>(std::time(nullptr))}};
   hub_.Publish(event);
-  SaveAgentRecord();
   return drain_;
 }
 
@@ -1160,6 +1184,16 @@ Result<Agent::DeviceChange> Agent::DrainDevice(const std::string& name, bool dra
   MutexLock lock(mutex_);
   Result<DeviceChange> change = ResolveDevice(name);
   if (!change.ok()) return change.status();
+  // Recorded first: a drain that cannot be written is not made.
+  AgentRecord record = CurrentAgentRecord();
+  std::set<std::string>& drained = record.drained[change->plugin];
+  for (const std::string& id : change->devices) {
+    if (drain) drained.insert(id);
+    else drained.erase(id);
+  }
+  if (drained.empty()) record.drained.erase(change->plugin);
+  if (Status s = WriteAgentRecord(record); !s.ok())
+    return s.WithPrefix(std::string("devices ") + name + (drain ? " are not drained" : " are still drained"));
   for (const auto& plugin : plugins_) {
     if (plugin->Name() != change->plugin) continue;
     for (const std::string& id : change->devices)
@@ -1167,7 +1201,6 @@ Result<Agent::DeviceChange> Agent::DrainDevice(const std::string& name, bool dra
   }
   spdlog::info("devices: {} {} device(s) {}", drain ? "drained" : "undrained", change->plugin, name);
   EmitDevice(drain ? "device_drained" : "device_undrained", change->plugin, {{"devices", change->devices}});
-  SaveAgentRecord();
   return change;
 }
 
@@ -1177,15 +1210,22 @@ Result<Agent::DeviceChange> Agent::ClearDevice(const std::string& name) {
   if (!change.ok()) return change.status();
   auto board = std::find_if(boards_.begin(), boards_.end(), [&](const auto& b) { return b.first == change->plugin; });
   DeviceChange cleared{change->plugin, {}};
+  const std::map<std::string, DeviceMark> marks =
+      board == boards_.end() ? std::map<std::string, DeviceMark>() : board->second->Marks();
   for (const std::string& id : change->devices)
-    if (board != boards_.end() && board->second->Clear(id, static_cast<int64_t>(std::time(nullptr))))
-      cleared.devices.push_back(id);
+    if (marks.count(id)) cleared.devices.push_back(id);
   if (cleared.devices.empty())
     return Status::FailedPrecondition("device " + name + " has no health mark to clear (a mark is left by a "
                                       "critical Xid); what a poll finds (ECC errors, a lost GPU) clears itself "
                                       "when the device recovers");
+  // Recorded first: a clear that cannot be written is not made.
+  AgentRecord record = CurrentAgentRecord();
+  for (const std::string& id : cleared.devices) record.marks[change->plugin].erase(id);
+  if (record.marks[change->plugin].empty()) record.marks.erase(change->plugin);
+  if (Status s = WriteAgentRecord(record); !s.ok())
+    return s.WithPrefix("the health marks of devices " + name + " stay");
+  for (const std::string& id : cleared.devices) board->second->Clear(id, static_cast<int64_t>(std::time(nullptr)));
   spdlog::info("devices: cleared the health marks of {} device(s) {}", change->plugin, name);
-  SaveAgentRecord();
   return cleared;
 }
 
@@ -1212,7 +1252,7 @@ void Agent::ApplyDeviceHealth() {
   std::vector<std::pair<std::string, std::string>> to_stop;  // (kernel, container)
   {
     MutexLock lock(mutex_);
-    if (version == health_version_) return;
+    if (version == health_version_ && !record_behind_) return;
     health_version_ = version;
     // Devices whose health changed since the last report.
     std::map<std::pair<std::string, std::string>, DeviceHealthState> now;
@@ -1264,7 +1304,7 @@ void Agent::ApplyDeviceHealth() {
       Emit("kernel_condition", kernel,
            {{"condition", kernel.Conditions().empty() ? json(nullptr) : json(kernel.Conditions())}});
     }
-    SaveAgentRecord();
+    KeepAgentRecord();
   }
   for (const auto& [kernel_id, container_id] : to_stop)
     spdlog::warn("kernel {}: stopping it, a device it holds is unhealthy (on-unhealthy = \"stop\")", kernel_id);

@@ -135,9 +135,11 @@ class Agent {
 
   // Drains (`drain`) or undrains the owned devices that `name` names as an
   // allow-list would (an id, a GPU index or UUID, a MIG UUID): a drained
-  // device stays with its kernel but is never given to a new one. Recorded,
-  // so it survives restarts; emits device_drained / device_undrained.
-  // Returns the plugin and the device ids; kNotFound when `name` names none.
+  // device stays with its kernel but is never given to a new one. Recorded
+  // first, so it survives restarts (kUnavailable naming state.json, and no
+  // change, when it cannot be written); emits device_drained /
+  // device_undrained. Returns the plugin and the device ids; kNotFound when
+  // `name` names none.
   struct DeviceChange {
     std::string plugin;
     std::vector<std::string> devices;
@@ -145,7 +147,8 @@ class Agent {
   Result<DeviceChange> DrainDevice(const std::string& name, bool drain) EXCLUDES(mutex_);
   // Clears the health marks (a critical Xid) of the devices `name` names; a
   // condition the next poll still finds stays. kFailedPrecondition when none
-  // had a mark.
+  // had a mark; kUnavailable, and the marks kept, when state.json cannot be
+  // written.
   Result<DeviceChange> ClearDevice(const std::string& name) EXCLUDES(mutex_);
   // Whether the agent is draining: closed to new kernels (CreateKernel is
   // kUnavailable naming the drain) while its kernels, execs, logs, deletes
@@ -157,8 +160,10 @@ class Agent {
   };
   Drain Draining() const EXCLUDES(mutex_);
   // Drains (`drain`) or opens the agent again; emits agent_drained /
-  // agent_undrained when that changes it. Returns the state now.
-  Drain SetDraining(bool drain) EXCLUDES(mutex_);
+  // agent_undrained when that changes it. Returns the state now. The change
+  // is recorded in state.json first: when that cannot be written
+  // (kUnavailable naming the file), nothing changes.
+  Result<Drain> SetDraining(bool drain) EXCLUDES(mutex_);
   // One owned device's health and drain, for /metrics.
   struct DeviceState {
     std::string plugin;
@@ -214,8 +219,15 @@ class Agent {
   Result<DeviceChange> ResolveDevice(const std::string& name) const REQUIRES(mutex_);
   // What state.json should hold now.
   AgentRecord CurrentAgentRecord() const REQUIRES(mutex_);
-  // Writes state.json when it differs from what was written last.
-  void SaveAgentRecord() REQUIRES(mutex_);
+  // Writes `record` to state.json unless it is what was written last; on
+  // success it becomes record_. A failure (kUnavailable naming the file)
+  // leaves the file and record_ as they were: a change the agent can refuse
+  // (a drain, a clear) is then not made.
+  Status WriteAgentRecord(const AgentRecord& record) REQUIRES(mutex_);
+  // Brings state.json in line with the agent's state, for changes the agent
+  // cannot refuse (health marks, the device layout): a failure is logged
+  // once and tried again at the next call (ApplyDeviceHealth, every sweep).
+  void KeepAgentRecord() REQUIRES(mutex_);
   // Restore's first step: the record applied (the agent's drain, the
   // devices' drains and marks), the layout compared, the monitors started.
   void StartDevices() EXCLUDES(mutex_);
@@ -357,6 +369,7 @@ class Agent {
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
 
   AgentRecord record_ GUARDED_BY(mutex_);  // as last written
+  bool record_behind_ GUARDED_BY(mutex_) = false;  // the last KeepAgentRecord could not write state.json
   Drain drain_ GUARDED_BY(mutex_);         // whether the agent takes new kernels
   uint64_t health_version_ GUARDED_BY(mutex_) = ~0ull;  // the boards' versions, summed, when last applied
   // (plugin, device) -> the health last reported in events; absent: healthy.

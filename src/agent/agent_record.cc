@@ -1,12 +1,13 @@
 #include "agent/agent_record.h"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "common/atomic_file.h"
 
 namespace slotd {
 
@@ -46,15 +47,7 @@ Status AgentRecord::Save(const std::string& path) const {
                     {"drained", drained},
                     {"marks", marks_json},
                     {"owned", owned}};
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << doc.dump(2) << "\n";
-    if (!out) return Status::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return Status::Unavailable("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
-  return Status::Ok();
+  return WriteFileAtomically(path, doc.dump(2) + "\n");
 }
 
 }  // namespace slotd

@@ -26,7 +26,8 @@ struct AgentRecord {
   // Reads `path`; an absent file is an empty record. kInvalidArgument naming
   // the file when it is not a record (the agent then starts from an empty one).
   static Result<AgentRecord> Load(const std::string& path);
-  // Writes `path` atomically (a temporary file renamed over it).
+  // Writes `path` whole or not at all (WriteFileAtomically): on failure
+  // (kUnavailable naming the path) the previous record stays as it was.
   Status Save(const std::string& path) const;
 
   bool operator==(const AgentRecord&) const = default;

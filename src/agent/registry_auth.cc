@@ -1,11 +1,9 @@
 #include "agent/registry_auth.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 
 #include "common/base64.h"
+#include "common/regular_file.h"
 #include "engine/image_ref.h"
 
 namespace slotd {
@@ -30,14 +28,11 @@ Result<RegistryCredentials> RegistryCredentials::Load(const std::string& path) {
   RegistryCredentials credentials;
   if (path.empty()) return credentials;
   const std::string where = "[container] registry-auth-file " + path;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::InvalidArgument(where + ": cannot be read; write it with `docker login` or fix the path");
-  std::string text(kMaxFileBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxFileBytes)
-    return Status::InvalidArgument(where + ": over " + std::to_string(kMaxFileBytes) + " bytes; it is not a docker login file");
-  const json j = json::parse(text, nullptr, false);
+  Result<std::string> text = ReadRegularFile(path, kMaxFileBytes);
+  if (!text.ok())
+    return Status::InvalidArgument(where + " " + text.status().message() +
+                                   "; point it at the config.json that `docker login` writes");
+  const json j = json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return Status::InvalidArgument(where + ": not a JSON object; expected {\"auths\": {\"host:port\": {\"auth\": ...}}}");
   const auto auths = j.find("auths");

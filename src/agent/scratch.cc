@@ -1,8 +1,10 @@
 #include "agent/scratch.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <system_error>
 
@@ -13,6 +15,9 @@ namespace slotd {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The directory of markers under the root; a kernel id never starts with a dot.
+constexpr char kMarkers[] = ".slotd-made";
 
 // Gives the directory `path` to `owner`, mode 0700.
 Status Own(const std::string& path, ScratchStore::Owner owner) {
@@ -29,9 +34,27 @@ Status Own(const std::string& path, ScratchStore::Owner owner) {
 
 ScratchStore::ScratchStore(std::string root) : root_(std::move(root)) {}
 
+std::string ScratchStore::MarkerOf(const std::string& kernel_id) const {
+  return root_ + "/" + kMarkers + "/" + kernel_id;
+}
+
+Status ScratchStore::Mark(const std::string& kernel_id) const {
+  const std::string marker = MarkerOf(kernel_id);
+  std::error_code ec;
+  fs::create_directories(root_ + "/" + kMarkers, ec);
+  const int fd = ec ? -1 : ::open(marker.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0 || ::close(fd) != 0)
+    return Status::Unavailable("cannot mark the scratch directory " + root_ + "/" + kernel_id + " as the agent's (" +
+                               marker + "): " + (ec ? ec : std::error_code(errno, std::generic_category())).message() +
+                               "; check [container] scratch-root and the agent's rights there");
+  return Status::Ok();
+}
+
 Result<std::string> ScratchStore::Prepare(const std::string& kernel_id, std::optional<Owner> owner) {
   MutexLock lock(mutex_);
   const std::string path = root_ + "/" + kernel_id;
+  // The marker first: a directory is never without it, whatever stops the agent.
+  if (Status marked = Mark(kernel_id); !marked.ok()) return marked;
   std::error_code ec;
   fs::create_directories(path, ec);
   if (ec)
@@ -54,6 +77,7 @@ Status ScratchStore::Remove(const std::string& kernel_id) {
   std::error_code ec;
   fs::remove_all(path, ec);
   if (ec) return Status::Unavailable("cannot remove the scratch directory " + path + ": " + ec.message());
+  fs::remove(MarkerOf(kernel_id), ec);  // the directory is gone, so is its marker
   return Status::Ok();
 }
 
@@ -64,14 +88,32 @@ void ScratchStore::Collect(const std::function<std::set<std::string>()>& known_i
   const std::set<std::string> known = known_ids();
   for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (known.count(name)) continue;
+    if (name.empty() || name[0] == '.') continue;  // the markers (no kernel id starts with a dot)
+    std::error_code status_ec;
+    const bool marked = fs::exists(fs::symlink_status(MarkerOf(name), status_ec));
+    if (known.count(name)) {
+      // A kernel's directory made by an earlier version: the agent's from now on.
+      const bool plain_directory = fs::symlink_status(it->path(), status_ec).type() == fs::file_type::directory;
+      if (!marked && plain_directory && Mark(name).ok())
+        spdlog::info("marked {}, the scratch directory of kernel {}, as the agent's", it->path().string(), name);
+      continue;
+    }
+    if (!marked) {
+      if (reported_.insert(name).second)
+        spdlog::warn("kept {} in the scratch root: the agent did not make it (it has no marker in {}/{}), so it "
+                     "never removes it; if it is a leftover scratch directory of an earlier slotd, remove it by hand",
+                     it->path().string(), root_, kMarkers);
+      continue;
+    }
     std::error_code removed;
     fs::remove_all(it->path(), removed);
-    if (removed)
+    if (removed) {
       spdlog::warn("cannot remove {}, a scratch directory of no kernel of this agent: {}", it->path().string(),
                    removed.message());
-    else
-      spdlog::info("removed {}, a scratch directory of no kernel of this agent", it->path().string());
+      continue;
+    }
+    fs::remove(MarkerOf(name), removed);
+    spdlog::info("removed {}, a scratch directory of no kernel of this agent", it->path().string());
   }
 }
 

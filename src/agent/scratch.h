@@ -1,8 +1,13 @@
 // Scratch: each kernel's own writable directory, <root>/<kernel-id>, which
 // the agent mounts at /home/work. It outlives kernel and agent restarts and
 // goes when its kernel does. The root is this agent's alone (the node claims
-// refuse an agent whose scratch root meets another agent's paths), so what
-// lies there and is no kernel's is a leftover, and is removed.
+// refuse an agent whose scratch root meets another agent's paths, and
+// LocalProblems one that holds the agent's own files), yet the store removes
+// only what it made: each directory it makes has a marker,
+// <root>/.slotd-made/<kernel-id>, made before the directory. A directory
+// without one (made by hand, or by slotd 0.2.0, which made no markers) is
+// never removed by Collect: it gets its marker when it is the directory of a
+// kernel the agent has, and is otherwise kept and reported once.
 #pragma once
 
 #include <cstdint>
@@ -40,17 +45,27 @@ class ScratchStore {
   // mode 0700. Errors as Prepare's.
   Status GiveTo(const std::string& kernel_id, Owner owner) EXCLUDES(mutex_);
 
-  // Removes `kernel_id`'s directory with everything in it; absent is fine.
+  // Removes `kernel_id`'s directory with everything in it, and its marker;
+  // absent is fine.
   Status Remove(const std::string& kernel_id) EXCLUDES(mutex_);
 
-  // Removes every directory under the root that belongs to none of the
-  // kernels `known_ids` returns. `known_ids` is called with this store's lock
-  // held, so a Prepare cannot slip between what it returns and the removal.
+  // Removes every directory under the root that this store made (it has a
+  // marker) and that belongs to none of the kernels `known_ids` returns;
+  // marks the unmarked directories of known kernels; reports, once each, the
+  // unmarked entries of no kernel, and keeps them. `known_ids` is called with
+  // this store's lock held, so a Prepare cannot slip between what it returns
+  // and the removal.
   void Collect(const std::function<std::set<std::string>()>& known_ids) EXCLUDES(mutex_);
 
  private:
+  // The marker of `kernel_id`'s directory.
+  std::string MarkerOf(const std::string& kernel_id) const;
+  // Makes that marker (and the markers' directory); kUnavailable naming it.
+  Status Mark(const std::string& kernel_id) const;
+
   const std::string root_;
   Mutex mutex_;  // orders Prepare against Collect
+  std::set<std::string> reported_ GUARDED_BY(mutex_);  // unmarked entries already reported as kept
 };
 
 }  // namespace slotd

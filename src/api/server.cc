@@ -250,9 +250,13 @@ void ApiServer::KernelStats(Exchange& ex, const std::string& kernel_id) const {
 }
 
 void ApiServer::SetDraining(Exchange& ex, bool drain) {
-  const Agent::Drain now = agent_.SetDraining(drain);
-  ex.Reply(JsonResponse(200, {{"draining", now.draining},
-                              {"draining_since", now.draining ? json(now.since) : json(nullptr)}}));
+  const Result<Agent::Drain> now = agent_.SetDraining(drain);
+  if (!now.ok()) {
+    ex.Reply(ErrorResponse(now.status()));
+    return;
+  }
+  ex.Reply(JsonResponse(200, {{"draining", now->draining},
+                              {"draining_since", now->draining ? json(now->since) : json(nullptr)}}));
 }
 
 namespace {

@@ -1,11 +1,11 @@
 // slotd-config-doc: the generated parts of docs/config.md (the accepted
 // sections and every key table), from the same tables slotd reads
 // agent.toml with. Needs no agent and no host facts.
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 
+#include "common/atomic_file.h"
 #include "common/version.h"
 #include "config/config_doc.h"
 #include "config/toml_reader.h"
@@ -55,11 +55,8 @@ int CheckOrWrite(const std::string& mode, const std::string& path) {
               << "Run: build/bin/slotd-config-doc --write " << path << "\n";
     return 1;
   }
-  std::ofstream out(path, std::ios::trunc);
-  out << *fresh;
-  out.close();
-  if (!out) {
-    std::cerr << "slotd-config-doc: cannot write " << path << "\n";
+  if (slotd::Status written = slotd::WriteFileAtomically(path, *fresh); !written.ok()) {
+    std::cerr << "slotd-config-doc: " << written.message() << "\n";
     return 2;
   }
   std::cout << "slotd-config-doc: refreshed " << path << "\n";

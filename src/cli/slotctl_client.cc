@@ -116,7 +116,10 @@ Outcome<AgentClient> AgentClient::Connect(const AgentTarget& target) {
       http = slotd::HttpClient::Unix(socket);
     } else {
       http = slotd::HttpClient::Tcp("http://" + config->agent.rpc_host + ":" + std::to_string(config->agent.rpc_port));
-      if (token_file.empty() && config->agent.token_file) token_file = *config->agent.token_file;
+      // Its token-file, or else the token the agent made for itself.
+      if (token_file.empty())
+        token_file = config->agent.token_file ? *config->agent.token_file
+                                              : slotd::GeneratedTokenPath(config->agent.var_base_path);
     }
   } else {
     http = slotd::HttpClient::Tcp(slotd::DefaultApiUrl());

@@ -9,6 +9,7 @@
 #include "cli/pull_progress.h"
 #include "cli/slotctl_commands.h"
 #include "cli/table.h"
+#include "common/atomic_file.h"
 #include "common/units.h"
 #include "fleet/agent_document.h"
 #include "fleet/etcd_client.h"

@@ -126,6 +126,7 @@ int RunAgent(const std::string& config_path) {
     for (const std::string& problem : problems) text += (text.empty() ? "" : "\n  ") + problem;
     return fail(Status::InvalidArgument(text));
   }
+  for (const std::string& warning : slotd::LocalWarnings(*config)) spdlog::warn("{}", warning);
   // With [etcd]: an agent id registered anywhere in the cluster is refused
   // before this agent touches anything; the agent registers once it serves.
   std::optional<slotd::EtcdClient> etcd;
@@ -147,11 +148,19 @@ int RunAgent(const std::string& config_path) {
     return fail(lock.status().WithPrefix("another agent uses ipc-base-path " + ipc +
                                          "; give each agent its own ipc-base-path"));
 
-  std::optional<std::string> token;
+  // The TCP API never goes without a token: without token-file, the agent's own.
+  std::string token;
   if (config->agent.token_file) {
     auto read = slotd::ReadTokenFile(*config->agent.token_file);
     if (!read.ok()) return fail(read.status().WithPrefix("agent.token-file"));
     token = *read;
+  } else {
+    const std::string path = slotd::GeneratedTokenPath(config->agent.var_base_path);
+    auto made = slotd::ReadOrMakeToken(path);
+    if (!made.ok()) return fail(made.status().WithPrefix("the agent's own API token (no agent.token-file)"));
+    token = *made;
+    spdlog::info("no [agent] token-file: requests on TCP need the token in {} (mode 0600; slotctl --config reads it)",
+                 path);
   }
 
   auto engine = slotd::DockerEngine::FromHost(config->container.docker_host);

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "cli/table.h"
+#include "common/atomic_file.h"
 #include "common/units.h"
 #include "config/toml_reader.h"
 #include "node/check.h"
@@ -132,11 +132,11 @@ int RunSplit(const SplitOptions& options) {
     return Refuse("--out " + options.out_dir + ": cannot make the directory: " + ec.message());
   for (size_t i = 0; i < plans->size(); ++i) {
     const AgentPlan& plan = (*plans)[i];
-    std::ofstream file(paths[i], std::ios::trunc);
-    file << Header(options, plan, i, plans->size())
-         << RenderAgentConfig(base->tables, plan, base->config.node.claims_dir, "");
-    if (!file.flush())
-      return Refuse("cannot write " + paths[i] + "; the files before it were written, those after it were not");
+    const Status written = WriteFileAtomically(
+        paths[i], Header(options, plan, i, plans->size()) +
+                      RenderAgentConfig(base->tables, plan, base->config.node.claims_dir, ""));
+    if (!written.ok())
+      return Refuse(written.message() + "; the files before it were written, those after it were not");
   }
 
   std::vector<std::vector<std::string>> rows;

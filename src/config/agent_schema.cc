@@ -333,8 +333,11 @@ KeyTable<AgentConfig> AgentKeys() {
         .DefaultsTo("`" + DefaultVarBasePath("<id>") + "`",
                     [](AgentConfig& agent, ConfigReader&) { agent.var_base_path = DefaultVarBasePath(agent.id); }),
     MemberKey("token-file", &AgentConfig::token_file, PathType(),
-              "File holding an API token. When set, every TCP request except `GET /health` needs "
-              "`Authorization: Bearer <token>`. When absent, the TCP API needs no token."),
+              "File holding an API token: every TCP request except `GET /health` needs "
+              "`Authorization: Bearer <token>`. When absent, the agent makes a token of its own at first start, "
+              "`<var-base-path>/api.token` (mode 0600), and requires that one: the TCP API never goes without a "
+              "token. `slotctl --config` reads either.")
+        .DefaultDoc("`<var-base-path>/api.token`, made by the agent"),
     MemberKey("scaling-group", &AgentConfig::scaling_group, StringType(),
               "The scaling group the agent belongs to.", {NotEmpty()}),
   }};
@@ -453,9 +456,12 @@ KeyTable<ContainerConfig> ContainerKeys() {
                ZeroOrAtLeast<milliseconds>(DurationType(), milliseconds(1'000), "no limit", "is too short")}),
     MemberKey("scratch-root", &ContainerConfig::scratch_root, PathType(),
               "Where each kernel's scratch directory (`<scratch-root>/<kernel-id>`, mounted at `/home/work`) is "
-              "kept when `scratch-type` is `hostdir`. It belongs to this agent alone: the agent removes what it "
-              "finds there that is not one of its kernels', so it may not be, contain or lie inside another "
-              "agent's scratch-root, ipc-base-path or var-base-path on the node.")
+              "kept when `scratch-type` is `hostdir`. It belongs to this agent alone: the agent removes the "
+              "directories it made there (each has a marker in `<scratch-root>/.slotd-made/`) once their kernel is "
+              "gone, and keeps everything else. It may not be, contain or lie inside another agent's scratch-root, "
+              "ipc-base-path or var-base-path on the node, and may not be or contain this agent's own paths "
+              "(ipc-base-path, var-base-path, claims-dir, token-file, registry-auth-file, the config file) or lie "
+              "inside its ipc-base-path or claims-dir.")
         .DefaultDoc("`<var-base-path>/scratch`"),
     MemberKey("scratch-type", &ContainerConfig::scratch_type, EnumType({"hostdir", "tmpfs"}),
               "`hostdir`: a directory of the host, kept across kernel and agent restarts and removed with the "

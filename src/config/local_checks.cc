@@ -1,8 +1,12 @@
 #include "config/local_checks.h"
 
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string_view>
 #include <utility>
 
@@ -21,7 +25,89 @@ void ExpectDirectory(const std::string& key, const std::string& path, std::vecto
     problems.push_back(key + ": " + path + " exists and is not a directory; remove it or choose another path");
 }
 
+// `path` as the system will find it: absolute, normal, with the symbolic
+// links of its existing part followed.
+std::string Resolved(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path canonical = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  return ec ? NormalPath(path) : NormalPath(canonical.string());
+}
+
+// A problem for each of the agent's own paths that [container] scratch-root
+// equals or holds (the scratch collector removes what lies there), and for
+// a scratch-root inside a directory the agent shares or keeps in memory
+// (ipc-base-path, claims-dir). Inside var-base-path is fine: that is its default.
+void CheckScratchRoot(const Config& config, std::vector<std::string>& problems) {
+  const std::string given = ScratchRoot(config), scratch = Resolved(given);
+  struct Own {
+    std::string what;
+    std::string path;
+    bool may_hold_scratch;
+  };
+  std::vector<Own> own = {{"agent.ipc-base-path", config.agent.ipc_base_path, false},
+                          {"agent.var-base-path", config.agent.var_base_path, true},
+                          {"node.claims-dir", config.node.claims_dir, false},
+                          {"agent.token-file", config.agent.token_file.value_or(""), true},
+                          {"container.registry-auth-file", config.container.registry_auth_file, true},
+                          {"the config file", config.path, true}};
+  if (config.etcd) own.push_back({"etcd.password-file", config.etcd->password_file, true});
+  for (const Own& mine : own) {
+    if (mine.path.empty()) continue;
+    const std::string path = Resolved(mine.path);
+    if (IsWithin(path, scratch)) {
+      problems.push_back("container.scratch-root: " + given + (path == scratch ? " is " : " holds ") + mine.what + " " +
+                         mine.path + "; the agent removes what lies in its scratch root, so keep the agent's own " +
+                         "files out of it: choose a scratch-root of its own (the default is <var-base-path>/scratch)");
+    } else if (!mine.may_hold_scratch && IsWithin(scratch, path)) {
+      problems.push_back("container.scratch-root: " + given + " lies inside " + mine.what + " " + mine.path +
+                         ", which " + (mine.what == "node.claims-dir" ? "all agents of the node share" : "holds the "
+                         "agent's socket and lock") + "; choose a scratch-root of its own (the default is "
+                         "<var-base-path>/scratch)");
+    }
+  }
+}
+
+// The RLIMIT_ resource of a [container] ulimits name; -1 for none.
+int ResourceOf(const std::string& name) {
+  static const std::map<std::string, int> kResources = {
+      {"core", RLIMIT_CORE},       {"cpu", RLIMIT_CPU},         {"data", RLIMIT_DATA},     {"fsize", RLIMIT_FSIZE},
+      {"locks", RLIMIT_LOCKS},     {"memlock", RLIMIT_MEMLOCK}, {"msgqueue", RLIMIT_MSGQUEUE},
+      {"nice", RLIMIT_NICE},       {"nofile", RLIMIT_NOFILE},   {"nproc", RLIMIT_NPROC},   {"rss", RLIMIT_RSS},
+      {"rtprio", RLIMIT_RTPRIO},   {"rttime", RLIMIT_RTTIME},   {"sigpending", RLIMIT_SIGPENDING},
+      {"stack", RLIMIT_STACK}};
+  auto it = kResources.find(name);
+  return it == kResources.end() ? -1 : it->second;
+}
+
+// A warning when the secret file `path` of `key` is open to users other than its owner.
+void CheckSecretMode(const std::string& key, const std::string& path, std::vector<std::string>& warnings) {
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0 || (st.st_mode & 077) == 0) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  warnings.push_back(key + ": " + path + " holds a secret but users other than its owner may " +
+                     ((st.st_mode & 066) ? "read or write" : "open") + " it (mode " + mode + "); chmod 600 " + path);
+}
+
 }  // namespace
+
+std::vector<std::string> LocalWarnings(const Config& config) {
+  std::vector<std::string> warnings;
+  if (config.agent.token_file) CheckSecretMode("agent.token-file", *config.agent.token_file, warnings);
+  CheckSecretMode("container.registry-auth-file", config.container.registry_auth_file, warnings);
+  for (const auto& [name, value] : config.container.ulimits) {
+    rlimit own{};
+    const int resource = ResourceOf(name);
+    if (resource < 0 || ::getrlimit(resource, &own) != 0 || own.rlim_max == RLIM_INFINITY) continue;
+    const bool unlimited = value < 0;
+    if (!unlimited && static_cast<rlim_t>(value) <= own.rlim_max) continue;
+    warnings.push_back("container.ulimits: " + name + " = " + (unlimited ? std::string("unlimited") : std::to_string(value)) +
+                       " is above this process's own hard limit of " + std::to_string(own.rlim_max) +
+                       "; kernels may be refused it or get less: lower it, or raise the agent's limit (LimitNOFILE= "
+                       "and the like in its systemd unit)");
+  }
+  return warnings;
+}
 
 std::vector<std::string> LocalProblems(const Config& config) {
   std::vector<std::string> problems;
@@ -34,6 +120,7 @@ std::vector<std::string> LocalProblems(const Config& config) {
   ExpectDirectory("agent.var-base-path", var, problems);
   ExpectDirectory("agent.ipc-base-path", config.agent.ipc_base_path, problems);
   ExpectDirectory("node.claims-dir", config.node.claims_dir, problems);
+  CheckScratchRoot(config, problems);
 
   const std::string socket = config.agent.ipc_base_path + "/agent.sock";
   constexpr size_t kSocketPathMax = sizeof(sockaddr_un::sun_path) - 1;

@@ -14,7 +14,9 @@ namespace slotd {
 // key, the path and what to do: var-base-path that is not a directory or is
 // under /proc or /sys; ipc-base-path or claims-dir that is not a directory;
 // an agent.sock path over the unix socket limit; a token-file that is
-// missing, a directory or empty. Paths that do not exist yet are fine (the
+// missing, a directory or empty; a scratch-root that is or holds one of the
+// agent's own paths (ipc, var, claims, token, registry-auth, etcd password,
+// the config file) or lies inside its ipc-base-path or claims-dir. Paths that do not exist yet are fine (the
 // agent creates them). Empty when there is none.
 std::vector<std::string> LocalProblems(const Config& config);
 
@@ -37,5 +39,12 @@ std::vector<OwnPath> AgentOwnPaths(const Config& config);
 // /root, /var/lib, ...: the entry is in one, or holds one); an entry that
 // holds one of AgentOwnPaths. Part of LocalProblems.
 std::vector<std::string> MountAllowProblems(const Config& config);
+
+// What is unsafe but does not stop the agent, one line each, naming the key
+// and what to do: a token-file or registry-auth-file that users other than
+// its owner may read or write (mode & 077), and [container] ulimits above
+// this process's own hard limits (of the agent when it runs them; of the
+// shell when `slotd check` does). Empty when there is none.
+std::vector<std::string> LocalWarnings(const Config& config);
 
 }  // namespace slotd

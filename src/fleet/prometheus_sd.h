@@ -14,8 +14,4 @@ namespace slotd {
 // The file_sd JSON of `agents`: [{"targets": ["host:port"], "labels": {...}}, ...], in agent id order.
 std::string PrometheusTargets(const std::vector<AgentDocument>& agents);
 
-// Writes `text` to `path` whole or not at all (a temporary file renamed over
-// it), so Prometheus never reads half a file. Errors name the path.
-Status WriteFileAtomically(const std::string& path, const std::string& text);
-
 }  // namespace slotd

@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/atomic_file.h"
+
 namespace slotd {
 
 namespace {
@@ -27,13 +29,8 @@ int64_t ReadLeaseFile(const std::string& path) {
 
 void WriteLeaseFile(const std::string& path, int64_t lease) {
   if (path.empty()) return;
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << lease << "\n";
-    if (!out) return spdlog::warn("cannot write {}; a restart within the lease's time may find its id taken", temp);
-  }
-  std::rename(temp.c_str(), path.c_str());
+  if (Status s = WriteFileAtomically(path, std::to_string(lease) + "\n"); !s.ok())
+    spdlog::warn("{}; a restart within the lease's time may find its id taken", s.message());
 }
 
 // Who holds a key, for messages: "node gpu2 at 10.0.0.2:6001".

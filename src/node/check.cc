@@ -127,7 +127,7 @@ int CheckReport::ExitCode() const {
 
 std::string CheckReport::Text() const {
   std::string text;
-  for (const auto* lines : {&errors, &problems, &notes})
+  for (const auto* lines : {&errors, &problems, &warnings, &notes})
     for (const std::string& line : *lines) text += line + "\n";
   const std::string configs = Count(static_cast<size_t>(files), "config");
   if (!errors.empty()) {
@@ -141,8 +141,9 @@ std::string CheckReport::Text() const {
     return text + "slotd check: " + Count(problems.size(), "problem") + " among " + configs +
            "; give each agent of the node its own id, API port, ipc-base-path, var-base-path, port-range, cores and "
            "devices, all of them the same node.claims-dir, and memory shares that fit the node\n";
+  const std::string mind = warnings.empty() ? "notes" : notes.empty() ? "warnings" : "warnings and notes";
   return text + "slotd check: " + configs + ", no clashes: they can share one node" +
-         (notes.empty() ? "" : " (mind the notes above)") + "\n";
+         (warnings.empty() && notes.empty() ? "" : " (mind the " + mind + " above)") + "\n";
 }
 
 CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host) {
@@ -166,6 +167,7 @@ CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFa
       continue;
     }
     for (const std::string& problem : LocalProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
+    for (const std::string& warning : LocalWarnings(*config)) report.warnings.push_back("warning: " + path + ": " + warning);
     ResolvedDevices devices = ResolveDevices(*config);
     for (const std::string& missing : devices.missing) report.problems.push_back("missing: " + path + ": " + missing);
     for (const std::string& note : devices.notes) report.notes.push_back("note: " + path + ": " + note);

@@ -27,13 +27,16 @@ struct CheckReport {
   // stops these agents from sharing the node; "problem: a.toml: ...": what
   // stops one of them from starting here (LocalProblems).
   std::vector<std::string> problems;
+  // "warning: a.toml: ...": what is unsafe but does not stop the agent
+  // (LocalWarnings); the exit status does not count them.
+  std::vector<std::string> warnings;
   // "note: ...": what could not be checked, and why.
   std::vector<std::string> notes;
 
   // 2 when a file does not load, else 1 when there are problems, else 0.
   int ExitCode() const;
-  // Every error, problem and note, one per line, then one summary line that
-  // says what to do.
+  // Every error, problem, warning and note, one per line, then one summary
+  // line that says what to do.
   std::string Text() const;
 };
 

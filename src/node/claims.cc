@@ -3,13 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <fstream>
 #include <sstream>
 
+#include "common/atomic_file.h"
 #include "common/paths.h"
 #include "common/units.h"
 
@@ -131,17 +130,9 @@ namespace {
 std::string ClaimPath(const std::string& dir, const std::string& id) { return dir + "/" + id + ".json"; }
 std::string LivePath(const std::string& dir, const std::string& id) { return dir + "/" + id + ".live"; }
 
-// Writes `mine` to its claim file atomically (write, then rename).
+// Writes `mine` to its claim file, whole or not at all.
 Status WriteClaim(const std::string& dir, const AgentClaims& mine) {
-  std::string path = ClaimPath(dir, mine.agent_id), tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << mine.ToJson().dump(2) << "\n";
-    if (!out) return Status::Unavailable("cannot write claim file " + tmp + ": " + strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return Status::Unavailable("cannot rename " + tmp + " to " + path + ": " + strerror(errno));
-  return Status::Ok();
+  return WriteFileAtomically(ClaimPath(dir, mine.agent_id), mine.ToJson().dump(2) + "\n");
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // The agent end to end: real slotd processes, real containers.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <functional>
 #include <thread>
@@ -184,6 +186,33 @@ TEST(Agent, TokenIsRequiredOnTcpButNotForHealth) {
   EXPECT_NE(r.err.find("HTTP 401"), std::string::npos) << r.err;
   r = Slotctl({"--agent", "http://127.0.0.1:" + std::to_string(agent.port()), "--token-file",
                agent.dir() + "/token", "kernels"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(Agent, WithoutATokenFileTheAgentMakesItsOwnTokenAndTcpNeedsIt) {
+  AgentProcess agent(Options("own-token"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const std::string path = agent.dir() + "/var/api.token";
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0) << agent.log();
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_NE(agent.log().find("requests on TCP need the token in " + path), std::string::npos) << agent.log();
+  const std::string token = agent.GeneratedToken();
+  EXPECT_GE(token.size(), 32u);
+
+  EXPECT_EQ(agent.Call("GET", "/health", "", /*tcp=*/true).status, 200);
+  const HttpClient anonymous = HttpClient::Tcp("http://127.0.0.1:" + std::to_string(agent.port()));
+  auto refused = anonymous.Request("POST", "/v1/agent/drain", "", std::chrono::seconds(10));
+  ASSERT_TRUE(refused.ok()) << refused.status().message();
+  EXPECT_EQ(refused->status, 401) << refused->body;
+  EXPECT_EQ(agent.Call("GET", "/v1/kernels", "", /*tcp=*/true, token).status, 200);
+
+  // The same token after a restart; slotctl --config finds it when only TCP is left.
+  agent.Kill(SIGKILL);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  EXPECT_EQ(agent.GeneratedToken(), token);
+  ASSERT_EQ(::unlink(agent.socket_path().c_str()), 0);
+  CommandResult r = Slotctl({"--config", agent.config_path(), "kernels"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 

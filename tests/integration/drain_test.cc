@@ -1,10 +1,13 @@
 // Agent drain end to end: a drained agent refuses new kernels with 503
 // draining while its kernels, execs and deletes go on; the drain survives a
-// restart; `slotctl drain --wait` returns when no kernel runs.
+// restart; `slotctl drain --wait` returns when no kernel runs; a drain that
+// cannot be recorded (a full disk) is refused and loses nothing.
 #include <signal.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <future>
 
 #include "integration/harness.h"
@@ -72,6 +75,50 @@ TEST(Drain, DrainWaitReturnsWhenNoKernelRuns) {
   EXPECT_NE(result.out.find("waiting for 1 kernel: short"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("drained: no kernel runs"), std::string::npos) << result.out;
   EXPECT_EQ(agent.CallJson("GET", "/v1/kernels/short", nullptr, 200)["state"], "TERMINATED");
+}
+
+TEST(Drain, ADrainOnAFullDiskIsRefusedAndTheRecordedStateStaysIntact) {
+  AgentProcess agent(DrainAgent("full"));
+  SmallTmpfs var(agent.dir() + "/var", "256k");  // declared after the agent: unmounted before its directory goes
+  if (!var.mounted()) GTEST_SKIP() << "needs a small filesystem for var-base-path: " << var.error();
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const std::string record = agent.dir() + "/var/state.json";
+  const std::string before = ReadFile(record);
+  ASSERT_FALSE(before.empty());
+
+  var.Fill("filler");
+  HttpResponse refused = agent.Call("POST", "/v1/agent/drain");
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("cannot write " + record), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("free space"), std::string::npos) << refused.body;
+  EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["draining"], false);
+  EXPECT_EQ(ReadFile(record), before);
+
+  agent.Kill(SIGKILL);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["draining"], false);
+  EXPECT_EQ(agent.log().find("is not an agent state record"), std::string::npos) << agent.log();
+
+  // With room again, the drain is made and kept.
+  ASSERT_EQ(::unlink((agent.dir() + "/var/filler").c_str()), 0);
+  EXPECT_EQ(agent.CallJson("POST", "/v1/agent/drain", nullptr, 200)["draining"], true);
+  agent.Kill(SIGKILL);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["draining"], true);
+}
+
+TEST(Drain, AStateRecordThatCannotBeReadIsKeptAsideAndReported) {
+  AgentProcess agent(DrainAgent("bad-record"));
+  std::filesystem::create_directories(agent.dir() + "/var");
+  WriteFile(agent.dir() + "/var/state.json", "{\"draining\": tru");
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  std::vector<std::string> aside;
+  for (const auto& entry : std::filesystem::directory_iterator(agent.dir() + "/var"))
+    if (entry.path().filename().string().rfind("state.json.bad-", 0) == 0) aside.push_back(entry.path().string());
+  ASSERT_EQ(aside.size(), 1u) << agent.log();
+  EXPECT_EQ(ReadFile(aside[0]), "{\"draining\": tru");
+  EXPECT_NE(agent.log().find("kept it aside as " + aside[0]), std::string::npos) << agent.log();
+  EXPECT_FALSE(json::parse(ReadFile(agent.dir() + "/var/state.json"), nullptr, false).is_discarded());
 }
 
 }  // namespace

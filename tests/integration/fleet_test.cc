@@ -47,6 +47,7 @@ AgentOptions FleetAgent(const TestEtcd& etcd, const std::string& name, const std
   o.memory = "512m";
   o.port_first = 33000 + index * 10;
   o.port_last = o.port_first + 9;
+  o.token = "fleet-" + RunTag();  // one token for the fleet: what slotctl run --place and Prometheus send
   o.extra_toml = "[etcd]\nendpoints = [\"" + etcd.url() + "\"]\nnamespace = \"" + kNamespace +
                  "\"\nlease-ttl = \"2s\"\n";
   return o;
@@ -262,8 +263,8 @@ TEST(Fleet, PlaceSpreadsABurstSkipsDrainedAgentsAndSaysWhenTheFleetIsFull) {
   ASSERT_TRUE(Eventually([&] { return Registered(etcd)[c.options().id].draining; }));
 
   auto place = [&](const std::string& id) {
-    return Slotctl({"run", "--place", "--etcd", etcd.url(), "--namespace", kNamespace, "--id", id, "--cpu", "1",
-                    "--mem", "64m", kTestImage, "--", "sleep", "3600"});
+    return Slotctl({"run", "--place", "--etcd", etcd.url(), "--namespace", kNamespace, "--token-file",
+                    a.dir() + "/token", "--id", id, "--cpu", "1", "--mem", "64m", kTestImage, "--", "sleep", "3600"});
   };
   std::vector<std::future<CommandResult>> burst;
   for (int i = 0; i < 4; ++i) burst.push_back(std::async(std::launch::async, place, "burst" + std::to_string(i)));
@@ -309,6 +310,7 @@ TEST(Fleet, OnePrometheusScrapesEveryAgentThroughTheDiscoveryFile) {
   const int port = FreeLoopbackPort();
   WriteFile(dir.path() + "/prometheus.yml", "global:\n  scrape_interval: 1s\n"
                                             "scrape_configs:\n  - job_name: slotd\n    honor_labels: true\n"
+                                            "    authorization:\n      credentials_file: " + a.dir() + "/token\n"
                                             "    file_sd_configs:\n      - files: [\"" + targets + "\"]\n"
                                             "        refresh_interval: 1s\n");
   Background prometheus({"prometheus", "--config.file=" + dir.path() + "/prometheus.yml",

@@ -6,13 +6,16 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -57,6 +60,28 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+SmallTmpfs::SmallTmpfs(std::string path, const std::string& size) : path_(std::move(path)) {
+  std::error_code ec;
+  std::filesystem::create_directories(path_, ec);
+  mounted_ = ::mount("tmpfs", path_.c_str(), "tmpfs", 0, ("size=" + size + ",mode=0755").c_str()) == 0;
+  if (!mounted_) error_ = "mount -t tmpfs " + path_ + ": " + std::strerror(errno);
+}
+
+SmallTmpfs::~SmallTmpfs() {
+  if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
+}
+
+void SmallTmpfs::Fill(const std::string& name) const {
+  const int fd = ::open((path_ + "/" + name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const std::string block(4096, 'x');
+  while (fd >= 0 && ::write(fd, block.data(), block.size()) > 0) {
+  }
+  // A tmpfs may still take a few bytes past the last whole block.
+  while (fd >= 0 && ::write(fd, block.data(), 1) > 0) {
+  }
+  if (fd >= 0) ::close(fd);
 }
 
 void WriteFile(const std::string& path, const std::string& text) {
@@ -261,10 +286,17 @@ void AgentProcess::Kill(int signal) {
 
 std::string AgentProcess::log() const { return ReadFile(log_path_); }
 
+std::string AgentProcess::GeneratedToken() const {
+  std::string token = ReadFile(dir_.path() + "/var/api.token");
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  return token;
+}
+
 HttpResponse AgentProcess::Call(const std::string& method, const std::string& path, const std::string& body,
                                 bool tcp, const std::string& token) const {
   HttpClient client = tcp ? HttpClient::Tcp("http://127.0.0.1:" + std::to_string(port_)) : HttpClient::Unix(socket_path_);
   if (!token.empty()) client.SetBearerToken(token);
+  if (tcp && token.empty() && options_.token.empty()) client.SetBearerToken(GeneratedToken());
   auto res = client.Request(method, path, body, std::chrono::seconds(60));
   if (!res.ok()) return HttpResponse{0, res.status().message()};
   return *res;

@@ -36,6 +36,27 @@ class TempDir {
   std::string path_;
 };
 
+// A tmpfs of `size` ("256k") mounted at `path` (made when absent) for the
+// life of the object: a small filesystem to fill. Tests run as root; where
+// mounting is not permitted, mounted() is false and error() says why.
+class SmallTmpfs {
+ public:
+  SmallTmpfs(std::string path, const std::string& size);
+  ~SmallTmpfs();  // unmounts (lazily: a process may still hold a file)
+  SmallTmpfs(const SmallTmpfs&) = delete;
+  SmallTmpfs& operator=(const SmallTmpfs&) = delete;
+
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+  // Writes <path>/<name> until the filesystem is full.
+  void Fill(const std::string& name) const;
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+  std::string error_;
+};
+
 // Writes `text` to `path`.
 void WriteFile(const std::string& path, const std::string& text);
 std::string ReadFile(const std::string& path);
@@ -129,7 +150,10 @@ class AgentProcess {
   pid_t pid() const { return pid_; }
   int port() const { return port_; }  // TCP port parsed from the ready line
 
-  // Calls the API over the unix socket (or TCP when `tcp`); returns status and body.
+  // The token the agent made for itself (without options().token); "" before its first start.
+  std::string GeneratedToken() const;
+  // Calls the API over the unix socket, or TCP when `tcp` with `token`, else
+  // options().token, else the agent's generated token; returns status and body.
   HttpResponse Call(const std::string& method, const std::string& path, const std::string& body = "",
                     bool tcp = false, const std::string& token = "") const;
   // Calls and parses JSON; fails the test when the status is not `expect`.

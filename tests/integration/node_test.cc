@@ -4,8 +4,11 @@
 // resources and running kernels, asking each one's API.
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -104,6 +107,67 @@ void ExpectClash(const std::function<std::string(CheckAgent& a, CheckAgent& b)>&
   const std::string line = "clash: " + path_a + " and " + path_b + " both claim " + value;
   EXPECT_TRUE(HasLine(r.out, line)) << "expected the line\n" << line << "\nin:\n" << r.out;
   EXPECT_NE(r.out.find("\nslotd check: 1 problem among 2 configs; give each agent"), std::string::npos) << r.out;
+}
+
+TEST(Check, AScratchRootHoldingTheAgentsOwnFilesIsRefusedByCheckAndAtStartAndNothingIsRemoved) {
+  TempDir outer;
+  AgentOptions o;
+  o.id = "it-" + RunTag() + "-scratch-root";
+  o.ipc_dir = outer.path() + "/ipc";
+  o.claims_dir = outer.path() + "/claims";
+  o.container_toml = "scratch-root = \"" + outer.path() + "\"\n";
+  AgentProcess agent(o);
+  std::filesystem::create_directories(o.claims_dir);
+  WriteFile(o.claims_dir + "/other-agent.json", "{}");
+
+  CommandResult r = Slotd({"check", agent.config_path()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  for (const std::string& what : {"agent.ipc-base-path " + o.ipc_dir, "node.claims-dir " + o.claims_dir})
+    EXPECT_NE(r.out.find("problem: " + agent.config_path() + ": container.scratch-root: " + outer.path() + " holds " +
+                         what),
+              std::string::npos)
+        << what << "\n" << r.out;
+  EXPECT_FALSE(agent.Start());
+  EXPECT_NE(agent.log().find("container.scratch-root: " + outer.path() + " holds agent.ipc-base-path"),
+            std::string::npos)
+      << agent.log();
+  EXPECT_TRUE(std::filesystem::exists(o.claims_dir + "/other-agent.json"));
+}
+
+TEST(Check, ItWarnsOfSecretsOthersMayReadAndOfUlimitsAboveTheAgentsOwnHardLimits) {
+  TempDir dir;
+  rlimit files{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
+  if (files.rlim_max == RLIM_INFINITY) GTEST_SKIP() << "this process has no hard limit of open files to go above";
+  AgentOptions o;
+  o.id = "it-" + RunTag() + "-warn";
+  o.token = "s3cret";
+  o.container_toml = "registry-auth-file = \"" + dir.path() + "/auth.json\"\n"
+                     "ulimits = { nofile = " + std::to_string(files.rlim_max + 1) + " }\n";
+  AgentProcess agent(o);
+  WriteFile(dir.path() + "/auth.json", R"({"auths": {}})");
+  ASSERT_EQ(::chmod((dir.path() + "/auth.json").c_str(), 0640), 0);
+  ASSERT_EQ(::chmod((agent.dir() + "/token").c_str(), 0644), 0);
+
+  CommandResult r = Slotd({"check", agent.config_path()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;  // warnings do not stop an agent
+  const std::string warning = "warning: " + agent.config_path() + ": ";
+  for (const std::string& line :
+       {warning + "agent.token-file: " + agent.dir() + "/token holds a secret but users other than its owner may read "
+                  "or write it (mode 0644); chmod 600 " + agent.dir() + "/token",
+        warning + "container.registry-auth-file: " + dir.path() + "/auth.json holds a secret but users other than its "
+                  "owner may read or write it (mode 0640); chmod 600 " + dir.path() + "/auth.json"})
+    EXPECT_TRUE(HasLine(r.out, line)) << line << "\n" << r.out;
+  EXPECT_NE(r.out.find(warning + "container.ulimits: nofile = " + std::to_string(files.rlim_max + 1) +
+                       " is above this process's own hard limit of " + std::to_string(files.rlim_max)),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(mind the warnings"), std::string::npos) << r.out;
+
+  ASSERT_EQ(::chmod((dir.path() + "/auth.json").c_str(), 0600), 0);
+  ASSERT_EQ(::chmod((agent.dir() + "/token").c_str(), 0600), 0);
+  r = Slotd({"check", agent.config_path()});
+  EXPECT_EQ(r.out.find("holds a secret"), std::string::npos) << r.out;
 }
 
 TEST(Check, ItReportsWhatTheAgentWouldRefuseToStartOnAndTheAgentRefusesIt) {

@@ -303,12 +303,35 @@ TEST_F(AgentTest, RelistRemovesScratchOfNoKernelAndKeepsThatOfEveryOwnedContaine
   Kernel k = MustCreate(Request("k1"));
   Kernel gone = MustCreate(Request("k2"));
   scratch_.Write("leftover/file", "from a kernel deleted while the agent was down");
+  scratch_.Write(".slotd-made/leftover", "");
   ASSERT_TRUE(engine_.RemoveBehindBack(gone.container_id).ok());
 
   ASSERT_TRUE(agent_->Relist().ok());
   EXPECT_TRUE(std::filesystem::is_directory(scratch_.root() + "/k1"));
   EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/k2"));
   EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/leftover"));
+  EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/.slotd-made/leftover"));
+}
+
+TEST_F(AgentTest, TheScratchCollectorRemovesOnlyWhatTheAgentMade) {
+  // What the agent did not make: its own files put there by mistake, or an
+  // operator's; names a kernel id could have.
+  scratch_.Write("ipc/agent.lock", "");
+  scratch_.Write("agent.toml", "[agent]\n");
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_TRUE(std::filesystem::exists(scratch_.root() + "/ipc/agent.lock"));
+  EXPECT_TRUE(std::filesystem::exists(scratch_.root() + "/agent.toml"));
+
+  // A kernel's directory made by slotd 0.2.0 (no marker) is the agent's once
+  // it sees the kernel, and goes with it.
+  Kernel k = MustCreate(Request("k1"));
+  std::filesystem::remove(scratch_.root() + "/.slotd-made/k1");
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_TRUE(std::filesystem::exists(scratch_.root() + "/.slotd-made/k1"));
+  ASSERT_TRUE(engine_.RemoveBehindBack(k.container_id).ok());
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/k1"));
+  EXPECT_TRUE(std::filesystem::exists(scratch_.root() + "/ipc/agent.lock"));
 }
 
 TEST_F(AgentTest, ATmpfsScratchIsSizedByScratchSizeOrTheKernelsMemory) {

@@ -1,7 +1,5 @@
 // The fleet's pure parts: the registration document, placement, the
 // Prometheus targets, etcd key ranges and the [etcd] options.
-#include <fstream>
-#include <iterator>
 
 #include <gtest/gtest.h>
 
@@ -131,18 +129,6 @@ TEST(PrometheusTargetsTest, OneTargetPerAgentWithItsLabelsInIdOrder) {
   EXPECT_EQ(targets[1], (json{{"targets", {"127.0.0.2:6001"}},
                               {"labels", {{"node", "node-b"}, {"agent_id", "b"}, {"scaling_group", "default"}}}}));
   EXPECT_EQ(PrometheusTargets({}), "[]\n");
-}
-
-TEST(PrometheusTargetsTest, TheFileIsReplacedWhole) {
-  TempTree dir("fleet-test");
-  const std::string path = dir.root() + "/sd.json";
-  ASSERT_TRUE(WriteFileAtomically(path, "[]\n").ok());
-  ASSERT_TRUE(WriteFileAtomically(path, "[1]\n").ok());
-  std::ifstream written(path);
-  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(written), {}), "[1]\n");
-  Status refused = WriteFileAtomically(dir.root() + "/missing/sd.json", "[]\n");
-  EXPECT_FALSE(refused.ok());
-  EXPECT_NE(refused.message().find("check that its directory exists"), std::string::npos) << refused.message();
 }
 
 TEST(EtcdTest, APrefixRangeEndsPastEveryKeyWithThePrefix) {

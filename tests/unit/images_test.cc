@@ -3,8 +3,13 @@
 // and the puller's one-pull-per-image rule against the fake engine.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -95,6 +100,27 @@ TEST(RegistryCredentialsTest, AnUnreadableOrMalformedFileIsRefusedNamingIt) {
     EXPECT_NE(loaded.status().message().find(c.says), std::string::npos) << loaded.status().message();
   }
   EXPECT_FALSE(RegistryCredentials::Load(dir.root() + "/missing.json").ok());
+}
+
+TEST(RegistryCredentialsTest, ARegistryAuthFileThatIsAFifoIsRefusedWithoutBlockingTheReload) {
+  TempTree dir("registry-auth");
+  const std::string fifo = dir.root() + "/config.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::promise<Result<RegistryCredentials>> loaded;
+  std::future<Result<RegistryCredentials>> answer = loaded.get_future();
+  std::thread reader([&] { loaded.set_value(RegistryCredentials::Load(fifo)); });
+  const bool answered = answer.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  if (!answered) {  // blocked in open(): a writer that comes and goes lets the reader go
+    const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (writer >= 0) ::close(writer);
+  }
+  reader.join();
+  ASSERT_TRUE(answered) << "loading a FIFO waited for a writer";
+  Result<RegistryCredentials> refused = answer.get();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("registry-auth-file " + fifo + " is a FIFO, not a regular file"),
+            std::string::npos)
+      << refused.status().message();
 }
 
 TEST(PullAnswersTest, ProgressLinesAndErrorLinesOfTheEngine) {
