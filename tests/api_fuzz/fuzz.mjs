@@ -278,7 +278,7 @@ function steer(op, body, c) {
     if (mayPull(op, body) && !isLoopback(body.image)) body.image = loopbackImage(body.image);
   }
   if (op.id === "createKernel") {
-    if (c.sleepCommand) body.command = ["sleep", "600"];
+    if (c.sleepCommand) body.command = LONG_COMMAND;
     if (isObject(body.resources)) {
       // ask for little, so that a create that succeeds leaves room for the next
       if (typeof body.resources.cpu === "number") body.resources.cpu = 1;
@@ -294,6 +294,10 @@ function steer(op, body, c) {
   }
   return body;
 }
+
+// A kernel's command that runs until stopped, and stops at once on SIGTERM
+// (a bare sleep as PID 1 ignores it, and each stop would wait stop-timeout).
+const LONG_COMMAND = ["sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait"];
 
 const isLoopback = (image) => typeof image === "string" && (image.startsWith("127.") || image.startsWith("localhost:") || image.startsWith("localhost/"));
 
@@ -466,6 +470,8 @@ function problemsOf(req, answer) {
   const code = json?.error?.code;
   const r = route(req.method, req.target.split("?")[0]);
   const server = [400, 413, 414, 431];  // what the server may answer before routing
+  const authorized = req.transport === "unix" || /^bearer /i.test(req.headers.Authorization ?? "") && req.headers.Authorization.endsWith(` ${args.token}`);
+  if (!authorized) server.push(401);
   if (!r.op) {
     const expected = r.allow ? 405 : 404;
     if (status !== expected && !server.includes(status)) problems.push(`status ${status} for a target that is no route (expected ${expected})`);
@@ -583,7 +589,7 @@ async function main() {
   console.log(`api_fuzz: replay with --seed ${seed}`);
   const events = openEvents();
   // a kernel to aim at from the start
-  const anchor = await call("POST", "/v1/kernels", { kernel_id: "fuzz-anchor", image: args.image, command: ["sleep", "600"], resources: { cpu: 1, mem: "32m" } });
+  const anchor = await call("POST", "/v1/kernels", { kernel_id: "fuzz-anchor", image: args.image, command: LONG_COMMAND, resources: { cpu: 1, mem: "32m" } });
   if (anchor.answer.status !== 201) {
     console.error(`api_fuzz: FAILED: cannot create the first kernel: ${anchor.answer.status ?? ""} ${anchor.answer.body ?? anchor.answer.error}`);
     process.exit(1);
