@@ -479,7 +479,7 @@ function problemsOf(req, answer) {
     if (status === 405 && r.allow && answer.headers.allow && answer.headers.allow.split(/,\s*/).sort().join() !== [...r.allow].sort().join())
       problems.push(`Allow: ${answer.headers.allow}, the document says ${r.allow.join(", ")}`);
     problems.push(...schemaProblems(json, type, "#/components/responses/BadRequest", status >= 400));
-    if (status >= 500) problems.push(`5xx: ${status} ${code ?? ""}`);
+    if (status >= 500) problems.push(`5xx: ${status} ${code ?? ""}: ${json?.error?.message ?? answer.body.slice(0, 200)}`);
     return problems;
   }
   const op = r.op;
@@ -499,7 +499,8 @@ function problemsOf(req, answer) {
     const kernel = percentDecode(req.target.split("/")[3]);
     known.execs.push({ kernel, exec: answer.headers["x-slotd-exec-id"] });
   }
-  if (status >= 500 && !(EXPECTED_5XX[op.id]?.[status] ?? []).includes(code)) problems.push(`5xx: ${status} ${code ?? ""}`);
+  if (status >= 500 && !(EXPECTED_5XX[op.id]?.[status] ?? []).includes(code))
+    problems.push(`5xx: ${status} ${code ?? ""}: ${json?.error?.message ?? answer.body.slice(0, 200)}`);
   return problems;
 }
 
@@ -584,18 +585,30 @@ async function call(method, target, body) {
   return { req, answer };
 }
 
+// Creates a kernel for path parameters to name (outside the count): the
+// first, and another whenever the fuzzing has deleted every one it knew.
+let aims = 0;
+async function aim() {
+  const id = `fuzz-aim-${aims++}`;
+  await call("POST", "/v1/agent/undrain");
+  const { answer } = await call("POST", "/v1/kernels", { kernel_id: id, image: args.image, command: LONG_COMMAND, resources: { cpu: 1, mem: "32m" } });
+  if (answer.status !== 201) {
+    console.error(`api_fuzz: creating ${id}: ${answer.status ?? ""} ${answer.body ?? answer.error}`);
+    return false;
+  }
+  known.kernels.add(id);
+  known.made.add(id);
+  return true;
+}
+
 async function main() {
   console.log(`api_fuzz: seed ${seed}, at most ${runs} requests, no new one after ${timeLimitMs / 1000} s; ${operations.length} operations from ${args.doc}`);
   console.log(`api_fuzz: replay with --seed ${seed}`);
   const events = openEvents();
-  // a kernel to aim at from the start
-  const anchor = await call("POST", "/v1/kernels", { kernel_id: "fuzz-anchor", image: args.image, command: LONG_COMMAND, resources: { cpu: 1, mem: "32m" } });
-  if (anchor.answer.status !== 201) {
-    console.error(`api_fuzz: FAILED: cannot create the first kernel: ${anchor.answer.status ?? ""} ${anchor.answer.body ?? anchor.answer.error}`);
-    process.exit(1);
+  if (!(await aim())) {
+    console.error("api_fuzz: FAILED: cannot create the first kernel");
+    return 1;
   }
-  known.kernels.add("fuzz-anchor");
-  known.made.add("fuzz-anchor");
 
   const choices = fc.sample(choicesArb, { seed, numRuns: runs });
   const failures = new Map();  // signature -> {count, index, req, answer, problems}
@@ -604,6 +617,10 @@ async function main() {
   let sent = 0, withheldCount = 0, unsendable = 0;
   for (let index = 0; index < choices.length; ++index) {
     if (Date.now() - started > timeLimitMs) break;
+    if (!known.kernels.size && !(await aim())) {
+      failures.set("no kernel", { count: 1, index, problem: "a kernel to aim at cannot be created any more" });
+      break;
+    }
     const req = build(choices[index]);
     const why = withheld(req);
     if (why) {
@@ -619,13 +636,15 @@ async function main() {
     sent++;
     learn(req, answer);
     const r = route(req.method, req.target.split("?")[0]);
-    const label = `${r.op ? r.op.id : r.allow ? "(wrong method)" : "(no route)"} ${answer.status ?? "-"}`;
+    const label = `${r.op ? r.op.id : r.allow ? "(wrong-method)" : "(no-route)"} ${answer.status ?? "-"}`;
     counts.set(label, (counts.get(label) ?? 0) + 1);
     const problems = problemsOf(req, answer);
     if (args.verbose) console.log(`#${index} ${req.method} ${req.target.slice(0, 100)} -> ${answer.status ?? answer.error} ${problems.join("; ")}`);
     for (const problem of problems) {
-      // one example per kind of problem (numbers and quoted values blurred)
-      const signature = `${r.op?.id ?? label}: ${problem.replace(/body: .*/, "").replace(/"[^"]*"/g, '""').replace(/\d+/g, "N").slice(0, 200)}`;
+      // one example per kind of problem: its operation, and its text without
+      // the body, quoted values and numbers; for a 5xx, the last part of the message
+      const text = problem.startsWith("5xx: ") ? problem.replace(/^(5xx: \d+ \w*).*: /, "$1: ") : problem.replace(/body: .*/, "");
+      const signature = `${label}: ${text.replace(/"[^"]*"/g, '""').replace(/\d+/g, "N").slice(0, 200)}`;
       const seen = failures.get(signature);
       if (seen) seen.count++;
       else failures.set(signature, { count: 1, index, req, answer, problem });
@@ -650,7 +669,7 @@ async function main() {
   const ev = eventProblems(events);
   for (const problem of ev.problems ?? ev) failures.set(problem, { count: 1, index: -1, problem });
 
-  console.log(`api_fuzz: ${sent} requests in ${elapsed} s (${withheldCount} withheld as possible pulls from outside the loopback, ${unsendable} not sendable); ${ev.count ?? 0} events`);
+  console.log(`api_fuzz: ${sent} requests in ${elapsed} s (${aims} kernel(s) made to aim at, ${withheldCount} withheld as possible pulls from outside the loopback, ${unsendable} not sendable); ${ev.count ?? 0} events`);
   const byOp = new Map();
   for (const [label, n] of [...counts].sort()) {
     const [opId, status] = label.split(" ");
