@@ -146,6 +146,8 @@ std::vector<OwnPath> AgentOwnPaths(const Config& config) {
   if (config.agent.token_file) paths.push_back({*config.agent.token_file, "the agent's token-file"});
   if (!config.container.registry_auth_file.empty())
     paths.push_back({config.container.registry_auth_file, "the agent's registry-auth-file"});
+  if (config.etcd && !config.etcd->password_file.empty())
+    paths.push_back({config.etcd->password_file, "the agent's etcd password-file"});
   if (!config.path.empty()) paths.push_back({config.path, "the agent's config file"});
   constexpr std::string_view kUnix = "unix://";
   if (config.container.docker_host.rfind(kUnix, 0) == 0)
