@@ -118,6 +118,12 @@ class Agent {
   // What the engine says of `kernel_id`'s exec `exec_id`; kNotFound when
   // it is not an exec of this kernel's container.
   Result<ExecInfo> InspectExec(const std::string& kernel_id, const std::string& exec_id);
+  // Ends `kernel_id`'s exec `exec_id` if it still runs, as a terminal
+  // hanging up would: SIGHUP to its process, then SIGKILL when it has not
+  // ended within `grace`. For an interactive exec whose client went away.
+  // OK when it has ended (or never ran); errors as InspectExec's, or the
+  // signal's when the agent may not send it.
+  Status HangUpExec(const std::string& kernel_id, const std::string& exec_id, std::chrono::milliseconds grace);
   // Sets the terminal size of `kernel_id`'s exec `exec_id`; errors as InspectExec's.
   Status ResizeExec(const std::string& kernel_id, const std::string& exec_id, int rows, int cols);
   // Streams the kernel's output; see ContainerEngine::StreamLogs. kNotFound

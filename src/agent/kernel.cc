@@ -7,6 +7,7 @@
 
 #include "common/paths.h"
 #include "common/units.h"
+#include "engine/image_ref.h"
 
 namespace slotd {
 namespace {
@@ -192,6 +193,7 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
   req.image = body["image"].get<std::string>();
   if (req.image.size() > kMaxImageName)
     return Bad("image", "longer than " + std::to_string(kMaxImageName) + " bytes");
+  if (Status valid = ValidateImageRef(req.image); !valid.ok()) return Bad("image", valid.message());
 
   if (body.contains("command")) {
     const json& c = body["command"];

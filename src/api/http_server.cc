@@ -13,6 +13,7 @@
 #include <list>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include <boost/asio.hpp>
@@ -130,31 +131,6 @@ struct InFlight {
 
 }  // namespace
 
-namespace {
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
-
-std::string PercentDecode(std::string_view text, bool plus_is_space) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 && HexValue(text[i + 2]) >= 0) {
-      out += static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]));
-      i += 2;
-    } else {
-      out += plus_is_space && text[i] == '+' ? ' ' : text[i];
-    }
-  }
-  return out;
-}
-
 std::string Request::Header(std::string_view name) const {
   for (const auto& [key, value] : headers)
     if (EqualsIgnoreCase(key, name)) return value;
@@ -179,6 +155,7 @@ class Session;
 struct Listener {
   std::string description;  // "127.0.0.1:6001", "unix socket /run/x/agent.sock"
   Dispatcher dispatcher;
+  Gate gate;  // may be empty
   std::optional<net::ip::tcp::acceptor> tcp;
   std::optional<net::local::stream_protocol::acceptor> local;
   std::optional<net::steady_timer> backoff;
@@ -383,6 +360,12 @@ class Session : public std::enable_shared_from_this<Session> {
       return Refuse(414, "uri_too_long", "the request target is longer than " + std::to_string(kMaxTarget) + " bytes");
     if (parser_->content_length() && *parser_->content_length() > server_.options.max_body_bytes) return RefuseBody();
     keep_alive_ = head.keep_alive();
+    if (listener_.gate) {
+      if (std::optional<Response> refused = listener_.gate(RequestOf(head))) {
+        keep_alive_ = false;  // the body, if any, is never read
+        return Send(std::move(*refused));
+      }
+    }
     const auto expect = head[bhttp::field::expect];
     if (EqualsIgnoreCase(std::string_view(expect.data(), expect.size()), "100-continue")) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -410,17 +393,23 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  void OnRequest() {
-    auto message = parser_->release();
-    parser_.reset();
+  // The request line and headers of `head`, without a body.
+  static Request RequestOf(const bhttp::request_header<>& head) {
     Request request;
-    request.method = std::string(message.method_string());
-    request.target = std::string(message.target());
+    request.method = std::string(head.method_string());
+    request.target = std::string(head.target());
     const size_t question = request.target.find('?');
     request.path = request.target.substr(0, question);
     if (question != std::string::npos) request.query = ParseQuery(std::string_view(request.target).substr(question + 1));
-    for (const auto& field : message)
+    for (const auto& field : head)
       request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    return request;
+  }
+
+  void OnRequest() {
+    auto message = parser_->release();
+    parser_.reset();
+    Request request = RequestOf(message.base());
     request.body = std::move(message.body());
 
     Dispatch dispatch = listener_.dispatcher(request);
@@ -545,10 +534,20 @@ void HttpServer::Impl::Run(Lane lane, std::shared_ptr<Session> session, Request 
     handler = nullptr;
     counter->Done();
   };
-  if (lane == Lane::kQuick) {
-    quick->Post(std::move(task));
-  } else {
-    std::thread(std::move(task)).detach();
+  if (lane == Lane::kQuick) return quick->Post(std::move(task));
+  try {
+    if (options.start_thread) options.start_thread(std::move(task));
+    else std::thread(std::move(task)).detach();
+  } catch (const std::system_error& e) {
+    // The task never ran: this thread answers for it.
+    spdlog::error("API: no thread for {} {}: {}; answered 503", exchange->request().method, exchange->request().path,
+                  e.what());
+    exchange->Reply(ErrorResponse(503, "unavailable",
+                                  std::string("the agent cannot start a thread for this request now (") + e.what() +
+                                      "): it is at its tasks limit (systemd TasksMax, ulimit -u); retry shortly, or "
+                                      "raise the limit"));
+    exchange->Finish();
+    in_flight->Done();
   }
 }
 
@@ -599,7 +598,7 @@ HttpServer::HttpServer(ServerOptions options) : impl_(std::make_unique<Impl>(opt
 
 HttpServer::~HttpServer() { Stop(); }
 
-Status HttpServer::ListenTcp(const std::string& host, int port, Dispatcher dispatcher) {
+Status HttpServer::ListenTcp(const std::string& host, int port, Dispatcher dispatcher, Gate gate) {
   const std::string where = host + ":" + std::to_string(port) + " (rpc-listen-addr)";
   beast::error_code ec;
   net::ip::tcp::resolver resolver(impl_->io);
@@ -608,6 +607,7 @@ Status HttpServer::ListenTcp(const std::string& host, int port, Dispatcher dispa
   const net::ip::tcp::endpoint endpoint = endpoints.begin()->endpoint();
   Listener& listener = impl_->listeners.emplace_back();
   listener.dispatcher = std::move(dispatcher);
+  listener.gate = std::move(gate);
   listener.backoff.emplace(impl_->io);
   auto& acceptor = listener.tcp.emplace(impl_->io);
   acceptor.open(endpoint.protocol(), ec);

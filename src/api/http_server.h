@@ -5,14 +5,16 @@
 //
 // - reading a request (headers and body) has a deadline, counted from the
 //   moment the server waits for it; a slow or idle client is cut there;
-// - bodies over the limit are refused with 413 before they are read;
+// - bodies over the limit are refused with 413 before they are read, and a
+//   listener's gate (the token check) answers before the body is read;
 // - each listener has its own bound on open connections; past it a new
 //   connection gets a 503 JSON answer and is closed, so a flood on TCP never
 //   locks out the unix socket;
 // - handlers run off the I/O thread: kQuick ones (answered from memory) on a
 //   small shared pool, kLong ones (engine calls, execs, streams) each on a
 //   thread of their own, so long-lived work never waits for, or holds, the
-//   workers that serve short requests.
+//   workers that serve short requests; when no thread can be made (a tasks
+//   limit), the request is answered 503 and the server goes on.
 //
 // Every answer the server makes itself (400, 413, 414, 431, 503, 500) has
 // the API's JSON error body (api/responses.h).
@@ -22,11 +24,13 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "common/http_client.h"
 #include "common/status.h"
 
 namespace slotd::http {
@@ -50,9 +54,8 @@ struct Request {
   std::string Param(std::string_view name) const;
 };
 
-// Decodes %XX escapes (and, with `plus_is_space`, '+' as a space, as in a
-// query); a malformed escape stays as written. Any bytes may come out.
-std::string PercentDecode(std::string_view text, bool plus_is_space = false);
+// PercentDecode (common/http_client.h), for the router and the query.
+using ::slotd::PercentDecode;
 
 // A whole response.
 struct Response {
@@ -109,11 +112,22 @@ struct Dispatch {
 // must not block (route matching and token checks only).
 using Dispatcher = std::function<Dispatch(const Request&)>;
 
+// Looks at a request whose headers are complete, before its body is read
+// (`body` is empty): an answer it gives is sent at once, the body is never
+// read and the connection closes; nullopt lets the request go on. Called on
+// the I/O thread: it must not block (a token check).
+using Gate = std::function<std::optional<Response>(const Request&)>;
+
 struct ServerOptions {
   std::chrono::milliseconds request_timeout{10'000};  // to receive one whole request; also each write
   uint64_t max_body_bytes = 1 << 20;                  // larger bodies: 413
   int max_connections = 1024;                         // per listener; past it: 503 and close
   int quick_workers = 4;                              // threads of the kQuick lane
+  // Runs a kLong handler's `task` on a thread of its own; throws
+  // std::system_error when no thread can be made (as std::thread does under
+  // a tasks limit), and the request is then answered 503. Empty: a detached
+  // std::thread. Tests give one that fails.
+  std::function<void(std::function<void()> task)> start_thread;
 };
 
 class HttpServer {
@@ -123,7 +137,8 @@ class HttpServer {
 
   // Listens on TCP `host`:`port` (port 0: a free port, see tcp_port()) with
   // the system's backlog. Errors name the address.
-  Status ListenTcp(const std::string& host, int port, Dispatcher dispatcher);
+  // `gate`, when given, sees each request's headers first.
+  Status ListenTcp(const std::string& host, int port, Dispatcher dispatcher, Gate gate = nullptr);
   // Listens on the unix socket `path` (mode 0600), replacing a stale file.
   Status ListenUnix(const std::string& path, Dispatcher dispatcher);
   int tcp_port() const { return tcp_port_; }

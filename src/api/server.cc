@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -13,6 +14,7 @@
 #include "common/relay.h"
 #include "common/version.h"
 #include "common/units.h"
+#include "engine/image_ref.h"
 
 namespace slotd {
 namespace {
@@ -24,11 +26,53 @@ using http::Lane;
 // With no event to send, an event stream sends a comment this often, so
 // proxies and clients see a live connection.
 constexpr std::chrono::seconds kKeepAliveEvery{10};
+// How long an interactive exec whose client went away has between SIGHUP
+// and SIGKILL.
+constexpr std::chrono::seconds kHangUpGrace{2};
 
-// Parses a JSON request body; an empty body is an empty object.
+// How deep a request body's arrays and objects may nest; no route takes more
+// than a few levels.
+constexpr int kMaxBodyDepth = 32;
+
+// Parses a JSON request body; an empty body is an empty object. A key given
+// twice in one object is refused, naming it (JSON leaves its meaning open:
+// the last one would silently win), and so is nesting past kMaxBodyDepth.
 Result<json> ParseBody(const http::Request& req) {
   if (req.body.empty()) return json::object();
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  // The keys seen so far in each object being read, innermost last, each
+  // with the key path that leads to it ("resources.").
+  struct OpenObject {
+    std::string path;
+    std::set<std::string> keys;
+  };
+  std::vector<OpenObject> open;
+  std::string last_key;  // the latest key read: the name of the value that follows it
+  std::string problem;
+  auto check = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (!problem.empty()) return false;
+    if (depth > kMaxBodyDepth) {
+      problem = "request body: nested deeper than " + std::to_string(kMaxBodyDepth) + " levels";
+      return false;
+    }
+    switch (event) {
+      case json::parse_event_t::object_start:
+        open.push_back({open.empty() ? "" : open.back().path + last_key + ".", {}});
+        break;
+      case json::parse_event_t::object_end:
+        if (!open.empty()) open.pop_back();
+        break;
+      case json::parse_event_t::key:
+        last_key = parsed.get<std::string>();
+        if (!open.empty() && !open.back().keys.insert(last_key).second)
+          problem = open.back().path + last_key + ": given twice in one object; send each key once";
+        break;
+      default:
+        break;
+    }
+    return problem.empty();
+  };
+  json body = json::parse(req.body, check, /*allow_exceptions=*/false);
+  if (!problem.empty()) return Status::InvalidArgument(problem);
   if (body.is_discarded()) return Status::InvalidArgument("request body: malformed JSON");
   return body;
 }
@@ -82,8 +126,14 @@ std::optional<bool> Flag(const http::Request& req, const char* name) {
 }  // namespace
 
 ApiServer::ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
-                     http::ServerOptions options)
-    : agent_(agent), hub_(hub), collector_(collector), token_(std::move(token)), server_(options) {
+                     http::ServerOptions options, int max_exec_sessions)
+    : agent_(agent),
+      hub_(hub),
+      collector_(collector),
+      token_(std::move(token)),
+      server_(options),
+      write_timeout_(options.request_timeout),
+      max_exec_sessions_(max_exec_sessions) {
   AddRoutes();
 }
 
@@ -113,10 +163,11 @@ json ApiServer::KernelStatsJson(const Kernel& kernel, const StatsSnapshot& lates
 }
 
 Status ApiServer::Bind(const std::string& host, int port, const std::string& unix_path) {
-  if (Status s = server_.ListenTcp(host, port, [this](const http::Request& r) { return Dispatch(r, token_.has_value()); });
-      !s.ok())
+  http::Gate gate;
+  if (token_) gate = [this](const http::Request& r) { return Unauthorized(r); };
+  if (Status s = server_.ListenTcp(host, port, [this](const http::Request& r) { return Dispatch(r); }, gate); !s.ok())
     return s;
-  if (Status s = server_.ListenUnix(unix_path, [this](const http::Request& r) { return Dispatch(r, false); }); !s.ok())
+  if (Status s = server_.ListenUnix(unix_path, [this](const http::Request& r) { return Dispatch(r); }); !s.ok())
     return s;
   host_ = host;
   port_ = server_.tcp_port();
@@ -146,17 +197,20 @@ bool ApiServer::Authorized(const http::Request& request) const {
   return ConstantTimeEquals(value, *token_);
 }
 
-http::Dispatch ApiServer::Dispatch(const http::Request& request, bool check_token) const {
+std::optional<http::Response> ApiServer::Unauthorized(const http::Request& request) const {
+  const Router::Match match = router_.Find(request.method, request.path);
+  const bool health = match.route != nullptr && match.route->segments == std::vector<std::string>{"health"};
+  if (health || Authorized(request)) return std::nullopt;
+  http::Response refused = ErrorResponse(401, "unauthorized",
+                                         "missing or wrong bearer token: send \"Authorization: Bearer <token>\" with "
+                                         "the token from this agent's token-file");
+  refused.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return refused;
+}
+
+http::Dispatch ApiServer::Dispatch(const http::Request& request) const {
   http::Dispatch dispatch;
   Router::Match match = router_.Find(request.method, request.path);
-  const bool health = match.route != nullptr && match.route->segments == std::vector<std::string>{"health"};
-  if (check_token && !health && !Authorized(request)) {
-    dispatch.immediate = ErrorResponse(401, "unauthorized",
-                                       "missing or wrong bearer token: send \"Authorization: Bearer <token>\" with "
-                                       "the token from this agent's token-file");
-    dispatch.immediate.headers.emplace_back("WWW-Authenticate", "Bearer");
-    return dispatch;
-  }
   switch (match.outcome) {
     case Router::Match::Outcome::kNoRoute:
       dispatch.immediate = ErrorResponse(404, "not_found", "no route " + request.method + " " + request.path +
@@ -296,6 +350,8 @@ void ApiServer::PullImage(Exchange& ex) {
         std::to_string(kMaxImageName) + " bytes)")));
   for (const auto& [key, value] : body->items())
     if (key != "image") return ex.Reply(ErrorResponse(Status::InvalidArgument(key + ": unknown field; known: image")));
+  if (Status valid = ValidateImageRef(image->get<std::string>()); !valid.ok())
+    return ex.Reply(ErrorResponse(valid.WithPrefix("image")));
   auto pulled = agent_.PullImage(image->get<std::string>());
   ex.Reply(pulled.ok() ? JsonResponse(200, ImageJson(*pulled)) : ErrorResponse(pulled.status()));
 }
@@ -408,17 +464,49 @@ void ApiServer::ExecInteractive(Exchange& ex, const std::string& kernel_id, cons
   if (!rows.ok()) return ex.Reply(ErrorResponse(rows.status()));
   Result<int> cols = TerminalSize(body, "cols", 80);
   if (!cols.ok()) return ex.Reply(ErrorResponse(cols.status()));
+  if (!TakeExecSession())
+    return ex.Reply(ErrorResponse(503, "unavailable",
+                                  "too many interactive execs: " + std::to_string(max_exec_sessions_) +
+                                      " are open, the most this agent serves at once ([api] max-exec-sessions in its "
+                                      "config); retry when one has ended"));
+  struct Release {
+    ApiServer& server;
+    ~Release() { server.ReleaseExecSession(); }
+  } release{*this};
   Result<ExecSession> session = agent_.ExecInteractive(kernel_id, command, *rows, *cols);
   if (!session.ok()) return ex.Reply(ErrorResponse(session.status()));
   std::string early;
   const int client = ex.Upgrade({{"X-Slotd-Exec-Id", session->exec_id}}, early);
+  // The client's input ending (a close, a reset or a half-close) is a
+  // hang-up: on a terminal there is no end of input to pass on.
+  RelayEnd end = RelayEnd::kOutputGone;
   if (client >= 0) {
-    if (WriteAll(session->fd, early.data(), early.size()) &&
-        WriteAll(client, session->early.data(), session->early.size()))
-      Relay(client, client, session->fd, ex.Gone());
+    RelayOptions options;
+    options.write_timeout = write_timeout_;
+    options.input_end_ends = true;
+    if (WriteAll(session->fd, early.data(), early.size(), write_timeout_, &ex.Gone()) &&
+        WriteAll(client, session->early.data(), session->early.size(), write_timeout_, &ex.Gone()))
+      end = Relay(client, client, session->fd, ex.Gone(), options);
     ::close(client);
   }
   ::close(session->fd);
+  if (end == RelayEnd::kRemoteEnded) return;  // the command ended
+  // Its client is gone (or the agent stops): the command would be left behind, counting against the kernel's pids.
+  if (Status ended = agent_.HangUpExec(kernel_id, session->exec_id, kHangUpGrace); !ended.ok())
+    spdlog::warn("interactive exec {} of kernel {}: its client is gone, but: {}", session->exec_id, kernel_id,
+                 ended.message());
+}
+
+bool ApiServer::TakeExecSession() {
+  MutexLock lock(exec_sessions_mutex_);
+  if (exec_sessions_ >= max_exec_sessions_) return false;
+  ++exec_sessions_;
+  return true;
+}
+
+void ApiServer::ReleaseExecSession() {
+  MutexLock lock(exec_sessions_mutex_);
+  --exec_sessions_;
 }
 
 void ApiServer::ExecState(Exchange& ex, const std::string& kernel_id, const std::string& exec_id) {

@@ -19,6 +19,7 @@
 #include "agent/event_hub.h"
 #include "api/http_server.h"
 #include "api/router.h"
+#include "common/mutex.h"
 #include "fleet/registrar.h"
 #include "stats/collector.h"
 
@@ -27,9 +28,9 @@ namespace slotd {
 class ApiServer {
  public:
   // `agent`, `hub` and `collector` must outlive the server. `token`: nullopt
-  // disables auth. `options`: the limits of [api].
+  // disables auth. `options` and `max_exec_sessions`: the limits of [api].
   ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
-            http::ServerOptions options);
+            http::ServerOptions options, int max_exec_sessions);
   ~ApiServer();
 
   // Binds both listeners. Port 0 picks a free port (see port()). The unix
@@ -68,8 +69,11 @@ class ApiServer {
   static const std::vector<RouteEntry>& RouteTable();
   // Registers RouteTable() with the router.
   void AddRoutes();
-  // How to answer `request`; `check_token` on TCP when a token is set.
-  http::Dispatch Dispatch(const http::Request& request, bool check_token) const;
+  // How to answer `request` (its token already checked, see Unauthorized).
+  http::Dispatch Dispatch(const http::Request& request) const;
+  // The TCP listener's gate when a token is set: 401 for a request (its
+  // headers; the body is not read yet) without the token, but GET /health.
+  std::optional<http::Response> Unauthorized(const http::Request& request) const;
   // Whether `request` carries the bearer token (constant-time comparison).
   bool Authorized(const http::Request& request) const;
   // The body of GET /v1/kernels/{id}/stats for `kernel`, from `latest`.
@@ -105,6 +109,11 @@ class ApiServer {
   void ChangeDevice(http::Exchange& ex, const std::string& device, const std::string& action);
   void Metrics(http::Exchange& ex) const;
 
+  // Takes one of the max_exec_sessions_ places of an interactive exec;
+  // false when all are taken. ReleaseExecSession gives it back.
+  bool TakeExecSession();
+  void ReleaseExecSession();
+
   Agent& agent_;
   EventHub& hub_;
   const StatsCollector& collector_;
@@ -115,6 +124,11 @@ class ApiServer {
   int port_ = 0;
   const Registrar* registrar_ = nullptr;  // null: standalone
   std::string unix_path_;
+  // The longest one write of an interactive exec may wait for its reader ([api] request-timeout).
+  const std::chrono::milliseconds write_timeout_;
+  const int max_exec_sessions_;
+  Mutex exec_sessions_mutex_;
+  int exec_sessions_ GUARDED_BY(exec_sessions_mutex_) = 0;  // interactive execs open now
 };
 
 }  // namespace slotd

@@ -363,12 +363,13 @@ int RunInteractiveExec(const ExecArgs& args, const AgentClient& agent) {
     WatchWindowChanges();
     const std::atomic<bool> never{false};
     if (slotd::WriteAll(STDOUT_FILENO, connection->early.data(), connection->early.size()))
-      slotd::Relay(STDIN_FILENO, STDOUT_FILENO, connection->fd, never, [&] {
-        if (!WindowChanged()) return;
-        if (auto now = WindowSizeOf(STDIN_FILENO))
-          (void)agent.Call("POST", exec_path + "/resize", {{"rows", now->rows}, {"cols", now->cols}},
-                           std::chrono::seconds(5));
-      });
+      slotd::Relay(STDIN_FILENO, STDOUT_FILENO, connection->fd, never,
+                   {.on_tick = [&] {
+                     if (!WindowChanged()) return;
+                     if (auto now = WindowSizeOf(STDIN_FILENO))
+                       (void)agent.Call("POST", exec_path + "/resize", {{"rows", now->rows}, {"cols", now->cols}},
+                                        std::chrono::seconds(5));
+                   }});
   }
   ::close(connection->fd);
   // The output can end a moment before the engine records the exit code.

@@ -212,7 +212,7 @@ int RunAgent(const std::string& config_path) {
   limits.max_connections = config->api.max_connections;
   limits.request_timeout = config->api.request_timeout;
   limits.max_body_bytes = config->api.max_body_size;
-  slotd::ApiServer api(agent, hub, collector, token, limits);
+  slotd::ApiServer api(agent, hub, collector, token, limits, config->api.max_exec_sessions);
   if (Status s = api.Bind(config->agent.rpc_host, config->agent.rpc_port, ipc + "/agent.sock"); !s.ok())
     return fail(s);
   if (Status s = (*claims)->SetApiPort(api.port()); !s.ok()) return fail(s);

@@ -318,8 +318,35 @@ Status StatusForHttpError(long http_status, std::string message) {
     case 504:
       return Status::DeadlineExceeded(std::move(message));
     default:
+      // Any other 4xx refused what was asked: the asker's error, never the server's.
+      if (http_status >= 400 && http_status < 500) return Status::InvalidArgument(std::move(message));
       return Status::Internal(std::move(message));
   }
+}
+
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string PercentDecode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 && HexValue(text[i + 2]) >= 0) {
+      out += static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]));
+      i += 2;
+    } else {
+      out += plus_is_space && text[i] == '+' ? ' ' : text[i];
+    }
+  }
+  return out;
 }
 
 std::string UrlEncode(std::string_view text) {

@@ -122,4 +122,8 @@ Status StatusForHttpError(long http_status, std::string message);
 // 0-9 - . _ ~), for one query value or path segment.
 std::string UrlEncode(std::string_view text);
 
+// Decodes %XX escapes (and, with `plus_is_space`, '+' as a space, as in a
+// query); a malformed escape stays as written. Any bytes may come out.
+std::string PercentDecode(std::string_view text, bool plus_is_space = false);
+
 }  // namespace slotd

@@ -357,6 +357,11 @@ KeyTable<ApiConfig> ApiKeys() {
     MemberKey("max-body-size", &ApiConfig::max_body_size, SizeType(),
               "The largest request body; a larger one is answered `413` before it is read.",
               {SizeRange(1ull << 10, 1ull << 30)}),
+    MemberKey("max-exec-sessions", &ApiConfig::max_exec_sessions, IntegerType(),
+              "Interactive execs (`POST /v1/kernels/{id}/exec` with `Upgrade: tcp`) open at once, both listeners "
+              "together; one more is answered `503` before any command starts. Each holds a thread of the agent "
+              "for as long as it lasts, so keep it well under the agent's tasks limit (systemd `TasksMax`).",
+              {IntegerRange(1, 4096)}),
   }};
 }
 

@@ -53,6 +53,7 @@ struct ApiConfig {
   int max_connections = 1024;                         // open connections per listener; past it: 503
   std::chrono::milliseconds request_timeout{10'000};  // to receive one whole request (headers and body)
   uint64_t max_body_size = 1ull << 20;                // larger request bodies: 413
+  int max_exec_sessions = 64;                         // interactive execs open at once; past it: 503
 
   bool operator==(const ApiConfig&) const = default;
 };

@@ -140,10 +140,13 @@ struct PullMessage {
   uint64_t total = 0;    // and of all of it; 0: not known
 };
 
-// Output of a finished exec. Each stream keeps at most kMaxExecOutput bytes;
-// what came past that was read and dropped, and the flag says so.
+// Output of a finished exec. Each stream keeps at most kMaxExecOutput bytes,
+// and all one-shot execs running at once keep at most kMaxExecOutputHeld
+// together; what came past either was read and dropped, and the flag says
+// so. (In a JSON answer a byte can take six: 1 MiB stays a few MiB.)
 struct ExecResult {
-  static constexpr size_t kMaxExecOutput = 16u << 20;
+  static constexpr size_t kMaxExecOutput = 1u << 20;
+  static constexpr size_t kMaxExecOutputHeld = 64u << 20;
   int exit_code = -1;
   std::string stdout_text;
   std::string stderr_text;
@@ -163,6 +166,7 @@ struct ExecSession {
 struct ExecInfo {
   std::string container_id;
   bool running = false;
+  int pid = 0;  // the command's process on the host while it runs; 0 when not known
   std::optional<int> exit_code;  // once it has ended
 };
 

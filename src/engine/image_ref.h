@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "common/status.h"
+
 namespace slotd {
 
 struct ImageRef {
@@ -18,9 +20,18 @@ struct ImageRef {
   std::string Canonical() const;
 };
 
-// Splits `image`. The first path component is a registry when it has a "."
-// or a ":" or is "localhost" (Docker's rule); otherwise the image is Docker
-// Hub's. Never fails: validating the name is the engine's business.
+// Splits `image`. The first path component is a registry when it has a ".",
+// a ":" or an upper-case letter, or is "localhost" (Docker's rule); otherwise the image is Docker
+// Hub's. Never fails: ValidateImageRef says whether the name is one.
 ImageRef ParseImageRef(const std::string& image);
+
+// OK when `image` is a reference as the engine's grammar has it
+// (distribution/reference): [host[:port]/]path[:tag][@algorithm:hex], the
+// path in lower case, components of [a-z0-9] joined by ".", "_", "__" or
+// dashes, at most 255 bytes before the tag. Otherwise kInvalidArgument
+// saying what is wrong, for the caller to prefix with its field. A name
+// that passes never has an empty, "." or ".." path component, so it cannot
+// reach another engine route.
+Status ValidateImageRef(const std::string& image);
 
 }  // namespace slotd

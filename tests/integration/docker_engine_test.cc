@@ -376,6 +376,29 @@ TEST_F(DockerEngineTest, UnknownImageIsNotFoundAndNamesTheImage) {
   EXPECT_NE(id.status().message().find(spec.image), std::string::npos) << id.status().message();
 }
 
+TEST_F(DockerEngineTest, ANameThatWouldLeaveItsPathSegmentNeverReachesTheEngine) {
+  const size_t before = proxy_->Requests().size();
+  for (const std::string& image : {"../containers/json", "x/./y", "a//b"}) {
+    auto inspected = engine_->InspectImage(image);
+    ASSERT_FALSE(inspected.ok()) << image;
+    EXPECT_EQ(inspected.status().code(), Code::kInvalidArgument) << inspected.status().message();
+  }
+  for (const std::string& exec : {"..", "../../containers/json", ""}) {
+    auto inspected = engine_->InspectExec(exec);
+    ASSERT_FALSE(inspected.ok()) << exec;
+    EXPECT_EQ(inspected.status().code(), Code::kInvalidArgument) << inspected.status().message();
+    EXPECT_EQ(engine_->ResizeExec(exec, 5, 5).code(), Code::kInvalidArgument);
+  }
+  EXPECT_EQ(proxy_->Requests().size(), before);
+}
+
+TEST_F(DockerEngineTest, AnEngineRefusalWithA4xxIsTheCallersErrorNeverInternal) {
+  // The engine's own 400 for a reference that its grammar refuses.
+  auto digest = engine_->RegistryDigest("127.0.0.1:1/UPPER", "");
+  ASSERT_FALSE(digest.ok());
+  EXPECT_EQ(digest.status().code(), Code::kInvalidArgument) << digest.status().message();
+}
+
 TEST_F(DockerEngineTest, DuplicateNameIsConflict) {
   ContainerSpec spec = Spec("dup", {"true"});
   auto first = CreateTracked(spec);

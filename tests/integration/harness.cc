@@ -174,6 +174,16 @@ bool RawClient::Send(std::string_view bytes) {
   return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
 }
 
+void RawClient::ShutdownSend() { ::shutdown(fd_, SHUT_WR); }
+
+void RawClient::Reset() {
+  const linger abort{1, 0};
+  ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+  ::close(fd_);
+  fd_ = -1;
+  connected_ = false;
+}
+
 std::string RawClient::Read(std::chrono::milliseconds limit, bool* closed, std::string_view until) {
   std::string got;
   const auto end = std::chrono::steady_clock::now() + limit;

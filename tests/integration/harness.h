@@ -97,6 +97,10 @@ class RawClient {
   bool connected() const { return connected_; }
   // Sends all of `bytes`; false when the connection is broken.
   bool Send(std::string_view bytes);
+  // Half-closes: the peer reads the end of what this client sends, and may still answer.
+  void ShutdownSend();
+  // Closes with a reset (RST) instead of an orderly close.
+  void Reset();
   // Reads what comes within `limit`, or until `until` has come; `closed`
   // tells whether the peer closed.
   std::string Read(std::chrono::milliseconds limit, bool* closed = nullptr, std::string_view until = {});

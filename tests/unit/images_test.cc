@@ -47,6 +47,22 @@ TEST(ImageRefTest, TheRegistryIsTheFirstComponentOnlyWhenItLooksLikeAHost) {
   EXPECT_EQ(ParseImageRef("127.0.0.1:5000/x").tag, "latest");  // a port is no tag
 }
 
+TEST(ImageRefTest, AnInvalidReferenceIsRefusedSayingWhyBeforeAnyEngineSeesIt) {
+  for (const char* good : {"busybox", "slotd-test/busybox:latest", "127.0.0.1:5000/team/torch:2.3", "localhost/x",
+                           "registry.example.com/a/b_c__d-e.f:V1.0-rc_2", "[::1]:5000/x",
+                           "x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+                           "Registry/x"})  // an upper-case first component is a registry, as Docker reads it
+    EXPECT_TRUE(ValidateImageRef(good).ok()) << good << ": " << ValidateImageRef(good).message();
+  for (const char* bad : {"", "127.0.0.1:5055/", "BUSYBOX", "team/Torch", "busy box", "../containers/abc",
+                          "x/../y", "x/./y", "x//y", "x:", "x:-tag", "x@sha256:short", "/x", "x/", "a..b",
+                          "x:tag with space", "\xff"}) {
+    const Status s = ValidateImageRef(bad);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("is not an image reference"), std::string::npos) << s.message();
+  }
+  EXPECT_FALSE(ValidateImageRef(std::string(300, 'a')).ok());
+}
+
 TEST(Base64Test, DecodesWhatItEncodesInBothAlphabets) {
   for (const std::string text : {"", "a", "ab", "abc", "user:p@ss\xff\xfe"}) {
     EXPECT_EQ(DecodeBase64(Base64(text)), text);

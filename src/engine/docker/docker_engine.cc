@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -425,6 +426,8 @@ Status PullError(long http_status, const std::string& message) {
   if (says({"connection refused", "dial tcp", "no such host", "i/o timeout", "connection reset", "EOF",
             "server misbehaving", "network is unreachable"}))
     return Status::Unavailable(message);
+  // The engine refused the request itself ("invalid reference format"): the asker's error.
+  if (http_status >= 400 && http_status < 500) return Status::InvalidArgument(message);
   return Status::Internal(message);
 }
 
@@ -475,6 +478,27 @@ Status EngineError(const std::string& what, const HttpClient& http, const HttpRe
                                                  std::to_string(response.status) + ")");
 }
 
+// OK when the engine reads `path` (up to its query) as the route it was
+// built for: every segment, once the engine has decoded it, is a name, never
+// empty, "." or ".." and without a "/" (the engine would resolve those to
+// another route, or redirect). Names from a request (an image, an exec id)
+// travel in paths; this is the last guard that none of them leaves its
+// segment.
+Status PathStaysOnItsRoute(const std::string& what, const std::string& path) {
+  const std::string_view route = std::string_view(path).substr(0, path.find('?'));
+  size_t start = 1;  // past the leading "/"
+  while (start <= route.size()) {
+    const size_t end = std::min(route.find('/', start), route.size());
+    const std::string segment = PercentDecode(route.substr(start, end - start));
+    if (segment.empty() || segment == "." || segment == ".." || segment.find('/') != std::string::npos)
+      return Status::InvalidArgument(what + ": \"" + segment.substr(0, 128) +
+                                     "\" cannot be one segment of an engine path (it is empty, \".\", \"..\" or has a "
+                                     "\"/\"); check the name or id given");
+    start = end + 1;
+  }
+  return Status::Ok();
+}
+
 // Sends one call; OK for a 2xx status and for any status in `also_ok`;
 // otherwise the engine's error, prefixed with `what`.
 Result<HttpResponse> Call(const HttpClient& http, const std::string& what,
@@ -483,6 +507,7 @@ Result<HttpResponse> Call(const HttpClient& http, const std::string& what,
                           std::chrono::milliseconds timeout = kCallTimeout,
                           std::initializer_list<long> also_ok = {},
                           const std::vector<std::string>& headers = {}) {
+  if (Status on_route = PathStaysOnItsRoute(what, path); !on_route.ok()) return on_route;
   auto response = http.Request(method, path, body, timeout, headers);
   if (!response.ok()) return response.status().WithPrefix(what);
   const long status = response->status;
@@ -772,9 +797,16 @@ Result<ExecResult> DockerEngine::Exec(const std::string& id,
   if (!remaining) return late;
   ExecResult result;
   DockerStreamDemuxer demuxer;
+  // What this exec took of exec_output_, given back when it returns.
+  struct Held {
+    ByteBudget& budget;
+    size_t bytes = 0;
+    ~Held() { budget.Give(bytes); }
+  } held{exec_output_};
   auto keep_bounded = [&](bool is_stderr, std::string_view payload) {
     std::string& text = is_stderr ? result.stderr_text : result.stdout_text;
-    const size_t room = ExecResult::kMaxExecOutput - text.size();
+    const size_t room = exec_output_.Take(std::min(payload.size(), ExecResult::kMaxExecOutput - text.size()));
+    held.bytes += room;
     text.append(payload.substr(0, room));
     if (payload.size() > room) (is_stderr ? result.stderr_truncated : result.stdout_truncated) = true;
     return true;
@@ -845,6 +877,8 @@ Result<ExecInfo> DockerEngine::InspectExec(const std::string& exec_id) {
   ExecInfo info;
   info.container_id = StringField(*j, "ContainerID");
   info.running = BoolField(*j, "Running");
+  const int64_t pid = IntField(*j, "Pid");
+  if (info.running && pid > 0 && pid <= std::numeric_limits<int>::max()) info.pid = static_cast<int>(pid);
   const json* code = Field(*j, "ExitCode");
   if (!info.running && code != nullptr && code->is_number_integer()) info.exit_code = code->get<int>();
   return info;
@@ -944,7 +978,9 @@ Status DockerEngine::Pull(const std::string& image, const std::string& registry_
     const std::string message = brace == std::string::npos ? text : EngineMessage(text.substr(brace));
     if (streamed.code() == Status::Code::kUnavailable && text.find("HTTP ") == std::string::npos)
       return streamed.WithPrefix(what);  // the engine itself could not be reached
-    const long http_status = streamed.code() == Status::Code::kNotFound ? 404 : 500;
+    const long http_status = streamed.code() == Status::Code::kNotFound          ? 404
+                             : streamed.code() == Status::Code::kInvalidArgument ? 400
+                                                                                 : 500;
     return PullError(http_status, message).WithPrefix(what);
   }
   return Status::Ok();
@@ -952,8 +988,9 @@ Status DockerEngine::Pull(const std::string& image, const std::string& registry_
 
 Result<std::string> DockerEngine::RegistryDigest(const std::string& image, const std::string& registry_auth) {
   const std::string what = "asking the registry for " + image;
-  auto response = http_.Request("GET", std::string(kApi) + "/distribution/" + EscapedImageName(image) + "/json", "",
-                                kCallTimeout, AuthHeader(registry_auth));
+  const std::string path = std::string(kApi) + "/distribution/" + EscapedImageName(image) + "/json";
+  if (Status on_route = PathStaysOnItsRoute(what, path); !on_route.ok()) return on_route;
+  auto response = http_.Request("GET", path, "", kCallTimeout, AuthHeader(registry_auth));
   if (!response.ok()) return response.status().WithPrefix(what);
   if (response->status < 200 || response->status >= 300)
     return PullError(response->status, EngineMessage(response->body)).WithPrefix(what);

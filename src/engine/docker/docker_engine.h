@@ -10,6 +10,7 @@
 #include <functional>
 #include <string_view>
 
+#include "common/byte_budget.h"
 #include "common/http_client.h"
 #include "engine/container_engine.h"
 
@@ -87,6 +88,8 @@ class DockerEngine : public ContainerEngine {
   explicit DockerEngine(HttpClient http);
 
   const HttpClient http_;  // constant after construction
+  // The output every one-shot exec running now holds (ExecResult::kMaxExecOutputHeld).
+  ByteBudget exec_output_{ExecResult::kMaxExecOutputHeld};
 };
 
 // Splits a Docker multiplexed stream (8-byte frame headers: stream byte 1 =

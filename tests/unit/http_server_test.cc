@@ -1,0 +1,54 @@
+// HttpServer on a loopback port, driven by HttpClient: what it does when the
+// host refuses it a thread.
+#include "api/http_server.h"
+
+#include <cerrno>
+#include <system_error>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/http_client.h"
+
+namespace slotd {
+namespace {
+
+using nlohmann::json;
+
+// "/long" runs on the kLong lane, "/quick" on the kQuick lane; both answer 200.
+http::Dispatch TwoLanes(const http::Request& request) {
+  http::Dispatch dispatch;
+  dispatch.lane = request.path == "/long" ? http::Lane::kLong : http::Lane::kQuick;
+  dispatch.handler = [](http::Exchange& ex) { ex.Reply({200, "application/json", {}, "{}"}); };
+  return dispatch;
+}
+
+TEST(HttpServer, AThreadThatCannotBeMadeIsA503AndTheServerGoesOn) {
+  http::ServerOptions options;
+  int refused = 0;
+  options.start_thread = [&refused](std::function<void()>) {
+    ++refused;
+    throw std::system_error(EAGAIN, std::generic_category(), "Resource temporarily unavailable");
+  };
+  http::HttpServer server(options);
+  ASSERT_TRUE(server.ListenTcp("127.0.0.1", 0, TwoLanes).ok());
+  server.Start();
+  const HttpClient client = HttpClient::Tcp("http://127.0.0.1:" + std::to_string(server.tcp_port()));
+  for (int i = 0; i < 3; ++i) {
+    auto answer = client.Request("GET", "/long");
+    ASSERT_TRUE(answer.ok()) << answer.status().message();
+    EXPECT_EQ(answer->status, 503);
+    const json body = json::parse(answer->body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << answer->body;
+    EXPECT_EQ(body["error"]["code"], "unavailable");
+    EXPECT_NE(body["error"]["message"].get<std::string>().find("tasks limit"), std::string::npos) << answer->body;
+  }
+  EXPECT_EQ(refused, 3);
+  auto quick = client.Request("GET", "/quick");
+  ASSERT_TRUE(quick.ok()) << quick.status().message();
+  EXPECT_EQ(quick->status, 200);
+  server.Stop();  // returns: no handler is counted in flight for the refused ones
+}
+
+}  // namespace
+}  // namespace slotd
