@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -1130,9 +1131,10 @@ AgentRecord Agent::CurrentAgentRecord() const {
 }
 
 Status Agent::WriteAgentRecord(const AgentRecord& record) {
-  if (record == record_ || record_path_.empty()) return Status::Ok();
+  if ((record == record_ && record_on_disk_) || record_path_.empty()) return Status::Ok();
   if (Status s = record.Save(record_path_); !s.ok()) return s;
   record_ = record;
+  record_on_disk_ = true;
   return Status::Ok();
 }
 
@@ -1161,8 +1163,11 @@ void Agent::StartDevices() {
     spdlog::error("devices: {}; starting without its drains and health marks", loaded.status().message());
   }
   const AgentRecord before = loaded.ok() ? *loaded : AgentRecord();
+  std::error_code missing;
+  const bool on_disk = loaded.ok() && !record_path_.empty() && std::filesystem::exists(record_path_, missing);
   MutexLock lock(mutex_);
   record_ = before;
+  record_on_disk_ = on_disk;  // a missing or unreadable record is written anew below
   drain_ = Drain{before.draining, before.draining_since};
   if (drain_.draining) spdlog::warn("agent {} is draining (recorded in {}): it takes no new kernels until undrained",
                                     config_.agent.id, record_path_);

@@ -375,6 +375,7 @@ class Agent {
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
 
   AgentRecord record_ GUARDED_BY(mutex_);  // as last written
+  bool record_on_disk_ GUARDED_BY(mutex_) = false;  // whether record_ is what state.json holds now
   bool record_behind_ GUARDED_BY(mutex_) = false;  // the last KeepAgentRecord could not write state.json
   Drain drain_ GUARDED_BY(mutex_);         // whether the agent takes new kernels
   uint64_t health_version_ GUARDED_BY(mutex_) = ~0ull;  // the boards' versions, summed, when last applied

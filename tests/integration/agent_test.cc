@@ -190,7 +190,9 @@ TEST(Agent, TokenIsRequiredOnTcpButNotForHealth) {
 }
 
 TEST(Agent, WithoutATokenFileTheAgentMakesItsOwnTokenAndTcpNeedsIt) {
-  AgentProcess agent(Options("own-token"));
+  AgentOptions o = Options("own-token");
+  o.rpc_port = FreeLoopbackPort();  // in the config, for slotctl --config to find
+  AgentProcess agent(o);
   ASSERT_TRUE(agent.Start()) << agent.log();
   const std::string path = agent.dir() + "/var/api.token";
   struct stat st {};

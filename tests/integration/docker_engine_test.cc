@@ -378,12 +378,12 @@ TEST_F(DockerEngineTest, UnknownImageIsNotFoundAndNamesTheImage) {
 
 TEST_F(DockerEngineTest, ANameThatWouldLeaveItsPathSegmentNeverReachesTheEngine) {
   const size_t before = proxy_->Requests().size();
-  for (const std::string& image : {"../containers/json", "x/./y", "a//b"}) {
+  for (const char* image : {"../containers/json", "x/./y", "a//b"}) {
     auto inspected = engine_->InspectImage(image);
     ASSERT_FALSE(inspected.ok()) << image;
     EXPECT_EQ(inspected.status().code(), Code::kInvalidArgument) << inspected.status().message();
   }
-  for (const std::string& exec : {"..", "../../containers/json", ""}) {
+  for (const char* exec : {"..", "../../containers/json", ""}) {
     auto inspected = engine_->InspectExec(exec);
     ASSERT_FALSE(inspected.ok()) << exec;
     EXPECT_EQ(inspected.status().code(), Code::kInvalidArgument) << inspected.status().message();
