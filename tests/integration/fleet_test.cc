@@ -263,8 +263,8 @@ TEST(Fleet, PlaceSpreadsABurstSkipsDrainedAgentsAndSaysWhenTheFleetIsFull) {
   ASSERT_TRUE(Eventually([&] { return Registered(etcd)[c.options().id].draining; }));
 
   auto place = [&](const std::string& id) {
-    return Slotctl({"run", "--place", "--etcd", etcd.url(), "--namespace", kNamespace, "--token-file",
-                    a.dir() + "/token", "--id", id, "--cpu", "1", "--mem", "64m", kTestImage, "--", "sleep", "3600"});
+    return Slotctl({"--token-file", a.dir() + "/token", "run", "--place", "--etcd", etcd.url(), "--namespace",
+                    kNamespace, "--id", id, "--cpu", "1", "--mem", "64m", kTestImage, "--", "sleep", "3600"});
   };
   std::vector<std::future<CommandResult>> burst;
   for (int i = 0; i < 4; ++i) burst.push_back(std::async(std::launch::async, place, "burst" + std::to_string(i)));
