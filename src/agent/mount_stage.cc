@@ -38,39 +38,46 @@ unsigned long KeptFlags(int fd) {
 MountStage::MountStage(std::string root) : root_(std::move(root)) {}
 
 Result<std::vector<Mount>> MountStage::Bind(const std::string& kernel_id, const std::vector<ResolvedMount>& mounts) {
-  std::vector<Mount> binds;
-  if (mounts.empty()) return binds;
+  if (mounts.empty()) return std::vector<Mount>();
   MutexLock lock(mutex_);
-  const std::string dir = root_ + "/" + kernel_id;
-  auto fail = [&](const std::string& what, int error) -> Status {
-    Status failed = Status::Unavailable(what + ": " + ErrnoText(error) +
-                                        (error == EPERM ? "; binding a kernel's mounts needs an agent that runs as root"
-                                                        : ""));
-    if (Status removed = RemoveLocked(kernel_id); !removed.ok()) spdlog::error("kernel {}: {}", kernel_id, removed.message());
-    return failed;
-  };
   if (Status removed = RemoveLocked(kernel_id); !removed.ok()) return removed;  // a bind left by an earlier try
-  if (::mkdir(root_.c_str(), 0700) != 0 && errno != EEXIST) return fail("cannot make " + root_, errno);
-  if (::mkdir(dir.c_str(), 0700) != 0) return fail("cannot make " + dir, errno);
+  Result<std::vector<Mount>> binds = BindLocked(kernel_id, mounts);
+  if (!binds.ok()) {
+    if (Status removed = RemoveLocked(kernel_id); !removed.ok())
+      spdlog::error("kernel {}: {}", kernel_id, removed.message());
+  }
+  return binds;
+}
+
+Result<std::vector<Mount>> MountStage::BindLocked(const std::string& kernel_id,
+                                                  const std::vector<ResolvedMount>& mounts) {
+  auto failed = [](const std::string& what, int error) {
+    return Status::Unavailable(what + ": " + ErrnoText(error) +
+                               (error == EPERM ? "; binding a kernel's mounts needs an agent that runs as root" : ""));
+  };
+  const std::string dir = root_ + "/" + kernel_id;
+  if (::mkdir(root_.c_str(), 0700) != 0 && errno != EEXIST) return failed("cannot make " + root_, errno);
+  if (::mkdir(dir.c_str(), 0700) != 0) return failed("cannot make " + dir, errno);
+  std::vector<Mount> binds;
   for (size_t i = 0; i < mounts.size(); ++i) {
     const ResolvedMount& mount = mounts[i];
     const std::string path = dir + "/" + std::to_string(i);
     if (mount.is_directory) {
-      if (::mkdir(path.c_str(), 0700) != 0) return fail("cannot make " + path, errno);
+      if (::mkdir(path.c_str(), 0700) != 0) return failed("cannot make " + path, errno);
     } else {
       const int made = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-      if (made < 0) return fail("cannot make " + path, errno);
+      if (made < 0) return failed("cannot make " + path, errno);
       ::close(made);
     }
     const std::string source = "/proc/self/fd/" + std::to_string(mount.source.get());
     if (::mount(source.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) != 0)
-      return fail("cannot bind " + mount.path + " onto " + path, errno);
+      return failed("cannot bind " + mount.path + " onto " + path, errno);
     const unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | KeptFlags(mount.source.get()) |
                                 (mount.read_only ? MS_RDONLY : 0);
     if (::mount(nullptr, path.c_str(), nullptr, flags, nullptr) != 0)
-      return fail("cannot make the bind of " + mount.path + " at " + path + " nosuid, nodev" +
-                      (mount.read_only ? ", read-only" : ""),
-                  errno);
+      return failed("cannot make the bind of " + mount.path + " at " + path + " nosuid, nodev" +
+                        (mount.read_only ? ", read-only" : ""),
+                    errno);
     binds.push_back({Mount::Type::kBind, path, mount.target, mount.read_only, 0});
   }
   return binds;

@@ -42,6 +42,9 @@ class MountStage {
   void Collect(const std::function<std::set<std::string>()>& known_ids) EXCLUDES(mutex_);
 
  private:
+  // Bind's work; on failure the caller removes what was made.
+  Result<std::vector<Mount>> BindLocked(const std::string& kernel_id, const std::vector<ResolvedMount>& mounts)
+      REQUIRES(mutex_);
   Status RemoveLocked(const std::string& kernel_id) REQUIRES(mutex_);
 
   const std::string root_;
