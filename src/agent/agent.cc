@@ -21,6 +21,7 @@
 #include "common/version.h"
 #include "config/local_checks.h"
 #include "agent/mounts.h"
+#include "node/scratch_limits.h"
 #include "resources/device_kinds.h"
 
 namespace slotd {
@@ -77,7 +78,10 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       unmetered_devices_(UnmeteredDevicesOf(plugins_)),
       boards_(BoardsOf(plugins_)),
       record_path_(config_.agent.var_base_path.empty() ? "" : config_.agent.var_base_path + "/state.json"),
-      scratch_(ScratchRoot(config_)),
+      scratch_(ScratchRoot(config_),
+               config_.container.scratch_type == "hostfile" ? ScratchKind::kHostFile : ScratchKind::kHostDir),
+      scratch_quota_(config_.container.scratch_type == "hostdir" ? ProjectQuotaEnforced(ScratchRoot(config_))
+                                                                 : Status::Ok()),
       mount_stage_(config_.agent.ipc_base_path + "/mounts"),
       puller_(engine, hub, config_.agent.id,
               ImagePuller::Limits{config_.container.pull_timeout, config_.container.pull_stall_timeout},
@@ -198,6 +202,11 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
     return Status::InvalidArgument("max_lifetime: " + FormatDuration(*request.max_lifetime) +
                                    " is longer than this agent allows ([container] max-lifetime = \"" +
                                    FormatDuration(lifetime_cap) + "\"); ask for at most that");
+  if ((request.resources.scratch_bytes || config_.container.scratch_size) && !scratch_quota_.ok())
+    return Status::FailedPrecondition("resources.scratch: this agent cannot limit a kernel's scratch ([container] "
+                                      "scratch-type is hostdir): " + scratch_quota_.message() +
+                                      "; leave resources.scratch out, or ask the node's operator for scratch-type "
+                                      "hostfile or tmpfs");
   Kernel kernel;
   std::shared_ptr<PendingCreate> pending;
   {
@@ -290,6 +299,19 @@ Status RunsAsRoot(const std::string& image, const std::string& user, const std::
 }
 
 }  // namespace
+
+Status Agent::CheckScratchRoom() const {
+  const uint64_t floor = config_.container.scratch_min_free;
+  if (floor == 0) return Status::Ok();
+  const std::string root = ScratchRoot(config_);
+  Result<uint64_t> free = FreeBytes(root);
+  if (!free.ok()) return free.status();
+  if (*free >= floor) return Status::Ok();
+  return Status::ResourceExhausted("insufficient scratch space: the filesystem of the scratch root " + root + " has " +
+                                   DescribeSize(*free) + " free, less than [container] scratch-min-free (" +
+                                   FormatSize(floor) + "); new kernels wait until space is freed there (delete "
+                                   "kernels, or remove other files) or the floor is lowered");
+}
 
 Status Agent::CheckUser(const std::string& image, const std::string& user) {
   const ContainerConfig& c = config_.container;
@@ -409,11 +431,13 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
                                 config_.container.kernel_gid.value_or(*config_.container.kernel_uid)};
     spec.user = std::to_string(owner->uid) + ":" + std::to_string(owner->gid);
   }
+  const uint64_t scratch_bytes = request.resources.scratch_bytes.value_or(config_.container.scratch_size);
   if (config_.container.scratch_type == "tmpfs") {
-    const uint64_t size = config_.container.scratch_size ? config_.container.scratch_size : request.resources.mem_bytes;
-    spec.mounts.push_back({Mount::Type::kTmpfs, "", kScratchTarget, false, size});
+    spec.mounts.push_back(
+        {Mount::Type::kTmpfs, "", kScratchTarget, false, scratch_bytes ? scratch_bytes : request.resources.mem_bytes});
   } else {
-    Result<std::string> scratch = scratch_.Prepare(request.kernel_id, owner);
+    if (Status room = CheckScratchRoom(); !room.ok()) return abandon(room, "");
+    Result<std::string> scratch = scratch_.Prepare(request.kernel_id, owner, scratch_bytes);
     if (!scratch.ok()) return abandon(scratch.status(), "");
     spec.mounts.push_back({Mount::Type::kBind, *scratch, kScratchTarget, false, 0});
   }

@@ -260,6 +260,10 @@ class Agent {
   Status VerifyStarted(const std::string& container_id, const std::vector<ResolvedMount>& mounts);
   // Removes `kernel_id`'s scratch and its mounts' binds, logging what fails.
   void RemoveKernelFiles(const std::string& kernel_id);
+  // Ok while the scratch root's filesystem has [container] scratch-min-free
+  // free; kResourceExhausted ("insufficient scratch space", both sizes and
+  // what to do) below it.
+  Status CheckScratchRoom() const;
   // Undoes CreateKernel's reservation of a kernel that has no container yet:
   // its scratch, its resources, its entry. Returns `why`.
   Status AbandonReservation(const std::string& kernel_id, const Status& why) EXCLUDES(mutex_);
@@ -356,7 +360,10 @@ class Agent {
   // The plugins' health boards, by plugin name; set at construction, thread-safe objects.
   const std::vector<std::pair<std::string, std::shared_ptr<DeviceHealthBoard>>> boards_;
   const std::string record_path_;  // <var-base-path>/state.json; empty (nothing kept) without a var-base-path
-  ScratchStore scratch_;  // the kernels' scratch directories (hostdir); thread-safe
+  ScratchStore scratch_;  // the kernels' scratch directories (hostdir, hostfile); thread-safe
+  // Ok when a hostdir scratch can be given a size (the scratch root enforces
+  // project quotas) or the scratch is not hostdir; otherwise why not.
+  const Status scratch_quota_;
   MountStage mount_stage_;  // where the engine takes kernels' mounts from; thread-safe
   ImagePuller puller_;    // pulls kernels' images; thread-safe
   ImageCollector image_gc_;  // removes unused images when the engine's disk fills; thread-safe

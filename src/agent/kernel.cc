@@ -29,6 +29,7 @@ const std::set<std::string> kIdentityEnv = {"SLOTD_KERNEL_ID", "SLOTD_AGENT_ID"}
 
 constexpr uint64_t kMinMemory = 6ull << 20;  // the engine refuses less
 constexpr uint64_t kMinShm = 1ull << 20;      // below it no ordinary program can use /dev/shm
+constexpr uint64_t kMinScratch = 16ull << 20; // below it an ext4 image holds little but its own journal
 constexpr std::chrono::milliseconds kMaxLifetime = std::chrono::hours(24 * 366);
 constexpr size_t kMaxMounts = 32;
 constexpr size_t kMaxPath = 4096;
@@ -148,12 +149,17 @@ Status ParseResources(const json& body, ResourceRequest& out) {
       if (!size.ok()) return size.status();
       if (*size < kMinShm) return Bad(field, "must be at least 1m");
       out.shm_bytes = *size;
+    } else if (key == "scratch") {
+      Result<uint64_t> size = SizeOf(value, field);
+      if (!size.ok()) return size.status();
+      if (*size < kMinScratch) return Bad(field, "must be at least 16m");
+      out.scratch_bytes = *size;
     } else if (IsDeviceSlotName(key)) {
       if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > 1024)
         return Bad(field, "expected a whole number of devices, 0 or more");
       if (value.get<int>() > 0) out.devices[key] = value.get<int>();
     } else {
-      return Bad(field, "unknown slot type; known: cpu, mem, shm, <kind>.device and other device slots of the "
+      return Bad(field, "unknown slot type; known: cpu, mem, shm, scratch, <kind>.device and other device slots of the "
                         "agent's plugins like cuda.mig-1c18g (slotctl info lists them)");
     }
   }
@@ -280,6 +286,7 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
 json CreateRequest::Canonical() const {
   json res = {{"cpu", resources.cpu}, {"mem", resources.mem_bytes}};
   if (resources.shm_bytes) res["shm"] = *resources.shm_bytes;
+  if (resources.scratch_bytes) res["scratch"] = *resources.scratch_bytes;
   for (const auto& [slot, count] : resources.devices) res[slot] = count;
   json canonical = {{"kernel_id", kernel_id}, {"session_id", session_id}, {"image", image},
                     {"command", command},     {"env", env},               {"resources", res},
@@ -391,7 +398,7 @@ Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_
         "; this slotd reads formats 1 to " + std::to_string(label::kCurrentFormat) +
         "): run the newer slotd on this node again, or remove the container (docker rm -f " + container_name + ")");
   Labels migrated = labels;
-  // 1 -> 2 -> 3: only the format label changes (see label::kCurrentFormat).
+  // 1 -> 2 -> 3 -> 4: only the format label changes (see label::kCurrentFormat).
   migrated[label::kFormat] = std::to_string(label::kCurrentFormat);
   return migrated;
 }

@@ -34,7 +34,7 @@ inline constexpr char kDeadline[] = "ai.backend.slotd.deadline";
 inline constexpr char kFormat[] = "ai.backend.slotd.label-format";
 inline constexpr char kReservedPrefix[] = "ai.backend.";
 // The format this version writes, and the newest it reads.
-inline constexpr int kCurrentFormat = 3;
+inline constexpr int kCurrentFormat = 4;
 }  // namespace label
 
 // Brings the labels of an owned container written in any earlier label
@@ -43,6 +43,8 @@ inline constexpr int kCurrentFormat = 3;
 // Format 2 -> 3: the request may hold max_lifetime, resources.shm, mounts and
 // pull, and the deadline label may be set; a format 2 container has none of
 // them, so nothing changes but the format.
+// Format 3 -> 4: the request may hold resources.scratch; a format 3
+// container has none, so nothing changes but the format.
 // kFailedPrecondition naming the container and both formats when they were
 // written by a newer slotd: this version cannot know what they mean.
 Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name);

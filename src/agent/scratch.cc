@@ -1,6 +1,7 @@
 #include "agent/scratch.h"
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/unique_fd.h"
+#include "node/scratch_limits.h"
+
 namespace slotd {
 
 namespace fs = std::filesystem;
@@ -18,6 +22,9 @@ namespace {
 
 // The directory of markers under the root; a kernel id never starts with a dot.
 constexpr char kMarkers[] = ".slotd-made";
+// The directory of hostfile scratch images under the root.
+constexpr char kImages[] = ".slotd-images";
+constexpr char kImageSuffix[] = ".ext4";
 
 // Gives the directory `path` to `owner`, mode 0700.
 Status Own(const std::string& path, ScratchStore::Owner owner) {
@@ -32,7 +39,11 @@ Status Own(const std::string& path, ScratchStore::Owner owner) {
 
 }  // namespace
 
-ScratchStore::ScratchStore(std::string root) : root_(std::move(root)) {}
+ScratchStore::ScratchStore(std::string root, ScratchKind kind) : root_(std::move(root)), kind_(kind) {}
+
+std::string ScratchStore::ImageOf(const std::string& kernel_id) const {
+  return root_ + "/" + kImages + "/" + kernel_id + kImageSuffix;
+}
 
 std::string ScratchStore::MarkerOf(const std::string& kernel_id) const {
   return root_ + "/" + kMarkers + "/" + kernel_id;
@@ -50,7 +61,31 @@ Status ScratchStore::Mark(const std::string& kernel_id) const {
   return Status::Ok();
 }
 
-Result<std::string> ScratchStore::Prepare(const std::string& kernel_id, std::optional<Owner> owner) {
+Status ScratchStore::Limit(const std::string& kernel_id, const std::string& path, uint64_t limit_bytes) const {
+  if (kind_ == ScratchKind::kHostDir) {
+    if (limit_bytes == 0) return Status::Ok();
+    UniqueFd dir(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dir.valid())
+      return Status::Unavailable("cannot open the scratch directory " + path + ": " +
+                                 std::error_code(errno, std::generic_category()).message());
+    return LimitByProjectQuota(dir.get(), path, limit_bytes);
+  }
+  if (IsMountPoint(path)) return Status::Ok();  // mounted already: a kernel the agent adopts
+  const std::string image = ImageOf(kernel_id);
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(image, ec))) {
+    if (limit_bytes == 0)
+      return Status::FailedPrecondition("a hostfile scratch needs a size: set [container] scratch-size or ask for "
+                                        "resources.scratch");
+    fs::create_directories(root_ + "/" + kImages, ec);
+    if (ec) return Status::Unavailable("cannot make " + root_ + "/" + kImages + ": " + ec.message());
+    if (Status made = MakeScratchImage(image, limit_bytes); !made.ok()) return made;
+  }
+  return MountScratchImage(image, path);
+}
+
+Result<std::string> ScratchStore::Prepare(const std::string& kernel_id, std::optional<Owner> owner,
+                                          uint64_t limit_bytes) {
   MutexLock lock(mutex_);
   const std::string path = root_ + "/" + kernel_id;
   // The marker first: a directory is never without it, whatever stops the agent.
@@ -60,6 +95,7 @@ Result<std::string> ScratchStore::Prepare(const std::string& kernel_id, std::opt
   if (ec)
     return Status::Unavailable("cannot make the scratch directory " + path + ": " + ec.message() +
                                "; check [container] scratch-root and the agent's rights there");
+  if (Status limited = Limit(kernel_id, path, limit_bytes); !limited.ok()) return limited;
   if (Status given = Own(path, owner.value_or(Owner{static_cast<int64_t>(::geteuid()), static_cast<int64_t>(::getegid())}));
       !given.ok())
     return given;
@@ -73,10 +109,20 @@ Status ScratchStore::GiveTo(const std::string& kernel_id, Owner owner) {
 
 Status ScratchStore::Remove(const std::string& kernel_id) {
   MutexLock lock(mutex_);
+  return RemoveLocked(kernel_id);
+}
+
+Status ScratchStore::RemoveLocked(const std::string& kernel_id) {
   const std::string path = root_ + "/" + kernel_id;
+  // Detached, not recursive: the image's filesystem goes with its last user.
+  if (IsMountPoint(path) && ::umount2(path.c_str(), MNT_DETACH) != 0)
+    return Status::Unavailable("cannot unmount the scratch image of kernel " + kernel_id + " from " + path + ": " +
+                               std::error_code(errno, std::generic_category()).message());
   std::error_code ec;
   fs::remove_all(path, ec);
   if (ec) return Status::Unavailable("cannot remove the scratch directory " + path + ": " + ec.message());
+  fs::remove(ImageOf(kernel_id), ec);
+  if (ec) return Status::Unavailable("cannot remove the scratch image " + ImageOf(kernel_id) + ": " + ec.message());
   fs::remove(MarkerOf(kernel_id), ec);  // the directory is gone, so is its marker
   return Status::Ok();
 }
@@ -105,15 +151,23 @@ void ScratchStore::Collect(const std::function<std::set<std::string>()>& known_i
                      it->path().string(), root_, kMarkers);
       continue;
     }
-    std::error_code removed;
-    fs::remove_all(it->path(), removed);
-    if (removed) {
+    if (Status removed = RemoveLocked(name); !removed.ok()) {
       spdlog::warn("cannot remove {}, a scratch directory of no kernel of this agent: {}", it->path().string(),
                    removed.message());
       continue;
     }
-    fs::remove(MarkerOf(name), removed);
     spdlog::info("removed {}, a scratch directory of no kernel of this agent", it->path().string());
+  }
+  // Images whose directory is gone already (the agent stopped between the two).
+  for (fs::directory_iterator it(root_ + "/" + kImages, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string file = it->path().filename().string();
+    const size_t suffix = file.size() - std::min(file.size(), sizeof kImageSuffix - 1);
+    const std::string name = file.substr(0, suffix);
+    if (file.substr(suffix) != kImageSuffix || known.count(name) || fs::exists(root_ + "/" + name)) continue;
+    std::error_code removed;
+    fs::remove(it->path(), removed);
+    if (!removed) fs::remove(MarkerOf(name), removed);
+    if (!removed) spdlog::info("removed {}, the scratch image of no kernel of this agent", it->path().string());
   }
 }
 

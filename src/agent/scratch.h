@@ -8,6 +8,9 @@
 // without one (made by hand, or by slotd 0.2.0, which made no markers) is
 // never removed by Collect: it gets its marker when it is the directory of a
 // kernel the agent has, and is otherwise kept and reported once.
+// A scratch of a fixed size is either that directory limited by a project
+// quota (hostdir) or an ext4 image, <root>/.slotd-images/<kernel-id>.ext4,
+// loop-mounted on it (hostfile); node/scratch_limits.h does both.
 #pragma once
 
 #include <cstdint>
@@ -24,10 +27,16 @@ namespace slotd {
 // Where a kernel's scratch is mounted (Backend.AI's home of a kernel).
 inline constexpr char kScratchTarget[] = "/home/work";
 
+// How a kernel's scratch is kept on the host ([container] scratch-type).
+enum class ScratchKind {
+  kHostDir,   // a directory, limited by a project quota when it has a size
+  kHostFile,  // an ext4 image of its size, loop-mounted on the directory
+};
+
 class ScratchStore {
  public:
   // The directory kernels' scratch directories go in; made when first needed.
-  explicit ScratchStore(std::string root);
+  ScratchStore(std::string root, ScratchKind kind);
 
   // The user a scratch directory belongs to ([container] kernel-uid and kernel-gid).
   struct Owner {
@@ -36,17 +45,22 @@ class ScratchStore {
   };
   // Makes `kernel_id`'s directory, or keeps the one there, and returns its
   // path; mode 0700, never writable by other users. With `owner`, it belongs
-  // to that user; without, to the agent until GiveTo. kUnavailable naming
-  // the path and the error when it cannot (an agent that is not root cannot
-  // give it away).
-  Result<std::string> Prepare(const std::string& kernel_id, std::optional<Owner> owner) EXCLUDES(mutex_);
+  // to that user; without, to the agent until GiveTo. `limit_bytes` is its
+  // size: a hostdir scratch gets that project quota (none when 0); a
+  // hostfile scratch gets an image of that size (which must not be 0), or
+  // its image mounted again when it is there but not mounted (after a
+  // reboot). kUnavailable naming the path and the error when it cannot (an
+  // agent that is not root cannot give it away), kFailedPrecondition when
+  // the filesystem cannot limit it.
+  Result<std::string> Prepare(const std::string& kernel_id, std::optional<Owner> owner, uint64_t limit_bytes)
+      EXCLUDES(mutex_);
 
   // Gives `kernel_id`'s directory to `owner` (the user its image runs as),
   // mode 0700. Errors as Prepare's.
   Status GiveTo(const std::string& kernel_id, Owner owner) EXCLUDES(mutex_);
 
-  // Removes `kernel_id`'s directory with everything in it, and its marker;
-  // absent is fine.
+  // Unmounts `kernel_id`'s image, if any, and removes its directory with
+  // everything in it, the image and the marker; absent is fine.
   Status Remove(const std::string& kernel_id) EXCLUDES(mutex_);
 
   // Removes every directory under the root that this store made (it has a
@@ -62,8 +76,15 @@ class ScratchStore {
   std::string MarkerOf(const std::string& kernel_id) const;
   // Makes that marker (and the markers' directory); kUnavailable naming it.
   Status Mark(const std::string& kernel_id) const;
+  // The image of `kernel_id`'s hostfile scratch.
+  std::string ImageOf(const std::string& kernel_id) const;
+  // Gives `path`, the new directory of `kernel_id`, its size (Prepare's `limit_bytes`).
+  Status Limit(const std::string& kernel_id, const std::string& path, uint64_t limit_bytes) const REQUIRES(mutex_);
+  // Remove's work, also Collect's.
+  Status RemoveLocked(const std::string& kernel_id) REQUIRES(mutex_);
 
   const std::string root_;
+  const ScratchKind kind_;
   Mutex mutex_;  // orders Prepare against Collect
   std::set<std::string> reported_ GUARDED_BY(mutex_);  // unmarked entries already reported as kept
 };

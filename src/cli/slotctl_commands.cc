@@ -156,6 +156,7 @@ Outcome<json> CreateRequest(const CreateArgs& args) {
                               {"readonly", mode == "ro"}});
   }
   if (!args.shm.empty()) body["resources"]["shm"] = args.shm;
+  if (!args.scratch.empty()) body["resources"]["scratch"] = args.scratch;
   if (!args.max_lifetime.empty()) body["max_lifetime"] = args.max_lifetime;
   if (!args.pull.empty()) body["pull"] = args.pull;
   return body;

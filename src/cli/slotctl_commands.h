@@ -37,6 +37,7 @@ struct CreateArgs {
   std::vector<std::string> devices;  // SLOT=COUNT
   std::vector<std::string> mounts;   // SOURCE:TARGET[:ro]
   std::string shm;                   // empty: the agent's default
+  std::string scratch;               // empty: the agent's [container] scratch-size
   std::string max_lifetime;          // empty: the agent's limit
   std::string pull;                  // empty: the agent's auto-pull
 };

@@ -88,6 +88,7 @@ Subcommand AddRun(CLI::App& app) {
                   "SOURCE:TARGET[:ro] host directory to mount (within the agent's [container] mount-allow), repeatable")
       ->allow_extra_args(false);
   run->add_option("--shm", args->shm, "size of /dev/shm, counted within --mem (default 64m)");
+  run->add_option("--scratch", args->scratch, "size of the kernel's scratch at /home/work (default: the agent's scratch-size)");
   run->add_option("--max-lifetime", args->max_lifetime, "stop the kernel after this long, e.g. 2h");
   run->add_option("--pull", args->pull, "pull the image: digest (when its tag moved), tag (when missing), none; "
                                         "only stricter than the agent's [container] auto-pull")

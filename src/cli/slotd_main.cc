@@ -32,6 +32,7 @@
 #include "fleet/etcd_client.h"
 #include "fleet/registrar.h"
 #include "node/check.h"
+#include "node/scratch_limits.h"
 #include "node/claims.h"
 #include "resources/agent_config.h"
 #include "stats/collector.h"
@@ -121,7 +122,9 @@ int RunAgent(const std::string& config_path) {
     std::cerr << "slotd: cannot start: " << s.message() << "\n";
     return 1;
   };
-  if (std::vector<std::string> problems = slotd::LocalProblems(*config); !problems.empty()) {
+  std::vector<std::string> problems = slotd::LocalProblems(*config);
+  for (std::string& problem : slotd::ScratchProblems(*config)) problems.push_back(std::move(problem));
+  if (!problems.empty()) {
     std::string text;
     for (const std::string& problem : problems) text += (text.empty() ? "" : "\n  ") + problem;
     return fail(Status::InvalidArgument(text));

@@ -468,12 +468,22 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "(ipc-base-path, var-base-path, claims-dir, token-file, registry-auth-file, the config file) or lie "
               "inside its ipc-base-path or claims-dir.")
         .DefaultDoc("`<var-base-path>/scratch`"),
-    MemberKey("scratch-type", &ContainerConfig::scratch_type, EnumType({"hostdir", "tmpfs"}),
+    MemberKey("scratch-type", &ContainerConfig::scratch_type, EnumType({"hostdir", "hostfile", "tmpfs"}),
               "`hostdir`: a directory of the host, kept across kernel and agent restarts and removed with the "
-              "kernel; `tmpfs`: memory, counted within the kernel's memory and emptied when its container "
-              "restarts."),
+              "kernel, limited to its size by a project quota (the scratch root's filesystem must enforce project "
+              "quotas for a size to be given); `hostfile`: the same directory with an ext4 image of the kernel's "
+              "scratch size loop-mounted on it (`<scratch-root>/.slotd-images/<kernel-id>.ext4`, sparse; needs "
+              "root, loop devices and mkfs.ext4); `tmpfs`: memory, counted within the kernel's memory and emptied "
+              "when its container restarts. `slotd check` says which of them this node can limit."),
     MemberKey("scratch-size", &ContainerConfig::scratch_size, SizeType(),
-              "The size of a `tmpfs` scratch; `0` means the kernel's memory. Not used by `hostdir`."),
+              "The size of a kernel's scratch when its request gives no `resources.scratch`. `0`: no limit for "
+              "`hostdir`, the kernel's memory for `tmpfs`; `hostfile` needs a size. A kernel that fills its "
+              "scratch gets `No space left on device` (or `Disk quota exceeded`); other kernels' scratch is not "
+              "touched."),
+    MemberKey("scratch-min-free", &ContainerConfig::scratch_min_free, SizeType(),
+              "A create is refused (422, `insufficient scratch space`) while the filesystem of the scratch root "
+              "has less than this free, so that a full disk stops new kernels instead of breaking their scratch. "
+              "Not used by `tmpfs`; `0`: no floor."),
     MemberKey("ulimits", &ContainerConfig::ulimits, UlimitsType(),
               "The resource limits of every kernel's processes, soft and hard alike, as "
               "`ulimits = { nofile = 1048576, memlock = \"unlimited\" }`. Given, the table replaces the default "

@@ -85,8 +85,9 @@ struct ContainerConfig {
   uint64_t log_max_size = 50ull << 20;    // per log file of a kernel (two files kept); 0: the engine's default logging
   std::chrono::milliseconds max_lifetime{0};  // the longest a kernel may run from its creation; 0: no limit
   std::string scratch_root;                   // where kernels' scratch directories are; empty: ScratchRoot()'s default
-  std::string scratch_type = "hostdir";       // hostdir | tmpfs
-  uint64_t scratch_size = 0;                  // a tmpfs scratch's size; 0: the kernel's memory
+  std::string scratch_type = "hostdir";       // hostdir | hostfile | tmpfs
+  uint64_t scratch_size = 0;                  // a kernel's scratch size unless it asks; 0: no limit (tmpfs: its memory)
+  uint64_t scratch_min_free = 1ull << 30;     // creates are refused below this much free space in the scratch root
   // Resource limits of kernels' processes, by name ("nofile"), soft and hard
   // alike; -1: unlimited. Resolved: without the key, memlock at the agent's
   // own hard limit (HostFacts::memlock_limit), as GPU and RDMA libraries pin memory.

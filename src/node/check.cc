@@ -8,6 +8,7 @@
 #include "common/units.h"
 #include "config/local_checks.h"
 #include "node/claims.h"
+#include "node/scratch_limits.h"
 #include "resources/agent_config.h"
 #include "resources/device_kinds.h"
 
@@ -167,7 +168,10 @@ CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFa
       continue;
     }
     for (const std::string& problem : LocalProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
+    for (const std::string& problem : ScratchProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
     for (const std::string& warning : LocalWarnings(*config)) report.warnings.push_back("warning: " + path + ": " + warning);
+    if (config->container.scratch_size > 0 || config->container.scratch_type == "hostfile")
+      report.notes.push_back("note: " + path + ": " + ScratchAbilities(*config));
     ResolvedDevices devices = ResolveDevices(*config);
     for (const std::string& missing : devices.missing) report.problems.push_back("missing: " + path + ": " + missing);
     for (const std::string& note : devices.notes) report.notes.push_back("note: " + path + ": " + note);

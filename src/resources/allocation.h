@@ -44,6 +44,8 @@ struct ResourceRequest {
   uint64_t mem_bytes = 256ull << 20;
   // The size of /dev/shm, counted within mem_bytes; unset: ShmBytes() picks.
   std::optional<uint64_t> shm_bytes;
+  // The size of the kernel's scratch (/home/work); unset: [container] scratch-size.
+  std::optional<uint64_t> scratch_bytes;
   std::map<std::string, int> devices;  // slot type ("mock.device") -> count
   std::vector<int> ports;              // container ports that need a host port
 

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "node/scratch_limits.h"
 #include "resources/device_kinds.h"
 #include "testing/fake_engine.h"
 #include "testing/temp_tree.h"
@@ -345,6 +346,40 @@ TEST_F(AgentTest, ATmpfsScratchIsSizedByScratchSizeOrTheKernelsMemory) {
   agent_ = NewAgent();
   Kernel sized = MustCreate(Request("k2"));
   EXPECT_EQ(engine_.SpecOf(sized.container_id)->mounts[0].tmpfs_bytes, 32 * kMiB);
+  Kernel asked = MustCreate(Request("k3", {{"cpu", 1}, {"scratch", "48m"}}));
+  EXPECT_EQ(engine_.SpecOf(asked.container_id)->mounts[0].tmpfs_bytes, 48 * kMiB);
+}
+
+TEST_F(AgentTest, ACreateIsRefusedWhileTheScratchFilesystemIsBelowItsFloorAndKeepsNothing) {
+  config_.container.scratch_min_free = ~0ull;  // more than any filesystem has
+  agent_ = NewAgent();
+  Result<Agent::CreateOutcome> refused = agent_->CreateKernel(Request("k1"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("insufficient scratch space: the filesystem of the scratch root " +
+                                            scratch_.root() + " has "),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_TRUE(agent_->ListKernels().empty());
+  ExpectNothingHeld();
+  EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/k1"));
+  // tmpfs scratch takes nothing from that filesystem: no floor.
+  config_.container.scratch_type = "tmpfs";
+  agent_ = NewAgent();
+  MustCreate(Request("k1"));
+}
+
+TEST_F(AgentTest, AHostdirScratchWithASizeNeedsProjectQuotasOrIsRefusedSayingWhy) {
+  const Status quota = ProjectQuotaEnforced(scratch_.root());
+  if (quota.ok()) GTEST_SKIP() << "the scratch root enforces project quotas here; the integration test covers it";
+  Result<Agent::CreateOutcome> refused = agent_->CreateKernel(Request("k1", {{"cpu", 1}, {"scratch", "64m"}}));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("resources.scratch: this agent cannot limit a kernel's scratch"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find(quota.message()), std::string::npos) << refused.status().message();
+  EXPECT_TRUE(agent_->ListKernels().empty());
 }
 
 // ------------------------------------------------------------------ lifetimes

@@ -205,6 +205,26 @@ TEST(ParseCreateRequestTest, ShmDefaultsToDockersOwnCappedAtMemAndMayNotExceedMe
   }
 }
 
+TEST(ParseCreateRequestTest, ScratchIsASizeOfAtLeast16MiBKeptInTheCanonicalRequestOnlyWhenGiven) {
+  Result<CreateRequest> plain = ParseCreateRequest(ValidBody());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->resources.scratch_bytes.has_value());
+  EXPECT_FALSE(plain->Canonical()["resources"].contains("scratch"));  // an older slotd's request stays the same
+
+  Result<CreateRequest> asked = ParseCreateRequest(WithResource("scratch", "10g"));
+  ASSERT_TRUE(asked.ok()) << asked.status().message();
+  EXPECT_EQ(asked->resources.scratch_bytes, 10240 * kMiB);
+  EXPECT_EQ(asked->Canonical()["resources"]["scratch"], 10240 * kMiB);
+  Result<CreateRequest> again = CreateRequestFromCanonical(asked->Canonical());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->resources, asked->resources);
+
+  for (const json& bad : {json("lots"), json(-1), json(1.5), json("8m")}) {
+    SCOPED_TRACE(bad.dump());
+    EXPECT_TRUE(Names(ErrorOf(WithResource("scratch", bad)), "resources.scratch"));
+  }
+}
+
 TEST(ParseCreateRequestTest, MaxLifetimeIsADurationFromOneSecondToAYearAndADay) {
   Result<CreateRequest> req = ParseCreateRequest(With("max_lifetime", "2h"));
   ASSERT_TRUE(req.ok()) << req.status().message();
@@ -450,7 +470,7 @@ ContainerInfo RecordedV1Container() { return RecordedContainer(1); }
 
 class LabelFormats : public testing::TestWithParam<int> {};
 
-INSTANTIATE_TEST_SUITE_P(Earlier, LabelFormats, testing::Values(1, 2));
+INSTANTIATE_TEST_SUITE_P(Earlier, LabelFormats, testing::Values(1, 2, 3));
 
 TEST_P(LabelFormats, ContainersOfEveryEarlierFormatAreReadWithTheirExactAllocation) {
   Result<Kernel> kernel = KernelFromContainer(RecordedContainer(GetParam()));
@@ -480,7 +500,8 @@ TEST(LabelFormat, ANewerFormatIsRefusedNamingTheContainerAndBothFormats) {
   Result<Kernel> kernel = KernelFromContainer(info);
   ASSERT_FALSE(kernel.ok());
   EXPECT_EQ(kernel.status().code(), Status::Code::kFailedPrecondition);
-  EXPECT_NE(kernel.status().message().find("slotd-fixture-a-k-fixture was written by a newer slotd (label format 4"),
+  EXPECT_NE(kernel.status().message().find("slotd-fixture-a-k-fixture was written by a newer slotd (label format " +
+                                          std::to_string(label::kCurrentFormat + 1)),
             std::string::npos)
       << kernel.status().message();
   info.labels[label::kFormat] = "two";
