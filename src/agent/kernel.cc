@@ -379,9 +379,11 @@ Labels KernelLabels(const Kernel& kernel) {
   labels[label::kAllocations] = kernel.allocation.ToJson().dump();
   labels[label::kRequest] = kernel.request.Canonical().dump();
   if (kernel.deadline) labels[label::kDeadline] = std::to_string(*kernel.deadline);
-  labels[label::kFormat] = std::to_string(label::kCurrentFormat);
+  labels[label::kFormat] = std::to_string(LabelFormatFor(kernel.request));
   return labels;
 }
+
+int LabelFormatFor(const CreateRequest& request) { return request.resources.scratch_bytes ? 4 : 3; }
 
 Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name) {
   int format = 1;

@@ -31,9 +31,10 @@ inline constexpr char kRequest[] = "ai.backend.slotd.request";
 // When the kernel's lifetime runs out, in unix seconds; absent: never.
 inline constexpr char kDeadline[] = "ai.backend.slotd.deadline";
 // The format of these labels, a whole number; absent means format 1.
+// kCurrentFormat is the newest this version reads and writes; it writes
+// each kernel in the oldest format that holds it (LabelFormatFor).
 inline constexpr char kFormat[] = "ai.backend.slotd.label-format";
 inline constexpr char kReservedPrefix[] = "ai.backend.";
-// The format this version writes, and the newest it reads.
 inline constexpr int kCurrentFormat = 4;
 }  // namespace label
 
@@ -140,7 +141,15 @@ struct Kernel {
   nlohmann::json ToJson() const;
 };
 
-// The labels a kernel's container carries (owner, ids, allocations, request, user labels).
+// The label format a kernel with `request` is written in: the oldest that
+// holds all of it, so that an older slotd (after a downgrade) adopts every
+// kernel that uses nothing it lacks, and refuses one that does by its
+// format check, touching nothing. 4 for a request with resources.scratch,
+// else 3.
+int LabelFormatFor(const CreateRequest& request);
+
+// The labels a kernel's container carries (owner, ids, allocations,
+// request, user labels, the format of LabelFormatFor).
 Labels KernelLabels(const Kernel& kernel);
 
 // Rebuilds a kernel from an owned container's labels (state, exit code and

@@ -483,15 +483,28 @@ TEST_P(LabelFormats, ContainersOfEveryEarlierFormatAreReadWithTheirExactAllocati
                                   R"("ports":[{"container":8080,"host":41000}]})"));
   EXPECT_EQ(kernel->request.env.at("FOO"), "bar");
   EXPECT_EQ(kernel->request.labels.at("team"), "vision");
-  // Written again, they carry the current format and read back the same.
+  // Written again, they carry the oldest format that holds them (so a
+  // downgrade to format 3 still adopts them) and read back the same.
   Labels rewritten = KernelLabels(*kernel);
-  EXPECT_EQ(rewritten.at(label::kFormat), std::to_string(label::kCurrentFormat));
+  EXPECT_EQ(rewritten.at(label::kFormat), "3");
   ContainerInfo again = RecordedContainer(GetParam());
   again.labels = rewritten;
   Result<Kernel> reread = KernelFromContainer(again);
   ASSERT_TRUE(reread.ok()) << reread.status().message();
   EXPECT_EQ(reread->allocation.ToJson(), kernel->allocation.ToJson());
   EXPECT_EQ(reread->request.Canonical(), kernel->request.Canonical());
+}
+
+TEST(LabelFormat, AKernelWithAScratchSizeIsWrittenInFormat4AndReadBackWithIt) {
+  Kernel kernel = *KernelFromContainer(RecordedContainer(3));
+  kernel.request.resources.scratch_bytes = 10ull << 30;
+  ContainerInfo info = RecordedContainer(3);
+  info.labels = KernelLabels(kernel);
+  EXPECT_EQ(info.labels.at(label::kFormat), "4");
+  Result<Kernel> reread = KernelFromContainer(info);
+  ASSERT_TRUE(reread.ok()) << reread.status().message();
+  EXPECT_EQ(reread->request.resources.scratch_bytes, 10ull << 30);
+  EXPECT_EQ(reread->request.Canonical(), kernel.request.Canonical());
 }
 
 TEST(LabelFormat, ANewerFormatIsRefusedNamingTheContainerAndBothFormats) {
