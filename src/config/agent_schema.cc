@@ -465,7 +465,8 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "directories it made there (each has a marker in `<scratch-root>/.slotd-made/`) once their kernel is "
               "gone, and keeps everything else. It may not be, contain or lie inside another agent's scratch-root, "
               "ipc-base-path or var-base-path on the node, and may not be or contain this agent's own paths "
-              "(ipc-base-path, var-base-path, claims-dir, token-file, registry-auth-file, the config file) or lie "
+              "(ipc-base-path, var-base-path, claims-dir, token-file, registry-auth-file, the config file, the "
+              "engine's socket) or lie "
               "inside its ipc-base-path or claims-dir.")
         .DefaultDoc("`<var-base-path>/scratch`"),
     MemberKey("scratch-type", &ContainerConfig::scratch_type, EnumType({"hostdir", "hostfile", "tmpfs"}),

@@ -33,34 +33,23 @@ std::string Resolved(const std::string& path) {
   return ec ? NormalPath(path) : NormalPath(canonical.string());
 }
 
-// A problem for each of the agent's own paths that [container] scratch-root
-// equals or holds (the scratch collector removes what lies there), and for
-// a scratch-root inside a directory the agent shares or keeps in memory
-// (ipc-base-path, claims-dir). Inside var-base-path is fine: that is its default.
+// A problem for each of the agent's own paths (AgentOwnPaths) that
+// [container] scratch-root equals or holds (the scratch collector removes
+// what lies there), and for a scratch-root inside a directory the agent
+// shares or keeps in memory (ipc-base-path, claims-dir). Inside
+// var-base-path is fine: that is its default.
 void CheckScratchRoot(const Config& config, std::vector<std::string>& problems) {
   const std::string given = ScratchRoot(config), scratch = Resolved(given);
-  struct Own {
-    std::string what;
-    std::string path;
-    bool may_hold_scratch;
-  };
-  std::vector<Own> own = {{"agent.ipc-base-path", config.agent.ipc_base_path, false},
-                          {"agent.var-base-path", config.agent.var_base_path, true},
-                          {"node.claims-dir", config.node.claims_dir, false},
-                          {"agent.token-file", config.agent.token_file.value_or(""), true},
-                          {"container.registry-auth-file", config.container.registry_auth_file, true},
-                          {"the config file", config.path, true}};
-  if (config.etcd) own.push_back({"etcd.password-file", config.etcd->password_file, true});
-  for (const Own& mine : own) {
-    if (mine.path.empty()) continue;
+  for (const OwnPath& mine : AgentOwnPaths(config)) {
+    if (mine.path.empty() || mine.key == "container.scratch-root") continue;
     const std::string path = Resolved(mine.path);
     if (IsWithin(path, scratch)) {
-      problems.push_back("container.scratch-root: " + given + (path == scratch ? " is " : " holds ") + mine.what + " " +
+      problems.push_back("container.scratch-root: " + given + (path == scratch ? " is " : " holds ") + mine.key + " " +
                          mine.path + "; the agent removes what lies in its scratch root, so keep the agent's own " +
                          "files out of it: choose a scratch-root of its own (the default is <var-base-path>/scratch)");
     } else if (!mine.may_hold_scratch && IsWithin(scratch, path)) {
-      problems.push_back("container.scratch-root: " + given + " lies inside " + mine.what + " " + mine.path +
-                         ", which " + (mine.what == "node.claims-dir" ? "all agents of the node share" : "holds the "
+      problems.push_back("container.scratch-root: " + given + " lies inside " + mine.key + " " + mine.path +
+                         ", which " + (mine.key == "node.claims-dir" ? "all agents of the node share" : "holds the "
                          "agent's socket and lock") + "; choose a scratch-root of its own (the default is "
                          "<var-base-path>/scratch)");
     }
@@ -138,20 +127,23 @@ std::vector<std::string> LocalProblems(const Config& config) {
 
 std::vector<OwnPath> AgentOwnPaths(const Config& config) {
   std::vector<OwnPath> paths = {
-      {config.agent.ipc_base_path, "the agent's ipc-base-path"},
-      {config.agent.var_base_path, "the agent's var-base-path"},
-      {ScratchRoot(config), "the kernels' scratch root"},
-      {config.node.claims_dir, "the node's claims-dir"},
+      {config.agent.ipc_base_path, "the agent's ipc-base-path", "agent.ipc-base-path", false},
+      {config.agent.var_base_path, "the agent's var-base-path", "agent.var-base-path", true},
+      {ScratchRoot(config), "the kernels' scratch root", "container.scratch-root", true},
+      {config.node.claims_dir, "the node's claims-dir", "node.claims-dir", false},
   };
-  if (config.agent.token_file) paths.push_back({*config.agent.token_file, "the agent's token-file"});
+  if (config.agent.token_file)
+    paths.push_back({*config.agent.token_file, "the agent's token-file", "agent.token-file", true});
   if (!config.container.registry_auth_file.empty())
-    paths.push_back({config.container.registry_auth_file, "the agent's registry-auth-file"});
+    paths.push_back({config.container.registry_auth_file, "the agent's registry-auth-file",
+                     "container.registry-auth-file", true});
   if (config.etcd && !config.etcd->password_file.empty())
-    paths.push_back({config.etcd->password_file, "the agent's etcd password-file"});
-  if (!config.path.empty()) paths.push_back({config.path, "the agent's config file"});
+    paths.push_back({config.etcd->password_file, "the agent's etcd password-file", "etcd.password-file", true});
+  if (!config.path.empty()) paths.push_back({config.path, "the agent's config file", "the config file", true});
   constexpr std::string_view kUnix = "unix://";
   if (config.container.docker_host.rfind(kUnix, 0) == 0)
-    paths.push_back({config.container.docker_host.substr(kUnix.size()), "the container engine's socket"});
+    paths.push_back({config.container.docker_host.substr(kUnix.size()), "the container engine's socket",
+                     "container.docker-host", true});
   for (OwnPath& own : paths) {
     std::error_code ec;
     const std::filesystem::path absolute = std::filesystem::absolute(own.path, ec);

@@ -14,10 +14,11 @@ namespace slotd {
 // key, the path and what to do: var-base-path that is not a directory or is
 // under /proc or /sys; ipc-base-path or claims-dir that is not a directory;
 // an agent.sock path over the unix socket limit; a token-file that is
-// missing, a directory or empty; a scratch-root that is or holds one of the
-// agent's own paths (ipc, var, claims, token, registry-auth, etcd password,
-// the config file) or lies inside its ipc-base-path or claims-dir. Paths that do not exist yet are fine (the
-// agent creates them). Empty when there is none.
+// missing, a directory or empty; a scratch-root that is or holds one of
+// AgentOwnPaths (ipc, var, claims, token, registry-auth, etcd password, the
+// config file, the engine's socket) or lies inside its ipc-base-path or
+// claims-dir. Paths that do not exist yet are fine (the agent creates
+// them). Empty when there is none.
 std::vector<std::string> LocalProblems(const Config& config);
 
 // A path of the node that is the agent's own, or its engine's, with what it
@@ -25,6 +26,8 @@ std::vector<std::string> LocalProblems(const Config& config);
 struct OwnPath {
   std::string path;
   std::string what;
+  std::string key;                // the config key that names it ("agent.ipc-base-path")
+  bool may_hold_scratch = false;  // a scratch-root may lie inside it (var-base-path, a file)
 };
 
 // The agent's own paths (ipc-base-path, var-base-path, scratch root,

@@ -14,25 +14,11 @@ namespace {
 
 using nlohmann::json;
 
+// A two-core agent with `api_toml` in its [api].
 AgentOptions Options(const std::string& name, const std::string& api_toml = "") {
-  AgentOptions o;
-  o.id = "it-" + RunTag() + "-" + name;
-  o.cores = "0-1";
+  AgentOptions o = TwoCoreAgent(name);
   if (!api_toml.empty()) o.extra_toml = "[api]\n" + api_toml;
   return o;
-}
-
-json SleepKernel(const std::string& id) {
-  return {{"kernel_id", id},
-          {"image", kTestImage},
-          {"command", {"sleep", "3600"}},
-          {"resources", {{"cpu", 1}, {"mem", "32m"}}}};
-}
-
-// The status code of a raw HTTP answer ("HTTP/1.1 503 ..." -> 503); 0 when none.
-int StatusOf(const std::string& answer) {
-  if (answer.rfind("HTTP/1.1 ", 0) != 0 || answer.size() < 12) return 0;
-  return std::atoi(answer.substr(9, 3).c_str());
 }
 
 // The JSON body of a raw answer (after the blank line).

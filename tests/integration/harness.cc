@@ -128,6 +128,38 @@ CommandResult Slotctl(const std::vector<std::string>& args) {
   return RunCommand(argv);
 }
 
+CommandResult Slotd(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {std::string(SLOTD_BIN_DIR) + "/slotd"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
+int StatusOf(const std::string& answer) {
+  if (answer.rfind("HTTP/1.1 ", 0) != 0 || answer.size() < 12) return 0;
+  return std::atoi(answer.substr(9, 3).c_str());
+}
+
+AgentOptions TwoCoreAgent(const std::string& name, const std::string& container_toml) {
+  AgentOptions o;
+  o.id = "it-" + RunTag() + "-" + name;
+  o.cores = "0-1";
+  o.container_toml = container_toml;
+  return o;
+}
+
+nlohmann::json SleepKernel(const std::string& id, const std::string& mem) {
+  return {{"kernel_id", id},
+          {"image", kTestImage},
+          {"command", {"sleep", "3600"}},
+          {"resources", {{"cpu", 1}, {"mem", mem}}}};
+}
+
+std::string RunIn(const AgentProcess& agent, const std::string& kernel_id, const std::string& script) {
+  const nlohmann::json out =
+      agent.CallJson("POST", "/v1/kernels/" + kernel_id + "/exec", {{"command", {"sh", "-c", script}}}, 200);
+  return out["stdout"];
+}
+
 AgentProcess::AgentProcess(AgentOptions options) : options_(std::move(options)) {
   config_path_ = dir_.path() + "/agent.toml";
   socket_path_ = (options_.ipc_dir.empty() ? dir_.path() + "/ipc" : options_.ipc_dir) + "/agent.sock";

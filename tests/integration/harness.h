@@ -81,6 +81,10 @@ CommandResult RunCommand(const std::vector<std::string>& argv);
 int FreeLoopbackPort();
 // Runs build/bin/slotctl with `args`.
 CommandResult Slotctl(const std::vector<std::string>& args);
+// Runs build/bin/slotd with `args`.
+CommandResult Slotd(const std::vector<std::string>& args);
+// The status code of a raw HTTP answer ("HTTP/1.1 503 ..." -> 503); 0 when none.
+int StatusOf(const std::string& answer);
 
 // A client socket driven byte by byte, for clients that must misbehave
 // (slow, idle, never finishing their request).
@@ -181,5 +185,16 @@ class AgentProcess {
   int exit_code_ = -1;
   int port_ = 0;
 };
+
+// The options of an agent of this test run named after `name` (id
+// it-<run tag>-<name>) on cores 0-1 with `container_toml` in its
+// [container]; the rest as AgentOptions has it.
+AgentOptions TwoCoreAgent(const std::string& name, const std::string& container_toml = "");
+// A create request for kernel `id` of the test image that sleeps an hour on
+// one core with `mem`.
+nlohmann::json SleepKernel(const std::string& id, const std::string& mem = "32m");
+// Runs `script` with sh -c in the kernel (an exec through the API, which
+// must answer 200) and returns its standard output.
+std::string RunIn(const AgentProcess& agent, const std::string& kernel_id, const std::string& script);
 
 }  // namespace slotd::testing

@@ -18,25 +18,11 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
+// A two-core agent with `api_toml` in its [api].
 AgentOptions Options(const std::string& name, const std::string& api_toml = "") {
-  AgentOptions o;
-  o.id = "it-" + RunTag() + "-" + name;
-  o.cores = "0-1";
+  AgentOptions o = TwoCoreAgent(name);
   if (!api_toml.empty()) o.extra_toml = "[api]\n" + api_toml;
   return o;
-}
-
-json SleepKernel(const std::string& id) {
-  return {{"kernel_id", id},
-          {"image", kTestImage},
-          {"command", {"sleep", "3600"}},
-          {"resources", {{"cpu", 1}, {"mem", "64m"}}}};
-}
-
-// The status code of a raw HTTP answer ("HTTP/1.1 503 ..." -> 503); 0 when none.
-int StatusOf(const std::string& answer) {
-  if (answer.rfind("HTTP/1.1 ", 0) != 0 || answer.size() < 12) return 0;
-  return std::atoi(answer.substr(9, 3).c_str());
 }
 
 // The message of a JSON error answer; "" when it is none.
@@ -71,7 +57,7 @@ TEST(HostileClient, InvalidImageReferencesAre400OnEveryRouteNever500) {
     const HttpResponse pulled = agent.Call("POST", "/v1/images/pull", json{{"image", bad}}.dump());
     EXPECT_EQ(pulled.status, 400) << bad << ": " << pulled.body;
     EXPECT_NE(ErrorMessage(pulled).find("image: "), std::string::npos) << pulled.body;
-    json create = SleepKernel("k-bad");
+    json create = SleepKernel("k-bad", "64m");
     create["image"] = bad;
     create["pull"] = "digest";
     const HttpResponse created = agent.Call("POST", "/v1/kernels", create.dump());
@@ -98,7 +84,7 @@ TEST(HostileClient, ADuplicateKeyInARequestBodyIs400NamingTheKey) {
 TEST(HostileClient, ExecIdsAndImageNamesNeverReachAnotherEngineRoute) {
   AgentProcess agent(Options("routes"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  agent.CreateKernel(SleepKernel("k1"));
+  agent.CreateKernel(SleepKernel("k1", "64m"));
   for (const std::string exec : {"..%2f..%2fcontainers%2fjson", "%2e%2e", "a%2fb", "x%00y"}) {
     const HttpResponse res = agent.Call("GET", "/v1/kernels/k1/exec/" + exec);
     EXPECT_EQ(res.status, 400) << exec << ": " << res.body;
@@ -129,7 +115,7 @@ TEST(HostileClient, AnUnauthenticatedRequestIsRefusedWith401BeforeItsBodyIsRead)
   }
   // With the token, the same request waits for its body, then is served.
   RawClient good(agent.port());
-  const std::string body = SleepKernel("k1").dump();
+  const std::string body = SleepKernel("k1", "64m").dump();
   good.Send(RawRequest("POST", "/v1/kernels", body, "Authorization: Bearer " + o.token + "\r\n"));
   EXPECT_EQ(StatusOf(good.Read(60s, nullptr, "\r\n\r\n")), 201);
 }
@@ -137,7 +123,7 @@ TEST(HostileClient, AnUnauthenticatedRequestIsRefusedWith401BeforeItsBodyIsRead)
 TEST(HostileClient, InteractiveExecsPastMaxExecSessionsAre503AndAPlaceFreesWhenOneEnds) {
   AgentProcess agent(Options("sessions", "max-exec-sessions = 3\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  agent.CreateKernel(SleepKernel("k1"));
+  agent.CreateKernel(SleepKernel("k1", "64m"));
   std::vector<std::unique_ptr<RawClient>> open;
   for (int i = 0; i < 3; ++i) {
     std::string head;
@@ -166,7 +152,7 @@ TEST(HostileClient, InteractiveExecsPastMaxExecSessionsAre503AndAPlaceFreesWhenO
 TEST(HostileClient, AnExecPrintingMegabytesThatNeedEscapesGetsABoundedAnswerFlaggedTruncated) {
   AgentProcess agent(Options("amplify"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  agent.CreateKernel(SleepKernel("k1"));
+  agent.CreateKernel(SleepKernel("k1", "64m"));
   // 17 MB of NUL bytes: each is six bytes of JSON ("\u0000").
   const HttpResponse res = agent.Call("POST", "/v1/kernels/k1/exec",
                                       json{{"command", {"head", "-c", "17000000", "/dev/zero"}}}.dump());
@@ -198,7 +184,7 @@ int ProcessesNamed(const AgentProcess& agent, const std::string& kernel, const s
 TEST(HostileClient, AnInteractiveExecWhoseClientClosesResetsOrHalfClosesLeavesNoProcessBehind) {
   AgentProcess agent(Options("leftover"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  agent.CreateKernel(SleepKernel("k1"));
+  agent.CreateKernel(SleepKernel("k1", "64m"));
   std::vector<std::unique_ptr<RawClient>> clients;
   for (int i = 0; i < 6; ++i) {
     std::string head;
@@ -219,7 +205,7 @@ TEST(HostileClient, AnInteractiveExecWhoseClientClosesResetsOrHalfClosesLeavesNo
 TEST(HostileClient, SigtermEndsTheAgentWhileInteractiveClientsNeverRead) {
   AgentProcess agent(Options("noreader"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  agent.CreateKernel(SleepKernel("k1"));
+  agent.CreateKernel(SleepKernel("k1", "64m"));
   // Three terminals that print without end to clients that never read: the
   // agent's writes to them fill the sockets and wait.
   std::vector<std::unique_ptr<RawClient>> clients;

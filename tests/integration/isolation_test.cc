@@ -22,27 +22,6 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-AgentOptions Options(const std::string& name, const std::string& container_toml = "") {
-  AgentOptions o;
-  o.id = "it-" + RunTag() + "-" + name;
-  o.cores = "0-1";
-  o.container_toml = container_toml;
-  return o;
-}
-
-json Kernel(const std::string& id) {
-  return {{"kernel_id", id},
-          {"image", kTestImage},
-          {"command", {"sleep", "3600"}},
-          {"resources", {{"cpu", 1}, {"mem", "32m"}}}};
-}
-
-std::string RunIn(const AgentProcess& agent, const std::string& kernel_id, const std::string& script) {
-  const json out =
-      agent.CallJson("POST", "/v1/kernels/" + kernel_id + "/exec", {{"command", {"sh", "-c", script}}}, 200);
-  return out["stdout"];
-}
-
 // An image made from the test image: `passwd` (when not empty) as its
 // /etc/passwd, `user` as its USER; tagged `tag`.
 void MakeImage(const std::string& tag, const std::string& user, const std::string& passwd = "") {
@@ -71,11 +50,11 @@ TEST(Isolation, AKernelRacingToSwapAMountedDirectoryForALinkNeverGetsAnotherKern
   fs::create_directories(outside);
   WriteFile(allowed + "/sub/inside-marker", "inside\n");
   WriteFile(outside + "/outside-secret", "secret\n");
-  AgentProcess agent(Options("race", "mount-allow = [{ path = \"" + allowed + "\", mode = \"rw\" }]\n"));
+  AgentProcess agent(TwoCoreAgent("race", "mount-allow = [{ path = \"" + allowed + "\", mode = \"rw\" }]\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
 
   // The racer swaps sub for a link to the outside directory, and back, as fast as it can.
-  json racer = Kernel("racer");
+  json racer = SleepKernel("racer");
   racer["mounts"] = {{{"source", allowed}, {"target", "/shared"}}};
   racer["command"] = {"sh", "-c",
                       "cd /shared && while true; do mv sub sub.real && ln -s " + outside +
@@ -84,7 +63,7 @@ TEST(Isolation, AKernelRacingToSwapAMountedDirectoryForALinkNeverGetsAnotherKern
 
   int mounted = 0;
   for (int i = 0; i < 12; ++i) {
-    json victim = Kernel("victim");
+    json victim = SleepKernel("victim");
     victim["mounts"] = {{{"source", allowed + "/sub"}, {"target", "/data"}}};
     const HttpResponse created = agent.Call("POST", "/v1/kernels", victim.dump());
     if (created.status != 201) {
@@ -111,7 +90,7 @@ TEST(Isolation, TheEnginesSocketAndTheAgentsOwnFilesCannotBeMountedEvenFromAnAll
   TempDir host;
   const std::string allowed = host.path() + "/shared";
   fs::create_directories(allowed + "/data");
-  AgentOptions o = Options("sock", "mount-allow = [{ path = \"" + allowed + "\", mode = \"ro\" }]\n");
+  AgentOptions o = TwoCoreAgent("sock", "mount-allow = [{ path = \"" + allowed + "\", mode = \"ro\" }]\n");
   o.token = "a-token-" + RunTag();
   AgentProcess agent(o);
   ASSERT_TRUE(agent.Start()) << agent.log();
@@ -125,7 +104,7 @@ TEST(Isolation, TheEnginesSocketAndTheAgentsOwnFilesCannotBeMountedEvenFromAnAll
   ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   for (const std::string& source : {socket, allowed + "/data", allowed}) {
     SCOPED_TRACE(source);
-    json k = Kernel("sock");
+    json k = SleepKernel("sock");
     k["mounts"] = {{{"source", source}, {"target", "/data"}, {"readonly", true}}};
     const HttpResponse refused = agent.Call("POST", "/v1/kernels", k.dump());
     EXPECT_EQ(refused.status, 403) << refused.body;
@@ -135,7 +114,7 @@ TEST(Isolation, TheEnginesSocketAndTheAgentsOwnFilesCannotBeMountedEvenFromAnAll
   fs::remove(socket);
   // A hard link of the agent's token file, put where kernels may mount.
   fs::create_hard_link(agent.dir() + "/token", allowed + "/data/innocent");
-  json k = Kernel("token");
+  json k = SleepKernel("token");
   k["mounts"] = {{{"source", allowed + "/data"}, {"target", "/data"}, {"readonly", true}}};
   const HttpResponse refused = agent.Call("POST", "/v1/kernels", k.dump());
   EXPECT_EQ(refused.status, 403) << refused.body;
@@ -154,7 +133,7 @@ TEST(Isolation, AnImageThatIsRootByAnotherNumberOrNameDoesNotRunWithoutAllowRoot
     std::string passwd;
   };
   const std::vector<Case> cases = {{"00", ""}, {"+0", ""}, {"0000:0", ""}, {"toor", passwd}};
-  AgentOptions o = Options("root");
+  AgentOptions o = TwoCoreAgent("root");
   o.allow_root = false;
   AgentProcess agent(o);
   ASSERT_TRUE(agent.Start()) << agent.log();
@@ -162,7 +141,7 @@ TEST(Isolation, AnImageThatIsRootByAnotherNumberOrNameDoesNotRunWithoutAllowRoot
     SCOPED_TRACE(cases[i].user);
     const std::string image = "slotd-test/user-" + std::to_string(i) + ":" + tag;
     ASSERT_NO_FATAL_FAILURE(MakeImage(image, cases[i].user, cases[i].passwd));
-    json k = Kernel("k" + std::to_string(i));
+    json k = SleepKernel("k" + std::to_string(i));
     k["image"] = image;
     const HttpResponse refused = agent.Call("POST", "/v1/kernels", k.dump());
     EXPECT_EQ(refused.status, 403) << refused.body;
@@ -181,11 +160,11 @@ TEST(Isolation, AnImageThatIsRootByAnotherNumberOrNameDoesNotRunWithoutAllowRoot
 TEST(Isolation, AKernelsScratchBelongsToItsImagesUserAloneAndItGainsNoPrivileges) {
   const std::string image = "slotd-test/user-nobody:" + RunTag();
   ASSERT_NO_FATAL_FAILURE(MakeImage(image, "nobody"));
-  AgentOptions o = Options("nobody");
+  AgentOptions o = TwoCoreAgent("nobody");
   o.allow_root = false;
   AgentProcess agent(o);
   ASSERT_TRUE(agent.Start()) << agent.log();
-  json k = Kernel("job");
+  json k = SleepKernel("job");
   k["image"] = image;
   agent.CreateKernel(k);
   EXPECT_EQ(RunIn(agent, "job", "id -u"), "65534\n");
@@ -205,11 +184,11 @@ TEST(Isolation, AKernelsScratchBelongsToItsImagesUserAloneAndItGainsNoPrivileges
 TEST(Isolation, AMountOverEtcIsRefusedUpFrontWithoutTheEnginesPaths) {
   TempDir host;
   fs::create_directories(host.path() + "/shared/conf");
-  AgentProcess agent(Options("etc", "mount-allow = [{ path = \"" + host.path() + "/shared\", mode = \"ro\" }]\n"));
+  AgentProcess agent(TwoCoreAgent("etc", "mount-allow = [{ path = \"" + host.path() + "/shared\", mode = \"ro\" }]\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   for (const char* target : {"/etc", "/etc/hosts", "/etc/resolv.conf"}) {
     SCOPED_TRACE(target);
-    json k = Kernel("etc");
+    json k = SleepKernel("etc");
     k["mounts"] = {{{"source", host.path() + "/shared/conf"}, {"target", target}, {"readonly", true}}};
     const HttpResponse refused = agent.Call("POST", "/v1/kernels", k.dump());
     EXPECT_EQ(refused.status, 403) << refused.body;
@@ -220,9 +199,9 @@ TEST(Isolation, AMountOverEtcIsRefusedUpFrontWithoutTheEnginesPaths) {
 // The finding: a child of a kernel killed for lack of memory, its PID 1
 // running on, left the kernel RUNNING with the reason "out of memory".
 TEST(Isolation, AChildKilledForLackOfMemoryIsAConditionOfTheRunningKernelNotItsEnd) {
-  AgentProcess agent(Options("oom"));
+  AgentProcess agent(TwoCoreAgent("oom"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  agent.CreateKernel(Kernel("k"));  // 32m of memory
+  agent.CreateKernel(SleepKernel("k"));  // 32m of memory
   // A child that asks for more than the kernel has.
   agent.Call("POST", "/v1/kernels/k/exec",
              json{{"command", {"sh", "-c", "x=$(head -c 100000000 /dev/zero | tr '\\0' x); echo ${#x}"}}}.dump());

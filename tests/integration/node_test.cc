@@ -23,12 +23,6 @@ namespace slotd::testing {
 namespace {
 
 using nlohmann::json;
-// Runs build/bin/slotd with `args`.
-CommandResult Slotd(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {std::string(SLOTD_BIN_DIR) + "/slotd"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return RunCommand(argv);
-}
 
 // Whether `text` has `line` as one whole line.
 bool HasLine(const std::string& text, const std::string& line) {

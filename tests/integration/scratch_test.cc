@@ -21,32 +21,17 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-AgentOptions Options(const std::string& name, const std::string& container_toml) {
-  AgentOptions o;
-  o.id = "it-" + RunTag() + "-" + name;
-  o.cores = "0-1";
-  o.container_toml = container_toml;
-  return o;
-}
-
-json Kernel(const std::string& id) {
-  return {{"kernel_id", id},
-          {"image", kTestImage},
-          {"command", {"sleep", "3600"}},
-          {"resources", {{"cpu", 1}, {"mem", "64m"}}}};
-}
+json Kernel(const std::string& id) { return SleepKernel(id, "64m"); }
 
 // Runs `script` in the kernel; its stdout and stderr together.
-std::string RunIn(const AgentProcess& agent, const std::string& kernel_id, const std::string& script) {
-  const json out = agent.CallJson("POST", "/v1/kernels/" + kernel_id + "/exec",
-                                  {{"command", {"sh", "-c", "{ " + script + "; } 2>&1"}}}, 200);
-  return out["stdout"];
+std::string RunWithErrors(const AgentProcess& agent, const std::string& kernel_id, const std::string& script) {
+  return RunIn(agent, kernel_id, "{ " + script + "; } 2>&1");
 }
 
 // Writes `mib` MiB into the kernel's scratch; "written" or dd's complaint.
 std::string Fill(const AgentProcess& agent, const std::string& kernel_id, int mib) {
-  return RunIn(agent, kernel_id,
-               "dd if=/dev/zero of=/home/work/fill bs=1M count=" + std::to_string(mib) + " && sync && echo written");
+  return RunWithErrors(agent, kernel_id,
+                       "dd if=/dev/zero of=/home/work/fill bs=1M count=" + std::to_string(mib) + " && sync && echo written");
 }
 
 // True when a filesystem is mounted at `path` in this (the agent's) mount namespace.
@@ -62,18 +47,12 @@ bool Mounted(const std::string& path) {
   return false;
 }
 
-CommandResult Slotd(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {std::string(SLOTD_BIN_DIR) + "/slotd"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return RunCommand(argv);
-}
-
 // The finding: one kernel filling the shared scratch filesystem made every
 // new kernel's scratch unusable. With hostfile, each kernel's scratch is an
 // image of its own size.
 TEST(Scratch, AKernelFillingItsHostfileScratchStopsAtItsOwnSizeAndAnotherKernelStillWrites) {
   if (Status possible = LoopImagesPossible(); !possible.ok()) GTEST_SKIP() << possible.message();
-  AgentProcess agent(Options("hostfile", "scratch-type = \"hostfile\"\nscratch-size = \"32m\"\n"));
+  AgentProcess agent(TwoCoreAgent("hostfile", "scratch-type = \"hostfile\"\nscratch-size = \"32m\"\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   const std::string root = agent.dir() + "/var/scratch";
 
@@ -108,7 +87,7 @@ TEST(Scratch, AKernelFillingItsHostfileScratchStopsAtItsOwnSizeAndAnotherKernelS
 }
 
 TEST(Scratch, ATmpfsScratchHasTheSizeTheKernelAsksFor) {
-  AgentProcess agent(Options("tmpfs", "scratch-type = \"tmpfs\"\n"));
+  AgentProcess agent(TwoCoreAgent("tmpfs", "scratch-type = \"tmpfs\"\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   json small = Kernel("small");
   small["resources"]["scratch"] = "16m";
@@ -122,7 +101,7 @@ TEST(Scratch, ATmpfsScratchHasTheSizeTheKernelAsksFor) {
 // enforces them; elsewhere a request for a size is refused, naming why,
 // and so is an agent whose scratch-size needs them.
 TEST(Scratch, AHostdirScratchIsLimitedByAProjectQuotaOrASizeIsRefusedSayingWhy) {
-  AgentProcess agent(Options("hostdir", ""));
+  AgentProcess agent(TwoCoreAgent("hostdir", ""));
   ASSERT_TRUE(agent.Start()) << agent.log();
   const Status quota = ProjectQuotaEnforced(agent.dir() + "/var/scratch");
   json sized = Kernel("sized");
@@ -142,7 +121,7 @@ TEST(Scratch, AHostdirScratchIsLimitedByAProjectQuotaOrASizeIsRefusedSayingWhy) 
   }
   agent.Kill(SIGTERM);
 
-  AgentProcess limited(Options("hostdir-limited", "scratch-size = \"1g\"\n"));
+  AgentProcess limited(TwoCoreAgent("hostdir-limited", "scratch-size = \"1g\"\n"));
   CommandResult check = Slotd({"check", limited.config_path()});
   EXPECT_NE(check.out.find("note: " + limited.config_path() + ": scratch limits on this node for "), std::string::npos)
       << check.out;
@@ -165,7 +144,7 @@ TEST(Scratch, AHostdirScratchIsLimitedByAProjectQuotaOrASizeIsRefusedSayingWhy) 
 }
 
 TEST(Scratch, CreatesAreRefusedWhileTheScratchFilesystemIsBelowItsFloor) {
-  AgentProcess agent(Options("floor", "scratch-min-free = \"1000000t\"\n"));
+  AgentProcess agent(TwoCoreAgent("floor", "scratch-min-free = \"1000000t\"\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   const HttpResponse created = agent.Call("POST", "/v1/kernels", Kernel("late").dump());
   EXPECT_EQ(created.status, 422) << created.body;

@@ -26,12 +26,6 @@ using nlohmann::json;
 
 const std::string kRecorded = std::string(SLOTD_FIXTURES_DIR) + "/node-2s-8gpu";
 
-// Runs build/bin/slotd with `args`.
-CommandResult Slotd(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {std::string(SLOTD_BIN_DIR) + "/slotd"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return RunCommand(argv);
-}
 
 // The .toml files in `dir`, sorted.
 std::vector<std::string> TomlFiles(const std::string& dir) {

@@ -20,15 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-// An agent of two cores and 1g named after `name`.
-AgentOptions Options(const std::string& name, const std::string& container_toml = "") {
-  AgentOptions o;
-  o.id = "it-" + RunTag() + "-" + name;
-  o.cores = "0-1";
-  o.container_toml = container_toml;
-  return o;
-}
-
 // The size of the kernel's /dev/shm in KiB, as df inside it reports it.
 std::string ShmKiB(const AgentProcess& agent, const std::string& kernel_id) {
   const json out = agent.CallJson("POST", "/v1/kernels/" + kernel_id + "/exec",
@@ -38,15 +29,8 @@ std::string ShmKiB(const AgentProcess& agent, const std::string& kernel_id) {
   return kib;
 }
 
-// Runs `script` in the kernel and returns its standard output.
-std::string RunIn(const AgentProcess& agent, const std::string& kernel_id, const std::string& script) {
-  const json out =
-      agent.CallJson("POST", "/v1/kernels/" + kernel_id + "/exec", {{"command", {"sh", "-c", script}}}, 200);
-  return out["stdout"];
-}
-
 TEST(Workload, ScratchAtHomeWorkOutlivesKernelAndAgentRestartsAndGoesWithTheKernel) {
-  AgentProcess agent(Options("scratch"));
+  AgentProcess agent(TwoCoreAgent("scratch"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   agent.CreateKernel({{"kernel_id", "job"},
                       {"image", kTestImage},
@@ -67,7 +51,7 @@ TEST(Workload, ScratchAtHomeWorkOutlivesKernelAndAgentRestartsAndGoesWithTheKern
 }
 
 TEST(Workload, KernelProcessesRunUnderTheConfiguredLimits) {
-  AgentProcess agent(Options("ulimits", "ulimits = { nofile = 4096, memlock = 65536 }\n"));
+  AgentProcess agent(TwoCoreAgent("ulimits", "ulimits = { nofile = 4096, memlock = 65536 }\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   agent.CreateKernel({{"kernel_id", "limited"},
                       {"image", kTestImage},
@@ -81,7 +65,7 @@ TEST(Workload, KernelProcessesRunUnderTheConfiguredLimits) {
 // agent, the engine and the kernel next to it keep working, and the bomb's
 // kernel can still be deleted.
 TEST(Workload, AForkBombIsContainedByThePidsLimit) {
-  AgentProcess agent(Options("forkbomb", "pids-limit = 64\n"));
+  AgentProcess agent(TwoCoreAgent("forkbomb", "pids-limit = 64\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   agent.CreateKernel({{"kernel_id", "bystander"},
                       {"image", kTestImage},
@@ -116,7 +100,7 @@ TEST(Workload, AKernelReadsAnAllowedDatasetReadOnlyAndEscapesAreRefused) {
   std::filesystem::create_directories(host.path() + "/secrets");
   std::filesystem::create_symlink(host.path() + "/secrets", host.path() + "/datasets/escape");
   AgentProcess agent(
-      Options("mounts", "mount-allow = [{ path = \"" + host.path() + "/datasets\", mode = \"ro\" }]\n"));
+      TwoCoreAgent("mounts", "mount-allow = [{ path = \"" + host.path() + "/datasets\", mode = \"ro\" }]\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   const json base = {{"image", kTestImage}, {"command", {"sleep", "3600"}}, {"resources", {{"cpu", 1}, {"mem", "32m"}}}};
 
@@ -156,7 +140,7 @@ TEST(Workload, AKernelReadsAnAllowedDatasetReadOnlyAndEscapesAreRefused) {
 }
 
 TEST(Workload, DevShmIsTheSizeTheKernelAsksForAndNoMoreThanItsMemory) {
-  AgentProcess agent(Options("shm"));
+  AgentProcess agent(TwoCoreAgent("shm"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   agent.CreateKernel({{"kernel_id", "asked"},
                       {"image", kTestImage},
@@ -181,7 +165,7 @@ TEST(Workload, DevShmIsTheSizeTheKernelAsksForAndNoMoreThanItsMemory) {
 }
 
 TEST(Workload, AKernelIsStoppedWhenItsLifetimeRunsOutAndCannotBeRestarted) {
-  AgentProcess agent(Options("life"));
+  AgentProcess agent(TwoCoreAgent("life"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   const json created = agent.CreateKernel({{"kernel_id", "brief"},
                                            {"image", kTestImage},
@@ -201,7 +185,7 @@ TEST(Workload, AKernelIsStoppedWhenItsLifetimeRunsOutAndCannotBeRestarted) {
 }
 
 TEST(Workload, TheConfigsMaxLifetimeCapsRequestsAndHoldsAcrossAnAgentKill) {
-  AgentProcess agent(Options("cap", "max-lifetime = \"4s\"\n"));
+  AgentProcess agent(TwoCoreAgent("cap", "max-lifetime = \"4s\"\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   HttpResponse longer = agent.Call("POST", "/v1/kernels",
                                    json{{"kernel_id", "long"}, {"image", kTestImage}, {"max_lifetime", "1h"}}.dump());
