@@ -158,12 +158,25 @@ void ScratchStore::Collect(const std::function<std::set<std::string>()>& known_i
     }
     spdlog::info("removed {}, a scratch directory of no kernel of this agent", it->path().string());
   }
-  // Images whose directory is gone already (the agent stopped between the two).
+  // Images of known kernels that are not mounted (the node rebooted) are
+  // mounted again, before their containers can start again on the bare
+  // directory; images whose directory is gone (the agent stopped between
+  // the two removals) go.
   for (fs::directory_iterator it(root_ + "/" + kImages, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string file = it->path().filename().string();
     const size_t suffix = file.size() - std::min(file.size(), sizeof kImageSuffix - 1);
-    const std::string name = file.substr(0, suffix);
-    if (file.substr(suffix) != kImageSuffix || known.count(name) || fs::exists(root_ + "/" + name)) continue;
+    const std::string name = file.substr(0, suffix), dir = root_ + "/" + name;
+    if (file.substr(suffix) != kImageSuffix) continue;
+    if (known.count(name)) {
+      std::error_code is_dir;
+      if (!fs::is_directory(fs::symlink_status(dir, is_dir)) || IsMountPoint(dir)) continue;
+      if (Status mounted = MountScratchImage(it->path().string(), dir); mounted.ok())
+        spdlog::info("mounted the scratch image of kernel {} again at {}", name, dir);
+      else
+        spdlog::warn("kernel {}: {}", name, mounted.message());
+      continue;
+    }
+    if (fs::exists(dir)) continue;
     std::error_code removed;
     fs::remove(it->path(), removed);
     if (!removed) fs::remove(MarkerOf(name), removed);

@@ -64,7 +64,9 @@ class ScratchStore {
   Status Remove(const std::string& kernel_id) EXCLUDES(mutex_);
 
   // Removes every directory under the root that this store made (it has a
-  // marker) and that belongs to none of the kernels `known_ids` returns;
+  // marker) and that belongs to none of the kernels `known_ids` returns,
+  // with its image; mounts again the image of a known kernel that is not
+  // mounted (after a reboot);
   // marks the unmarked directories of known kernels; reports, once each, the
   // unmarked entries of no kernel, and keeps them. `known_ids` is called with
   // this store's lock held, so a Prepare cannot slip between what it returns

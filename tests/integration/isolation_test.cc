@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "integration/harness.h"
+#include "testing/engine_proxy.h"
 
 namespace slotd::testing {
 namespace {
@@ -80,8 +81,49 @@ TEST(Isolation, AKernelRacingToSwapAMountedDirectoryForALinkNeverGetsAnotherKern
   RecordProperty("mounted", mounted);
   agent.CallJson("DELETE", "/v1/kernels/racer", nullptr, 200);
   EXPECT_TRUE(fs::exists(outside + "/outside-secret"));
-  EXPECT_EQ(fs::directory_iterator(agent.dir() + "/ipc/mounts") == fs::directory_iterator(), true)
-      << "binds left behind after the kernels went";
+  const std::string binds = agent.dir() + "/ipc/mounts";
+  EXPECT_TRUE(!fs::exists(binds) || fs::is_empty(binds)) << "binds left behind after the kernels went";
+}
+
+// The same finding without luck: the engine is held (as a slow engine
+// would be) from the moment the agent has taken the request until the
+// source has been swapped for a link, so the swap always falls between the
+// agent's check and the runtime's mount.
+TEST(Isolation, ASourceSwappedForALinkWhileTheEngineIsHeldIsNeverWhatTheKernelGets) {
+  TempDir host;
+  const std::string allowed = host.path() + "/shared";
+  const std::string outside = host.path() + "/outside";
+  fs::create_directories(allowed + "/sub");
+  fs::create_directories(outside);
+  WriteFile(allowed + "/sub/inside-marker", "inside\n");
+  WriteFile(outside + "/outside-secret", "secret\n");
+  EngineProxy proxy(DockerHost());
+  AgentOptions o = TwoCoreAgent("held", "mount-allow = [{ path = \"" + allowed + "\", mode = \"rw\" }]\n");
+  o.docker_host = proxy.docker_host();
+  AgentProcess agent(o);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+
+  json victim = SleepKernel("victim");
+  victim["mounts"] = {{{"source", allowed + "/sub"}, {"target", "/data"}}};
+  proxy.Freeze(true);
+  HttpResponse created;
+  std::thread create([&] { created = agent.Call("POST", "/v1/kernels", victim.dump()); });
+  // The kernel is listed once its request has passed the mount checks.
+  bool taken = false;
+  for (int i = 0; i < 500 && !taken; ++i) {
+    taken = agent.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size() == 1;
+    if (!taken) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  fs::rename(allowed + "/sub", allowed + "/sub.real");
+  fs::create_directory_symlink(outside, allowed + "/sub");
+  proxy.Freeze(false);
+  create.join();
+  ASSERT_TRUE(taken) << "the create was never listed";
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string seen = RunIn(agent, "victim", "ls /data");
+  EXPECT_EQ(seen.find("outside-secret"), std::string::npos) << "the kernel got the link's target: " << seen;
+  EXPECT_NE(seen.find("inside-marker"), std::string::npos) << seen;
+  agent.CallJson("DELETE", "/v1/kernels/victim", nullptr, 200);
 }
 
 // The finding: a mount-allow entry that held the engine's socket let a

@@ -3,6 +3,7 @@
 // disk to the others; creates stop while the scratch filesystem is below
 // its floor; `slotd check` says which limits the node can do.
 #include <signal.h>
+#include <sys/mount.h>
 
 #include <gtest/gtest.h>
 
@@ -76,11 +77,18 @@ TEST(Scratch, AKernelFillingItsHostfileScratchStopsAtItsOwnSizeAndAnotherKernelS
   EXPECT_FALSE(fs::exists(root + "/.slotd-images/filler.ext4"));
   EXPECT_FALSE(fs::exists(root + "/filler"));
 
-  // An agent restart keeps the image, its data and its mount.
+  // An agent restart keeps the image, its data and its mount; after a
+  // reboot (the image unmounted) it mounts the image again.
   agent.Kill(SIGTERM);
   ASSERT_TRUE(agent.Start()) << agent.log();
   EXPECT_NE(RunIn(agent, "big", "ls -l /home/work/fill").find("67108864"), std::string::npos);
   EXPECT_TRUE(Mounted(root + "/big"));
+  agent.Kill(SIGTERM);
+  ASSERT_EQ(::umount2((root + "/big").c_str(), MNT_DETACH), 0);
+  EXPECT_FALSE(fs::exists(root + "/big/fill"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  EXPECT_TRUE(Mounted(root + "/big"));
+  EXPECT_EQ(fs::file_size(root + "/big/fill"), 64u << 20);
   agent.CallJson("DELETE", "/v1/kernels/big", nullptr, 200);
   EXPECT_FALSE(Mounted(root + "/big"));
   EXPECT_FALSE(fs::exists(root + "/.slotd-images/big.ext4"));
