@@ -83,13 +83,14 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       scratch_quota_(config_.container.scratch_type == "hostdir" ? ProjectQuotaEnforced(ScratchRoot(config_))
                                                                  : Status::Ok()),
       mount_stage_(config_.agent.ipc_base_path + "/mounts"),
-      puller_(engine, hub, config_.agent.id,
+      puller_(engine, hub, clock, config_.agent.id,
               ImagePuller::Limits{config_.container.pull_timeout, config_.container.pull_stall_timeout},
               RegistryCredentials()),
-      image_gc_(engine, hub, config_.agent.id,
+      image_gc_(engine, hub, clock, config_.agent.id,
                 ImageCollector::Marks{static_cast<int>(config_.container.image_gc_high),
                                       static_cast<int>(config_.container.image_gc_low)},
-                config_.node.claims_dir + "/image-gc.lock") {}
+                config_.node.claims_dir + "/image-gc.lock"),
+      table_(config_.agent.id, plugins_, hub_, clock_) {}
 
 std::vector<std::string> Agent::OwnerFilter() const {
   return {std::string(label::kOwner) + "=" + config_.agent.id};
@@ -119,64 +120,6 @@ std::string Agent::SlotTypes() const {
   for (const auto& plugin : plugins_)
     for (const std::string& slot : plugin->DeviceSlots()) slots += ", " + slot;
   return slots;
-}
-
-Kernel* Agent::Find(const std::string& kernel_id) {
-  auto it = kernels_.find(kernel_id);
-  return it == kernels_.end() ? nullptr : &it->second;
-}
-
-Status Agent::TakeResources(Kernel& kernel) {
-  if (kernel.holds_resources) return Status::Ok();
-  for (const auto& [plugin_name, ids] : kernel.allocation.devices) {
-    bool served = std::any_of(plugins_.begin(), plugins_.end(),
-                              [&, name = plugin_name](const auto& plugin) { return plugin->Name() == name; });
-    if (!served && !ids.empty())
-      return Status::FailedPrecondition(plugin_name + " device " + ids.front() + " is recorded, but this agent has no [resource." +
-                                        plugin_name + "] section any more");
-  }
-  for (size_t i = 0; i < plugins_.size(); ++i) {
-    Status s = plugins_[i]->Claim(kernel.id(), kernel.allocation);
-    if (!s.ok()) {
-      for (size_t j = 0; j < i; ++j) plugins_[j]->Free(kernel.id());
-      return s;
-    }
-  }
-  kernel.holds_resources = true;
-  return Status::Ok();
-}
-
-void Agent::FreeResources(Kernel& kernel) {
-  for (auto& plugin : plugins_) plugin->Free(kernel.id());
-  kernel.holds_resources = false;
-}
-
-void Agent::Emit(const char* type, const Kernel& kernel, json extra) {
-  extra["type"] = type;
-  extra["agent_id"] = config_.agent.id;
-  extra["kernel_id"] = kernel.id();
-  extra["state"] = KernelStateName(kernel.state);
-  extra["time"] = static_cast<int64_t>(std::time(nullptr));
-  hub_.Publish(extra);
-}
-
-void Agent::MarkTerminated(Kernel& kernel, std::optional<int> exit_code, const std::string& reason) {
-  FreeResources(kernel);
-  kernel.state = KernelState::kTerminated;
-  kernel.exit_code = exit_code;
-  kernel.reason = reason;
-  spdlog::info("kernel {} terminated: {}", kernel.id(), reason);
-  Emit("kernel_terminated", kernel, {{"exit_code", exit_code ? json(*exit_code) : json(nullptr)}, {"reason", reason}});
-}
-
-void Agent::Forget(std::string kernel_id, const std::string& reason) {
-  Kernel* kernel = Find(kernel_id);
-  if (!kernel) return;
-  FreeResources(*kernel);
-  Kernel final_record = std::move(*kernel);
-  kernels_.erase(kernel_id);
-  removed_at_seq_[kernel_id] = ++seq_;
-  Emit("kernel_removed", final_record, {{"reason", reason}});
 }
 
 Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
@@ -219,7 +162,7 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
       if (!first->outcome.ok()) return first->outcome.status();
       return CreateOutcome{first->outcome->kernel, false};
     }
-    if (Kernel* existing = Find(request.kernel_id)) {
+    if (const Kernel* existing = table_.Find(request.kernel_id)) {
       if (existing->request.Canonical() == request.Canonical()) return CreateOutcome{*existing, false};
       return Status::Conflict("kernel " + request.kernel_id +
                               " already exists with a different request; delete it first or use another kernel_id");
@@ -238,27 +181,19 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
     }
     kernel.request = request;
     kernel.agent_id = config_.agent.id;
-    kernel.created_at = static_cast<int64_t>(std::time(nullptr));
+    kernel.created_at = clock_.UnixSeconds();
     std::optional<std::chrono::milliseconds> lifetime = request.max_lifetime;
     if (!lifetime && lifetime_cap.count() > 0) lifetime = lifetime_cap;
     if (lifetime) kernel.deadline = kernel.created_at + (lifetime->count() + 999) / 1000;
     kernel.allocation.numa_node = ChooseNumaNode(request.resources);
-    for (size_t i = 0; i < plugins_.size(); ++i) {
-      Status s = plugins_[i]->Allocate(request.kernel_id, request.resources, kernel.allocation);
-      if (!s.ok()) {
-        for (size_t j = 0; j < i; ++j) plugins_[j]->Free(request.kernel_id);
-        return s;
-      }
-    }
-    kernel.holds_resources = true;
-    kernel.state = policy == PullPolicy::kNone ? KernelState::kPreparing : KernelState::kPulling;
-    kernels_[request.kernel_id] = kernel;  // reserves the id and the resources
+    // Reserves the id and the resources.
+    if (Status s = table_.Reserve(kernel, /*pulling=*/policy != PullPolicy::kNone); !s.ok()) return s;
+    kernel = *table_.Find(request.kernel_id);
     pending = std::make_shared<PendingCreate>();
     pending->canonical = request.Canonical();
     pending_creates_[request.kernel_id] = pending;
   }
   Result<std::string> image_user = PrepareImage(request, policy);
-  kernel.state = KernelState::kPreparing;
   Result<CreateOutcome> outcome = image_user.ok() ? CreateContainer(request, kernel, *image_user, *mounts)
                                                   : Result<CreateOutcome>(image_user.status());
   MutexLock lock(mutex_);
@@ -278,9 +213,10 @@ Result<std::string> Agent::PrepareImage(const CreateRequest& request, PullPolicy
     info = ImageMissing(request.image, info.status());
   const Status ready = info.ok() ? CheckUser(request.image, info->user) : info.status();
   if (!ready.ok()) return AbandonReservation(request.kernel_id, ready);
-  image_gc_.RecordUse(request.image, static_cast<int64_t>(std::time(nullptr)));
+  image_gc_.RecordUse(request.image, clock_.UnixSeconds());
   MutexLock lock(mutex_);
-  if (Kernel* k = Find(request.kernel_id)) k->state = KernelState::kPreparing;
+  if (const Kernel* k = table_.Find(request.kernel_id); k && k->state() == KernelState::kPulling)
+    if (Status s = table_.Prepared(request.kernel_id); !s.ok()) return s;
   return info->user;
 }
 
@@ -377,9 +313,7 @@ void Agent::RemoveKernelFiles(const std::string& kernel_id) {
 Status Agent::AbandonReservation(const std::string& kernel_id, const Status& why) {
   RemoveKernelFiles(kernel_id);
   MutexLock lock(mutex_);
-  if (Kernel* k = Find(kernel_id)) FreeResources(*k);
-  kernels_.erase(kernel_id);
-  removed_at_seq_[kernel_id] = ++seq_;
+  if (Status s = table_.Abandon(kernel_id); !s.ok()) return s;
   return why;
 }
 
@@ -421,7 +355,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
                     removed.message());
     RemoveKernelFiles(request.kernel_id);
     MutexLock lock(mutex_);
-    Forget(request.kernel_id, "could not start: " + why.message());
+    if (Status s = table_.Forget(request.kernel_id, "could not start: " + why.message()); !s.ok()) return s;
     return why;
   };
 
@@ -458,11 +392,9 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   }
   {
     MutexLock lock(mutex_);
-    Kernel* k = Find(request.kernel_id);
-    k->container_id = *created;
-    k->container_seq = ++seq_;
+    table_.SetContainer(request.kernel_id, *created);
+    table_.Announce("kernel_created", kernel);
   }
-  Emit("kernel_created", kernel);
   if (!owner) {
     Result<RunAs> run_as = ResolveRunAs(*created, request.image, image_user);
     if (!run_as.ok()) return abandon(run_as.status(), *created);
@@ -475,27 +407,22 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   if (Status s = VerifyStarted(*created, mounts); !s.ok()) return abandon(s, *created);
 
   MutexLock lock(mutex_);
-  Kernel* k = Find(request.kernel_id);
-  if (!k) return Status::Internal("kernel " + request.kernel_id + " vanished while it was being created");
-  if (k->state == KernelState::kPreparing) {
-    k->state = KernelState::kRunning;
-    Emit("kernel_started", *k);
-  }
-  return CreateOutcome{*k, true};
+  if (Status s = table_.Started(request.kernel_id); !s.ok()) return s;
+  return CreateOutcome{*table_.Find(request.kernel_id), true};
 }
 
 std::vector<Kernel> Agent::ListKernels() const {
   MutexLock lock(mutex_);
   std::vector<Kernel> out;
-  for (const auto& [id, kernel] : kernels_) out.push_back(kernel);
+  for (const auto& [id, kernel] : table_.All()) out.push_back(kernel);
   return out;
 }
 
 Result<Kernel> Agent::GetKernel(const std::string& kernel_id) const {
   MutexLock lock(mutex_);
-  auto it = kernels_.find(kernel_id);
-  if (it == kernels_.end()) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
-  return it->second;
+  const Kernel* kernel = table_.Find(kernel_id);
+  if (!kernel) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
+  return *kernel;
 }
 
 Status Agent::LoadRegistryCredentials() {
@@ -535,58 +462,42 @@ Result<std::vector<Agent::NodeImage>> Agent::ListImages() {
   return out;
 }
 
-bool Agent::OwnedByACall(const Kernel& kernel) const {
-  return kernel.state == KernelState::kPulling || kernel.state == KernelState::kPreparing ||
-         kernel.state == KernelState::kTerminating || restarting_.count(kernel.id()) > 0;
-}
-
-Status Agent::Busy(const Kernel& kernel) const {
-  const std::string doing = restarting_.count(kernel.id()) ? "restarting" : KernelStateName(kernel.state);
-  return Status::FailedPrecondition("kernel " + kernel.id() + " is busy (" + doing + "); retry when that finishes");
-}
-
 std::chrono::seconds Agent::StopTimeout() const {
   return std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
 }
 
 Agent::StopOutcome Agent::StopContainer(const std::string& container_id) {
-  StopOutcome outcome{engine_.Stop(container_id, StopTimeout()), std::nullopt};
+  StopOutcome outcome{engine_.Stop(container_id, StopTimeout()), std::nullopt, std::nullopt};
   if (outcome.stopped.ok()) {
-    if (auto info = engine_.Inspect(container_id); info.ok()) outcome.exit_code = info->exit_code;
+    if (auto info = engine_.Inspect(container_id); info.ok()) {
+      outcome.exit_code = info->exit_code;
+      if (info->finished_unix > 0) outcome.ended_at = info->finished_unix;
+    }
   }
   return outcome;
 }
 
 Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
-  KernelState previous;
   std::string container_id;
   {
     MutexLock lock(mutex_);
-    Kernel* k = Find(kernel_id);
+    const Kernel* k = table_.Find(kernel_id);
     if (!k) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
-    if (OwnedByACall(*k)) return Busy(*k);
-    previous = k->state;
-    k->state = KernelState::kTerminating;
+    if (Status s = table_.Stopping(kernel_id); !s.ok()) return s;
     container_id = k->container_id;
   }
-  auto [stopped, exit_code] = StopContainer(container_id);
+  auto [stopped, exit_code, ended_at] = StopContainer(container_id);
   Status removed = stopped.ok() || stopped.code() == Status::Code::kNotFound ? engine_.Remove(container_id, true)
                                                                               : stopped;
   MutexLock lock(mutex_);
-  Kernel* k = Find(kernel_id);
-  if (!k) return Status::NotFound("kernel " + kernel_id + " was removed meanwhile");
+  if (!table_.Find(kernel_id)) return Status::NotFound("kernel " + kernel_id + " was removed meanwhile");
   if (!removed.ok() && removed.code() != Status::Code::kNotFound) {
-    k->state = previous;
+    if (Status s = table_.StopFailed(kernel_id); !s.ok()) return s;
     return removed.WithPrefix("removing kernel " + kernel_id + " (kept with its resources)");
   }
-  if (!k->exit_code) k->exit_code = exit_code;
-  k->state = KernelState::kTerminated;
-  if (k->reason.empty()) k->reason = "deleted";
-  Kernel final_record = *k;
-  final_record.holds_resources = false;
-  Forget(kernel_id, "deleted");
+  Result<Kernel> final_record = table_.Deleted(kernel_id, exit_code);
   lock.Unlock();
-  RemoveKernelFiles(kernel_id);
+  if (final_record.ok()) RemoveKernelFiles(kernel_id);
   return final_record;
 }
 
@@ -594,12 +505,13 @@ void Agent::StopExpiredKernels(int64_t now) {
   std::vector<std::pair<std::string, std::string>> expired;  // (kernel, container)
   {
     MutexLock lock(mutex_);
-    for (auto& [id, kernel] : kernels_) {
-      if (!kernel.deadline || *kernel.deadline > now || kernel.state != KernelState::kRunning || OwnedByACall(kernel))
-        continue;
-      kernel.state = KernelState::kTerminating;  // ours until stopped, as in DeleteKernel
-      expired.emplace_back(id, kernel.container_id);
+    for (const auto& [id, kernel] : table_.All()) {
+      if (kernel.deadline && *kernel.deadline <= now && kernel.state() == KernelState::kRunning &&
+          !table_.OwnedByACall(kernel))
+        expired.emplace_back(id, kernel.container_id);
     }
+    // Each is ours until stopped, as in DeleteKernel.
+    for (const auto& [id, container] : expired) (void)table_.Stopping(id);
   }
   StopTerminating(expired, "lifetime exceeded");
 }
@@ -610,56 +522,45 @@ void Agent::StopTerminating(const std::vector<std::pair<std::string, std::string
     const StopOutcome stop = StopContainer(container_id);
     const Status& stopped = stop.stopped;
     MutexLock lock(mutex_);
-    Kernel* k = Find(kernel_id);
-    if (!k || k->container_id != container_id || k->state != KernelState::kTerminating) continue;
+    const Kernel* k = table_.Find(kernel_id);
+    if (!k || k->container_id != container_id || k->state() != KernelState::kTerminating) continue;
     if (!stopped.ok() && stopped.code() != Status::Code::kNotFound) {
       spdlog::error("kernel {}: to be stopped ({}), but its container {} could not be stopped ({}); retrying",
                     kernel_id, reason, container_id, stopped.message());
-      k->state = KernelState::kRunning;
+      (void)table_.StopFailed(kernel_id);
       continue;
     }
-    MarkTerminated(*k, stop.exit_code, reason);
+    (void)table_.Terminated(kernel_id, stop.exit_code, reason, stop.ended_at);
   }
 }
 
 Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
   std::string container_id;
-  bool was_running;
   {
     MutexLock lock(mutex_);
-    Kernel* k = Find(kernel_id);
+    const Kernel* k = table_.Find(kernel_id);
     if (!k) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
-    if (OwnedByACall(*k)) return Busy(*k);
-    if (k->deadline && *k->deadline <= static_cast<int64_t>(std::time(nullptr)))
+    if (table_.OwnedByACall(*k)) return table_.Busy(*k);
+    if (k->deadline && *k->deadline <= clock_.UnixSeconds())
       return Status::FailedPrecondition("kernel " + kernel_id +
                                         "'s lifetime has run out, so it cannot be restarted; create a new kernel");
-    if (Status s = TakeResources(*k); !s.ok())
+    if (Status s = table_.BeginRestart(kernel_id); !s.ok())
       return Status::ResourceExhausted("kernel " + kernel_id + " cannot be restarted: " + s.message());
-    was_running = k->state == KernelState::kRunning;
-    restarting_.insert(kernel_id);
     container_id = k->container_id;
   }
   Status s = engine_.Restart(container_id, StopTimeout());
   MutexLock lock(mutex_);
-  restarting_.erase(kernel_id);
-  Kernel* k = Find(kernel_id);
-  if (!k) return Status::NotFound("kernel " + kernel_id + " was removed while restarting");
-  if (!s.ok()) {
-    if (!was_running) FreeResources(*k);
-    return s.WithPrefix("restarting kernel " + kernel_id);
-  }
-  k->state = KernelState::kRunning;
-  k->exit_code.reset();
-  k->reason.clear();
-  Emit("kernel_started", *k);
-  return *k;
+  if (!table_.Find(kernel_id)) return Status::NotFound("kernel " + kernel_id + " was removed while restarting");
+  if (Status finished = table_.FinishRestart(kernel_id, s.ok()); !finished.ok()) return finished;
+  if (!s.ok()) return s.WithPrefix("restarting kernel " + kernel_id);
+  return *table_.Find(kernel_id);
 }
 
 Result<std::string> Agent::RunningContainer(const std::string& kernel_id) const {
   auto kernel = GetKernel(kernel_id);
   if (!kernel.ok()) return kernel.status();
-  if (kernel->state != KernelState::kRunning)
-    return Status::FailedPrecondition("kernel " + kernel_id + " is " + KernelStateName(kernel->state) +
+  if (kernel->state() != KernelState::kRunning)
+    return Status::FailedPrecondition("kernel " + kernel_id + " is " + KernelStateName(kernel->state()) +
                                       ", not RUNNING; exec needs a running kernel");
   return kernel->container_id;
 }
@@ -747,8 +648,8 @@ Status Agent::StreamLogs(const std::string& kernel_id, int tail, bool follow, co
 std::vector<StatsTarget> Agent::StatsTargets() const {
   MutexLock lock(mutex_);
   std::vector<StatsTarget> targets;
-  for (const auto& [id, kernel] : kernels_) {
-    if (kernel.state != KernelState::kRunning || kernel.container_id.empty()) continue;
+  for (const auto& [id, kernel] : table_.All()) {
+    if (kernel.state() != KernelState::kRunning || kernel.container_id.empty()) continue;
     targets.push_back({id, kernel.container_id, kernel.allocation.devices});
   }
   return targets;
@@ -773,45 +674,33 @@ AgentDocument Agent::FleetDocument(const std::string& address) const {
   json described = json::object();
   for (const auto& plugin : plugins_) described.update(plugin->Describe());
   doc.SetResources(described);
-  doc.kernels = std::count_if(kernels_.begin(), kernels_.end(), [](const auto& entry) {
-    return entry.second.state != KernelState::kTerminated && entry.second.state != KernelState::kError;
+  doc.kernels = std::count_if(table_.All().begin(), table_.All().end(), [](const auto& entry) {
+    return entry.second.state() != KernelState::kTerminated && entry.second.state() != KernelState::kError;
   });
   return doc;
 }
 
-void Agent::Resume(Kernel& kernel, const std::string& how) {
-  if (Status s = TakeResources(kernel); !s.ok()) {
-    kernel.state = KernelState::kError;
-    kernel.reason = "container " + how + " on resources it does not hold: " + s.message();
-    spdlog::error("kernel {}: {}; stopping it", kernel.id(), kernel.reason);
-    intruders_.emplace_back(kernel.id(), kernel.container_id);
-    return;
-  }
-  kernel.state = KernelState::kRunning;
-  kernel.exit_code.reset();
-  kernel.reason.clear();
-  Emit("kernel_started", kernel);
-}
-
-reconcile::Known Agent::KnownOf(const Kernel& kernel) const {
-  return {kernel.container_id, kernel.state, OwnedByACall(kernel), kernel.container_seq};
+void Agent::Resume(const std::string& kernel_id, const std::string& how) {
+  Status claimed = table_.Resume(kernel_id, how);
+  const Kernel* kernel = table_.Find(kernel_id);
+  if (claimed.ok() || !kernel || kernel->state() != KernelState::kError) return;
+  spdlog::error("kernel {}: {}; stopping it", kernel_id, kernel->reason);
+  intruders_.emplace_back(kernel_id, kernel->container_id);
 }
 
 reconcile::EventStep Agent::EventStepFor(const Kernel* kernel, const EngineEvent& event) const {
   if (!kernel) return reconcile::DecideOnEvent(event, nullptr);
-  const reconcile::Known known = KnownOf(*kernel);
+  const reconcile::Known known = table_.KnownOf(*kernel);
   return reconcile::DecideOnEvent(event, &known);
 }
 
 reconcile::Step Agent::StepFor(const ContainerInfo& info, uint64_t list_seq) const {
   auto kid = info.labels.find(label::kKernelId);
   if (kid == info.labels.end()) return reconcile::DecideOnContainer(info, nullptr, std::nullopt, list_seq);
-  std::optional<uint64_t> forgotten_at;
-  if (auto removed = removed_at_seq_.find(kid->second); removed != removed_at_seq_.end())
-    forgotten_at = removed->second;
-  auto it = kernels_.find(kid->second);
-  if (it == kernels_.end()) return reconcile::DecideOnContainer(info, nullptr, forgotten_at, list_seq);
-  const reconcile::Known known = KnownOf(it->second);
+  const std::optional<uint64_t> forgotten_at = table_.ForgottenAt(kid->second);
+  const Kernel* kernel = table_.Find(kid->second);
+  if (!kernel) return reconcile::DecideOnContainer(info, nullptr, forgotten_at, list_seq);
+  const reconcile::Known known = table_.KnownOf(*kernel);
   return reconcile::DecideOnContainer(info, &known, forgotten_at, list_seq);
 }
 
@@ -820,17 +709,20 @@ void Agent::ConfirmDeath(const std::string& kernel_id, const EngineEvent& event)
   // not free a kernel whose container runs again: ask the engine, unlocked.
   std::optional<int> code;
   if (auto it = event.attributes.find("exitCode"); it != event.attributes.end()) code = std::atoi(it->second.c_str());
+  std::optional<int64_t> ended_at;
+  if (event.time_nano > 0) ended_at = event.time_nano / 1'000'000'000;
   if (auto info = engine_.Inspect(event.id); info.ok()) {
     if (info->running) return;
     code = info->exit_code;
+    if (info->finished_unix > 0) ended_at = info->finished_unix;
   }
   MutexLock lock(mutex_);
-  Kernel* k = Find(kernel_id);
+  const Kernel* k = table_.Find(kernel_id);
   if (EventStepFor(k, event) != reconcile::EventStep::kCheckDeath) return;  // changed meanwhile
   // Killed (137) after the engine reported a kill for lack of memory: that was its end.
   std::string reason = k->oom_kills > 0 && code == 137 ? "out of memory"
                                                        : "exited with code " + (code ? std::to_string(*code) : "?");
-  MarkTerminated(*k, code, reason);
+  (void)table_.Terminated(kernel_id, code, reason, ended_at);
 }
 
 // What differs between a kernel's allocation and its container as inspected,
@@ -853,8 +745,8 @@ void Agent::CheckDrift(const std::string& kernel_id, const std::string& containe
   auto info = engine_.Inspect(container_id);
   if (!info.ok()) return;  // gone: its destroy event or the next relist tells
   MutexLock lock(mutex_);
-  Kernel* k = Find(kernel_id);
-  if (!k || !reconcile::MayCheckDrift(KnownOf(*k), container_id)) return;  // changed meanwhile
+  Kernel* k = table_.Find(kernel_id);
+  if (!k || !reconcile::MayCheckDrift(table_.KnownOf(*k), container_id)) return;  // changed meanwhile
   std::string condition = DriftOf(*k, *info);
   if (condition == k->condition) return;
   k->condition = std::move(condition);
@@ -863,7 +755,8 @@ void Agent::CheckDrift(const std::string& kernel_id, const std::string& containe
   } else {
     spdlog::warn("kernel {}: {}", kernel_id, k->condition);
   }
-  Emit("kernel_condition", *k, {{"condition", k->Conditions().empty() ? json(nullptr) : json(k->Conditions())}});
+  table_.Announce("kernel_condition", *k,
+                  {{"condition", k->Conditions().empty() ? json(nullptr) : json(k->Conditions())}});
 }
 
 void Agent::StopIntruders() {
@@ -873,17 +766,16 @@ void Agent::StopIntruders() {
     intruders.swap(intruders_);
   }
   for (const auto& [kernel_id, container_id] : intruders) {
-    const Status stopped = engine_.Stop(container_id, StopTimeout());
+    const StopOutcome stop = StopContainer(container_id);
     MutexLock lock(mutex_);
-    Kernel* k = Find(kernel_id);
-    if (!k || k->container_id != container_id || k->state != KernelState::kError) continue;
-    if (!stopped.ok() && stopped.code() != Status::Code::kNotFound) {
-      spdlog::error("kernel {}: could not stop its container {}: {}", kernel_id, container_id, stopped.message());
+    const Kernel* k = table_.Find(kernel_id);
+    if (!k || k->container_id != container_id || k->state() != KernelState::kError) continue;
+    if (!stop.stopped.ok() && stop.stopped.code() != Status::Code::kNotFound) {
+      spdlog::error("kernel {}: could not stop its container {}: {}", kernel_id, container_id,
+                    stop.stopped.message());
       continue;
     }
-    k->state = KernelState::kTerminated;
-    k->reason = "stopped by slotd: its " + k->reason;
-    Emit("kernel_terminated", *k, {{"exit_code", nullptr}, {"reason", k->reason}});
+    (void)table_.Terminated(kernel_id, std::nullopt, "stopped by slotd: its " + k->reason, stop.ended_at);
   }
 }
 
@@ -897,7 +789,7 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
   const std::optional<std::string> kernel_id = reconcile::KernelIdOfEvent(event, config_.agent.id);
   if (!kernel_id) return false;
   MutexLock lock(mutex_);
-  Kernel* k = Find(*kernel_id);
+  Kernel* k = table_.Find(*kernel_id);
   switch (EventStepFor(k, event)) {
     case reconcile::EventStep::kNothing:
       return false;
@@ -906,14 +798,14 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
     case reconcile::EventStep::kNoteOom:
       ++k->oom_kills;
       spdlog::warn("kernel {}: a process was killed for lack of memory", *kernel_id);
-      Emit("kernel_condition", *k, {{"condition", json(k->Conditions())}});
+      table_.Announce("kernel_condition", *k, {{"condition", json(k->Conditions())}});
       return false;
     case reconcile::EventStep::kResume:
-      Resume(*k, "started outside slotd");
+      Resume(*kernel_id, "started outside slotd");
       return false;
     case reconcile::EventStep::kForget:
       spdlog::warn("kernel {}: its container was removed outside slotd; freeing its resources", *kernel_id);
-      Forget(*kernel_id, "container removed outside slotd");
+      (void)table_.Forget(*kernel_id, "container removed outside slotd");
       return false;
     case reconcile::EventStep::kCheckDeath:
       lock.Unlock();
@@ -933,8 +825,8 @@ void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
     std::string image;
     {
       MutexLock lock(mutex_);
-      Kernel* k = Find(kernel_id);
-      if (!k || k->state != KernelState::kPreparing) continue;
+      const Kernel* k = table_.Find(kernel_id);
+      if (!k || k->state() != KernelState::kPreparing) continue;
       container_id = k->container_id;
       image = k->request.image;
     }
@@ -946,24 +838,18 @@ void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
     }
     const Status started = cleared.ok() ? engine_.Start(container_id) : cleared;
     MutexLock lock(mutex_);
-    Kernel* k = Find(kernel_id);
-    if (!k || k->container_id != container_id || k->state != KernelState::kPreparing) continue;
+    const Kernel* k = table_.Find(kernel_id);
+    if (!k || k->container_id != container_id || k->state() != KernelState::kPreparing) continue;
     if (started.ok()) {
-      k->state = KernelState::kRunning;
       spdlog::info("kernel {}: started its container, created before the agent stopped", kernel_id);
-      Emit("kernel_started", *k);
+      (void)table_.Started(kernel_id);
     } else {
-      FreeResources(*k);
-      k->state = KernelState::kTerminated;
-      k->exit_code.reset();
-      k->reason = "never started: " + started.message();
-      spdlog::warn("kernel {}: {}", kernel_id, k->reason);
-      Emit("kernel_terminated", *k, {{"exit_code", nullptr}, {"reason", k->reason}});
+      (void)table_.Terminated(kernel_id, std::nullopt, "never started: " + started.message(), std::nullopt);
     }
   }
 }
 
-Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, std::optional<int> exit_code, bool at_start,
+Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const ContainerInfo* inspected, bool at_start,
                     std::vector<std::string>& never_started) {
   auto restored = KernelFromContainer(info);
   if (!restored.ok()) {
@@ -976,48 +862,113 @@ Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, std::option
     spdlog::error("cannot adopt container {}: its labels disagree on the kernel id", info.name);
     return Status::Ok();
   }
-  kernel.container_seq = ++seq_;
+  // Adopted as `state`, or, when its allocation cannot be claimed, as what `refused` says.
+  auto adopt = [&](KernelState state, const std::function<Status(const Status&)>& refused) -> Status {
+    Status claimed = table_.Adopt(kernel, state);
+    return claimed.ok() ? claimed : refused(claimed);
+  };
+  Status outcome = Status::Ok();
   if (step == reconcile::Step::kAdoptCreated) {
     // Created but never started: the agent stopped between the two calls of
     // a create. Finish the create (FinishStarts), holding its resources.
-    if (Status s = TakeResources(kernel); !s.ok()) {
-      kernel.state = KernelState::kTerminated;
+    outcome = adopt(KernelState::kPreparing, [&](const Status& s) {
       kernel.reason = "never started: the agent stopped between creating and starting its container, and its "
                       "resources are now held elsewhere (" + s.message() + "); delete it";
-    } else {
-      kernel.state = KernelState::kPreparing;
-      never_started.push_back(kernel_id);
-    }
+      return table_.Adopt(kernel, KernelState::kTerminated);
+    });
+    if (outcome.ok() && table_.Find(kernel_id)->state() == KernelState::kPreparing) never_started.push_back(kernel_id);
   } else if (step == reconcile::Step::kAdoptRunning) {
-    if (Status s = TakeResources(kernel); !s.ok()) {
+    outcome = adopt(KernelState::kRunning, [&](const Status& s) {
       if (s.code() == Status::Code::kResourceExhausted) {
         // A newer kernel holds it (AdoptionOrder): this older container was
         // started again behind the agent's back. Stop it; never refuse.
-        kernel.state = KernelState::kError;
         kernel.reason = "container found running on resources it does not hold: " + s.message();
         spdlog::error("kernel {}: {}; stopping it", kernel_id, kernel.reason);
         intruders_.emplace_back(kernel_id, info.id);
-      } else {
-        Status why = Status::FailedPrecondition(
-            "kernel " + kernel_id + " (container " + info.name + ") cannot be restored: " + s.message() +
-            ". Its container still holds what its ai.backend.allocations label records; either give this agent "
-            "those resources back in its config, or remove the container (docker rm -f " + info.name +
-            "), then start the agent again");
-        if (at_start) return why;
-        kernel.state = KernelState::kError;
-        kernel.reason = why.message();
-        spdlog::error("{}", why.message());
+        return table_.Adopt(kernel, KernelState::kError);
       }
-    } else {
-      kernel.state = KernelState::kRunning;
-    }
+      Status why = Status::FailedPrecondition(
+          "kernel " + kernel_id + " (container " + info.name + ") cannot be restored: " + s.message() +
+          ". Its container still holds what its ai.backend.allocations label records; either give this agent "
+          "those resources back in its config, or remove the container (docker rm -f " + info.name +
+          "), then start the agent again");
+      if (at_start) return why;
+      kernel.reason = why.message();
+      spdlog::error("{}", why.message());
+      return table_.Adopt(kernel, KernelState::kError);
+    });
   } else {
-    kernel.state = KernelState::kTerminated;
-    kernel.exit_code = exit_code;
-    kernel.reason = "exited with code " + (exit_code ? std::to_string(*exit_code) : "?");
+    kernel.exit_code = inspected ? std::optional<int>(inspected->exit_code) : std::nullopt;
+    kernel.reason = "exited with code " + (inspected ? std::to_string(inspected->exit_code) : "?");
+    if (inspected && inspected->finished_unix > 0) kernel.terminated_at = inspected->finished_unix;
+    outcome = table_.Adopt(kernel, KernelState::kTerminated);
   }
-  spdlog::info("adopted kernel {} ({})", kernel_id, KernelStateName(kernel.state));
-  kernels_[kernel_id] = std::move(kernel);
+  if (!outcome.ok()) return outcome;
+  spdlog::info("adopted kernel {} ({})", kernel_id, KernelStateName(table_.Find(kernel_id)->state()));
+  return Status::Ok();
+}
+
+std::map<std::string, ContainerInfo> Agent::InspectEnded(const std::vector<ContainerInfo>& mine, uint64_t list_seq) {
+  std::vector<std::string> to_inspect;
+  {
+    MutexLock lock(mutex_);
+    for (const auto& info : mine)
+      if (reconcile::NeedsExitCode(StepFor(info, list_seq))) to_inspect.push_back(info.id);
+  }
+  std::map<std::string, ContainerInfo> inspected;
+  for (const auto& id : to_inspect)
+    if (auto info = engine_.Inspect(id); info.ok()) inspected[id] = std::move(*info);
+  return inspected;
+}
+
+Status Agent::ApplyList(const std::vector<ContainerInfo>& mine, const std::map<std::string, ContainerInfo>& inspected,
+                        uint64_t list_seq, bool at_start, Applied& applied) {
+  std::set<std::string> present;
+  for (const auto& info : mine) {
+    present.insert(info.id);
+    const reconcile::Step step = StepFor(info, list_seq);
+    auto ended = inspected.find(info.id);
+    const ContainerInfo* end = ended == inspected.end() ? nullptr : &ended->second;
+    const auto kid = info.labels.find(label::kKernelId);
+    const std::string kernel_id = kid == info.labels.end() ? "" : kid->second;
+    switch (step) {
+      case reconcile::Step::kNothing:
+      case reconcile::Step::kSkipForgotten:
+        break;
+      case reconcile::Step::kUnlabelled:
+        spdlog::warn("container {} carries owner label {} but no {}; leaving it alone", info.name, config_.agent.id,
+                     label::kKernelId);
+        break;
+      case reconcile::Step::kResume:
+        Resume(kernel_id, "found running on relist");
+        break;
+      case reconcile::Step::kMarkExited: {
+        const std::optional<int> code = end ? std::optional<int>(end->exit_code) : std::nullopt;
+        const std::optional<int64_t> at = end && end->finished_unix > 0 ? std::optional(end->finished_unix)
+                                                                         : std::nullopt;
+        (void)table_.Terminated(kernel_id, code,
+                                "exited with code " + (code ? std::to_string(*code) : "?") + " (noticed on relist)",
+                                at);
+        break;
+      }
+      case reconcile::Step::kAdoptCreated:
+      case reconcile::Step::kAdoptRunning:
+      case reconcile::Step::kAdoptExited:
+        if (Status s = Adopt(step, info, end, at_start, applied.never_started); !s.ok()) return s;
+        break;
+    }
+    // Paused containers, and kernels whose condition may have cleared, are inspected.
+    const Kernel* k = kernel_id.empty() ? nullptr : table_.Find(kernel_id);
+    if (k && k->container_id == info.id && (info.state == "paused" || !k->condition.empty()))
+      applied.to_check.emplace_back(kernel_id, info.id);
+  }
+  std::map<std::string, reconcile::Known> known;
+  for (const auto& [id, kernel] : table_.All()) known.emplace(id, table_.KnownOf(kernel));
+  for (const auto& id : reconcile::Vanished(known, present, list_seq)) {
+    spdlog::warn("kernel {}: its container vanished; freeing its resources", id);
+    (void)table_.Forget(id, "container vanished");
+  }
+  table_.DropForgottenUpTo(list_seq);
   return Status::Ok();
 }
 
@@ -1025,7 +976,7 @@ Status Agent::Converge(bool at_start) {
   uint64_t list_seq;
   {
     MutexLock lock(mutex_);
-    list_seq = seq_;
+    list_seq = table_.Seq();
   }
   auto listed = engine_.List(OwnerFilter());
   if (!listed.ok()) {
@@ -1034,82 +985,31 @@ Status Agent::Converge(bool at_start) {
                                                : "listing this agent's containers");
   }
   std::vector<ContainerInfo> mine;
-  std::set<std::string> present;
   std::set<std::string> listed_kernels;  // every owned container's kernel id, adopted or not
   for (auto& info : *listed) {
     auto owner = info.labels.find(label::kOwner);
     if (owner == info.labels.end() || owner->second != config_.agent.id) continue;  // never ours to touch
-    present.insert(info.id);
     if (auto kid = info.labels.find(label::kKernelId); kid != info.labels.end()) listed_kernels.insert(kid->second);
     mine.push_back(std::move(info));
   }
   mine = reconcile::AdoptionOrder(std::move(mine));
-
   // Decide which containers need their exit code, ask the engine without the
   // lock, then decide again on what is true now and apply.
-  std::vector<std::string> to_inspect;
+  const std::map<std::string, ContainerInfo> inspected = InspectEnded(mine, list_seq);
+  Applied applied;
   {
     MutexLock lock(mutex_);
-    for (const auto& info : mine)
-      if (reconcile::NeedsExitCode(StepFor(info, list_seq))) to_inspect.push_back(info.id);
+    if (Status s = ApplyList(mine, inspected, list_seq, at_start, applied); !s.ok()) return s;
   }
-  std::map<std::string, int> exit_codes;
-  for (const auto& id : to_inspect)
-    if (auto inspected = engine_.Inspect(id); inspected.ok()) exit_codes[id] = inspected->exit_code;
-
-  std::vector<std::string> never_started;
-  std::vector<std::pair<std::string, std::string>> to_check;  // (kernel, container) whose drift to check
-  {
-    MutexLock lock(mutex_);
-    for (const auto& info : mine) {
-      const reconcile::Step step = StepFor(info, list_seq);
-      std::optional<int> exit_code;
-      if (auto code = exit_codes.find(info.id); code != exit_codes.end()) exit_code = code->second;
-      const auto kid = info.labels.find(label::kKernelId);
-      const std::string kernel_id = kid == info.labels.end() ? "" : kid->second;
-      switch (step) {
-        case reconcile::Step::kNothing:
-        case reconcile::Step::kSkipForgotten:
-          break;
-        case reconcile::Step::kUnlabelled:
-          spdlog::warn("container {} carries owner label {} but no {}; leaving it alone", info.name,
-                       config_.agent.id, label::kKernelId);
-          break;
-        case reconcile::Step::kResume:
-          Resume(*Find(kernel_id), "found running on relist");
-          break;
-        case reconcile::Step::kMarkExited:
-          MarkTerminated(*Find(kernel_id), exit_code,
-                         "exited with code " + (exit_code ? std::to_string(*exit_code) : "?") + " (noticed on relist)");
-          break;
-        case reconcile::Step::kAdoptCreated:
-        case reconcile::Step::kAdoptRunning:
-        case reconcile::Step::kAdoptExited:
-          if (Status s = Adopt(step, info, exit_code, at_start, never_started); !s.ok()) return s;
-          break;
-      }
-      // Paused containers, and kernels whose condition may have cleared, are inspected.
-      const Kernel* k = kernel_id.empty() ? nullptr : Find(kernel_id);
-      if (k && k->container_id == info.id && (info.state == "paused" || !k->condition.empty()))
-        to_check.emplace_back(kernel_id, info.id);
-    }
-    std::map<std::string, reconcile::Known> known;
-    for (const auto& [id, kernel] : kernels_) known.emplace(id, KnownOf(kernel));
-    for (const auto& id : reconcile::Vanished(known, present, list_seq)) {
-      spdlog::warn("kernel {}: its container vanished; freeing its resources", id);
-      Forget(id, "container vanished");
-    }
-    std::erase_if(removed_at_seq_, [&](const auto& entry) { return entry.second <= list_seq; });
-  }
-  FinishStarts(never_started);
+  FinishStarts(applied.never_started);
   StopIntruders();
-  for (const auto& [kernel_id, container_id] : to_check) CheckDrift(kernel_id, container_id);
+  for (const auto& [kernel_id, container_id] : applied.to_check) CheckDrift(kernel_id, container_id);
   // Scratch of no kernel (its container vanished, or the agent died while
   // deleting it) goes; that of any container listed as ours stays.
   auto kept = [&]() EXCLUDES(mutex_) {
     std::set<std::string> keep = listed_kernels;
     MutexLock lock(mutex_);
-    for (const auto& [id, kernel] : kernels_) keep.insert(id);
+    for (const auto& [id, kernel] : table_.All()) keep.insert(id);
     return keep;
   };
   scratch_.Collect(kept);
@@ -1126,7 +1026,7 @@ Status Agent::Restore() {
   if (Status s = Converge(/*at_start=*/true); !s.ok()) return s;
   ApplyDeviceHealth();
   MutexLock lock(mutex_);
-  spdlog::info("restored {} kernel(s) from container labels", kernels_.size());
+  spdlog::info("restored {} kernel(s) from container labels", table_.All().size());
   return Status::Ok();
 }
 
@@ -1136,7 +1036,7 @@ void Agent::EmitDevice(const char* type, const std::string& plugin, json extra) 
   extra["type"] = type;
   extra["agent_id"] = config_.agent.id;
   extra["plugin"] = plugin;
-  extra["time"] = static_cast<int64_t>(std::time(nullptr));
+  extra["time"] = clock_.UnixSeconds();
   hub_.Publish(extra);
 }
 
@@ -1176,7 +1076,7 @@ void Agent::StartDevices() {
       record_path_.empty() ? Result<AgentRecord>(AgentRecord()) : AgentRecord::Load(record_path_);
   if (!loaded.ok() && loaded.status().code() == Status::Code::kInvalidArgument) {
     // Kept for the operator, never overwritten: it may hold drains and marks worth restoring by hand.
-    const std::string aside = record_path_ + ".bad-" + std::to_string(std::time(nullptr));
+    const std::string aside = record_path_ + ".bad-" + std::to_string(clock_.UnixSeconds());
     const bool kept = std::rename(record_path_.c_str(), aside.c_str()) == 0;
     spdlog::error("devices: {}; {}; starting without its drains and health marks (drain the agent or its devices "
                   "again if they should be)",
@@ -1228,7 +1128,7 @@ Agent::Drain Agent::Draining() const {
 Result<Agent::Drain> Agent::SetDraining(bool drain) {
   MutexLock lock(mutex_);
   if (drain_.draining == drain) return drain_;
-  const Drain next = drain ? Drain{true, static_cast<int64_t>(std::time(nullptr))} : Drain{};
+  const Drain next = drain ? Drain{true, clock_.UnixSeconds()} : Drain{};
   AgentRecord record = CurrentAgentRecord();
   record.draining = next.draining;
   record.draining_since = next.since;
@@ -1238,7 +1138,7 @@ Result<Agent::Drain> Agent::SetDraining(bool drain) {
   spdlog::info("agent {} {}", config_.agent.id, drain ? "is draining: it takes no new kernels" : "takes new kernels again");
   json event = {{"type", drain ? "agent_drained" : "agent_undrained"},
                 {"agent_id", config_.agent.id},
-                {"time", static_cast<int64_t>(std::time(nullptr))}};
+                {"time", clock_.UnixSeconds()}};
   hub_.Publish(event);
   return drain_;
 }
@@ -1300,7 +1200,7 @@ Result<Agent::DeviceChange> Agent::ClearDevice(const std::string& name) {
   if (record.marks[change->plugin].empty()) record.marks.erase(change->plugin);
   if (Status s = WriteAgentRecord(record); !s.ok())
     return s.WithPrefix("the health marks of devices " + name + " stay");
-  for (const std::string& id : cleared.devices) board->second->Clear(id, static_cast<int64_t>(std::time(nullptr)));
+  for (const std::string& id : cleared.devices) board->second->Clear(id, clock_.UnixSeconds());
   spdlog::info("devices: cleared the health marks of {} device(s) {}", change->plugin, name);
   return cleared;
 }
@@ -1357,8 +1257,11 @@ void Agent::ApplyDeviceHealth() {
     }
     health_reported_ = now;
     // The kernels on those devices.
-    for (auto& [kernel_id, kernel] : kernels_) {
-      if (kernel.state != KernelState::kRunning || !kernel.holds_resources) continue;
+    std::vector<std::string> running;
+    for (const auto& [kernel_id, kernel] : table_.All())
+      if (kernel.state() == KernelState::kRunning && kernel.holds_resources) running.push_back(kernel_id);
+    for (const std::string& kernel_id : running) {
+      Kernel& kernel = *table_.Find(kernel_id);
       std::string condition;
       bool stop = false;
       for (const auto& [plugin, ids] : kernel.allocation.devices) {
@@ -1370,14 +1273,12 @@ void Agent::ApplyDeviceHealth() {
           stop = stop || (bad->second.health == DeviceHealth::kUnhealthy && stopping_plugins.count(plugin));
         }
       }
-      if (stop && !OwnedByACall(kernel)) {
-        kernel.state = KernelState::kTerminating;  // ours until stopped, as in DeleteKernel
-        to_stop.emplace_back(kernel_id, kernel.container_id);
-      }
+      // Ours until stopped, as in DeleteKernel.
+      if (stop && table_.Stopping(kernel_id).ok()) to_stop.emplace_back(kernel_id, kernel.container_id);
       if (condition == kernel.device_condition) continue;
       kernel.device_condition = condition;
       if (!condition.empty()) spdlog::warn("kernel {}: {}", kernel_id, condition);
-      Emit("kernel_condition", kernel,
+      table_.Announce("kernel_condition", kernel,
            {{"condition", kernel.Conditions().empty() ? json(nullptr) : json(kernel.Conditions())}});
     }
     KeepAgentRecord();

@@ -26,6 +26,7 @@
 #include "agent/image_puller.h"
 #include "agent/image_user.h"
 #include "agent/kernel.h"
+#include "agent/kernel_table.h"
 #include "agent/mount_stage.h"
 #include "agent/mounts.h"
 #include "agent/reconcile.h"
@@ -273,7 +274,6 @@ class Agent {
   // mounts, resolved (ResolveMounts).
   Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel,
                                         const std::string& image_user, const std::vector<ResolvedMount>& mounts);
-  Kernel* Find(const std::string& kernel_id) REQUIRES(mutex_);
   // The container of `kernel_id` when it is RUNNING; else kNotFound or
   // kFailedPrecondition saying why an exec cannot run.
   Result<std::string> RunningContainer(const std::string& kernel_id) const;
@@ -285,32 +285,24 @@ class Agent {
   // [container] stop-timeout, as the engine takes it.
   std::chrono::seconds StopTimeout() const;
   // What stopping a container came to: the engine's answer and, when it
-  // stopped, its exit code (unset when the inspect after it failed).
+  // stopped, its exit code and when it ended (unset when the inspect after
+  // it failed).
   struct StopOutcome {
     Status stopped;
     std::optional<int> exit_code;
+    std::optional<int64_t> ended_at;
   };
   // Stops `container_id` (SIGTERM, then SIGKILL after StopTimeout()) and
   // reads its exit code; call without the lock.
   StopOutcome StopContainer(const std::string& container_id) EXCLUDES(mutex_);
-  // Whether a call (create, delete, restart) is acting on `kernel` now, so
-  // that no other call, event or relist may change it. The one test of it.
-  bool OwnedByACall(const Kernel& kernel) const REQUIRES(mutex_);
-  // The refusal of a call on a kernel OwnedByACall.
-  Status Busy(const Kernel& kernel) const REQUIRES(mutex_);
   // The lowest NUMA node with room for all of `request`'s topology-bound
   // units (cores, devices); nullopt when none has.
   std::optional<int> ChooseNumaNode(const ResourceRequest& request) const REQUIRES(mutex_);
   std::string SlotTypes() const REQUIRES(mutex_);  // "cpu, mem, mock.device"
-  Status TakeResources(Kernel& kernel) REQUIRES(mutex_);  // Claim for `kernel`
-  void FreeResources(Kernel& kernel) REQUIRES(mutex_);
-  void MarkTerminated(Kernel& kernel, std::optional<int> exit_code, const std::string& reason) REQUIRES(mutex_);
   // Re-takes a terminated kernel's allocation because its container runs
   // again (`how`); ERROR with the reason when another kernel holds part of
   // it (or the config no longer allows it), and queued for StopIntruders.
-  void Resume(Kernel& kernel, const std::string& how) REQUIRES(mutex_);
-  // What the reconcile decisions need of `kernel`.
-  reconcile::Known KnownOf(const Kernel& kernel) const REQUIRES(mutex_);
+  void Resume(const std::string& kernel_id, const std::string& how) REQUIRES(mutex_);
   // reconcile::DecideOnEvent for `kernel` (nullptr: unknown).
   reconcile::EventStep EventStepFor(const Kernel* kernel, const EngineEvent& event) const REQUIRES(mutex_);
   // reconcile::DecideOnContainer for a listed container.
@@ -330,19 +322,30 @@ class Agent {
   // say): TERMINATED "stopped by slotd: ...". Takes mutex_ itself; stops
   // without it.
   void StopIntruders() EXCLUDES(mutex_);
-  // By value: callers pass ids of the kernel it erases.
-  void Forget(std::string kernel_id, const std::string& reason) REQUIRES(mutex_);
-  void Emit(const char* type, const Kernel& kernel, nlohmann::json extra = nlohmann::json::object());
   std::vector<std::string> OwnerFilter() const;
   // Adopts an unknown container (one of the kAdopt* steps). A created one
   // becomes PREPARING with its resources and its kernel id goes into
   // `never_started`; a running one RUNNING, or ERROR queued for
   // StopIntruders when a newer kernel holds its resources. `at_start` turns
   // unreadable labels and resources the config no longer gives into errors.
-  Status Adopt(reconcile::Step step, const ContainerInfo& info, std::optional<int> exit_code, bool at_start,
+  // `inspected`: the container as inspected (its exit code and end), when it was.
+  Status Adopt(reconcile::Step step, const ContainerInfo& info, const ContainerInfo* inspected, bool at_start,
                std::vector<std::string>& never_started) REQUIRES(mutex_);
   // Relist and Restore: one list of the engine, decided and applied.
   Status Converge(bool at_start) EXCLUDES(mutex_);
+  // The owned containers `mine` of a list asked for at `list_seq` whose step
+  // needs their exit code, inspected (unlocked), by container id.
+  std::map<std::string, ContainerInfo> InspectEnded(const std::vector<ContainerInfo>& mine, uint64_t list_seq)
+      EXCLUDES(mutex_);
+  // What applying a list leaves for Converge to do without the lock.
+  struct Applied {
+    std::vector<std::string> never_started;                    // kernels adopted PREPARING, to start
+    std::vector<std::pair<std::string, std::string>> to_check;  // (kernel, container) whose drift to check
+  };
+  // Applies each step of the list `mine` (the ended ones `inspected`) and
+  // forgets the kernels whose container is not in it.
+  Status ApplyList(const std::vector<ContainerInfo>& mine, const std::map<std::string, ContainerInfo>& inspected,
+                   uint64_t list_seq, bool at_start, Applied& applied) REQUIRES(mutex_);
   // Starts the containers of kernels adopted PREPARING by Adopt: RUNNING
   // when the engine starts them, else TERMINATED "never started: <why>" with
   // no exit code and nothing held. Takes mutex_ itself; starts without it.
@@ -367,10 +370,7 @@ class Agent {
   MountStage mount_stage_;  // where the engine takes kernels' mounts from; thread-safe
   ImagePuller puller_;    // pulls kernels' images; thread-safe
   ImageCollector image_gc_;  // removes unused images when the engine's disk fills; thread-safe
-  std::map<std::string, Kernel> kernels_ GUARDED_BY(mutex_);
-  std::map<std::string, uint64_t> removed_at_seq_ GUARDED_BY(mutex_);  // kernel id -> seq when forgotten
-  uint64_t seq_ GUARDED_BY(mutex_) = 0;                                // bumps on container create/forget
-  std::set<std::string> restarting_ GUARDED_BY(mutex_);                // kernels inside RestartKernel
+  KernelTable table_ GUARDED_BY(mutex_);  // the kernels and their lifecycle
   // A create under way, which repeats of the same request wait for and share.
   struct PendingCreate {
     nlohmann::json canonical;                             // the request, CreateRequest::Canonical()

@@ -24,9 +24,9 @@ Result<double> FilesystemUsedPercent(const std::string& path) {
   return 100.0 * (total - static_cast<double>(fs.f_bavail)) / total;
 }
 
-ImageCollector::ImageCollector(ContainerEngine& engine, EventHub& hub, std::string agent_id, Marks marks,
-                               std::string lock_path, DiskUsage usage)
-    : engine_(engine), hub_(hub), agent_id_(std::move(agent_id)), marks_(marks), lock_path_(std::move(lock_path)),
+ImageCollector::ImageCollector(ContainerEngine& engine, EventHub& hub, const Clock& clock, std::string agent_id,
+                               Marks marks, std::string lock_path, DiskUsage usage)
+    : engine_(engine), hub_(hub), clock_(clock), agent_id_(std::move(agent_id)), marks_(marks), lock_path_(std::move(lock_path)),
       usage_(std::move(usage)) {}
 
 void ImageCollector::RecordUse(const std::string& image, int64_t now) {
@@ -91,7 +91,7 @@ Result<std::vector<std::string>> ImageCollector::CollectOnce() {
                   {"tags", image.tags},
                   {"size", image.size_bytes},
                   {"reason", "image gc"},
-                  {"time", static_cast<int64_t>(std::time(nullptr))}});
+                  {"time", clock_.UnixSeconds()}});
     used = usage_(*root);
     if (!used.ok()) return used.status();
     if (*used < marks_.low) break;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "agent/event_hub.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "engine/container_engine.h"
@@ -35,10 +36,10 @@ class ImageCollector {
   // How full the filesystem at a path is, in percent.
   using DiskUsage = std::function<Result<double>(const std::string& path)>;
 
-  // `engine` and `hub` must outlive the collector; `lock_path` is the
-  // node's GC lock file.
-  ImageCollector(ContainerEngine& engine, EventHub& hub, std::string agent_id, Marks marks, std::string lock_path,
-                 DiskUsage usage = FilesystemUsedPercent);
+  // `engine`, `hub` and `clock` (the time of its events) must outlive the
+  // collector; `lock_path` is the node's GC lock file.
+  ImageCollector(ContainerEngine& engine, EventHub& hub, const Clock& clock, std::string agent_id, Marks marks,
+                 std::string lock_path, DiskUsage usage = FilesystemUsedPercent);
 
   // Records that a kernel was made from `image` (a name as a request gives
   // it) at `now` (unix seconds): its last use, which outranks the image's
@@ -57,6 +58,7 @@ class ImageCollector {
 
   ContainerEngine& engine_;
   EventHub& hub_;
+  const Clock& clock_;
   const std::string agent_id_;
   const Marks marks_;
   const std::string lock_path_;

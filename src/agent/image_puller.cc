@@ -53,9 +53,9 @@ PullProgress PullTally::Now() const {
   return progress;
 }
 
-ImagePuller::ImagePuller(ContainerEngine& engine, EventHub& hub, std::string agent_id, Limits limits,
-                         RegistryCredentials credentials)
-    : engine_(engine), hub_(hub), agent_id_(std::move(agent_id)), limits_(limits),
+ImagePuller::ImagePuller(ContainerEngine& engine, EventHub& hub, const Clock& clock, std::string agent_id,
+                         Limits limits, RegistryCredentials credentials)
+    : engine_(engine), hub_(hub), clock_(clock), agent_id_(std::move(agent_id)), limits_(limits),
       credentials_(std::move(credentials)) {}
 
 void ImagePuller::SetCredentials(RegistryCredentials credentials) {
@@ -209,7 +209,7 @@ void ImagePuller::Publish(const std::string& image, const char* state, const Pul
                 {"layers_done", progress.layers_done},
                 {"bytes_done", progress.bytes_done},
                 {"bytes_total", progress.bytes_total},
-                {"time", static_cast<int64_t>(std::time(nullptr))}};
+                {"time", clock_.UnixSeconds()}};
   if (!error.empty()) event["error"] = error;
   hub_.Publish(event);
 }

@@ -19,6 +19,7 @@
 #include "agent/event_hub.h"
 #include "agent/kernel.h"
 #include "agent/registry_auth.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "engine/container_engine.h"
 
@@ -56,8 +57,9 @@ class ImagePuller {
     std::chrono::milliseconds stall{60'000};       // [container] pull-stall-timeout
   };
 
-  // `engine` and `hub` must outlive the puller; `agent_id` marks its events.
-  ImagePuller(ContainerEngine& engine, EventHub& hub, std::string agent_id, Limits limits,
+  // `engine`, `hub` and `clock` (the time of its events) must outlive the
+  // puller; `agent_id` marks its events.
+  ImagePuller(ContainerEngine& engine, EventHub& hub, const Clock& clock, std::string agent_id, Limits limits,
               RegistryCredentials credentials);
 
   // Replaces the registry credentials (the file read again on SIGHUP); pulls
@@ -105,6 +107,7 @@ class ImagePuller {
 
   ContainerEngine& engine_;
   EventHub& hub_;
+  const Clock& clock_;
   const std::string agent_id_;
   const Limits limits_;
 

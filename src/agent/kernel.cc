@@ -359,7 +359,7 @@ json Kernel::ToJson() const {
           {"container_id", container_id},
           {"image", request.image},
           {"command", request.command},
-          {"state", KernelStateName(state)},
+          {"state", KernelStateName(state_)},
           {"exit_code", exit_code ? json(*exit_code) : json(nullptr)},
           {"reason", reason},
           {"condition", Conditions().empty() ? json(nullptr) : json(Conditions())},
@@ -367,6 +367,7 @@ json Kernel::ToJson() const {
           {"ports", ports},
           {"labels", request.labels},
           {"created_at", created_at},
+          {"terminated_at", terminated_at ? json(*terminated_at) : json(nullptr)},
           {"deadline", deadline ? json(*deadline) : json(nullptr)}};
 }
 

@@ -113,7 +113,6 @@ struct Kernel {
   CreateRequest request;
   std::string agent_id;
   std::string container_id;  // empty while PREPARING
-  KernelState state = KernelState::kPreparing;
   std::optional<int> exit_code;
   std::string reason;        // why it is TERMINATED or ERROR
   // What is wrong with a RUNNING kernel's container as changed behind the
@@ -128,17 +127,26 @@ struct Kernel {
   Allocation allocation;
   bool holds_resources = false;  // whether `allocation` is taken from the plugins now
   int64_t created_at = 0;    // unix seconds
+  // Unix seconds when it ended, as the engine saw it (the container's end);
+  // unset while it runs, and when the engine does not say (it never started).
+  std::optional<int64_t> terminated_at;
   std::optional<int64_t> deadline;  // unix seconds when its lifetime runs out; unset: never
   uint64_t container_seq = 0;  // the agent's mutation sequence when its container appeared
 
   const std::string& id() const { return request.kernel_id; }
+  // Where it is in its lifecycle. Only KernelTable's transitions change it.
+  KernelState state() const { return state_; }
   // condition, the oom kills ("2 processes killed for lack of memory") and
   // device_condition, joined by "; "; empty when none is set.
   std::string Conditions() const;
   // The API form: kernel_id, session_id, agent_id, container_id, image,
   // command, state, exit_code, reason, allocations, ports, labels,
-  // created_at, deadline.
+  // created_at, terminated_at, deadline.
   nlohmann::json ToJson() const;
+
+ private:
+  friend class KernelTable;
+  KernelState state_ = KernelState::kPreparing;
 };
 
 // The label format a kernel with `request` is written in: the oldest that

@@ -92,7 +92,7 @@ void Watcher::ProbeLoop() {
 
 void Watcher::LifetimeLoop() {
   while (true) {
-    agent_.StopExpiredKernels(static_cast<int64_t>(std::time(nullptr)));
+    agent_.StopExpiredKernels(clock_.UnixSeconds());
     MutexLock lock(mutex_);
     if (clock_.WaitFor(lock.native(), cv_, kLifetimeCheckEvery, [&] { return stop_.load(); })) return;
   }

@@ -92,7 +92,7 @@ std::map<std::string, int> CountByState(const std::vector<Kernel>& kernels) {
   for (KernelState state : {KernelState::kPulling, KernelState::kPreparing, KernelState::kRunning, KernelState::kTerminating,
                             KernelState::kTerminated, KernelState::kError})
     counts[KernelStateName(state)] = 0;
-  for (const Kernel& kernel : kernels) ++counts[KernelStateName(kernel.state)];
+  for (const Kernel& kernel : kernels) ++counts[KernelStateName(kernel.state())];
   return counts;
 }
 
@@ -140,7 +140,7 @@ ApiServer::ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collecto
 ApiServer::~ApiServer() { Stop(); }
 
 json ApiServer::KernelStatsJson(const Kernel& kernel, const StatsSnapshot& latest) {
-  const std::string state = KernelStateName(kernel.state);
+  const std::string state = KernelStateName(kernel.state());
   // A sample of an earlier container under the same kernel id (deleted and created again) is not this kernel's.
   if (auto it = latest.kernels.find(kernel.id());
       it != latest.kernels.end() && it->second.container_id == kernel.container_id) {
@@ -151,7 +151,7 @@ json ApiServer::KernelStatsJson(const Kernel& kernel, const StatsSnapshot& lates
   }
   std::string reason;
   const std::string interval = FormatDuration(std::chrono::milliseconds(latest.interval_ms));
-  if (kernel.state != KernelState::kRunning) {
+  if (kernel.state() != KernelState::kRunning) {
     reason = "not running: no measures for a " + state + " kernel";
   } else if (latest.collected_at_ms == 0) {
     reason = "no sample yet: the first sweep has not ended; sweeps run every " + interval;

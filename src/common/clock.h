@@ -1,10 +1,13 @@
 // Clock: the time that the agent's periodic work waits on (relist periods,
 // reconnect backoff, the engine probe, the stats interval, how fresh an
 // engine answer is), so that tests can move it instead of sleeping.
-// Deadlines around calls that may hang stay on the real clock.
+// Deadlines around calls that may hang stay on the real clock. Beside it,
+// the wall time (UnixSeconds) that records carry: when a kernel was created
+// and ended, its lifetime's deadline, an image's last use, events' times.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -27,13 +30,17 @@ class Clock {
   virtual bool WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, TimePoint deadline,
                          const std::function<bool()>& done) = 0;
 
+  // The wall time now, in seconds since the Unix epoch. Unlike Now(), it
+  // may go back when the machine's time is set.
+  virtual int64_t UnixSeconds() const = 0;
+
   // WaitUntil(Now() + period).
   bool WaitFor(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Duration period,
                const std::function<bool()>& done) {
     return WaitUntil(lock, cv, Now() + period, done);
   }
 
-  // The steady clock of the machine; one object shared by every caller.
+  // The steady and the wall clock of the machine; one object shared by every caller.
   static Clock& Real();
 };
 

@@ -86,6 +86,7 @@ struct ContainerInfo {
   int64_t created_unix = 0;
   std::string started_at;   // RFC 3339 from inspect; empty from list
   std::string finished_at;  // RFC 3339 from inspect; empty from list
+  int64_t finished_unix = 0;  // finished_at in unix seconds; 0: it never ended, or only listed
   // From inspect only: what HostConfig holds, for checks.
   std::string cpuset_cpus;
   int64_t memory_bytes = 0;

@@ -248,6 +248,27 @@ TEST(Agent, SigkillAndRestartKeepsKernelsAndAllocations) {
   EXPECT_EQ(c["allocations"]["cpu"], before[1]["allocations"]["cpu"]);
 }
 
+TEST(Agent, WhenAKernelEndedIsTheEnginesAndSurvivesASigkillOfTheAgent) {
+  AgentProcess agent(Options("ended", "0"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json running = agent.CreateKernel(SleepKernel("ends"));
+  EXPECT_TRUE(running["terminated_at"].is_null()) << running.dump();
+  ASSERT_TRUE(Engine().Kill(running["container_id"].get<std::string>()).ok());
+  json ended = agent.WaitForState("ends", "TERMINATED");
+  ASSERT_TRUE(ended["terminated_at"].is_number_integer()) << ended.dump();
+  Result<ContainerInfo> info = Engine().Inspect(running["container_id"].get<std::string>());
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  EXPECT_EQ(ended["terminated_at"], info->finished_unix) << "the engine's FinishedAt " << info->finished_at;
+  EXPECT_GE(ended["terminated_at"].get<int64_t>(), ended["created_at"].get<int64_t>());
+
+  // Rebuilt from the container after a SIGKILL: the same end.
+  agent.Kill(SIGKILL);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json adopted = agent.CallJson("GET", "/v1/kernels/ends", nullptr, 200);
+  EXPECT_EQ(adopted["state"], "TERMINATED");
+  EXPECT_EQ(adopted["terminated_at"], ended["terminated_at"]);
+}
+
 TEST(Agent, AContainerKilledBehindItsBackIsTerminatedAndItsCoresFreed) {
   AgentProcess agent(Options("death", "0"));
   ASSERT_TRUE(agent.Start()) << agent.log();

@@ -4,11 +4,17 @@
 
 namespace slotd {
 
-FakeClock::FakeClock() : now_(std::chrono::hours(1000)) {}
+FakeClock::FakeClock(int64_t unix_start)
+    : start_(std::chrono::hours(1000)), unix_start_(unix_start), now_(start_) {}
 
 Clock::TimePoint FakeClock::Now() const {
   MutexLock lock(mutex_);
   return now_;
+}
+
+int64_t FakeClock::UnixSeconds() const {
+  MutexLock lock(mutex_);
+  return unix_start_ + std::chrono::duration_cast<std::chrono::seconds>(now_ - start_).count();
 }
 
 bool FakeClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, TimePoint deadline,

@@ -15,10 +15,12 @@ namespace slotd {
 
 class FakeClock final : public Clock {
  public:
-  // Starts at an arbitrary fixed time point.
-  FakeClock();
+  // Starts at an arbitrary fixed time point, and at the wall time `unix_start`.
+  explicit FakeClock(int64_t unix_start = kUnixStart);
 
   TimePoint Now() const override;
+  // unix_start plus every Advance, in whole seconds.
+  int64_t UnixSeconds() const override;
   // Returns when `done` holds or Now() >= deadline, whichever comes first.
   bool WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, TimePoint deadline,
                  const std::function<bool()>& done) override;
@@ -33,7 +35,10 @@ class FakeClock final : public Clock {
 
  private:
   static constexpr std::chrono::milliseconds kPoll{1};
+  static constexpr int64_t kUnixStart = 1'800'000'000;  // 2027-01-15
 
+  const TimePoint start_;
+  const int64_t unix_start_;
   mutable Mutex mutex_;
   TimePoint now_ GUARDED_BY(mutex_);
   std::multiset<TimePoint> waiters_ GUARDED_BY(mutex_);  // deadlines of the threads in WaitUntil

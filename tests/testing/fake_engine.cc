@@ -95,6 +95,7 @@ void FakeEngine::Run(Container& c) {
   c.info.pid = static_cast<int>(10'000 + next_id_++);
   c.info.started_at = Rfc3339(clock_ns_);
   c.info.finished_at.clear();
+  c.info.finished_unix = 0;
   Emit(c, "start");
 }
 
@@ -105,6 +106,7 @@ EngineEvent FakeEngine::Exit(Container& c, int exit_code, bool killed) {
   c.info.exit_code = exit_code;
   c.info.pid = 0;
   c.info.finished_at = Rfc3339(clock_ns_);
+  c.info.finished_unix = UnixSeconds(clock_ns_);
   return Emit(c, "die", exit_code);
 }
 

@@ -127,7 +127,7 @@ class AgentTest : public ::testing::Test {
   KernelState StateOf(const std::string& kernel_id) const {
     auto k = agent_->GetKernel(kernel_id);
     EXPECT_TRUE(k.ok()) << k.status().message();
-    return k.ok() ? k->state : KernelState::kError;
+    return k.ok() ? k->state() : KernelState::kError;
   }
 
   // The config with its scratch root in `scratch_`.
@@ -155,7 +155,7 @@ TEST_F(AgentTest, CreateAllocatesAndLabelsTheContainer) {
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_TRUE(out->created);
   const Kernel& k = out->kernel;
-  EXPECT_EQ(k.state, KernelState::kRunning);
+  EXPECT_EQ(k.state(), KernelState::kRunning);
   EXPECT_EQ(k.allocation.cores, (std::vector<int>{0, 1}));
   EXPECT_EQ(k.allocation.mem_bytes, 256 * kMiB);
   ASSERT_EQ(k.allocation.ports.size(), 1u);
@@ -517,7 +517,7 @@ TEST_F(AgentTest, DieEventMarksTerminatedWithTheExitCodeAndFreesAtOnce) {
 
   auto after = agent_->GetKernel("k1");
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->state, KernelState::kTerminated);
+  EXPECT_EQ(after->state(), KernelState::kTerminated);
   EXPECT_EQ(after->exit_code, 3);
   EXPECT_FALSE(after->holds_resources);
   ExpectNothingHeld();
@@ -600,7 +600,7 @@ TEST_F(AgentTest, RelistNoticesADeathTheStreamMissed) {
   ASSERT_TRUE(agent_->Relist().ok());
   auto after = agent_->GetKernel("k1");
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->state, KernelState::kTerminated);
+  EXPECT_EQ(after->state(), KernelState::kTerminated);
   EXPECT_EQ(after->exit_code, 7);
   ExpectNothingHeld();
 }
@@ -613,7 +613,7 @@ TEST_F(AgentTest, RelistAdoptsAnUnknownRunningOwnedContainerWithItsAllocation) {
   ASSERT_TRUE(agent_->Relist().ok());
   auto k = agent_->GetKernel("k5");
   ASSERT_TRUE(k.ok()) << k.status().message();
-  EXPECT_EQ(k->state, KernelState::kRunning);
+  EXPECT_EQ(k->state(), KernelState::kRunning);
   EXPECT_EQ(k->container_id, *id);
   EXPECT_EQ(k->allocation.ToJson(), json::parse(labels.at("ai.backend.allocations")));
   EXPECT_TRUE(k->holds_resources);
@@ -629,7 +629,7 @@ TEST_F(AgentTest, RelistAdoptsAnExitedOwnedContainerAsTerminatedHoldingNothing) 
   ASSERT_TRUE(agent_->Relist().ok());
   auto k = agent_->GetKernel("k5");
   ASSERT_TRUE(k.ok()) << k.status().message();
-  EXPECT_EQ(k->state, KernelState::kTerminated);
+  EXPECT_EQ(k->state(), KernelState::kTerminated);
   EXPECT_EQ(k->exit_code, 2);
   EXPECT_FALSE(k->holds_resources);
   ExpectNothingHeld();
@@ -648,7 +648,7 @@ TEST_F(AgentTest, RelistStopsAKernelRestartedBehindTheBackWhoseCoresAreTaken) {
   ASSERT_TRUE(agent_->Relist().ok());
   auto k = agent_->GetKernel("k1");
   ASSERT_TRUE(k.ok());
-  EXPECT_EQ(k->state, KernelState::kTerminated);
+  EXPECT_EQ(k->state(), KernelState::kTerminated);
   EXPECT_NE(k->reason.find("stopped by slotd"), std::string::npos) << k->reason;
   EXPECT_NE(k->reason.find("cpu core 0"), std::string::npos) << k->reason;
   EXPECT_FALSE(engine_.Peek(k1.container_id)->running);
@@ -707,11 +707,11 @@ TEST_F(AgentTest, RestoreKeepsTheNewerOfTwoRunningContainersClaimingOneCoreAndSt
   ASSERT_TRUE(agent->Restore().ok());
   auto k2 = agent->GetKernel("k2");
   ASSERT_TRUE(k2.ok());
-  EXPECT_EQ(k2->state, KernelState::kRunning);
+  EXPECT_EQ(k2->state(), KernelState::kRunning);
   EXPECT_TRUE(k2->holds_resources);
   auto k1 = agent->GetKernel("k1");
   ASSERT_TRUE(k1.ok());
-  EXPECT_EQ(k1->state, KernelState::kTerminated);
+  EXPECT_EQ(k1->state(), KernelState::kTerminated);
   EXPECT_FALSE(k1->holds_resources);
   EXPECT_NE(k1->reason.find("stopped by slotd"), std::string::npos) << k1->reason;
   EXPECT_NE(k1->reason.find("cpu core 1 is already held by kernel k2"), std::string::npos) << k1->reason;
@@ -753,7 +753,7 @@ TEST_F(AgentTest, RestoreFinishesTheStartOfANeverStartedContainer) {
   ASSERT_TRUE(agent->Restore().ok());
   Result<Kernel> adopted = agent->GetKernel("k1");
   ASSERT_TRUE(adopted.ok());
-  EXPECT_EQ(adopted->state, KernelState::kRunning);
+  EXPECT_EQ(adopted->state(), KernelState::kRunning);
   EXPECT_FALSE(adopted->exit_code.has_value());
   EXPECT_EQ(adopted->allocation.ToJson(), k.allocation.ToJson());
   EXPECT_TRUE(engine_.Peek(id)->running);
@@ -768,7 +768,7 @@ TEST_F(AgentTest, ANeverStartedContainerThatCannotStartIsReportedAsNeverStartedW
   ASSERT_TRUE(agent->Restore().ok());  // the agent starts all the same
   Result<Kernel> adopted = agent->GetKernel("k1");
   ASSERT_TRUE(adopted.ok());
-  EXPECT_EQ(adopted->state, KernelState::kTerminated);
+  EXPECT_EQ(adopted->state(), KernelState::kTerminated);
   EXPECT_FALSE(adopted->exit_code.has_value());  // no exit code it never had
   EXPECT_EQ(adopted->reason.rfind("never started: ", 0), 0u) << adopted->reason;
   EXPECT_EQ(Used(*agent, "cpu"), 0u);
@@ -788,14 +788,14 @@ TEST_F(AgentTest, RestoreAfterACrashRebuildsTheSameKernelsAndAllocations) {
   for (const Kernel& before : {k1, k2}) {
     auto after = agent_->GetKernel(before.id());
     ASSERT_TRUE(after.ok()) << before.id();
-    EXPECT_EQ(after->state, KernelState::kRunning);
+    EXPECT_EQ(after->state(), KernelState::kRunning);
     EXPECT_EQ(after->container_id, before.container_id);
     EXPECT_EQ(after->allocation, before.allocation);
     EXPECT_EQ(after->request.Canonical(), before.request.Canonical());
   }
   auto dead = agent_->GetKernel("k3");
   ASSERT_TRUE(dead.ok());
-  EXPECT_EQ(dead->state, KernelState::kTerminated);
+  EXPECT_EQ(dead->state(), KernelState::kTerminated);
   EXPECT_EQ(dead->exit_code, 5);
   EXPECT_EQ(Used("cpu"), 3u);
   EXPECT_EQ(Used("mem"), 512 * kMiB + 256 * kMiB);
@@ -814,7 +814,7 @@ TEST_F(AgentTest, DeleteStopsRemovesAndFrees) {
   Kernel k = MustCreate(Request("k1", {{"cpu", 2}}, {{"ports", json::array({8080})}}));
   auto deleted = agent_->DeleteKernel("k1");
   ASSERT_TRUE(deleted.ok()) << deleted.status().message();
-  EXPECT_EQ(deleted->state, KernelState::kTerminated);
+  EXPECT_EQ(deleted->state(), KernelState::kTerminated);
   EXPECT_EQ(deleted->exit_code, FakeEngine::kStopExitCode);
   EXPECT_FALSE(deleted->holds_resources);
   EXPECT_FALSE(engine_.Peek(k.container_id).has_value());
@@ -861,7 +861,7 @@ TEST_F(AgentTest, RestartOfATerminatedKernelRetakesItsAllocation) {
 
   auto restarted = agent_->RestartKernel("k1");
   ASSERT_TRUE(restarted.ok()) << restarted.status().message();
-  EXPECT_EQ(restarted->state, KernelState::kRunning);
+  EXPECT_EQ(restarted->state(), KernelState::kRunning);
   EXPECT_FALSE(restarted->exit_code.has_value());
   EXPECT_EQ(restarted->allocation, k.allocation);
   EXPECT_EQ(Used("cpu"), 2u);
@@ -902,7 +902,7 @@ TEST_F(AgentTest, RestartOfARunningKernelKeepsItsAllocation) {
   Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
   auto restarted = agent_->RestartKernel("k1");
   ASSERT_TRUE(restarted.ok()) << restarted.status().message();
-  EXPECT_EQ(restarted->state, KernelState::kRunning);
+  EXPECT_EQ(restarted->state(), KernelState::kRunning);
   EXPECT_EQ(restarted->allocation, k.allocation);
   EXPECT_EQ(Used("cpu"), 2u);
   EXPECT_EQ(engine_.CallsFor(k.container_id), 2);  // Start at create, then Restart
@@ -955,7 +955,7 @@ TEST_F(AgentTest, RepeatsOfACreateUnderWayShareItsKernelAndOnlyTheFirstCreated) 
   for (const auto& repeat : repeats) {
     ASSERT_TRUE(repeat.ok()) << repeat.status().message();
     EXPECT_FALSE(repeat->created);
-    EXPECT_EQ(repeat->kernel.state, KernelState::kRunning);
+    EXPECT_EQ(repeat->kernel.state(), KernelState::kRunning);
     EXPECT_EQ(repeat->kernel.container_id, first->kernel.container_id);
   }
   EXPECT_EQ(engine_.CallCount(Method::kCreate), 1);
@@ -1087,7 +1087,7 @@ TEST_F(AgentTest, AContainerStartedBehindTheBackDuringARelistIsStoppedByTheNext)
   ASSERT_TRUE(agent_->Relist().ok());  // this one sees it running on fresh's cores
   Result<Kernel> stopped = agent_->GetKernel("old");
   ASSERT_TRUE(stopped.ok());
-  EXPECT_EQ(stopped->state, KernelState::kTerminated);
+  EXPECT_EQ(stopped->state(), KernelState::kTerminated);
   EXPECT_NE(stopped->reason.find("stopped by slotd"), std::string::npos) << stopped->reason;
   EXPECT_FALSE(engine_.Peek(old.container_id)->running);
   EXPECT_TRUE(engine_.Peek(fresh.container_id)->running);
@@ -1106,7 +1106,7 @@ TEST_F(AgentTest, AnOldContainerStartedBehindTheAgentsBackOnAnotherKernelsCoresI
 
   Result<Kernel> stopped = agent_->GetKernel("old");
   ASSERT_TRUE(stopped.ok());
-  EXPECT_EQ(stopped->state, KernelState::kTerminated);
+  EXPECT_EQ(stopped->state(), KernelState::kTerminated);
   EXPECT_NE(stopped->reason.find("stopped by slotd"), std::string::npos) << stopped->reason;
   EXPECT_NE(stopped->reason.find("held by kernel fresh"), std::string::npos) << stopped->reason;
   EXPECT_FALSE(engine_.Peek(old.container_id)->running);

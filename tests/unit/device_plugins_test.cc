@@ -880,7 +880,7 @@ TEST_F(PlacementTest, StatsTargetsAreTheRunningKernelsAndMetersComeFromThePlugin
 
   ASSERT_TRUE(engine_.Kill(cpu_only.container_id).ok());
   ASSERT_TRUE(agent_->Relist().ok());
-  ASSERT_EQ(agent_->GetKernel("k2")->state, KernelState::kTerminated);
+  ASSERT_EQ(agent_->GetKernel("k2")->state(), KernelState::kTerminated);
   targets = agent_->StatsTargets();
   ASSERT_EQ(targets.size(), 1u);
   EXPECT_EQ(targets[0].kernel_id, "k1");
@@ -954,7 +954,7 @@ TEST_F(PlacementTest, RestoreAcceptsAnExitedKernelWhoseDeviceWasDropped) {
   ASSERT_TRUE(agent->Restore().ok());
   auto k = agent->GetKernel("k1");
   ASSERT_TRUE(k.ok());
-  EXPECT_EQ(k->state, KernelState::kTerminated);
+  EXPECT_EQ(k->state(), KernelState::kTerminated);
   EXPECT_EQ(agent->DescribeResources()["mock.device"]["used"], 0);
 }
 
@@ -1059,7 +1059,7 @@ TEST_F(DeviceHealthAgentTest, AMarkReportsTheDeviceAndItsKernelAndSurvivesAResta
   json condition = NextOfType(*sub, "kernel_condition");
   ASSERT_FALSE(condition.is_null());
   EXPECT_EQ(condition["condition"], "mock device " + held + " is unhealthy: xid 79");
-  EXPECT_EQ(agent->GetKernel("k1")->state, KernelState::kRunning);  // on-unhealthy: report
+  EXPECT_EQ(agent->GetKernel("k1")->state(), KernelState::kRunning);  // on-unhealthy: report
 
   auto drained = agent->DrainDevice("mock3", true);
   ASSERT_TRUE(drained.ok()) << drained.status().message();

@@ -189,7 +189,7 @@ TEST(PullTallyTest, SumsLayersAndBytesAsTheyProgress) {
 class ImagePullerTest : public ::testing::Test {
  protected:
   ImagePuller Puller(ImagePuller::Limits limits = {}) {
-    return ImagePuller(engine_, hub_, "a1", limits, RegistryCredentials());
+    return ImagePuller(engine_, hub_, Clock::Real(), "a1", limits, RegistryCredentials());
   }
   FakeEngine engine_;
   EventHub hub_;
@@ -268,7 +268,7 @@ class ImageCollectorTest : public ::testing::Test {
  protected:
   ImageCollectorTest() : dir_("image-gc") {}
   ImageCollector Collector(ImageCollector::Marks marks) {
-    return ImageCollector(engine_, hub_, "a1", marks, dir_.root() + "/image-gc.lock",
+    return ImageCollector(engine_, hub_, Clock::Real(), "a1", marks, dir_.root() + "/image-gc.lock",
                           [this](const std::string& root) -> Result<double> {
                             EXPECT_EQ(root, "/fake/data-root");
                             return 50.0 + 10.0 * static_cast<double>(engine_.ListImages()->size());

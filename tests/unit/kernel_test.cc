@@ -350,13 +350,12 @@ TEST(CanonicalTest, FieldsAddedLaterAppearOnlyWhenGiven) {
 
 // ------------------------------------------------------------ labels and back
 
-// A RUNNING kernel holding cores 2-3, 256m and host port 30001.
+// A kernel holding cores 2-3, 256m and host port 30001.
 Kernel SampleKernel() {
   Kernel kernel;
   kernel.request = *ParseCreateRequest(ValidBody());
   kernel.agent_id = "a1";
   kernel.container_id = "c0ffee";
-  kernel.state = KernelState::kRunning;
   kernel.allocation.cores = {2, 3};
   kernel.allocation.mem_bytes = 256 * kMiB;
   kernel.allocation.ports = {{8080, 30001}};

@@ -251,6 +251,7 @@ Result<ContainerInfo> ParseContainerInspect(const std::string& body, const std::
   info.created_unix = ParseRfc3339(StringField(j, "Created"));
   info.started_at = StringField(state, "StartedAt");
   info.finished_at = StringField(state, "FinishedAt");
+  info.finished_unix = std::max<int64_t>(0, ParseRfc3339(info.finished_at));  // "0001-01-01T...": never
   info.cpuset_cpus = StringField(host, "CpusetCpus");
   info.memory_bytes = IntField(host, "Memory");
   info.pids_limit = IntField(host, "PidsLimit");

@@ -1,0 +1,313 @@
+#include "agent/kernel_table.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+namespace slotd {
+
+using nlohmann::json;
+
+namespace {
+
+using Place = KernelTable::Place;
+using T = KernelTable::Transition;
+constexpr Place kNone = std::nullopt;
+constexpr Place kPulling = KernelState::kPulling;
+constexpr Place kPreparing = KernelState::kPreparing;
+constexpr Place kRunning = KernelState::kRunning;
+constexpr Place kTerminating = KernelState::kTerminating;
+constexpr Place kTerminated = KernelState::kTerminated;
+constexpr Place kError = KernelState::kError;
+
+json ExitCodeJson(std::optional<int> code) { return code ? json(*code) : json(nullptr); }
+
+}  // namespace
+
+const std::vector<KernelTable::Rule>& KernelTable::Rules() {
+  static const std::vector<Rule> rules = {
+      {T::kReserve, "reserve", {kNone}, {kPulling, kPreparing}, nullptr},
+      {T::kPrepared, "prepared", {kPulling}, {kPreparing}, nullptr},
+      {T::kAdopt, "adopt", {kNone}, {kPreparing, kRunning, kTerminated, kError}, nullptr},
+      {T::kStarted, "started", {kPreparing}, {kRunning}, "kernel_started"},
+      {T::kResumed, "resumed", {kTerminated, kError}, {kRunning}, "kernel_started"},
+      {T::kRefused, "refused", {kTerminated, kError}, {kError}, nullptr},
+      {T::kRestarted, "restarted", {kRunning, kTerminated, kError}, {kRunning}, "kernel_started"},
+      {T::kStopping, "stopping", {kRunning, kTerminated, kError}, {kTerminating}, nullptr},
+      {T::kStopFailed, "stop failed", {kTerminating}, {kRunning, kTerminated, kError}, nullptr},
+      {T::kTerminated, "terminated", {kPreparing, kRunning, kTerminating, kError}, {kTerminated}, "kernel_terminated"},
+      {T::kDeleted, "deleted", {kTerminating}, {kNone}, "kernel_removed"},
+      {T::kForgotten, "forgotten", {kPulling, kPreparing, kRunning, kTerminating, kTerminated, kError}, {kNone},
+       "kernel_removed"},
+      {T::kAbandoned, "abandoned", {kPulling, kPreparing}, {kNone}, nullptr},
+  };
+  return rules;
+}
+
+const KernelTable::Rule& KernelTable::RuleOf(Transition transition) {
+  const auto& rules = Rules();
+  return *std::find_if(rules.begin(), rules.end(), [&](const Rule& r) { return r.transition == transition; });
+}
+
+std::vector<Place> KernelTable::Places() {
+  return {kNone, kPulling, kPreparing, kRunning, kTerminating, kTerminated, kError};
+}
+
+std::string PlaceName(Place place) { return place ? KernelStateName(*place) : "(none)"; }
+
+KernelTable::KernelTable(std::string agent_id, std::vector<std::unique_ptr<ResourcePlugin>>& plugins, EventHub& hub,
+                         const Clock& clock)
+    : agent_id_(std::move(agent_id)), plugins_(plugins), hub_(hub), clock_(clock) {}
+
+Result<Kernel*> KernelTable::Check(Transition transition, const std::string& kernel_id, Place to) const {
+  const Rule& rule = RuleOf(transition);
+  auto it = kernels_.find(kernel_id);
+  Kernel* kernel = it == kernels_.end() ? nullptr : const_cast<Kernel*>(&it->second);
+  const Place from = kernel ? Place(kernel->state()) : kNone;
+  const bool leaves = std::find(rule.from.begin(), rule.from.end(), from) != rule.from.end();
+  const bool reaches = !to || std::find(rule.to.begin(), rule.to.end(), to) != rule.to.end();
+  if (leaves && reaches) return kernel;
+  Status refused = Status::FailedPrecondition("kernel " + kernel_id + ": \"" + rule.name + "\" from " +
+                                              PlaceName(from) + (to ? " to " + PlaceName(to) : "") +
+                                              " is not a transition of its lifecycle");
+  spdlog::error("{}; refused", refused.message());
+  return refused;
+}
+
+Status KernelTable::Claim(Kernel& kernel) {
+  if (kernel.holds_resources) return Status::Ok();
+  for (const auto& [plugin_name, ids] : kernel.allocation.devices) {
+    bool served = std::any_of(plugins_.begin(), plugins_.end(),
+                              [&, name = plugin_name](const auto& plugin) { return plugin->Name() == name; });
+    if (!served && !ids.empty())
+      return Status::FailedPrecondition(plugin_name + " device " + ids.front() +
+                                        " is recorded, but this agent has no [resource." + plugin_name +
+                                        "] section any more");
+  }
+  for (size_t i = 0; i < plugins_.size(); ++i) {
+    if (Status s = plugins_[i]->Claim(kernel.id(), kernel.allocation); !s.ok()) {
+      for (size_t j = 0; j < i; ++j) plugins_[j]->Free(kernel.id());
+      return s;
+    }
+  }
+  kernel.holds_resources = true;
+  return Status::Ok();
+}
+
+void KernelTable::Free(Kernel& kernel) {
+  for (auto& plugin : plugins_) plugin->Free(kernel.id());
+  kernel.holds_resources = false;
+}
+
+void KernelTable::Announce(const char* type, const Kernel& kernel, json extra) {
+  extra["type"] = type;
+  extra["agent_id"] = agent_id_;
+  extra["kernel_id"] = kernel.id();
+  extra["state"] = KernelStateName(kernel.state());
+  extra["time"] = clock_.UnixSeconds();
+  hub_.Publish(extra);
+}
+
+void KernelTable::Enter(Kernel& kernel, Transition transition, KernelState to, json extra) {
+  kernel.state_ = to;
+  if (const char* event = RuleOf(transition).event) Announce(event, kernel, std::move(extra));
+}
+
+Kernel KernelTable::Remove(const std::string& kernel_id) {
+  Kernel& kernel = kernels_.at(kernel_id);
+  Free(kernel);
+  Kernel final_record = std::move(kernel);
+  kernels_.erase(kernel_id);
+  before_stopping_.erase(kernel_id);
+  restarting_.erase(kernel_id);
+  removed_at_seq_[kernel_id] = ++seq_;
+  return final_record;
+}
+
+Status KernelTable::Reserve(Kernel kernel, bool pulling) {
+  const KernelState to = pulling ? KernelState::kPulling : KernelState::kPreparing;
+  const std::string kernel_id = kernel.id();
+  if (Result<Kernel*> k = Check(T::kReserve, kernel_id, to); !k.ok()) return k.status();
+  for (size_t i = 0; i < plugins_.size(); ++i) {
+    if (Status s = plugins_[i]->Allocate(kernel_id, kernel.request.resources, kernel.allocation); !s.ok()) {
+      for (size_t j = 0; j < i; ++j) plugins_[j]->Free(kernel_id);
+      return s;
+    }
+  }
+  kernel.holds_resources = true;
+  Kernel& added = kernels_[kernel_id] = std::move(kernel);
+  Enter(added, T::kReserve, to);
+  return Status::Ok();
+}
+
+Status KernelTable::Prepared(const std::string& kernel_id) {
+  Result<Kernel*> k = Check(T::kPrepared, kernel_id, kPreparing);
+  if (!k.ok()) return k.status();
+  Enter(**k, T::kPrepared, KernelState::kPreparing);
+  return Status::Ok();
+}
+
+Status KernelTable::Adopt(Kernel kernel, KernelState state) {
+  const std::string kernel_id = kernel.id();
+  if (Result<Kernel*> k = Check(T::kAdopt, kernel_id, state); !k.ok()) return k.status();
+  kernel.holds_resources = false;
+  if (state == KernelState::kPreparing || state == KernelState::kRunning) {
+    if (Status s = Claim(kernel); !s.ok()) return s;
+  }
+  kernel.container_seq = ++seq_;
+  Kernel& added = kernels_[kernel_id] = std::move(kernel);
+  Enter(added, T::kAdopt, state);
+  return Status::Ok();
+}
+
+Status KernelTable::Started(const std::string& kernel_id) {
+  Result<Kernel*> k = Check(T::kStarted, kernel_id, kRunning);
+  if (!k.ok()) return k.status();
+  Enter(**k, T::kStarted, KernelState::kRunning);
+  return Status::Ok();
+}
+
+Status KernelTable::Resume(const std::string& kernel_id, const std::string& how) {
+  Result<Kernel*> k = Check(T::kResumed, kernel_id, kRunning);
+  if (!k.ok()) return k.status();
+  Kernel& kernel = **k;
+  if (Status claimed = Claim(kernel); !claimed.ok()) {
+    kernel.reason = "container " + how + " on resources it does not hold: " + claimed.message();
+    Enter(kernel, T::kRefused, KernelState::kError);
+    return claimed;
+  }
+  kernel.exit_code.reset();
+  kernel.reason.clear();
+  kernel.terminated_at.reset();
+  Enter(kernel, T::kResumed, KernelState::kRunning);
+  return Status::Ok();
+}
+
+Status KernelTable::BeginRestart(const std::string& kernel_id) {
+  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
+  Result<Kernel*> k = Check(T::kRestarted, kernel_id, kRunning);
+  if (!k.ok()) return k.status();
+  if (Status s = Claim(**k); !s.ok()) return s;
+  restarting_.insert(kernel_id);
+  return Status::Ok();
+}
+
+Status KernelTable::FinishRestart(const std::string& kernel_id, bool restarted) {
+  Kernel* kernel = Find(kernel_id);
+  if (!kernel || restarting_.erase(kernel_id) == 0)
+    return Status::FailedPrecondition("kernel " + kernel_id + " is not being restarted");
+  if (!restarted) {
+    if (kernel->state() != KernelState::kRunning) Free(*kernel);
+    return Status::Ok();
+  }
+  if (Result<Kernel*> k = Check(T::kRestarted, kernel_id, kRunning); !k.ok()) return k.status();
+  kernel->exit_code.reset();
+  kernel->reason.clear();
+  kernel->terminated_at.reset();
+  Enter(*kernel, T::kRestarted, KernelState::kRunning);
+  return Status::Ok();
+}
+
+Status KernelTable::Stopping(const std::string& kernel_id) {
+  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
+  Result<Kernel*> k = Check(T::kStopping, kernel_id, kTerminating);
+  if (!k.ok()) return k.status();
+  before_stopping_[kernel_id] = (*k)->state();
+  Enter(**k, T::kStopping, KernelState::kTerminating);
+  return Status::Ok();
+}
+
+Status KernelTable::StopFailed(const std::string& kernel_id) {
+  auto before = before_stopping_.find(kernel_id);
+  const KernelState back = before == before_stopping_.end() ? KernelState::kRunning : before->second;
+  Result<Kernel*> k = Check(T::kStopFailed, kernel_id, back);
+  if (!k.ok()) return k.status();
+  before_stopping_.erase(kernel_id);
+  Enter(**k, T::kStopFailed, back);
+  return Status::Ok();
+}
+
+Status KernelTable::Terminated(const std::string& kernel_id, std::optional<int> exit_code, const std::string& reason,
+                               std::optional<int64_t> terminated_at) {
+  Result<Kernel*> k = Check(T::kTerminated, kernel_id, kTerminated);
+  if (!k.ok()) return k.status();
+  Kernel& kernel = **k;
+  Free(kernel);
+  before_stopping_.erase(kernel_id);
+  kernel.exit_code = exit_code;
+  kernel.reason = reason;
+  kernel.terminated_at = terminated_at;
+  spdlog::info("kernel {} terminated: {}", kernel_id, reason);
+  Enter(kernel, T::kTerminated, KernelState::kTerminated,
+        {{"exit_code", ExitCodeJson(exit_code)},
+         {"reason", reason},
+         {"terminated_at", terminated_at ? json(*terminated_at) : json(nullptr)}});
+  return Status::Ok();
+}
+
+Result<Kernel> KernelTable::Deleted(const std::string& kernel_id, std::optional<int> exit_code) {
+  Result<Kernel*> k = Check(T::kDeleted, kernel_id, kNone);
+  if (!k.ok()) return k.status();
+  Kernel final_record = Remove(kernel_id);
+  if (!final_record.exit_code) final_record.exit_code = exit_code;
+  if (final_record.reason.empty()) final_record.reason = "deleted";
+  final_record.state_ = KernelState::kTerminated;
+  Announce(RuleOf(T::kDeleted).event, final_record, {{"reason", "deleted"}});
+  return final_record;
+}
+
+Status KernelTable::Forget(const std::string& kernel_id, const std::string& reason) {
+  if (Result<Kernel*> k = Check(T::kForgotten, kernel_id, kNone); !k.ok()) return k.status();
+  const Kernel final_record = Remove(kernel_id);
+  Announce(RuleOf(T::kForgotten).event, final_record, {{"reason", reason}});
+  return Status::Ok();
+}
+
+Status KernelTable::Abandon(const std::string& kernel_id) {
+  if (Result<Kernel*> k = Check(T::kAbandoned, kernel_id, kNone); !k.ok()) return k.status();
+  Remove(kernel_id);
+  return Status::Ok();
+}
+
+Kernel* KernelTable::Find(const std::string& kernel_id) {
+  auto it = kernels_.find(kernel_id);
+  return it == kernels_.end() ? nullptr : &it->second;
+}
+
+const Kernel* KernelTable::Find(const std::string& kernel_id) const {
+  auto it = kernels_.find(kernel_id);
+  return it == kernels_.end() ? nullptr : &it->second;
+}
+
+void KernelTable::SetContainer(const std::string& kernel_id, const std::string& container_id) {
+  if (Kernel* kernel = Find(kernel_id)) {
+    kernel->container_id = container_id;
+    kernel->container_seq = ++seq_;
+  }
+}
+
+bool KernelTable::OwnedByACall(const Kernel& kernel) const {
+  return kernel.state() == KernelState::kPulling || kernel.state() == KernelState::kPreparing ||
+         kernel.state() == KernelState::kTerminating || restarting_.count(kernel.id()) > 0;
+}
+
+Status KernelTable::Busy(const Kernel& kernel) const {
+  const std::string doing = restarting_.count(kernel.id()) ? "restarting" : KernelStateName(kernel.state());
+  return Status::FailedPrecondition("kernel " + kernel.id() + " is busy (" + doing + "); retry when that finishes");
+}
+
+reconcile::Known KernelTable::KnownOf(const Kernel& kernel) const {
+  return {kernel.container_id, kernel.state(), OwnedByACall(kernel), kernel.container_seq};
+}
+
+std::optional<uint64_t> KernelTable::ForgottenAt(const std::string& kernel_id) const {
+  auto it = removed_at_seq_.find(kernel_id);
+  if (it == removed_at_seq_.end()) return std::nullopt;
+  return it->second;
+}
+
+void KernelTable::DropForgottenUpTo(uint64_t seq) {
+  std::erase_if(removed_at_seq_, [&](const auto& entry) { return entry.second <= seq; });
+}
+
+}  // namespace slotd

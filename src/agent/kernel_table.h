@@ -1,0 +1,163 @@
+// KernelTable: the agent's kernels, and the one home of their lifecycle.
+// Every change of a kernel's state is one method here (a Transition); each
+// checks the change against the table of legal transitions (Rules), takes or
+// frees the kernel's resources through the plugins, and publishes the one
+// event its rule names. An illegal change is refused (kFailedPrecondition,
+// logged) and changes nothing. No other code assigns Kernel::state.
+//
+// Not thread-safe: the agent holds its mutex around every call, the same
+// mutex that guards the plugins this table claims from and frees to.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/event_hub.h"
+#include "agent/kernel.h"
+#include "agent/reconcile.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "resources/plugin.h"
+
+namespace slotd {
+
+class KernelTable {
+ public:
+  // The changes of a kernel's state. "(none)": the kernel is not in the table.
+  enum class Transition {
+    kReserve,     // (none) -> PULLING | PREPARING: a create allocates what it asked for
+    kPrepared,    // PULLING -> PREPARING: its image is on the node
+    kAdopt,       // (none) -> PREPARING | RUNNING (claims its allocation) | TERMINATED | ERROR: from the engine
+    kStarted,     // PREPARING -> RUNNING: its container started
+    kResumed,     // TERMINATED | ERROR -> RUNNING (claims again): its container runs again
+    kRefused,     // TERMINATED | ERROR -> ERROR: its container runs again on resources it cannot claim
+    kRestarted,   // RUNNING | TERMINATED | ERROR -> RUNNING: RestartKernel restarted its container
+    kStopping,    // RUNNING | TERMINATED | ERROR -> TERMINATING: a call stops its container
+    kStopFailed,  // TERMINATING -> the state before it: the container could not be stopped
+    kTerminated,  // PREPARING | RUNNING | TERMINATING | ERROR -> TERMINATED (frees): it ended
+    kDeleted,     // TERMINATING -> (none) (frees): DeleteKernel removed its container
+    kForgotten,   // any -> (none) (frees): its container is gone
+    kAbandoned,   // PULLING | PREPARING -> (none) (frees): a create failed before announcing it
+  };
+  using Place = std::optional<KernelState>;  // a state, or nullopt: not in the table
+  // One row of the table: a transition, the places it leaves and may reach,
+  // and the event it publishes (nullptr: none).
+  struct Rule {
+    Transition transition;
+    const char* name;
+    std::vector<Place> from;
+    std::vector<Place> to;
+    const char* event;
+  };
+  // The legal transitions, one row each.
+  static const std::vector<Rule>& Rules();
+  // The row of `transition`.
+  static const Rule& RuleOf(Transition transition);
+  // Every place: nullopt and each state.
+  static std::vector<Place> Places();
+
+  // `plugins`, `hub` and `clock` must outlive the table; the plugins are
+  // guarded by the same lock as the table.
+  KernelTable(std::string agent_id, std::vector<std::unique_ptr<ResourcePlugin>>& plugins, EventHub& hub,
+              const Clock& clock);
+
+  // ---- Transitions. Each refuses (kFailedPrecondition) what its rule does not allow.
+
+  // kReserve: adds `kernel` (its request, times and NUMA node set) PULLING
+  // when `pulling`, else PREPARING, with an allocation from every plugin;
+  // the plugins' refusal (kResourceExhausted, ...) when one has no room.
+  Status Reserve(Kernel kernel, bool pulling);
+  // kPrepared.
+  Status Prepared(const std::string& kernel_id);
+  // kAdopt: adds `kernel`, rebuilt from its container, in `state`. PREPARING
+  // and RUNNING claim its recorded allocation first and return the plugins'
+  // refusal, adding nothing, when they cannot.
+  Status Adopt(Kernel kernel, KernelState state);
+  // kStarted.
+  Status Started(const std::string& kernel_id);
+  // kResumed, or kRefused with `why_refused` and the claim's refusal in its
+  // reason when the allocation cannot be claimed again. Returns the claim's
+  // status (OK: RUNNING).
+  Status Resume(const std::string& kernel_id, const std::string& why_refused);
+  // Holds a settled or running kernel for RestartKernel: claims its
+  // allocation (the plugins' refusal when it cannot) and marks it owned by
+  // a call until FinishRestart. Its state does not change.
+  Status BeginRestart(const std::string& kernel_id);
+  // Ends BeginRestart: kRestarted when `restarted`; otherwise the
+  // allocation is given back unless the kernel is RUNNING.
+  Status FinishRestart(const std::string& kernel_id, bool restarted);
+  // kStopping; the state before is kept for StopFailed.
+  Status Stopping(const std::string& kernel_id);
+  // kStopFailed.
+  Status StopFailed(const std::string& kernel_id);
+  // kTerminated, with its exit code, reason and when it ended (unset: not known).
+  Status Terminated(const std::string& kernel_id, std::optional<int> exit_code, const std::string& reason,
+                    std::optional<int64_t> terminated_at);
+  // kDeleted: returns the final record, TERMINATED, with `exit_code` unless
+  // it had one, reason "deleted" unless it had one, and holding nothing.
+  Result<Kernel> Deleted(const std::string& kernel_id, std::optional<int> exit_code);
+  // kForgotten, the event saying `reason`.
+  Status Forget(const std::string& kernel_id, const std::string& reason);
+  // kAbandoned.
+  Status Abandon(const std::string& kernel_id);
+
+  // ---- What is not a change of state.
+
+  // The kernel, or nullptr. Callers may change what is not its state,
+  // its resources or its container (conditions, the oom count).
+  Kernel* Find(const std::string& kernel_id);
+  const Kernel* Find(const std::string& kernel_id) const;
+  const std::map<std::string, Kernel>& All() const { return kernels_; }
+  // Records the container a create made for `kernel_id` (and when, for the reconcile decisions).
+  void SetContainer(const std::string& kernel_id, const std::string& container_id);
+  // Whether a call (create, delete, restart) acts on `kernel` now, so that no
+  // other call, event or relist may change it. The one test of it.
+  bool OwnedByACall(const Kernel& kernel) const;
+  // The refusal of a call on a kernel OwnedByACall.
+  Status Busy(const Kernel& kernel) const;
+  // Publishes `type` about `kernel`, with `extra`, the agent, the kernel's id
+  // and state and the time: for events that are not a change of state.
+  void Announce(const char* type, const Kernel& kernel, nlohmann::json extra = nlohmann::json::object());
+
+  // ---- What the reconcile decisions need.
+  reconcile::Known KnownOf(const Kernel& kernel) const;
+  // The mutation sequence: bumped by each container recorded or forgotten.
+  uint64_t Seq() const { return seq_; }
+  // When a kernel of `kernel_id` was last removed from the table, if it was.
+  std::optional<uint64_t> ForgottenAt(const std::string& kernel_id) const;
+  // Drops the removals at or before `seq` (a relist that began after them has seen them).
+  void DropForgottenUpTo(uint64_t seq);
+
+ private:
+  // The kernel of `kernel_id` when `transition` may leave its place (and, when
+  // `to` is set, reach `to`); otherwise the refusal, logged.
+  Result<Kernel*> Check(Transition transition, const std::string& kernel_id, Place to) const;
+  // Claims `kernel`'s allocation from every plugin (all or nothing).
+  Status Claim(Kernel& kernel);
+  // Gives `kernel`'s allocation back to every plugin.
+  void Free(Kernel& kernel);
+  // Removes `kernel_id` from the table, freeing what it holds.
+  Kernel Remove(const std::string& kernel_id);
+  // Sets `kernel`'s state to `to` and publishes the rule's event (if any) with `extra`.
+  void Enter(Kernel& kernel, Transition transition, KernelState to, nlohmann::json extra = nlohmann::json::object());
+
+  const std::string agent_id_;
+  std::vector<std::unique_ptr<ResourcePlugin>>& plugins_;
+  EventHub& hub_;
+  const Clock& clock_;
+  std::map<std::string, Kernel> kernels_;
+  std::map<std::string, KernelState> before_stopping_;  // kernel id -> its state before kStopping
+  std::set<std::string> restarting_;                     // kernels between BeginRestart and FinishRestart
+  std::map<std::string, uint64_t> removed_at_seq_;       // kernel id -> seq when removed
+  uint64_t seq_ = 0;
+};
+
+// "PULLING", ..., or "(none)".
+std::string PlaceName(KernelTable::Place place);
+
+}  // namespace slotd
