@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent_record.h"
+#include "agent/device_manager.h"
 #include "agent/event_hub.h"
 #include "agent/image_gc.h"
 #include "agent/image_puller.h"
@@ -35,10 +35,8 @@
 #include "common/mutex.h"
 #include "config/config.h"
 #include "engine/container_engine.h"
-#include "fleet/agent_document.h"
 #include "resources/plugin.h"
-#include "stats/collector.h"
-#include "stats/device_meter.h"
+#include "resources/device_meter.h"
 
 namespace slotd {
 
@@ -135,66 +133,36 @@ class Agent {
   // Capacity, used and free per slot type, merged from the plugins.
   nlohmann::json DescribeResources() const;
 
-  // The agent as its etcd registration shows it, with `address` ("host:port")
-  // as its API address: ids, drain, each slot's capacity/used/free, the
-  // devices' health, and the kernels not yet terminated.
-  AgentDocument FleetDocument(const std::string& address) const EXCLUDES(mutex_);
+  // How many kernels have not ended (neither TERMINATED nor ERROR).
+  int ActiveKernels() const EXCLUDES(mutex_);
 
-  // Drains (`drain`) or undrains the owned devices that `name` names as an
-  // allow-list would (an id, a GPU index or UUID, a MIG UUID): a drained
-  // device stays with its kernel but is never given to a new one. Recorded
-  // first, so it survives restarts (kUnavailable naming state.json, and no
-  // change, when it cannot be written); emits device_drained /
-  // device_undrained. Returns the plugin and the device ids; kNotFound when
-  // `name` names none.
-  struct DeviceChange {
-    std::string plugin;
-    std::vector<std::string> devices;
-  };
-  Result<DeviceChange> DrainDevice(const std::string& name, bool drain) EXCLUDES(mutex_);
-  // Clears the health marks (a critical Xid) of the devices `name` names; a
-  // condition the next poll still finds stays. kFailedPrecondition when none
-  // had a mark; kUnavailable, and the marks kept, when state.json cannot be
-  // written.
-  Result<DeviceChange> ClearDevice(const std::string& name) EXCLUDES(mutex_);
-  // Whether the agent is draining: closed to new kernels (CreateKernel is
-  // kUnavailable naming the drain) while its kernels, execs, logs, deletes
-  // and everything else go on. Recorded in state.json, so it survives
-  // restarts.
-  struct Drain {
-    bool draining = false;
-    int64_t since = 0;  // unix seconds; 0 when not draining
-  };
-  Drain Draining() const EXCLUDES(mutex_);
-  // Drains (`drain`) or opens the agent again; emits agent_drained /
-  // agent_undrained when that changes it. Returns the state now. The change
-  // is recorded in state.json first: when that cannot be written
-  // (kUnavailable naming the file), nothing changes.
-  Result<Drain> SetDraining(bool drain) EXCLUDES(mutex_);
-  // One owned device's health and drain, for /metrics.
-  struct DeviceState {
-    std::string plugin;
-    std::string device;
-    DeviceHealthState health;
-    bool drained = false;
-  };
-  std::vector<DeviceState> DeviceStates() const EXCLUDES(mutex_);
-  // Brings the agent in line with its devices' health when it changed (cheap
-  // when it did not): device_unhealthy / device_healthy events, the
-  // condition of each kernel on an unhealthy device (kernel_condition), the
-  // stop of such kernels where the plugin says so (TERMINATED "device
-  // unhealthy"), and the record of the health marks.
+  // The devices (DeviceManager): drains of the agent and of its devices,
+  // health marks, and their record in state.json.
+  using DeviceChange = DeviceManager::DeviceChange;
+  using Drain = DeviceManager::Drain;
+  using DeviceState = DeviceManager::DeviceState;
+  Result<DeviceChange> DrainDevice(const std::string& name, bool drain) { return devices_.DrainDevice(name, drain); }
+  Result<DeviceChange> ClearDevice(const std::string& name) { return devices_.ClearDevice(name); }
+  // While draining, CreateKernel is kUnavailable naming the drain.
+  Drain Draining() const { return devices_.Draining(); }
+  Result<Drain> SetDraining(bool drain) { return devices_.SetDraining(drain); }
+  std::vector<DeviceState> DeviceStates() const { return devices_.DeviceStates(); }
+  // Brings the kernels in line with their devices' health when it changed
+  // (cheap when it did not; DeviceManager::HealthChange reports the devices):
+  // the condition of each kernel on an unhealthy device (kernel_condition),
+  // and the stop of such kernels where the plugin says so (TERMINATED
+  // "device unhealthy").
   void ApplyDeviceHealth() EXCLUDES(mutex_);
 
-  // What the stats loop measures: every RUNNING kernel, with its container
-  // and the devices it holds, in kernel id order.
-  std::vector<StatsTarget> StatsTargets() const;
+  // Every RUNNING kernel that has a container, in kernel id order (what the
+  // stats loop measures).
+  std::vector<Kernel> RunningKernels() const EXCLUDES(mutex_);
   // The plugins' device meters, in plugin order; plugins without measures
   // (mock, cpu, ...) have none. The same objects on every call.
-  std::vector<std::shared_ptr<DeviceMeter>> DeviceMeters() const { return meters_; }
+  std::vector<std::shared_ptr<DeviceMeter>> DeviceMeters() const { return devices_.Meters(); }
   // The owned devices of plugins that have devices but no meter (mock), by
   // plugin name: the stats list them as not measured.
-  const std::map<std::string, std::vector<std::string>>& UnmeteredDevices() const { return unmetered_devices_; }
+  const std::map<std::string, std::vector<std::string>>& UnmeteredDevices() const { return devices_.Unmetered(); }
 
   // Applies one event of the owner-filtered engine stream. Returns true when
   // the event names an owned container the agent does not know, so a relist
@@ -222,24 +190,16 @@ class Agent {
   const Config& config() const { return config_; }
 
  private:
-  // The first of the plugins whose devices `name` names, with their ids.
-  Result<DeviceChange> ResolveDevice(const std::string& name) const REQUIRES(mutex_);
-  // What state.json should hold now.
-  AgentRecord CurrentAgentRecord() const REQUIRES(mutex_);
-  // Writes `record` to state.json unless it is what was written last; on
-  // success it becomes record_. A failure (kUnavailable naming the file)
-  // leaves the file and record_ as they were: a change the agent can refuse
-  // (a drain, a clear) is then not made.
-  Status WriteAgentRecord(const AgentRecord& record) REQUIRES(mutex_);
-  // Brings state.json in line with the agent's state, for changes the agent
-  // cannot refuse (health marks, the device layout): a failure is logged
-  // once and tried again at the next call (ApplyDeviceHealth, every sweep).
-  void KeepAgentRecord() REQUIRES(mutex_);
-  // Restore's first step: the record applied (the agent's drain, the
-  // devices' drains and marks), the layout compared, the monitors started.
-  void StartDevices() EXCLUDES(mutex_);
-  // Publishes a device event (not about a kernel).
-  void EmitDevice(const char* type, const std::string& plugin, nlohmann::json extra);
+  // What CreateKernel decides before it reserves anything: the pull policy
+  // and the request's mounts, resolved.
+  struct Admitted {
+    PullPolicy policy;
+    std::vector<ResolvedMount> mounts;
+  };
+  // The refusal of what `request` may not ask of this agent whatever it
+  // holds (device variables, mounts, a looser pull policy, a lifetime past
+  // the cap, a scratch size it cannot enforce); otherwise what it admits.
+  Result<Admitted> Admit(const CreateRequest& request) const;
   // Brings the image of `kernel`, reserved PULLING by CreateKernel, onto the
   // node as `policy` asks and checks the user it would run as (CheckUser);
   // then the kernel is PREPARING. Returns the image's user (Config.User).
@@ -268,6 +228,10 @@ class Agent {
   // Undoes CreateKernel's reservation of a kernel that has no container yet:
   // its scratch, its resources, its entry. Returns `why`.
   Status AbandonReservation(const std::string& kernel_id, const Status& why) EXCLUDES(mutex_);
+  // The container `kernel` (reserved for `request`) runs in, but for its
+  // user, scratch and mounts: image, command, labels, limits, environment,
+  // and each plugin's part (cores, memory, devices, ports).
+  ContainerSpec SpecFor(const CreateRequest& request, const Kernel& kernel) EXCLUDES(mutex_);
   // Builds, creates and starts the container of `kernel`, already reserved
   // (PREPARING) by CreateKernel; on failure, undoes the reservation.
   // `image_user`: the image's user (PrepareImage); `mounts`: the request's
@@ -328,6 +292,11 @@ class Agent {
   // `never_started`; a running one RUNNING, or ERROR queued for
   // StopIntruders when a newer kernel holds its resources. `at_start` turns
   // unreadable labels and resources the config no longer gives into errors.
+  // Adopt's running container whose allocation cannot be claimed
+  // (`claimed`): ERROR, and stopped (StopIntruders) when a newer kernel holds
+  // it; refused at start, else ERROR, when the config no longer gives it.
+  Status AdoptRefused(Kernel kernel, const ContainerInfo& info, const Status& claimed, bool at_start)
+      REQUIRES(mutex_);
   // `inspected`: the container as inspected (its exit code and end), when it was.
   Status Adopt(reconcile::Step step, const ContainerInfo& info, const ContainerInfo* inspected, bool at_start,
                std::vector<std::string>& never_started) REQUIRES(mutex_);
@@ -358,11 +327,6 @@ class Agent {
 
   mutable Mutex mutex_;
   std::vector<std::unique_ptr<ResourcePlugin>> plugins_ GUARDED_BY(mutex_);
-  const std::vector<std::shared_ptr<DeviceMeter>> meters_;  // set at construction; thread-safe objects
-  const std::map<std::string, std::vector<std::string>> unmetered_devices_;  // set at construction
-  // The plugins' health boards, by plugin name; set at construction, thread-safe objects.
-  const std::vector<std::pair<std::string, std::shared_ptr<DeviceHealthBoard>>> boards_;
-  const std::string record_path_;  // <var-base-path>/state.json; empty (nothing kept) without a var-base-path
   ScratchStore scratch_;  // the kernels' scratch directories (hostdir, hostfile); thread-safe
   // Ok when a hostdir scratch can be given a size (the scratch root enforces
   // project quotas) or the scratch is not hostdir; otherwise why not.
@@ -371,6 +335,7 @@ class Agent {
   ImagePuller puller_;    // pulls kernels' images; thread-safe
   ImageCollector image_gc_;  // removes unused images when the engine's disk fills; thread-safe
   KernelTable table_ GUARDED_BY(mutex_);  // the kernels and their lifecycle
+  DeviceManager devices_;  // drains, health marks, state.json; thread-safe, never called under mutex_
   // A create under way, which repeats of the same request wait for and share.
   struct PendingCreate {
     nlohmann::json canonical;                             // the request, CreateRequest::Canonical()
@@ -380,14 +345,6 @@ class Agent {
   std::map<std::string, std::shared_ptr<PendingCreate>> pending_creates_ GUARDED_BY(mutex_);  // by kernel id
   std::vector<std::pair<std::string, std::string>> intruders_ GUARDED_BY(mutex_);  // (kernel, container) to stop
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
-
-  AgentRecord record_ GUARDED_BY(mutex_);  // as last written
-  bool record_on_disk_ GUARDED_BY(mutex_) = false;  // whether record_ is what state.json holds now
-  bool record_behind_ GUARDED_BY(mutex_) = false;  // the last KeepAgentRecord could not write state.json
-  Drain drain_ GUARDED_BY(mutex_);         // whether the agent takes new kernels
-  uint64_t health_version_ GUARDED_BY(mutex_) = ~0ull;  // the boards' versions, summed, when last applied
-  // (plugin, device) -> the health last reported in events; absent: healthy.
-  std::map<std::pair<std::string, std::string>, DeviceHealthState> health_reported_ GUARDED_BY(mutex_);
 
   std::atomic<int64_t> last_sync_ns_{-1};    // clock_ time of the last good relist or restore
   std::atomic<int64_t> last_answer_ns_{-1};  // clock_ time of the last answered round trip

@@ -1,6 +1,7 @@
 #include "agent/kernel.h"
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <regex>
 #include <set>
@@ -30,22 +31,26 @@ const std::set<std::string> kIdentityEnv = {"SLOTD_KERNEL_ID", "SLOTD_AGENT_ID"}
 constexpr uint64_t kMinMemory = 6ull << 20;  // the engine refuses less
 constexpr uint64_t kMinShm = 1ull << 20;      // below it no ordinary program can use /dev/shm
 constexpr uint64_t kMinScratch = 16ull << 20; // below it an ext4 image holds little but its own journal
-constexpr std::chrono::milliseconds kMaxLifetime = std::chrono::hours(24 * 366);
-constexpr size_t kMaxMounts = 32;
 constexpr size_t kMaxPath = 4096;
 
-// What a create request may store on the container (docs/api.md, "Limits"):
-// the engine keeps labels, env and command in its own records, twice over,
-// so each is bounded here, whatever [api] max-body-size allows.
-constexpr size_t kMaxLabels = 64;
-constexpr size_t kMaxLabelKey = 128;
-constexpr size_t kMaxLabelValue = 4 << 10;
-constexpr size_t kMaxEnvVars = 1024;
-constexpr size_t kMaxEnvName = 256;
-constexpr size_t kMaxEnvValue = 32 << 10;
-constexpr size_t kMaxEnvTotal = 256 << 10;
-constexpr size_t kMaxCommandArgs = 1024;
-constexpr size_t kMaxCommandTotal = 256 << 10;
+// How much a create request may store on the container. The API's bounds
+// (docs/api.md, "Limits"): the engine keeps labels, env and command in its
+// own records, twice over, so each is bounded, whatever [api] max-body-size
+// allows. Restoring a kernel from its labels applies none of them: what an
+// earlier agent stored under its own bounds is adopted as it is, so that
+// tightening a bound never makes an agent refuse its own running kernels.
+struct StoredLimits {
+  size_t labels, label_key, label_value;
+  size_t env_vars, env_name, env_value, env_total;
+  size_t command_args, command_total;
+  size_t mounts;
+  std::chrono::milliseconds max_lifetime;
+};
+constexpr StoredLimits kApiLimits{64, 128, 4 << 10, 1024, 256, 32 << 10, 256 << 10, 1024, 256 << 10, 32,
+                                  std::chrono::hours(24 * 366)};
+constexpr size_t kNone = std::numeric_limits<size_t>::max();
+constexpr StoredLimits kRestoreLimits{kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone,
+                                      std::chrono::milliseconds::max()};
 
 Status Bad(const std::string& field, const std::string& what) {
   return Status::InvalidArgument(field + ": " + what);
@@ -97,11 +102,11 @@ Result<std::string> AbsolutePath(const json& value, const std::string& field) {
   return NormalPath(path);
 }
 
-Status ParseMounts(const json& body, std::vector<RequestedMount>& out) {
+Status ParseMounts(const json& body, const StoredLimits& limits, std::vector<RequestedMount>& out) {
   if (!body.contains("mounts")) return Status::Ok();
   const json& mounts = body["mounts"];
   if (!mounts.is_array()) return Bad("mounts", "expected an array like [{\"source\": \"/srv/data\", \"target\": \"/data\"}]");
-  if (mounts.size() > kMaxMounts) return Bad("mounts", "too many: at most " + std::to_string(kMaxMounts));
+  if (mounts.size() > limits.mounts) return Bad("mounts", "too many: at most " + std::to_string(limits.mounts));
   for (size_t i = 0; i < mounts.size(); ++i) {
     const std::string field = "mounts[" + std::to_string(i) + "]";
     const json& m = mounts[i];
@@ -173,7 +178,9 @@ bool IsValidKernelId(const std::string& id) {
   return std::regex_match(id, kPattern);
 }
 
-Result<CreateRequest> ParseCreateRequest(const json& body) {
+namespace {
+
+Result<CreateRequest> ParseRequest(const json& body, const StoredLimits& limits) {
   if (!body.is_object()) return Bad("request body", "expected a JSON object");
   static const std::vector<std::string> kKnown = {"kernel_id", "session_id", "image",  "command",     "env",
                                                   "resources", "ports",      "labels", "max_lifetime",
@@ -210,28 +217,28 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
     }
     size_t total = 0;
     for (const auto& arg : req.command) total += arg.size();
-    if (req.command.size() > kMaxCommandArgs || total > kMaxCommandTotal)
-      return Bad("command", "too large: at most " + std::to_string(kMaxCommandArgs) + " arguments of " +
-                                std::to_string(kMaxCommandTotal >> 10) + " KiB in all");
+    if (req.command.size() > limits.command_args || total > limits.command_total)
+      return Bad("command", "too large: at most " + std::to_string(limits.command_args) + " arguments of " +
+                                std::to_string(limits.command_total >> 10) + " KiB in all");
   }
 
   if (Status s = ParseStringMap(body, "env", req.env); !s.ok()) return s;
-  if (req.env.size() > kMaxEnvVars)
-    return Bad("env", "too many variables: " + std::to_string(req.env.size()) + ", at most " + std::to_string(kMaxEnvVars));
+  if (req.env.size() > limits.env_vars)
+    return Bad("env", "too many variables: " + std::to_string(req.env.size()) + ", at most " + std::to_string(limits.env_vars));
   static const std::regex kEnvName("[A-Za-z_][A-Za-z0-9_]*");
   size_t env_total = 0;
   for (const auto& [name, value] : req.env) {
-    if (name.size() > kMaxEnvName)
-      return Bad("env", "a variable name is longer than " + std::to_string(kMaxEnvName) + " bytes");
-    if (value.size() > kMaxEnvValue)
-      return Bad("env." + name, "the value is longer than " + std::to_string(kMaxEnvValue >> 10) + " KiB");
+    if (name.size() > limits.env_name)
+      return Bad("env", "a variable name is longer than " + std::to_string(limits.env_name) + " bytes");
+    if (value.size() > limits.env_value)
+      return Bad("env." + name, "the value is longer than " + std::to_string(limits.env_value >> 10) + " KiB");
     env_total += name.size() + value.size() + 2;
     if (!std::regex_match(name, kEnvName)) return Bad("env." + name, "not a valid variable name");
     if (kIdentityEnv.count(name)) return Bad("env." + name, "is set by the agent and may not be overridden");
   }
-  if (env_total > kMaxEnvTotal)
+  if (env_total > limits.env_total)
     return Bad("env", "too large: " + std::to_string(env_total >> 10) + " KiB in all, at most " +
-                          std::to_string(kMaxEnvTotal >> 10) + " KiB");
+                          std::to_string(limits.env_total >> 10) + " KiB");
 
   if (Status s = ParseResources(body, req.resources); !s.ok()) return s;
   if (req.resources.shm_bytes && *req.resources.shm_bytes > req.resources.mem_bytes)
@@ -244,8 +251,8 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
     if (!lifetime.is_string()) return Bad("max_lifetime", "expected a duration like \"2h\", \"30m\" or \"90s\"");
     Result<std::chrono::milliseconds> duration = ParseDuration(lifetime.get<std::string>());
     if (!duration.ok()) return Bad("max_lifetime", duration.status().message());
-    if (*duration < std::chrono::seconds(1) || *duration > kMaxLifetime)
-      return Bad("max_lifetime", "must be from 1s to " + FormatDuration(kMaxLifetime));
+    if (*duration < std::chrono::seconds(1) || *duration > limits.max_lifetime)
+      return Bad("max_lifetime", "must be from 1s to " + FormatDuration(limits.max_lifetime));
     req.max_lifetime = *duration;
   }
 
@@ -268,20 +275,24 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
     }
   }
 
-  if (Status s = ParseMounts(body, req.mounts); !s.ok()) return s;
+  if (Status s = ParseMounts(body, limits, req.mounts); !s.ok()) return s;
   if (Status s = ParseStringMap(body, "labels", req.labels); !s.ok()) return s;
-  if (req.labels.size() > kMaxLabels)
-    return Bad("labels", "too many: " + std::to_string(req.labels.size()) + ", at most " + std::to_string(kMaxLabels));
+  if (req.labels.size() > limits.labels)
+    return Bad("labels", "too many: " + std::to_string(req.labels.size()) + ", at most " + std::to_string(limits.labels));
   for (const auto& [key, value] : req.labels) {
-    if (key.size() > kMaxLabelKey)
-      return Bad("labels", "a key is longer than " + std::to_string(kMaxLabelKey) + " bytes");
-    if (value.size() > kMaxLabelValue)
-      return Bad("labels." + key, "the value is longer than " + std::to_string(kMaxLabelValue >> 10) + " KiB");
+    if (key.size() > limits.label_key)
+      return Bad("labels", "a key is longer than " + std::to_string(limits.label_key) + " bytes");
+    if (value.size() > limits.label_value)
+      return Bad("labels." + key, "the value is longer than " + std::to_string(limits.label_value >> 10) + " KiB");
     if (key.rfind(label::kReservedPrefix, 0) == 0)
       return Bad("labels." + key, "the ai.backend. prefix is reserved for the agent's own labels");
   }
   return req;
 }
+
+}  // namespace
+
+Result<CreateRequest> ParseCreateRequest(const json& body) { return ParseRequest(body, kApiLimits); }
 
 json CreateRequest::Canonical() const {
   json res = {{"cpu", resources.cpu}, {"mem", resources.mem_bytes}};
@@ -305,7 +316,7 @@ json CreateRequest::Canonical() const {
 }
 
 Result<CreateRequest> CreateRequestFromCanonical(const json& canonical) {
-  auto req = ParseCreateRequest(canonical);
+  auto req = ParseRequest(canonical, kRestoreLimits);
   if (!req.ok()) return req.status().WithPrefix("label " + std::string(label::kRequest));
   return req;
 }

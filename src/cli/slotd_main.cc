@@ -109,6 +109,32 @@ void SetUpProcess() {
   }
 }
 
+// What the stats loop measures: the agent's running kernels, their
+// containers and the devices they hold.
+std::vector<slotd::StatsTarget> StatsTargetsOf(const slotd::Agent& agent) {
+  std::vector<slotd::StatsTarget> targets;
+  for (const slotd::Kernel& kernel : agent.RunningKernels())
+    targets.push_back({kernel.id(), kernel.container_id, kernel.allocation.devices});
+  return targets;
+}
+
+// The agent as its etcd registration shows it, with `address` ("host:port")
+// as its API address: ids, drain, each slot's capacity/used/free, the
+// devices' health, and the kernels not yet ended.
+slotd::AgentDocument FleetDocumentOf(const slotd::Agent& agent, const slotd::Config& config,
+                                     const std::string& address) {
+  slotd::AgentDocument doc;
+  doc.id = config.agent.id;
+  doc.node = config.agent.node;
+  doc.address = address;
+  doc.version = slotd::kSlotdVersion;
+  doc.scaling_group = config.agent.scaling_group;
+  doc.draining = agent.Draining().draining;
+  doc.SetResources(agent.DescribeResources());
+  doc.kernels = agent.ActiveKernels();
+  return doc;
+}
+
 int RunAgent(const std::string& config_path) {
   SetUpProcess();
   const slotd::HostFacts host = slotd::HostFacts::Detect();
@@ -209,7 +235,7 @@ int RunAgent(const std::string& config_path) {
   stats.cores = config->resource.allowed_cores;
   stats.memory_share_bytes = config->resource.memory_size;
   stats.unmetered_devices = agent.UnmeteredDevices();
-  slotd::StatsCollector collector(stats, [&agent] { return agent.StatsTargets(); }, **engine, agent.DeviceMeters());
+  slotd::StatsCollector collector(stats, [&agent] { return StatsTargetsOf(agent); }, **engine, agent.DeviceMeters());
 
   slotd::http::ServerOptions limits;
   limits.max_connections = config->api.max_connections;
@@ -226,7 +252,7 @@ int RunAgent(const std::string& config_path) {
                       slotd::Registrar::Options{
                           etcd_key, std::chrono::duration_cast<std::chrono::seconds>(config->etcd->lease_ttl),
                           etcd_lease_file},
-                      [&agent, address] { return agent.FleetDocument(address); });
+                      [&agent, &config, address] { return FleetDocumentOf(agent, *config, address); });
     if (Status s = registrar->RegisterOnce(); !s.ok()) return fail(s);
     api.ShowRegistration(&*registrar);
   }

@@ -21,7 +21,7 @@
 #include "engine/container_engine.h"
 #include "resources/allocation.h"
 #include "resources/device_health.h"
-#include "stats/device_meter.h"
+#include "resources/device_meter.h"
 
 namespace slotd {
 

@@ -43,7 +43,7 @@
 #include "common/mutex.h"
 #include "engine/container_engine.h"
 #include "stats/cgroup.h"
-#include "stats/device_meter.h"
+#include "resources/device_meter.h"
 #include "stats/measures.h"
 
 namespace slotd {

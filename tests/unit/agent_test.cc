@@ -533,6 +533,32 @@ TEST_F(AgentTest, DestroyEventForgetsTheKernelAndFreesIt) {
   ExpectNothingHeld();
 }
 
+// A kernel stored by an agent whose API allowed more (more env variables
+// and labels, a longer lifetime) is adopted as it is: the API's limits bound
+// what a client may store, never what an agent restores.
+TEST_F(AgentTest, AKernelStoredUnderLooserApiLimitsIsAdoptedUnchanged) {
+  Kernel kernel;
+  kernel.request = Request("k9", {{"cpu", 1}, {"mem", 256 * kMiB}});
+  for (int i = 0; i < 1500; ++i) kernel.request.env["V" + std::to_string(i)] = "x";  // the API allows 1024
+  for (int i = 0; i < 100; ++i) kernel.request.labels["l" + std::to_string(i)] = "v";  // the API allows 64
+  kernel.request.max_lifetime = std::chrono::hours(24 * 400);                        // the API allows 366 days
+  kernel.agent_id = "a1";
+  kernel.allocation.cores = {2};
+  kernel.allocation.mem_bytes = 256 * kMiB;
+  const Result<CreateRequest> through_api = ParseCreateRequest(kernel.request.Canonical());
+  ASSERT_FALSE(through_api.ok()) << "the API's limits are tighter than what was stored";
+  ASSERT_TRUE(engine_.AddContainer(ContainerName("a1", "k9"), KernelLabels(kernel)).ok());
+
+  auto agent = NewAgent();
+  ASSERT_TRUE(agent->Restore().ok());
+  Result<Kernel> adopted = agent->GetKernel("k9");
+  ASSERT_TRUE(adopted.ok()) << adopted.status().message();
+  EXPECT_EQ(adopted->state(), KernelState::kRunning);
+  EXPECT_EQ(adopted->request.Canonical(), kernel.request.Canonical());
+  EXPECT_EQ(adopted->request.env.size(), 1500u);
+  EXPECT_EQ(adopted->allocation.cores, std::vector<int>{2});
+}
+
 TEST_F(AgentTest, EventOfAnUnknownOwnedContainerAsksForARelist) {
   Result<std::string> id = engine_.AddContainer("slotd-a1-k7", OwnedLabels("k7", {1}));
   ASSERT_TRUE(id.ok());

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "resources/cuda/nvml.h"
-#include "stats/device_meter.h"
+#include "resources/device_meter.h"
 
 namespace slotd {
 

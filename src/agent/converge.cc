@@ -1,0 +1,405 @@
+// Agent, continued: applying what the engine reports (reconcile.h decides,
+// this applies): the relist and the restore at start (Converge), each event
+// of the stream, the adoption of containers, the kernels found dead, resumed
+// or drifted, and what the devices' health means for the kernels on them.
+#include "agent/agent.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/units.h"
+
+namespace slotd {
+
+using nlohmann::json;
+
+void Agent::Resume(const std::string& kernel_id, const std::string& how) {
+  Status claimed = table_.Resume(kernel_id, how);
+  const Kernel* kernel = table_.Find(kernel_id);
+  if (claimed.ok() || !kernel || kernel->state() != KernelState::kError) return;
+  spdlog::error("kernel {}: {}; stopping it", kernel_id, kernel->reason);
+  intruders_.emplace_back(kernel_id, kernel->container_id);
+}
+
+reconcile::EventStep Agent::EventStepFor(const Kernel* kernel, const EngineEvent& event) const {
+  if (!kernel) return reconcile::DecideOnEvent(event, nullptr);
+  const reconcile::Known known = table_.KnownOf(*kernel);
+  return reconcile::DecideOnEvent(event, &known);
+}
+
+reconcile::Step Agent::StepFor(const ContainerInfo& info, uint64_t list_seq) const {
+  auto kid = info.labels.find(label::kKernelId);
+  if (kid == info.labels.end()) return reconcile::DecideOnContainer(info, nullptr, std::nullopt, list_seq);
+  const std::optional<uint64_t> forgotten_at = table_.ForgottenAt(kid->second);
+  const Kernel* kernel = table_.Find(kid->second);
+  if (!kernel) return reconcile::DecideOnContainer(info, nullptr, forgotten_at, list_seq);
+  const reconcile::Known known = table_.KnownOf(*kernel);
+  return reconcile::DecideOnContainer(info, &known, forgotten_at, list_seq);
+}
+
+void Agent::ConfirmDeath(const std::string& kernel_id, const EngineEvent& event) {
+  // A die that a restart has already overtaken (the event reader lagged) must
+  // not free a kernel whose container runs again: ask the engine, unlocked.
+  std::optional<int> code;
+  if (auto it = event.attributes.find("exitCode"); it != event.attributes.end()) code = std::atoi(it->second.c_str());
+  std::optional<int64_t> ended_at;
+  if (event.time_nano > 0) ended_at = event.time_nano / 1'000'000'000;
+  if (auto info = engine_.Inspect(event.id); info.ok()) {
+    if (info->running) return;
+    code = info->exit_code;
+    if (info->finished_unix > 0) ended_at = info->finished_unix;
+  }
+  MutexLock lock(mutex_);
+  const Kernel* k = table_.Find(kernel_id);
+  if (EventStepFor(k, event) != reconcile::EventStep::kCheckDeath) return;  // changed meanwhile
+  // Killed (137) after the engine reported a kill for lack of memory: that was its end.
+  std::string reason = k->oom_kills > 0 && code == 137 ? "out of memory"
+                                                       : "exited with code " + (code ? std::to_string(*code) : "?");
+  (void)table_.Terminated(kernel_id, code, reason, ended_at);
+}
+
+// What differs between a kernel's allocation and its container as inspected,
+// in words; empty when nothing does.
+static std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
+  std::vector<std::string> drift;
+  if (info.state == "paused") drift.push_back("paused outside slotd (docker unpause it)");
+  const std::string cpuset = FormatCoreList(kernel.allocation.cores);
+  if (!kernel.allocation.cores.empty() && info.cpuset_cpus != cpuset)
+    drift.push_back("its cpuset was changed outside slotd to \"" + info.cpuset_cpus + "\" (allocated: " + cpuset + ")");
+  if (kernel.allocation.mem_bytes > 0 && static_cast<uint64_t>(info.memory_bytes) != kernel.allocation.mem_bytes)
+    drift.push_back("its memory limit was changed outside slotd to " + std::to_string(info.memory_bytes) +
+                    " bytes (allocated: " + std::to_string(kernel.allocation.mem_bytes) + ")");
+  std::string text;
+  for (const auto& d : drift) text += (text.empty() ? "" : "; ") + d;
+  return text;
+}
+
+void Agent::CheckDrift(const std::string& kernel_id, const std::string& container_id) {
+  auto info = engine_.Inspect(container_id);
+  if (!info.ok()) return;  // gone: its destroy event or the next relist tells
+  MutexLock lock(mutex_);
+  Kernel* k = table_.Find(kernel_id);
+  if (!k || !reconcile::MayCheckDrift(table_.KnownOf(*k), container_id)) return;  // changed meanwhile
+  std::string condition = DriftOf(*k, *info);
+  if (condition == k->condition) return;
+  k->condition = std::move(condition);
+  if (k->condition.empty()) {
+    spdlog::info("kernel {}: its container matches its allocation again", kernel_id);
+  } else {
+    spdlog::warn("kernel {}: {}", kernel_id, k->condition);
+  }
+  table_.Announce("kernel_condition", *k,
+                  {{"condition", k->Conditions().empty() ? json(nullptr) : json(k->Conditions())}});
+}
+
+void Agent::StopIntruders() {
+  std::vector<std::pair<std::string, std::string>> intruders;
+  {
+    MutexLock lock(mutex_);
+    intruders.swap(intruders_);
+  }
+  for (const auto& [kernel_id, container_id] : intruders) {
+    const StopOutcome stop = StopContainer(container_id);
+    MutexLock lock(mutex_);
+    const Kernel* k = table_.Find(kernel_id);
+    if (!k || k->container_id != container_id || k->state() != KernelState::kError) continue;
+    if (!stop.stopped.ok() && stop.stopped.code() != Status::Code::kNotFound) {
+      spdlog::error("kernel {}: could not stop its container {}: {}", kernel_id, container_id,
+                    stop.stopped.message());
+      continue;
+    }
+    (void)table_.Terminated(kernel_id, std::nullopt, "stopped by slotd: its " + k->reason, stop.ended_at);
+  }
+}
+
+bool Agent::OnEngineEvent(const EngineEvent& event) {
+  const bool relist = ApplyEngineEvent(event);
+  StopIntruders();
+  return relist;
+}
+
+bool Agent::ApplyEngineEvent(const EngineEvent& event) {
+  const std::optional<std::string> kernel_id = reconcile::KernelIdOfEvent(event, config_.agent.id);
+  if (!kernel_id) return false;
+  MutexLock lock(mutex_);
+  Kernel* k = table_.Find(*kernel_id);
+  switch (EventStepFor(k, event)) {
+    case reconcile::EventStep::kNothing:
+      return false;
+    case reconcile::EventStep::kRelist:
+      return true;
+    case reconcile::EventStep::kNoteOom:
+      ++k->oom_kills;
+      spdlog::warn("kernel {}: a process was killed for lack of memory", *kernel_id);
+      table_.Announce("kernel_condition", *k, {{"condition", json(k->Conditions())}});
+      return false;
+    case reconcile::EventStep::kResume:
+      Resume(*kernel_id, "started outside slotd");
+      return false;
+    case reconcile::EventStep::kForget:
+      spdlog::warn("kernel {}: its container was removed outside slotd; freeing its resources", *kernel_id);
+      (void)table_.Forget(*kernel_id, "container removed outside slotd");
+      return false;
+    case reconcile::EventStep::kCheckDeath:
+      lock.Unlock();
+      ConfirmDeath(*kernel_id, event);
+      return false;
+    case reconcile::EventStep::kCheckDrift:
+      lock.Unlock();
+      CheckDrift(*kernel_id, event.id);
+      return false;
+  }
+  return false;
+}
+
+void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
+  for (const std::string& kernel_id : kernel_ids) {
+    std::string container_id;
+    std::string image;
+    {
+      MutexLock lock(mutex_);
+      const Kernel* k = table_.Find(kernel_id);
+      if (!k || k->state() != KernelState::kPreparing) continue;
+      container_id = k->container_id;
+      image = k->request.image;
+    }
+    // The agent may have stopped before it decided the user: decide it now.
+    Status cleared = Status::Ok();
+    if (!config_.container.allow_root && !config_.container.kernel_uid) {
+      Result<ImageInfo> info = engine_.InspectImage(image);
+      cleared = info.ok() ? ResolveRunAs(container_id, image, info->user).status() : info.status();
+    }
+    const Status started = cleared.ok() ? engine_.Start(container_id) : cleared;
+    MutexLock lock(mutex_);
+    const Kernel* k = table_.Find(kernel_id);
+    if (!k || k->container_id != container_id || k->state() != KernelState::kPreparing) continue;
+    if (started.ok()) {
+      spdlog::info("kernel {}: started its container, created before the agent stopped", kernel_id);
+      (void)table_.Started(kernel_id);
+    } else {
+      (void)table_.Terminated(kernel_id, std::nullopt, "never started: " + started.message(), std::nullopt);
+    }
+  }
+}
+
+Status Agent::AdoptRefused(Kernel kernel, const ContainerInfo& info, const Status& claimed, bool at_start) {
+  const std::string kernel_id = kernel.id();
+  if (claimed.code() == Status::Code::kResourceExhausted) {
+    // A newer kernel holds it (AdoptionOrder): this older container was
+    // started again behind the agent's back. Stop it; never refuse.
+    kernel.reason = "container found running on resources it does not hold: " + claimed.message();
+    spdlog::error("kernel {}: {}; stopping it", kernel_id, kernel.reason);
+    intruders_.emplace_back(kernel_id, info.id);
+    return table_.Adopt(std::move(kernel), KernelState::kError);
+  }
+  Status why = Status::FailedPrecondition(
+      "kernel " + kernel_id + " (container " + info.name + ") cannot be restored: " + claimed.message() +
+      ". Its container still holds what its ai.backend.allocations label records; either give this agent those "
+      "resources back in its config, or remove the container (docker rm -f " + info.name +
+      "), then start the agent again");
+  if (at_start) return why;
+  kernel.reason = why.message();
+  spdlog::error("{}", why.message());
+  return table_.Adopt(std::move(kernel), KernelState::kError);
+}
+
+Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const ContainerInfo* inspected, bool at_start,
+                    std::vector<std::string>& never_started) {
+  auto restored = KernelFromContainer(info);
+  if (!restored.ok()) {
+    spdlog::error("cannot adopt container {}: {}", info.name, restored.status().message());
+    return at_start ? restored.status() : Status::Ok();
+  }
+  Kernel kernel = std::move(*restored);
+  const std::string kernel_id = kernel.id();
+  if (info.labels.at(label::kKernelId) != kernel_id) {
+    spdlog::error("cannot adopt container {}: its labels disagree on the kernel id", info.name);
+    return Status::Ok();
+  }
+  Status outcome = Status::Ok();
+  if (step == reconcile::Step::kAdoptCreated) {
+    // Created but never started: the agent stopped between the two calls of
+    // a create. Finish the create (FinishStarts), holding its resources.
+    outcome = table_.Adopt(kernel, KernelState::kPreparing);
+    if (outcome.ok()) {
+      never_started.push_back(kernel_id);
+    } else {
+      kernel.reason = "never started: the agent stopped between creating and starting its container, and its "
+                      "resources are now held elsewhere (" + outcome.message() + "); delete it";
+      outcome = table_.Adopt(kernel, KernelState::kTerminated);
+    }
+  } else if (step == reconcile::Step::kAdoptRunning) {
+    outcome = table_.Adopt(kernel, KernelState::kRunning);
+    if (!outcome.ok()) outcome = AdoptRefused(std::move(kernel), info, outcome, at_start);
+  } else {
+    kernel.exit_code = inspected ? std::optional<int>(inspected->exit_code) : std::nullopt;
+    kernel.reason = "exited with code " + (inspected ? std::to_string(inspected->exit_code) : "?");
+    if (inspected && inspected->finished_unix > 0) kernel.terminated_at = inspected->finished_unix;
+    outcome = table_.Adopt(kernel, KernelState::kTerminated);
+  }
+  if (!outcome.ok()) return outcome;
+  spdlog::info("adopted kernel {} ({})", kernel_id, KernelStateName(table_.Find(kernel_id)->state()));
+  return Status::Ok();
+}
+
+std::map<std::string, ContainerInfo> Agent::InspectEnded(const std::vector<ContainerInfo>& mine, uint64_t list_seq) {
+  std::vector<std::string> to_inspect;
+  {
+    MutexLock lock(mutex_);
+    for (const auto& info : mine)
+      if (reconcile::NeedsExitCode(StepFor(info, list_seq))) to_inspect.push_back(info.id);
+  }
+  std::map<std::string, ContainerInfo> inspected;
+  for (const auto& id : to_inspect)
+    if (auto info = engine_.Inspect(id); info.ok()) inspected[id] = std::move(*info);
+  return inspected;
+}
+
+Status Agent::ApplyList(const std::vector<ContainerInfo>& mine, const std::map<std::string, ContainerInfo>& inspected,
+                        uint64_t list_seq, bool at_start, Applied& applied) {
+  std::set<std::string> present;
+  for (const auto& info : mine) {
+    present.insert(info.id);
+    const reconcile::Step step = StepFor(info, list_seq);
+    auto ended = inspected.find(info.id);
+    const ContainerInfo* end = ended == inspected.end() ? nullptr : &ended->second;
+    const auto kid = info.labels.find(label::kKernelId);
+    const std::string kernel_id = kid == info.labels.end() ? "" : kid->second;
+    switch (step) {
+      case reconcile::Step::kNothing:
+      case reconcile::Step::kSkipForgotten:
+        break;
+      case reconcile::Step::kUnlabelled:
+        spdlog::warn("container {} carries owner label {} but no {}; leaving it alone", info.name, config_.agent.id,
+                     label::kKernelId);
+        break;
+      case reconcile::Step::kResume:
+        Resume(kernel_id, "found running on relist");
+        break;
+      case reconcile::Step::kMarkExited: {
+        const std::optional<int> code = end ? std::optional<int>(end->exit_code) : std::nullopt;
+        const std::optional<int64_t> at = end && end->finished_unix > 0 ? std::optional(end->finished_unix)
+                                                                         : std::nullopt;
+        (void)table_.Terminated(kernel_id, code,
+                                "exited with code " + (code ? std::to_string(*code) : "?") + " (noticed on relist)",
+                                at);
+        break;
+      }
+      case reconcile::Step::kAdoptCreated:
+      case reconcile::Step::kAdoptRunning:
+      case reconcile::Step::kAdoptExited:
+        if (Status s = Adopt(step, info, end, at_start, applied.never_started); !s.ok()) return s;
+        break;
+    }
+    // Paused containers, and kernels whose condition may have cleared, are inspected.
+    const Kernel* k = kernel_id.empty() ? nullptr : table_.Find(kernel_id);
+    if (k && k->container_id == info.id && (info.state == "paused" || !k->condition.empty()))
+      applied.to_check.emplace_back(kernel_id, info.id);
+  }
+  std::map<std::string, reconcile::Known> known;
+  for (const auto& [id, kernel] : table_.All()) known.emplace(id, table_.KnownOf(kernel));
+  for (const auto& id : reconcile::Vanished(known, present, list_seq)) {
+    spdlog::warn("kernel {}: its container vanished; freeing its resources", id);
+    (void)table_.Forget(id, "container vanished");
+  }
+  table_.DropForgottenUpTo(list_seq);
+  return Status::Ok();
+}
+
+Status Agent::Converge(bool at_start) {
+  uint64_t list_seq;
+  {
+    MutexLock lock(mutex_);
+    list_seq = table_.Seq();
+  }
+  auto listed = engine_.List(OwnerFilter());
+  if (!listed.ok()) {
+    RecordEngineAnswer(false);
+    return listed.status().WithPrefix(at_start ? "listing this agent's containers at start"
+                                               : "listing this agent's containers");
+  }
+  std::vector<ContainerInfo> mine;
+  std::set<std::string> listed_kernels;  // every owned container's kernel id, adopted or not
+  for (auto& info : *listed) {
+    auto owner = info.labels.find(label::kOwner);
+    if (owner == info.labels.end() || owner->second != config_.agent.id) continue;  // never ours to touch
+    if (auto kid = info.labels.find(label::kKernelId); kid != info.labels.end()) listed_kernels.insert(kid->second);
+    mine.push_back(std::move(info));
+  }
+  mine = reconcile::AdoptionOrder(std::move(mine));
+  // Decide which containers need their exit code, ask the engine without the
+  // lock, then decide again on what is true now and apply.
+  const std::map<std::string, ContainerInfo> inspected = InspectEnded(mine, list_seq);
+  Applied applied;
+  {
+    MutexLock lock(mutex_);
+    if (Status s = ApplyList(mine, inspected, list_seq, at_start, applied); !s.ok()) return s;
+  }
+  FinishStarts(applied.never_started);
+  StopIntruders();
+  for (const auto& [kernel_id, container_id] : applied.to_check) CheckDrift(kernel_id, container_id);
+  // Scratch of no kernel (its container vanished, or the agent died while
+  // deleting it) goes; that of any container listed as ours stays.
+  auto kept = [&]() EXCLUDES(mutex_) {
+    std::set<std::string> keep = listed_kernels;
+    MutexLock lock(mutex_);
+    for (const auto& [id, kernel] : table_.All()) keep.insert(id);
+    return keep;
+  };
+  scratch_.Collect(kept);
+  mount_stage_.Collect(kept);
+  RecordEngineAnswer(true);
+  last_sync_ns_ = clock_.Now().time_since_epoch().count();
+  return Status::Ok();
+}
+
+Status Agent::Relist() { return Converge(/*at_start=*/false); }
+
+Status Agent::Restore() {
+  devices_.Start();
+  if (Status s = Converge(/*at_start=*/true); !s.ok()) return s;
+  ApplyDeviceHealth();
+  MutexLock lock(mutex_);
+  spdlog::info("restored {} kernel(s) from container labels", table_.All().size());
+  return Status::Ok();
+}
+
+// ---- Devices: what the kernels on them come to.
+
+void Agent::ApplyDeviceHealth() {
+  const std::optional<DeviceManager::HealthNow> health = devices_.HealthChange();
+  if (!health) return;
+  std::vector<std::pair<std::string, std::string>> to_stop;  // (kernel, container)
+  {
+    MutexLock lock(mutex_);
+    std::vector<std::string> running;
+    for (const auto& [kernel_id, kernel] : table_.All())
+      if (kernel.state() == KernelState::kRunning && kernel.holds_resources) running.push_back(kernel_id);
+    for (const std::string& kernel_id : running) {
+      Kernel& kernel = *table_.Find(kernel_id);
+      std::string condition;
+      bool stop = false;
+      for (const auto& [plugin, ids] : kernel.allocation.devices) {
+        for (const std::string& id : ids) {
+          auto bad = health->unhealthy.find({plugin, id});
+          if (bad == health->unhealthy.end()) continue;
+          condition += (condition.empty() ? "" : "; ") + plugin + " device " + id + " is " +
+                       DeviceHealthName(bad->second.health) + ": " + bad->second.reason;
+          stop = stop || (bad->second.health == DeviceHealth::kUnhealthy && health->stopping_plugins.count(plugin));
+        }
+      }
+      // Ours until stopped, as in DeleteKernel.
+      if (stop && table_.Stopping(kernel_id).ok()) to_stop.emplace_back(kernel_id, kernel.container_id);
+      if (condition == kernel.device_condition) continue;
+      kernel.device_condition = condition;
+      if (!condition.empty()) spdlog::warn("kernel {}: {}", kernel_id, condition);
+      table_.Announce("kernel_condition", kernel,
+                      {{"condition", kernel.Conditions().empty() ? json(nullptr) : json(kernel.Conditions())}});
+    }
+  }
+  for (const auto& [kernel_id, container_id] : to_stop)
+    spdlog::warn("kernel {}: stopping it, a device it holds is unhealthy (on-unhealthy = \"stop\")", kernel_id);
+  StopTerminating(to_stop, "device unhealthy");
+  if (!to_stop.empty()) devices_.LookAgain();  // a kernel whose stop failed is looked at again
+}
+
+}  // namespace slotd
