@@ -15,7 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
-#include "agent/engine_lease.h"
+#include "node/engine_lease.h"
 #include "agent/foreign_holders.h"
 #include "agent/kernel.h"
 #include "agent/watcher.h"

@@ -95,7 +95,7 @@ struct ContainerInfo {
 };
 
 // A named volume of the engine, as listed. Kernels get none; agents keep
-// their engine lease in one (agent/engine_lease.h).
+// their engine lease in one (node/engine_lease.h).
 struct VolumeInfo {
   std::string name;
   Labels labels;

@@ -1,7 +1,7 @@
 // EngineLease through the fake engine: an agent's lease is recorded, renewed
 // and released; a live agent of the same id with another claims directory is
 // a refusal naming it; a dead one's lease is cleared away.
-#include "agent/engine_lease.h"
+#include "node/engine_lease.h"
 
 #include <gtest/gtest.h>
 

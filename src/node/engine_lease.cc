@@ -1,4 +1,4 @@
-#include "agent/engine_lease.h"
+#include "node/engine_lease.h"
 
 #include <cstdint>
 #include <cstdio>
