@@ -317,11 +317,12 @@ Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
   return *table_.Find(kernel_id);
 }
 
-std::vector<Kernel> Agent::RunningKernels() const {
+std::vector<Agent::RunningKernel> Agent::RunningKernels() const {
   MutexLock lock(mutex_);
-  std::vector<Kernel> running;
+  std::vector<RunningKernel> running;
   for (const auto& [id, kernel] : table_.All())
-    if (kernel.state() == KernelState::kRunning && !kernel.container_id.empty()) running.push_back(kernel);
+    if (kernel.state() == KernelState::kRunning && !kernel.container_id.empty())
+      running.push_back({id, kernel.container_id, kernel.allocation.devices});
   return running;
 }
 

@@ -154,9 +154,15 @@ class Agent {
   // "device unhealthy").
   void ApplyDeviceHealth() EXCLUDES(mutex_);
 
-  // Every RUNNING kernel that has a container, in kernel id order (what the
-  // stats loop measures).
-  std::vector<Kernel> RunningKernels() const EXCLUDES(mutex_);
+  // A RUNNING kernel as the stats loop measures it: its container and the
+  // devices it holds (plugin name -> device ids); no more is copied.
+  struct RunningKernel {
+    std::string kernel_id;
+    std::string container_id;
+    std::map<std::string, std::vector<std::string>> devices;
+  };
+  // Every RUNNING kernel that has a container, in kernel id order.
+  std::vector<RunningKernel> RunningKernels() const EXCLUDES(mutex_);
   // The plugins' device meters, in plugin order; plugins without measures
   // (mock, cpu, ...) have none. The same objects on every call.
   std::vector<std::shared_ptr<DeviceMeter>> DeviceMeters() const { return devices_.Meters(); }

@@ -1,6 +1,7 @@
 #include "agent/kernel_table.h"
 
 #include <algorithm>
+#include <functional>
 
 #include <spdlog/spdlog.h>
 
@@ -59,10 +60,9 @@ KernelTable::KernelTable(std::string agent_id, std::vector<std::unique_ptr<Resou
                          const Clock& clock)
     : agent_id_(std::move(agent_id)), plugins_(plugins), hub_(hub), clock_(clock) {}
 
-Result<Kernel*> KernelTable::Check(Transition transition, const std::string& kernel_id, Place to) const {
+Result<Kernel*> KernelTable::Check(Transition transition, const std::string& kernel_id, Place to) {
   const Rule& rule = RuleOf(transition);
-  auto it = kernels_.find(kernel_id);
-  Kernel* kernel = it == kernels_.end() ? nullptr : const_cast<Kernel*>(&it->second);
+  Kernel* kernel = Find(kernel_id);
   const Place from = kernel ? Place(kernel->state()) : kNone;
   const bool leaves = std::find(rule.from.begin(), rule.from.end(), from) != rule.from.end();
   const bool reaches = !to || std::find(rule.to.begin(), rule.to.end(), to) != rule.to.end();
@@ -84,8 +84,12 @@ Status KernelTable::Claim(Kernel& kernel) {
                                         " is recorded, but this agent has no [resource." + plugin_name +
                                         "] section any more");
   }
+  return TakeFromEachPlugin(kernel, [&](ResourcePlugin& plugin) { return plugin.Claim(kernel.id(), kernel.allocation); });
+}
+
+Status KernelTable::TakeFromEachPlugin(Kernel& kernel, const std::function<Status(ResourcePlugin&)>& take) {
   for (size_t i = 0; i < plugins_.size(); ++i) {
-    if (Status s = plugins_[i]->Claim(kernel.id(), kernel.allocation); !s.ok()) {
+    if (Status s = take(*plugins_[i]); !s.ok()) {
       for (size_t j = 0; j < i; ++j) plugins_[j]->Free(kernel.id());
       return s;
     }
@@ -128,23 +132,24 @@ Status KernelTable::Reserve(Kernel kernel, bool pulling) {
   const KernelState to = pulling ? KernelState::kPulling : KernelState::kPreparing;
   const std::string kernel_id = kernel.id();
   if (Result<Kernel*> k = Check(T::kReserve, kernel_id, to); !k.ok()) return k.status();
-  for (size_t i = 0; i < plugins_.size(); ++i) {
-    if (Status s = plugins_[i]->Allocate(kernel_id, kernel.request.resources, kernel.allocation); !s.ok()) {
-      for (size_t j = 0; j < i; ++j) plugins_[j]->Free(kernel_id);
-      return s;
-    }
-  }
-  kernel.holds_resources = true;
+  Status allocated = TakeFromEachPlugin(kernel, [&](ResourcePlugin& plugin) {
+    return plugin.Allocate(kernel_id, kernel.request.resources, kernel.allocation);
+  });
+  if (!allocated.ok()) return allocated;
   Kernel& added = kernels_[kernel_id] = std::move(kernel);
   Enter(added, T::kReserve, to);
   return Status::Ok();
 }
 
-Status KernelTable::Prepared(const std::string& kernel_id) {
-  Result<Kernel*> k = Check(T::kPrepared, kernel_id, kPreparing);
+Status KernelTable::Move(Transition transition, const std::string& kernel_id, KernelState to) {
+  Result<Kernel*> k = Check(transition, kernel_id, to);
   if (!k.ok()) return k.status();
-  Enter(**k, T::kPrepared, KernelState::kPreparing);
+  Enter(**k, transition, to);
   return Status::Ok();
+}
+
+Status KernelTable::Prepared(const std::string& kernel_id) {
+  return Move(T::kPrepared, kernel_id, KernelState::kPreparing);
 }
 
 Status KernelTable::Adopt(Kernel kernel, KernelState state) {
@@ -160,11 +165,13 @@ Status KernelTable::Adopt(Kernel kernel, KernelState state) {
   return Status::Ok();
 }
 
-Status KernelTable::Started(const std::string& kernel_id) {
-  Result<Kernel*> k = Check(T::kStarted, kernel_id, kRunning);
-  if (!k.ok()) return k.status();
-  Enter(**k, T::kStarted, KernelState::kRunning);
-  return Status::Ok();
+Status KernelTable::Started(const std::string& kernel_id) { return Move(T::kStarted, kernel_id, KernelState::kRunning); }
+
+void KernelTable::RunAgain(Kernel& kernel, Transition transition) {
+  kernel.exit_code.reset();
+  kernel.reason.clear();
+  kernel.terminated_at.reset();
+  Enter(kernel, transition, KernelState::kRunning);
 }
 
 Status KernelTable::Resume(const std::string& kernel_id, const std::string& how) {
@@ -176,10 +183,7 @@ Status KernelTable::Resume(const std::string& kernel_id, const std::string& how)
     Enter(kernel, T::kRefused, KernelState::kError);
     return claimed;
   }
-  kernel.exit_code.reset();
-  kernel.reason.clear();
-  kernel.terminated_at.reset();
-  Enter(kernel, T::kResumed, KernelState::kRunning);
+  RunAgain(kernel, T::kResumed);
   return Status::Ok();
 }
 
@@ -201,10 +205,7 @@ Status KernelTable::FinishRestart(const std::string& kernel_id, bool restarted) 
     return Status::Ok();
   }
   if (Result<Kernel*> k = Check(T::kRestarted, kernel_id, kRunning); !k.ok()) return k.status();
-  kernel->exit_code.reset();
-  kernel->reason.clear();
-  kernel->terminated_at.reset();
-  Enter(*kernel, T::kRestarted, KernelState::kRunning);
+  RunAgain(*kernel, T::kRestarted);
   return Status::Ok();
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -136,9 +137,16 @@ class KernelTable {
  private:
   // The kernel of `kernel_id` when `transition` may leave its place (and, when
   // `to` is set, reach `to`); otherwise the refusal, logged.
-  Result<Kernel*> Check(Transition transition, const std::string& kernel_id, Place to) const;
+  Result<Kernel*> Check(Transition transition, const std::string& kernel_id, Place to);
   // Claims `kernel`'s allocation from every plugin (all or nothing).
   Status Claim(Kernel& kernel);
+  // `take` from each plugin in turn; on a refusal, gives back what the
+  // plugins before it took and returns it. Then `kernel` holds its resources.
+  Status TakeFromEachPlugin(Kernel& kernel, const std::function<Status(ResourcePlugin&)>& take);
+  // A transition that only changes the state: checked, entered.
+  Status Move(Transition transition, const std::string& kernel_id, KernelState to);
+  // RUNNING by `transition`, its exit code, reason and end cleared.
+  void RunAgain(Kernel& kernel, Transition transition);
   // Gives `kernel`'s allocation back to every plugin.
   void Free(Kernel& kernel);
   // Removes `kernel_id` from the table, freeing what it holds.

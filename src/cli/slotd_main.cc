@@ -113,8 +113,8 @@ void SetUpProcess() {
 // containers and the devices they hold.
 std::vector<slotd::StatsTarget> StatsTargetsOf(const slotd::Agent& agent) {
   std::vector<slotd::StatsTarget> targets;
-  for (const slotd::Kernel& kernel : agent.RunningKernels())
-    targets.push_back({kernel.id(), kernel.container_id, kernel.allocation.devices});
+  for (slotd::Agent::RunningKernel& kernel : agent.RunningKernels())
+    targets.push_back({std::move(kernel.kernel_id), std::move(kernel.container_id), std::move(kernel.devices)});
   return targets;
 }
 

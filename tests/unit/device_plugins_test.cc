@@ -867,23 +867,23 @@ TEST_F(PlacementTest, TheRunningKernelsAreWhatStatsMeasureAndMetersComeFromThePl
 
   Kernel gpu = MustCreate(Request("k1", {{"cpu", 1}, {"cuda.device", 1}, {"mock.device", 1}}));
   Kernel cpu_only = MustCreate(Request("k2", {{"cpu", 1}}));
-  std::vector<Kernel> targets = agent_->RunningKernels();
+  std::vector<Agent::RunningKernel> targets = agent_->RunningKernels();
   ASSERT_EQ(targets.size(), 2u);
-  EXPECT_EQ(targets[0].id(), "k1");
+  EXPECT_EQ(targets[0].kernel_id, "k1");
   EXPECT_EQ(targets[0].container_id, gpu.container_id);
-  EXPECT_EQ(targets[0].allocation.devices, gpu.allocation.devices);
+  EXPECT_EQ(targets[0].devices, gpu.allocation.devices);
   EXPECT_EQ(Held(gpu.allocation, "cuda").size(), 1u);
   EXPECT_EQ(Held(gpu.allocation, "mock").size(), 1u);
-  EXPECT_EQ(targets[1].id(), "k2");
+  EXPECT_EQ(targets[1].kernel_id, "k2");
   EXPECT_EQ(targets[1].container_id, cpu_only.container_id);
-  EXPECT_TRUE(targets[1].allocation.devices.empty());
+  EXPECT_TRUE(targets[1].devices.empty());
 
   ASSERT_TRUE(engine_.Kill(cpu_only.container_id).ok());
   ASSERT_TRUE(agent_->Relist().ok());
   ASSERT_EQ(agent_->GetKernel("k2")->state(), KernelState::kTerminated);
   targets = agent_->RunningKernels();
   ASSERT_EQ(targets.size(), 1u);
-  EXPECT_EQ(targets[0].id(), "k1");
+  EXPECT_EQ(targets[0].kernel_id, "k1");
 }
 
 // ------------------------------------------------------- restore of devices
