@@ -97,7 +97,9 @@ Status ImagePuller::Pull(const std::string& image) {
     MutexLock lock(mutex_);
     if (auto it = in_flight_.find(key); it != in_flight_.end()) {
       std::shared_ptr<InFlight> shared = it->second;
+      ++shared->sharers;
       pull_done_.wait(lock.native(), [&] { return shared->done; });
+      --shared->sharers;
       return shared->outcome;
     }
     pull = std::make_shared<InFlight>();
@@ -111,6 +113,13 @@ Status ImagePuller::Pull(const std::string& image) {
   in_flight_.erase(key);
   pull_done_.notify_all();
   return outcome;
+}
+
+int ImagePuller::SharingCalls() const {
+  MutexLock lock(mutex_);
+  int sharing = 0;
+  for (const auto& [key, pull] : in_flight_) sharing += pull->sharers;
+  return sharing;
 }
 
 Status ImagePuller::RunPull(const std::string& image, const std::string& auth, bool has_credentials) {

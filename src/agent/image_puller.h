@@ -82,12 +82,15 @@ class ImagePuller {
   // for the pull of it already under way and shares its outcome; errors as
   // Ensure's.
   Status Pull(const std::string& image) EXCLUDES(mutex_);
+  // How many calls wait now for a pull that another call makes.
+  int SharingCalls() const EXCLUDES(mutex_);
 
  private:
   // One pull under way, shared by every caller that needs it.
   struct InFlight {
     bool done = false;
     Status outcome;
+    int sharers = 0;  // the calls waiting for it
   };
   // What a pull from an image's registry sends, and whether there was any.
   struct Login {

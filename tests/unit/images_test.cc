@@ -22,6 +22,7 @@
 #include "common/base64.h"
 #include "engine/docker/docker_answers.h"
 #include "engine/image_ref.h"
+#include "testing/eventually.h"
 #include "testing/fake_engine.h"
 #include "testing/temp_tree.h"
 
@@ -238,9 +239,9 @@ TEST_F(ImagePullerTest, ConcurrentEnsuresOfOneMissingImageShareOnePull) {
   creates.emplace_back([&] { ok += puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok(); });
   ASSERT_TRUE(engine_.WaitUntilHeld(FakeEngine::Method::kPull));
   for (int i = 0; i < 9; ++i) creates.emplace_back([&] { ok += puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok(); });
-  // Every one has found the image missing while the first pull is held, so
-  // each either shares that pull or makes one of its own.
-  while (engine_.CallCount(FakeEngine::Method::kImages) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Every one has found the image missing while the first pull is held and
+  // waits for that pull: none may make one of its own.
+  EXPECT_TRUE(Eventually([&] { return puller.SharingCalls() == 9; })) << puller.SharingCalls();
   engine_.Release(FakeEngine::Method::kPull);
   for (auto& t : creates) t.join();
   EXPECT_EQ(ok, 10);
