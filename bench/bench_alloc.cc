@@ -53,9 +53,9 @@ Config BenchConfig() {
   config.resource.allowed_cores_explicit = true;
   config.resource.memory_size = kMemory;
   config.resource.memory_size_explicit = true;
-  config.container.scratch_type = "tmpfs";  // the core's own cost: no scratch directories on the disk
+  config.container.scratch_type = ScratchType::kTmpfs;  // the core's own cost: no scratch directories on the disk
   config.container.allow_root = true;       // the fake's images run as root
-  config.container.auto_pull = "none";      // nor any image lookup: the core alone
+  config.container.auto_pull = PullPolicy::kNone;    // nor any image lookup: the core alone
   MockConfig mock;
   for (int i = 0; i < kDevices; ++i) {
     std::string id = "mock" + std::to_string(i);

@@ -68,7 +68,7 @@ std::string Render(const Config& c) {
   toml::table container{{"docker-host", c.container.docker_host},
                         {"port-range", toml::array{c.container.port_range_start, c.container.port_range_end}},
                         {"network", c.container.network},
-                        {"stats-type", c.container.stats_type},
+                        {"stats-type", slotd::WordOf(slotd::StatsTypeWords(), c.container.stats_type)},
                         {"stats-interval", Millis(c.container.stats_interval)},
                         {"stop-timeout", Millis(c.container.stop_timeout)},
                         {"pids-limit", c.container.pids_limit},

@@ -36,9 +36,10 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       clock_(clock),
       plugins_(std::move(plugins)),
       scratch_(ScratchRoot(config_),
-               config_.container.scratch_type == "hostfile" ? ScratchKind::kHostFile : ScratchKind::kHostDir),
-      scratch_quota_(config_.container.scratch_type == "hostdir" ? ProjectQuotaEnforced(ScratchRoot(config_))
-                                                                 : Status::Ok()),
+               config_.container.scratch_type == ScratchType::kHostFile ? ScratchKind::kHostFile : ScratchKind::kHostDir),
+      scratch_quota_(config_.container.scratch_type == ScratchType::kHostDir
+                         ? ProjectQuotaEnforced(ScratchRoot(config_))
+                         : Status::Ok()),
       mount_stage_(config_.agent.ipc_base_path + "/mounts"),
       puller_(engine, hub, clock, config_.agent.id,
               ImagePuller::Limits{config_.container.pull_timeout, config_.container.pull_stall_timeout},
@@ -92,7 +93,7 @@ Result<Agent::Admitted> Agent::Admit(const CreateRequest& request) const {
   Result<std::vector<ResolvedMount>> mounts =
       ResolveMounts(request.mounts, config_.container.mount_allow, AgentOwnPaths(config_));
   if (!mounts.ok()) return mounts.status();
-  const PullPolicy agent_policy = ParsePullPolicy(config_.container.auto_pull).value_or(PullPolicy::kNone);
+  const PullPolicy agent_policy = config_.container.auto_pull;
   if (request.pull && *request.pull < agent_policy)
     return Status::PermissionDenied(std::string("pull: \"") + PullPolicyName(*request.pull) +
                                     "\" is looser than this agent's [container] auto-pull = \"" +

@@ -218,9 +218,15 @@ class Agent {
   Status CheckUser(const std::string& image, const std::string& user);
   // The uid and gid the created, not started, container `container_id` of
   // `image` will run as, its image's user `user` resolved through the
-  // image's own /etc/passwd and /etc/group (ResolveUser); the refusal when
-  // that is root and [container] allow-root is false.
-  Result<RunAs> ResolveRunAs(const std::string& container_id, const std::string& image, const std::string& user);
+  // container's /etc/passwd and /etc/group (ResolveUser); the refusal when
+  // that is root and [container] allow-root is false. `own_mounts`: the
+  // kernel has mounts of its own, which may cover those files.
+  Result<RunAs> ResolveRunAs(const std::string& container_id, const std::string& image, const std::string& user,
+                             bool own_mounts);
+  // ResolveRunAs's lookup without its root rule. Without own mounts the
+  // answer is read from the engine once per image id (resolved_users_).
+  Result<RunAs> ReadRunAs(const std::string& container_id, const std::string& image, const std::string& user,
+                          bool own_mounts);
   // After a start: what the kernel's first process sees at each mount is
   // what was checked (VerifyMounted), and it does not run as root unless
   // allowed (its uids in /proc). kPermissionDenied saying which.
@@ -340,6 +346,7 @@ class Agent {
   MountStage mount_stage_;  // where the engine takes kernels' mounts from; thread-safe
   ImagePuller puller_;    // pulls kernels' images; thread-safe
   ImageCollector image_gc_;  // removes unused images when the engine's disk fills; thread-safe
+  ResolvedUsers resolved_users_;  // image users already read from images' files; thread-safe
   KernelTable table_ GUARDED_BY(mutex_);  // the kernels and their lifecycle
   DeviceManager devices_;  // drains, health marks, state.json; thread-safe, never called under mutex_
   // A create under way, which repeats of the same request wait for and share.

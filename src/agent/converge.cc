@@ -155,18 +155,20 @@ void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
   for (const std::string& kernel_id : kernel_ids) {
     std::string container_id;
     std::string image;
+    bool own_mounts = false;
     {
       MutexLock lock(mutex_);
       const Kernel* k = table_.Find(kernel_id);
       if (!k || k->state() != KernelState::kPreparing) continue;
       container_id = k->container_id;
       image = k->request.image;
+      own_mounts = !k->request.mounts.empty();
     }
     // The agent may have stopped before it decided the user: decide it now.
     Status cleared = Status::Ok();
     if (!config_.container.allow_root && !config_.container.kernel_uid) {
       Result<ImageInfo> info = engine_.InspectImage(image);
-      cleared = info.ok() ? ResolveRunAs(container_id, image, info->user).status() : info.status();
+      cleared = info.ok() ? ResolveRunAs(container_id, image, info->user, own_mounts).status() : info.status();
     }
     const Status started = cleared.ok() ? engine_.Start(container_id) : cleared;
     MutexLock lock(mutex_);

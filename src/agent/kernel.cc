@@ -48,9 +48,10 @@ struct StoredLimits {
 };
 constexpr StoredLimits kApiLimits{64, 128, 4 << 10, 1024, 256, 32 << 10, 256 << 10, 1024, 256 << 10, 32,
                                   std::chrono::hours(24 * 366)};
-constexpr size_t kNone = std::numeric_limits<size_t>::max();
-constexpr StoredLimits kRestoreLimits{kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone,
-                                      std::chrono::milliseconds::max()};
+constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
+constexpr StoredLimits kRestoreLimits{kUnbounded, kUnbounded, kUnbounded, kUnbounded,
+                                      kUnbounded, kUnbounded, kUnbounded, kUnbounded,
+                                      kUnbounded, kUnbounded, std::chrono::milliseconds::max()};
 
 Status Bad(const std::string& field, const std::string& what) {
   return Status::InvalidArgument(field + ": " + what);
@@ -321,21 +322,9 @@ Result<CreateRequest> CreateRequestFromCanonical(const json& canonical) {
   return req;
 }
 
-std::optional<PullPolicy> ParsePullPolicy(std::string_view name) {
-  if (name == "none") return PullPolicy::kNone;
-  if (name == "tag") return PullPolicy::kTag;
-  if (name == "digest") return PullPolicy::kDigest;
-  return std::nullopt;
-}
+std::optional<PullPolicy> ParsePullPolicy(std::string_view name) { return ChoiceOf(PullPolicyWords(), name); }
 
-const char* PullPolicyName(PullPolicy policy) {
-  switch (policy) {
-    case PullPolicy::kNone: return "none";
-    case PullPolicy::kTag: return "tag";
-    case PullPolicy::kDigest: return "digest";
-  }
-  return "none";
-}
+const char* PullPolicyName(PullPolicy policy) { return WordOf(PullPolicyWords(), policy).c_str(); }
 
 const char* KernelStateName(KernelState state) {
   switch (state) {

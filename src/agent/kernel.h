@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "config/choices.h"
 #include "engine/container_engine.h"
 #include "resources/allocation.h"
 
@@ -63,13 +64,6 @@ struct RequestedMount {
 // The longest image name a request may give.
 inline constexpr size_t kMaxImageName = 512;
 
-// When the agent pulls a kernel's image ([container] auto-pull, a request's
-// "pull"), from the loosest to the strictest.
-enum class PullPolicy {
-  kNone,    // never: the image must be on the node
-  kTag,     // when the node does not have it
-  kDigest,  // also when its tag now names another digest in the registry
-};
 // "none", "tag", "digest"; nullopt for anything else.
 std::optional<PullPolicy> ParsePullPolicy(std::string_view name);
 const char* PullPolicyName(PullPolicy policy);

@@ -85,7 +85,17 @@ Status Agent::CheckUser(const std::string& image, const std::string& user) {
   return Status::Ok();
 }
 
-Result<RunAs> Agent::ResolveRunAs(const std::string& container_id, const std::string& image, const std::string& user) {
+Result<RunAs> Agent::ReadRunAs(const std::string& container_id, const std::string& image, const std::string& user,
+                               bool own_mounts) {
+  // No user is the runtime's default, root, whatever the files say. (A
+  // number is not enough: a passwd line may be named by it.)
+  if (user.empty()) return ResolveUser(user, "", "");
+  Result<ContainerInfo> container = engine_.Inspect(container_id);
+  if (!container.ok()) return container.status().WithPrefix("deciding the user it runs as");
+  // A kernel's own mounts may cover /etc: its files are then not its image's.
+  const std::string image_id = own_mounts ? "" : container->image_id;
+  if (!image_id.empty())
+    if (std::optional<RunAs> known = resolved_users_.Find(image_id, user)) return *known;
   // Longer files than this are no user database an image means.
   constexpr size_t kMaxUserFile = 4u << 20;
   std::string files[2];
@@ -95,10 +105,17 @@ Result<RunAs> Agent::ResolveRunAs(const std::string& container_id, const std::st
     if (text.ok()) {
       files[i] = std::move(*text);
     } else if (text.status().code() != Status::Code::kNotFound) {
-      return text.status().WithPrefix("deciding the user image " + image + " runs as");
+      return text.status().WithPrefix("deciding the user it runs as");
     }
   }
   Result<RunAs> run_as = ResolveUser(user, files[0], files[1]);
+  if (run_as.ok() && !image_id.empty()) resolved_users_.Remember(image_id, user, *run_as);
+  return run_as;
+}
+
+Result<RunAs> Agent::ResolveRunAs(const std::string& container_id, const std::string& image, const std::string& user,
+                                  bool own_mounts) {
+  Result<RunAs> run_as = ReadRunAs(container_id, image, user, own_mounts);
   if (!run_as.ok()) return run_as.status().WithPrefix("image " + image);
   if (run_as->uid == 0 && !config_.container.allow_root)
     return RunsAsRoot(image, user, NumericId(user.substr(0, user.find(':'))) ? "" : " in the image's /etc/passwd");
@@ -191,7 +208,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     spec.user = std::to_string(owner->uid) + ":" + std::to_string(owner->gid);
   }
   const uint64_t scratch_bytes = request.resources.scratch_bytes.value_or(config_.container.scratch_size);
-  if (config_.container.scratch_type == "tmpfs") {
+  if (config_.container.scratch_type == ScratchType::kTmpfs) {
     spec.mounts.push_back(
         {Mount::Type::kTmpfs, "", kScratchTarget, false, scratch_bytes ? scratch_bytes : request.resources.mem_bytes});
   } else {
@@ -221,9 +238,9 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     table_.Announce("kernel_created", kernel);
   }
   if (!owner) {
-    Result<RunAs> run_as = ResolveRunAs(*created, request.image, image_user);
+    Result<RunAs> run_as = ResolveRunAs(*created, request.image, image_user, !mounts.empty());
     if (!run_as.ok()) return abandon(run_as.status(), *created);
-    if (config_.container.scratch_type != "tmpfs") {
+    if (config_.container.scratch_type != ScratchType::kTmpfs) {
       if (Status s = scratch_.GiveTo(request.kernel_id, {run_as->uid, run_as->gid}); !s.ok())
         return abandon(s, *created);
     }

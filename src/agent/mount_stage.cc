@@ -17,8 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ErrnoText(int error) { return std::error_code(error, std::generic_category()).message(); }
-
 // The flags of the filesystem under `fd` that a bind of it keeps (a bind
 // remount that left them out would clear them).
 unsigned long KeptFlags(int fd) {

@@ -31,8 +31,6 @@ constexpr const char* kEngineTargets[] = {"/etc", "/etc/hosts", "/etc/hostname",
 
 using Inode = std::pair<dev_t, ino_t>;
 
-std::string ErrnoText(int error) { return std::error_code(error, std::generic_category()).message(); }
-
 // "/srv/datasets (ro), /srv/shared (rw)", or "none" when nothing is allowed.
 std::string Allowed(const std::vector<MountAllow>& allowed) {
   std::string text;

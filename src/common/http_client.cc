@@ -9,8 +9,6 @@
 namespace slotd {
 namespace {
 
-// Most of an error body that is quoted in a Status message.
-constexpr size_t kMaxErrorBody = 64 * 1024;
 // How often Stream checks its stop flag while no data arrives.
 constexpr int kStreamPollMs = 100;
 
@@ -140,8 +138,8 @@ size_t DeliverChunk(char* data, size_t size, size_t count, void* user) {
   long status = 0;
   curl_easy_getinfo(target->easy, CURLINFO_RESPONSE_CODE, &status);
   if (status < 200 || status >= 300) {
-    if (target->error_body->size() < kMaxErrorBody)
-      target->error_body->append(data, std::min(n, kMaxErrorBody - target->error_body->size()));
+    if (target->error_body->size() < kMaxHttpErrorBody)
+      target->error_body->append(data, std::min(n, kMaxHttpErrorBody - target->error_body->size()));
     return n;
   }
   return (*target->on_chunk)(std::string_view(data, n)) ? n : 0;
@@ -232,8 +230,8 @@ size_t StreamBody(char* data, size_t size, size_t count, void* user) {
   auto* state = static_cast<StreamState*>(user);
   const size_t n = size * count;
   if (!state->connected) {
-    if (state->error_body.size() < kMaxErrorBody) {
-      state->error_body.append(data, std::min(n, kMaxErrorBody - state->error_body.size()));
+    if (state->error_body.size() < kMaxHttpErrorBody) {
+      state->error_body.append(data, std::min(n, kMaxHttpErrorBody - state->error_body.size()));
     }
     return n;
   }

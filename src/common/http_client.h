@@ -21,6 +21,9 @@
 
 namespace slotd {
 
+// The most of an error answer's body kept and quoted in a Status message.
+inline constexpr size_t kMaxHttpErrorBody = 64 * 1024;
+
 // One complete HTTP response. Any status code counts as a response; only
 // transport failures are errors.
 struct HttpResponse {

@@ -17,19 +17,13 @@
 namespace slotd {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
 // The most an answer's head (status line and headers) may take.
 constexpr size_t kMaxHead = 64 * 1024;
-// The most of an error answer's body kept for the message.
-constexpr size_t kMaxErrorBody = 64 * 1024;
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return a.size() == b.size() &&
          std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
 }
-
-std::string ErrnoText() { return std::strerror(errno); }
 
 // Connects to a unix socket path, or to "http://host:port".
 Result<int> Connect(bool unix_socket, const std::string& target, const std::string& where) {
@@ -43,7 +37,7 @@ Result<int> Connect(bool unix_socket, const std::string& target, const std::stri
     }
     std::memcpy(addr.sun_path, target.c_str(), target.size() + 1);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      const std::string why = ErrnoText();
+      const std::string why = ErrnoText(errno);
       ::close(fd);
       return Status::Unavailable(where + " failed: cannot connect: " + why);
     }
@@ -68,7 +62,7 @@ Result<int> Connect(bool unix_socket, const std::string& target, const std::stri
       ::freeaddrinfo(found);
       return fd;
     }
-    why = ErrnoText();
+    why = ErrnoText(errno);
     ::close(fd);
   }
   ::freeaddrinfo(found);
@@ -76,9 +70,9 @@ Result<int> Connect(bool unix_socket, const std::string& target, const std::stri
 }
 
 // Waits until `fd` is readable (or writable) before `deadline`.
-bool WaitFor(int fd, short events, SteadyClock::time_point deadline) {
+bool WaitFor(int fd, short events, std::chrono::steady_clock::time_point deadline) {
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()).count();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) return false;
     pollfd p{fd, events, 0};
     const int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
@@ -99,7 +93,7 @@ Result<UpgradedConnection> HttpClient::Upgrade(const std::string& method, const 
                                                const std::string& body, const std::vector<std::string>& headers,
                                                std::chrono::milliseconds timeout, bool accept_200) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
-  const SteadyClock::time_point deadline = SteadyClock::now() + timeout;
+  const std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + timeout;
   Result<int> connected = Connect(unix_socket_, target_, where);
   if (!connected.ok()) return connected.status();
   const int fd = *connected;
@@ -117,7 +111,7 @@ Result<UpgradedConnection> HttpClient::Upgrade(const std::string& method, const 
   for (size_t sent = 0; sent < request.size();) {
     if (!WaitFor(fd, POLLOUT, deadline)) return fail(Status::DeadlineExceeded(where + ": could not send the request in time"));
     const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return fail(Status::Unavailable(where + " failed: " + ErrnoText()));
+    if (n <= 0) return fail(Status::Unavailable(where + " failed: " + ErrnoText(errno)));
     sent += static_cast<size_t>(n);
   }
 
@@ -157,7 +151,7 @@ Result<UpgradedConnection> HttpClient::Upgrade(const std::string& method, const 
   // An error: its body, as much as comes before the deadline.
   std::string error_body = upgraded.early;
   const long length = std::strtol(upgraded.Header("Content-Length").c_str(), nullptr, 10);
-  while (error_body.size() < static_cast<size_t>(std::max(0L, length)) && error_body.size() < kMaxErrorBody &&
+  while (error_body.size() < static_cast<size_t>(std::max(0L, length)) && error_body.size() < kMaxHttpErrorBody &&
          WaitFor(fd, POLLIN, deadline)) {
     char chunk[4096];
     const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);

@@ -1,5 +1,7 @@
 #include "common/status.h"
 
+#include <system_error>
+
 namespace slotd {
 
 const char* Status::CodeName(Code code) {
@@ -17,5 +19,7 @@ const char* Status::CodeName(Code code) {
   }
   return "internal";
 }
+
+std::string ErrnoText(int error) { return std::error_code(error, std::generic_category()).message(); }
 
 }  // namespace slotd

@@ -81,4 +81,7 @@ class Result {
   Status status_;
 };
 
+// The text of an errno value ("No such file or directory"), for messages.
+std::string ErrnoText(int error);
+
 }  // namespace slotd

@@ -19,8 +19,6 @@ namespace slotd {
 
 namespace {
 
-std::string ErrnoText(int error) { return std::error_code(error, std::generic_category()).message(); }
-
 // The last few lines of `output`, for a message.
 std::string Tail(const std::string& output) {
   std::string text = output;

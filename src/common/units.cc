@@ -71,7 +71,6 @@ std::string FormatSize(uint64_t bytes) {
 }
 
 std::string DescribeSize(uint64_t bytes) {
-  constexpr uint64_t kGiB = 1ull << 30;
   std::string exact = FormatSize(bytes);
   if (bytes < kGiB || bytes % kGiB == 0) return exact;
   char rounded[32];
@@ -128,7 +127,8 @@ Result<std::vector<int>> ParseCoreList(const std::string& text) {
                   : (ParseUnsigned(Trim(item.substr(0, dash)), lo) && ParseUnsigned(Trim(item.substr(dash + 1)), hi));
     if (!ok) return Status::InvalidArgument(prefix + "\"" + item + "\" is not a core number or range like 0-3");
     if (hi < lo) return Status::InvalidArgument(prefix + "range \"" + item + "\" ends before it starts");
-    if (hi > 4095) return Status::InvalidArgument(prefix + "core " + std::to_string(hi) + " is above 4095");
+    if (hi >= kCoreLimit)
+      return Status::InvalidArgument(prefix + "core " + std::to_string(hi) + " is above " + std::to_string(kCoreLimit - 1));
     for (uint64_t c = lo; c <= hi; ++c) cores.insert(static_cast<int>(c));
     if (comma == std::string::npos) break;
     pos = comma + 1;

@@ -12,6 +12,9 @@
 
 namespace slotd {
 
+inline constexpr uint64_t kMiB = 1ull << 20;  // bytes in a mebibyte
+inline constexpr uint64_t kGiB = 1ull << 30;  // bytes in a gibibyte
+
 // Parses a size: a non-negative integer with an optional binary suffix
 // k, m, g, t (case-insensitive, optional trailing "b"/"ib"); a bare number is
 // bytes. On failure the message says what is accepted.
@@ -31,8 +34,12 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
 // ("1s", "250ms", "5m", "1h"; "0ms").
 std::string FormatDuration(std::chrono::milliseconds duration);
 
+// One more than the highest core number slotd handles (ParseCoreList's bound,
+// the size of the affinity masks it reads).
+inline constexpr int kCoreLimit = 4096;
+
 // Parses a core list ("0-3,8") into sorted, unique core numbers. Rejects empty
-// items, reversed ranges and numbers above 4095.
+// items, reversed ranges and numbers of kCoreLimit or above.
 Result<std::vector<int>> ParseCoreList(const std::string& text);
 
 // Formats sorted core numbers as a compact list ("0-3,8").

@@ -29,7 +29,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr int kMaxCores = 4096;      // the highest core number ParseCoreList accepts, plus one
 
 // ------------------------------------------------------- agent-specific types
 
@@ -428,7 +427,7 @@ KeyTable<ContainerConfig> ContainerKeys() {
         }),
     MemberKey("network", &ContainerConfig::network, EnumType({"none", "host", "bridge"}),
               "Network mode of kernel containers."),
-    MemberKey("stats-type", &ContainerConfig::stats_type, EnumType({"cgroup", "docker"}),
+    MemberKey("stats-type", &ContainerConfig::stats_type, ChoiceType(StatsTypeWords()),
               "Where kernel measures come from: `cgroup` reads the container's cgroup directly; `docker` asks the "
               "Engine's stats API, for hosts where the agent cannot read cgroups (the engine takes one to two "
               "seconds per container, so a sweep of many kernels takes seconds even with eight calls at a time)."),
@@ -469,7 +468,7 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "engine's socket) or lie "
               "inside its ipc-base-path or claims-dir.")
         .DefaultDoc("`<var-base-path>/scratch`"),
-    MemberKey("scratch-type", &ContainerConfig::scratch_type, EnumType({"hostdir", "hostfile", "tmpfs"}),
+    MemberKey("scratch-type", &ContainerConfig::scratch_type, ChoiceType(ScratchTypeWords()),
               "`hostdir`: a directory of the host, kept across kernel and agent restarts and removed with the "
               "kernel, limited to its size by a project quota (the scratch root's filesystem must enforce project "
               "quotas for a size to be given); `hostfile`: the same directory with an ext4 image of the kernel's "
@@ -516,7 +515,7 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "container before it starts). After the start, the uids of the kernel's first process are "
               "checked too, and a kernel found running as root is removed. With `false`, kernels also run "
               "with `no-new-privileges`: no set-uid file of the image makes them root."),
-    MemberKey("auto-pull", &ContainerConfig::auto_pull, EnumType({"digest", "tag", "none"}),
+    MemberKey("auto-pull", &ContainerConfig::auto_pull, ChoiceType(PullPolicyWords()),
               "When the agent pulls a kernel's image: `tag` when the node does not have it; `digest` also when "
               "the registry says its tag now names another digest (a registry round trip at every create); "
               "`none` never (the image must be on the node). A request may ask for a stricter policy "
@@ -553,7 +552,7 @@ KeyTable<ResourceConfig> ResourceKeys() {
               "Cores kept for the operating system when `[resource.cpu] allowed-cores` is not given: the agent "
               "uses its cpuset minus its last `reserved-cpu` cores. It must leave at least one core. Ignored when "
               "`allowed-cores` is given.",
-              {IntegerRange(0, kMaxCores)}),
+              {IntegerRange(0, kCoreLimit)}),
     MemberKey("reserved-mem", &ResourceConfig::reserved_mem, SizeType(),
               "Memory kept for the operating system when `[resource.memory] size` is not given: the agent's share "
               "is the node's memory minus this. Must leave some memory. Ignored when `size` is given."),

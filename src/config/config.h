@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "config/choices.h"
 #include "config/defaults.h"
 #include "config/host_facts.h"
 
@@ -78,14 +79,14 @@ struct ContainerConfig {
   int port_range_start = 30000;
   int port_range_end = 30999;     // inclusive
   std::string network = "none";   // none | host | bridge
-  std::string stats_type = "cgroup";  // cgroup | docker
+  StatsType stats_type = StatsType::kCgroup;
   std::chrono::milliseconds stats_interval{1'000};  // between stats sweeps
   std::chrono::milliseconds stop_timeout{10'000};
   int64_t pids_limit = 4096;              // per kernel; 0: none
   uint64_t log_max_size = 50ull << 20;    // per log file of a kernel (two files kept); 0: the engine's default logging
   std::chrono::milliseconds max_lifetime{0};  // the longest a kernel may run from its creation; 0: no limit
   std::string scratch_root;                   // where kernels' scratch directories are; empty: ScratchRoot()'s default
-  std::string scratch_type = "hostdir";       // hostdir | hostfile | tmpfs
+  ScratchType scratch_type = ScratchType::kHostDir;
   uint64_t scratch_size = 0;                  // a kernel's scratch size unless it asks; 0: no limit (tmpfs: its memory)
   uint64_t scratch_min_free = 1ull << 30;     // creates are refused below this much free space in the scratch root
   // Resource limits of kernels' processes, by name ("nofile"), soft and hard
@@ -96,7 +97,7 @@ struct ContainerConfig {
   std::optional<int64_t> kernel_uid;    // the user kernels' processes run as; unset: the image's user
   std::optional<int64_t> kernel_gid;    // their group; unset: the number of kernel_uid (the image's, without it)
   bool allow_root = false;              // whether a kernel may run as root (uid 0)
-  std::string auto_pull = "tag";        // digest | tag | none: when the agent pulls a kernel's image
+  PullPolicy auto_pull = PullPolicy::kTag;  // when the agent pulls a kernel's image
   std::string registry_auth_file;       // docker login's config.json with registry credentials; empty: none
   std::chrono::milliseconds pull_timeout{30 * 60'000};    // the longest one pull may take
   std::chrono::milliseconds pull_stall_timeout{60'000};  // the longest a pull may go without progress

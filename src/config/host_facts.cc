@@ -21,7 +21,6 @@
 namespace slotd {
 namespace {
 
-constexpr int kMaxCores = 4096;  // the highest core number ParseCoreList accepts, plus one
 // Where the kernel lists each NUMA node's cores, as node<N>/cpulist.
 constexpr const char* kNumaNodeDir = "/sys/devices/system/node";
 
@@ -56,10 +55,10 @@ HostFacts HostFacts::Detect() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) == 0) facts.hostname = name;
 
-  cpu_set_t* set = CPU_ALLOC(kMaxCores);
-  const size_t set_size = CPU_ALLOC_SIZE(kMaxCores);
+  cpu_set_t* set = CPU_ALLOC(kCoreLimit);
+  const size_t set_size = CPU_ALLOC_SIZE(kCoreLimit);
   if (set != nullptr && sched_getaffinity(0, set_size, set) == 0) {
-    for (int core = 0; core < kMaxCores; ++core) {
+    for (int core = 0; core < kCoreLimit; ++core) {
       if (CPU_ISSET_S(core, set_size, set)) facts.cpuset.push_back(core);
     }
   }

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/choices.h"
 #include "config/config.h"
 #include "config/host_facts.h"
 #include "config/toml_reader.h"
@@ -287,6 +288,24 @@ ValueType<std::string> StringType();
 ValueType<std::string> PathType();
 // A string that is one of `choices`.
 ValueType<std::string> EnumType(std::vector<std::string> choices);
+// A string that is one of `words`, read as the choice it names: a setting
+// that is a choice is typed from the moment the file is read.
+template <typename E>
+ValueType<E> ChoiceType(const ChoiceWords<E>& words) {
+  std::vector<std::string> names;
+  for (const auto& choice : words) names.push_back(choice.second);
+  ValueType<std::string> strings = EnumType(std::move(names));
+  ValueType<E> type;
+  type.name = strings.name;
+  type.doc = strings.doc;
+  type.quoted = true;
+  type.read = [&words, read = std::move(strings.read)](const Field& field, ConfigReader& reader) -> std::optional<E> {
+    const std::optional<std::string> word = read(field, reader);
+    return word ? ChoiceOf(words, *word) : std::nullopt;  // EnumType refused every other word
+  };
+  type.text = [&words](const E& value) { return WordOf(words, value); };
+  return type;
+}
 ValueType<int64_t> IntegerType();
 // true or false.
 ValueType<bool> BoolType();

@@ -77,7 +77,7 @@ struct ContainerInfo {
   std::string id;
   std::string name;      // without the leading "/"
   std::string image;
-  std::string image_id;  // "sha256:..." of the image it was made from; only List fills it
+  std::string image_id;  // "sha256:..." of the image it was made from
   Labels labels;
   std::string state;     // created | running | paused | restarting | removing | exited | dead
   bool running = false;

@@ -1,6 +1,5 @@
 #include "fleet/registrar.h"
 
-#include <ctime>
 #include <fstream>
 
 #include <spdlog/spdlog.h>
@@ -12,12 +11,10 @@ namespace slotd {
 namespace {
 
 using std::chrono::milliseconds;
-using Clock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;
 
 constexpr milliseconds kFirstRetry{500};
 constexpr milliseconds kLongestRetry{10'000};
-
-int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 
 // The lease id recorded in `path`; 0 when there is none.
 int64_t ReadLeaseFile(const std::string& path) {
@@ -78,11 +75,11 @@ const char* RegistrationPhaseName(Registration::Phase phase) {
   return "registering";
 }
 
-Registrar::Registrar(const EtcdClient& etcd, Options options, std::function<AgentDocument()> document)
-    : etcd_(etcd), options_(std::move(options)), document_(std::move(document)) {
+Registrar::Registrar(const EtcdClient& etcd, Options options, std::function<AgentDocument()> document, Clock& clock)
+    : etcd_(etcd), options_(std::move(options)), document_(std::move(document)), clock_(clock) {
   MutexLock lock(mutex_);
   state_.key = options_.key;
-  state_.since = Now();
+  state_.since = clock_.UnixSeconds();
 }
 
 Registrar::~Registrar() { Stop(false); }
@@ -93,7 +90,7 @@ Registration Registrar::State() const {
 }
 
 void Registrar::SetPhase(Registration::Phase phase, std::string detail) {
-  if (state_.phase != phase) state_.since = Now();
+  if (state_.phase != phase) state_.since = clock_.UnixSeconds();
   if (state_.phase != phase || state_.detail != detail) {
     if (phase == Registration::Phase::kRegistered)
       spdlog::info("etcd: registered as {} (lease {:x}, ttl {}s)", options_.key, state_.lease, options_.lease_ttl.count());
@@ -135,8 +132,8 @@ Registrar::Attempt Registrar::TryRegister() {
   ++state_.writes;
   written_ = doc;
   rewrite_ = false;
-  last_write_ = Clock::now();
-  next_keep_alive_ = Clock::now() + options_.lease_ttl / 3;
+  last_write_ = Steady::now();
+  next_keep_alive_ = Steady::now() + options_.lease_ttl / 3;
   backoff_ = milliseconds(0);
   SetPhase(Registration::Phase::kRegistered, "");
   WriteLeaseFile(options_.lease_file, *lease);
@@ -155,7 +152,7 @@ milliseconds Registrar::Tick() {
   {
     MutexLock lock(mutex_);
     lease = state_.lease;
-    keep_alive_due = Clock::now() >= next_keep_alive_;
+    keep_alive_due = Steady::now() >= next_keep_alive_;
     unreachable = state_.phase == Registration::Phase::kUnreachable;
   }
   if (lease == 0) {  // not registered: try again, later and later while it fails
@@ -181,7 +178,7 @@ milliseconds Registrar::Tick() {
       SetPhase(Registration::Phase::kRegistering, "the lease ran out");
       return milliseconds(0);
     }
-    next_keep_alive_ = Clock::now() + options_.lease_ttl / 3;
+    next_keep_alive_ = Steady::now() + options_.lease_ttl / 3;
     if (state_.phase != Registration::Phase::kRegistered) {
       rewrite_ = true;  // what changed while etcd was away
       SetPhase(Registration::Phase::kRegistered, "");
@@ -189,8 +186,8 @@ milliseconds Registrar::Tick() {
   }
   {
     MutexLock lock(mutex_);
-    if (Clock::now() - last_write_ < options_.write_interval)
-      return std::chrono::duration_cast<milliseconds>(options_.write_interval - (Clock::now() - last_write_));
+    if (Steady::now() - last_write_ < options_.write_interval)
+      return std::chrono::duration_cast<milliseconds>(options_.write_interval - (Steady::now() - last_write_));
   }
   const AgentDocument doc = document_();
   {
@@ -213,7 +210,7 @@ milliseconds Registrar::Tick() {
   ++state_.writes;
   written_ = doc;
   rewrite_ = false;
-  last_write_ = Clock::now();
+  last_write_ = Steady::now();
   return options_.write_interval;
 }
 
@@ -221,8 +218,8 @@ void Registrar::Run() {
   for (;;) {
     const milliseconds wait = Tick();
     MutexLock lock(mutex_);
-    const auto until = Clock::now() + wait;
-    while (!stopping_ && Clock::now() < until) wake_.wait_until(lock.native(), until);
+    const auto until = Steady::now() + wait;
+    while (!stopping_ && Steady::now() < until) wake_.wait_until(lock.native(), until);
     if (stopping_) return;
   }
 }

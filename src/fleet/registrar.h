@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "fleet/agent_document.h"
@@ -69,8 +70,10 @@ class Registrar {
   };
 
   // `document` builds the agent's document as it is now; it is called from
-  // the registrar's thread, a few times a second.
-  Registrar(const EtcdClient& etcd, Options options, std::function<AgentDocument()> document);
+  // the registrar's thread, a few times a second. `clock` dates the phases
+  // (Registration::since).
+  Registrar(const EtcdClient& etcd, Options options, std::function<AgentDocument()> document,
+            Clock& clock = Clock::Real());
   ~Registrar();
 
   // Tries to register once, now. FailedPrecondition when another agent
@@ -99,6 +102,7 @@ class Registrar {
   const EtcdClient& etcd_;
   const Options options_;
   const std::function<AgentDocument()> document_;
+  Clock& clock_;
 
   mutable Mutex mutex_;
   std::condition_variable wake_;

@@ -170,7 +170,7 @@ CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFa
     for (const std::string& problem : LocalProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
     for (const std::string& problem : ScratchProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
     for (const std::string& warning : LocalWarnings(*config)) report.warnings.push_back("warning: " + path + ": " + warning);
-    if (config->container.scratch_size > 0 || config->container.scratch_type == "hostfile")
+    if (config->container.scratch_size > 0 || config->container.scratch_type == ScratchType::kHostFile)
       report.notes.push_back("note: " + path + ": " + ScratchAbilities(*config));
     ResolvedDevices devices = ResolveDevices(*config);
     for (const std::string& missing : devices.missing) report.problems.push_back("missing: " + path + ": " + missing);

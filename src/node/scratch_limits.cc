@@ -26,8 +26,6 @@ namespace slotd {
 
 namespace {
 
-std::string ErrnoText(int error) { return std::error_code(error, std::generic_category()).message(); }
-
 // quotactl_fd(2), which glibc 2.36 does not wrap.
 int QuotactlFd(int fd, unsigned cmd, int id, void* addr) {
   return static_cast<int>(::syscall(SYS_quotactl_fd, fd, cmd, id, addr));
@@ -191,14 +189,14 @@ Result<uint64_t> FreeBytes(const std::string& dir) {
 std::vector<std::string> ScratchProblems(const Config& config) {
   const ContainerConfig& c = config.container;
   std::vector<std::string> problems;
-  if (c.scratch_type == "hostfile") {
+  if (c.scratch_type == ScratchType::kHostFile) {
     if (c.scratch_size == 0)
       problems.push_back("container.scratch-size: scratch-type = \"hostfile\" needs a size for the kernels that ask "
                          "for none, e.g. scratch-size = \"10g\"");
     if (Status possible = LoopImagesPossible(); !possible.ok())
       problems.push_back("container.scratch-type: \"hostfile\" needs loop-mounted images, and this node cannot: " +
                          possible.message() + "; or choose scratch-type hostdir or tmpfs");
-  } else if (c.scratch_type == "hostdir" && c.scratch_size > 0) {
+  } else if (c.scratch_type == ScratchType::kHostDir && c.scratch_size > 0) {
     if (Status quota = ProjectQuotaEnforced(ScratchRoot(config)); !quota.ok())
       problems.push_back("container.scratch-size: a hostdir scratch is limited by project quotas, and " +
                          ScratchRoot(config) + " has none: " + quota.message() +
@@ -212,12 +210,12 @@ std::string ScratchAbilities(const Config& config) {
   const Status quota = ProjectQuotaEnforced(root), loop = LoopImagesPossible();
   const std::string uses =
       config.container.scratch_size == 0
-          ? std::string(config.container.scratch_type == "tmpfs" ? " (a tmpfs of its memory" : " (no limit")
+          ? std::string(config.container.scratch_type == ScratchType::kTmpfs ? " (a tmpfs of its memory" : " (no limit")
           : " (" + FormatSize(config.container.scratch_size);
   return "scratch limits on this node for " + root + ": hostdir by project quota: " +
          (quota.ok() ? "yes" : "no, " + quota.message()) + "; hostfile (loop-mounted ext4 images): " +
          (loop.ok() ? "yes" : "no, " + loop.message()) + "; tmpfs: yes. This config uses " +
-         config.container.scratch_type + uses + " unless a kernel asks for resources.scratch)";
+         WordOf(ScratchTypeWords(), config.container.scratch_type) + uses + " unless a kernel asks for resources.scratch)";
 }
 
 }  // namespace slotd

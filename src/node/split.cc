@@ -16,8 +16,6 @@
 namespace slotd {
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kGiB = 1ull << 30;
 // Memory shares from this size up are rounded down to a GiB, smaller ones to a MiB.
 constexpr uint64_t kRoundToGiB = 8 * kGiB;
 

@@ -1,12 +1,9 @@
 #include "resources/device_plugin.h"
 
 #include <algorithm>
-#include <ctime>
 
 namespace slotd {
 namespace {
-
-int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 
 // The condition of an owned device that the node does not have.
 constexpr char kMissing[] = "missing: not on this node any more";
@@ -14,8 +11,8 @@ constexpr char kMissing[] = "missing: not on this node any more";
 }  // namespace
 
 DevicePlugin::DevicePlugin(std::string name, std::vector<Device> present, const std::vector<std::string>& allowed,
-                           AbsentDevices absent)
-    : name_(std::move(name)), slots_{name_ + ".device"}, absent_(absent) {
+                           AbsentDevices absent, Clock& clock)
+    : name_(std::move(name)), slots_{name_ + ".device"}, absent_(absent), clock_(clock) {
   for (const auto& device : present) present_.insert(device.id);
   std::vector<std::string> missing;
   for (const auto& id : allowed) {
@@ -27,8 +24,8 @@ DevicePlugin::DevicePlugin(std::string name, std::vector<Device> present, const 
       missing.push_back(id);
     }
   }
-  health_ = std::make_shared<DeviceHealthBoard>(OwnedDevices(), Now());
-  for (const auto& id : missing) health_->SetCondition(id, kMissing, Now());
+  health_ = std::make_shared<DeviceHealthBoard>(OwnedDevices(), clock_.UnixSeconds());
+  for (const auto& id : missing) health_->SetCondition(id, kMissing, clock_.UnixSeconds());
 }
 
 void DevicePlugin::Own(Device device) {
@@ -140,7 +137,7 @@ Status DevicePlugin::Claim(const std::string& kernel_id, const Allocation& alloc
   }
   for (const auto& id : adopt_missing) {
     Own({id, 0, nlohmann::json::object(), ""});
-    health_->Add(id, kMissing, Now());
+    health_->Add(id, kMissing, clock_.UnixSeconds());
   }
   for (const auto& id : ids) holder_[id] = kernel_id;
   return Status::Ok();

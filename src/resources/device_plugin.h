@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "resources/device_health.h"
 #include "resources/plugin.h"
 
@@ -42,9 +43,9 @@ class DevicePlugin : public ResourcePlugin {
   // `name` is the plugin name used in allocations ("mock"); its base slot type
   // is "<name>.device". `present` lists every device found on the node;
   // `allowed` (ids of `present`, or missing ones per `absent`) are the ones
-  // this agent owns.
+  // this agent owns. `clock` dates the devices' health conditions.
   DevicePlugin(std::string name, std::vector<Device> present, const std::vector<std::string>& allowed,
-               AbsentDevices absent = {});
+               AbsentDevices absent = {}, Clock& clock = Clock::Real());
 
   std::string Name() const override { return name_; }
   std::vector<std::string> DeviceSlots() const override;
@@ -92,6 +93,7 @@ class DevicePlugin : public ResourcePlugin {
   std::vector<std::string> slots_;         // the base slot, then each owned device's, once each
   std::set<std::string> present_;          // every device found on the node
   const AbsentDevices absent_;
+  Clock& clock_;
   std::map<std::string, std::string> holder_;  // device id -> kernel id
   std::set<std::string> drained_;          // owned devices not given to new kernels
   std::shared_ptr<DeviceHealthBoard> health_;  // of owned_; missing ones have the condition "missing"

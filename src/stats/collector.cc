@@ -168,7 +168,7 @@ StatsCollector::StatsCollector(Options options, std::function<std::vector<StatsT
 std::shared_ptr<StatsSnapshot> StatsCollector::NewSnapshot() const {
   auto snapshot = std::make_shared<StatsSnapshot>();
   snapshot->agent_id = options_.agent_id;
-  snapshot->stats_type = options_.stats_type;
+  snapshot->stats_type = WordOf(StatsTypeWords(), options_.stats_type);
   snapshot->interval_ms = options_.interval.count();
   return snapshot;
 }
@@ -269,7 +269,7 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
   for (const StatsTarget& target : targets) by_container.emplace(target.container_id, &target);
 
   std::vector<TimedSample> engine_samples;
-  if (options_.stats_type == "docker") engine_samples = EngineSamples(targets);
+  if (options_.stats_type == StatsType::kDocker) engine_samples = EngineSamples(targets);
   for (size_t i = 0; i < targets.size(); ++i) {
     if (stop_requested_) return nullptr;
     const StatsTarget& target = targets[i];

@@ -41,6 +41,7 @@
 
 #include "common/clock.h"
 #include "common/mutex.h"
+#include "config/choices.h"
 #include "engine/container_engine.h"
 #include "stats/cgroup.h"
 #include "resources/device_meter.h"
@@ -59,7 +60,7 @@ class StatsCollector {
  public:
   struct Options {
     std::string agent_id;
-    std::string stats_type = "cgroup";              // "cgroup" | "docker"
+    StatsType stats_type = StatsType::kCgroup;
     std::chrono::milliseconds interval{1000};       // between sweep starts
     std::chrono::milliseconds meter_deadline{500};  // per DeviceMeter::Measure call
     std::vector<int> cores;                         // the agent's allowed cores

@@ -17,14 +17,14 @@ namespace {
 
 using nlohmann::json;
 
-AgentOptions Options(const std::string& name, const std::string& cores = "0-1") {
+AgentOptions CoresAgent(const std::string& name, const std::string& cores = "0-1") {
   AgentOptions o;
   o.id = "it-" + RunTag() + "-" + name;
   o.cores = cores;
   return o;
 }
 
-json SleepKernel(const std::string& id, int cpu = 1, const std::string& mem = "64m") {
+json SleepOnCores(const std::string& id, int cpu = 1, const std::string& mem = "64m") {
   return {{"kernel_id", id},
           {"image", kTestImage},
           {"command", {"sleep", "3600"}},
@@ -32,9 +32,9 @@ json SleepKernel(const std::string& id, int cpu = 1, const std::string& mem = "6
 }
 
 TEST(Agent, KernelContainerCarriesLabelsCpusetAndMemoryLimit) {
-  AgentProcess agent(Options("labels"));
+  AgentProcess agent(CoresAgent("labels"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  json k = agent.CreateKernel(SleepKernel("k1", 2, "96m"));
+  json k = agent.CreateKernel(SleepOnCores("k1", 2, "96m"));
   EXPECT_EQ(k["state"], "RUNNING");
   EXPECT_EQ(k["allocations"]["cpu"], json({0, 1}));
 
@@ -63,7 +63,7 @@ TEST(Agent, KernelContainerCarriesLabelsCpusetAndMemoryLimit) {
 }
 
 TEST(Agent, ExecReturnsStdoutStderrAndExitCodeAndLogsReturnOutput) {
-  AgentProcess agent(Options("exec"));
+  AgentProcess agent(CoresAgent("exec"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   agent.CreateKernel({{"kernel_id", "talker"},
                       {"image", kTestImage},
@@ -92,14 +92,14 @@ TEST(Agent, ExecReturnsStdoutStderrAndExitCodeAndLogsReturnOutput) {
 }
 
 TEST(Agent, BadRequestsAreRefusedWithTheirReasonAndLeaveNothingAllocated) {
-  AgentProcess agent(Options("errors"));
+  AgentProcess agent(CoresAgent("errors"));
   ASSERT_TRUE(agent.Start()) << agent.log();
 
   HttpResponse res = agent.Call("POST", "/v1/kernels", "{not json");
   EXPECT_EQ(res.status, 400);
   EXPECT_NE(res.body.find("malformed JSON"), std::string::npos) << res.body;
 
-  res = agent.Call("POST", "/v1/kernels", SleepKernel("bad", 1, "lots").dump());
+  res = agent.Call("POST", "/v1/kernels", SleepOnCores("bad", 1, "lots").dump());
   EXPECT_EQ(res.status, 400);
   EXPECT_NE(res.body.find("resources.mem"), std::string::npos) << res.body;
 
@@ -107,23 +107,23 @@ TEST(Agent, BadRequestsAreRefusedWithTheirReasonAndLeaveNothingAllocated) {
   EXPECT_EQ(res.status, 400);
   EXPECT_NE(res.body.find("image"), std::string::npos) << res.body;
 
-  json with_device_env = SleepKernel("bad2");
+  json with_device_env = SleepOnCores("bad2");
   with_device_env["env"] = {{"CUDA_VISIBLE_DEVICES", "all"}};
   res = agent.Call("POST", "/v1/kernels", with_device_env.dump());
   EXPECT_EQ(res.status, 400);
   EXPECT_NE(res.body.find("env.CUDA_VISIBLE_DEVICES"), std::string::npos) << res.body;
 
-  json reserved_label = SleepKernel("bad3");
+  json reserved_label = SleepOnCores("bad3");
   reserved_label["labels"] = {{"ai.backend.owner", "someone"}};
   res = agent.Call("POST", "/v1/kernels", reserved_label.dump());
   EXPECT_EQ(res.status, 400);
   EXPECT_NE(res.body.find("labels.ai.backend.owner"), std::string::npos) << res.body;
 
-  res = agent.Call("POST", "/v1/kernels", SleepKernel("big", 3).dump());
+  res = agent.Call("POST", "/v1/kernels", SleepOnCores("big", 3).dump());
   EXPECT_EQ(res.status, 422);
   EXPECT_NE(res.body.find("insufficient cpu: requested 3, free 2 of 2"), std::string::npos) << res.body;
 
-  json unknown_image = SleepKernel("ghost");
+  json unknown_image = SleepOnCores("ghost");
   unknown_image["image"] = "slotd-test/does-not-exist:" + RunTag();
   res = agent.Call("POST", "/v1/kernels", unknown_image.dump());
   EXPECT_EQ(res.status, 400);
@@ -143,12 +143,12 @@ TEST(Agent, BadRequestsAreRefusedWithTheirReasonAndLeaveNothingAllocated) {
 }
 
 TEST(Agent, CreateIsIdempotentByKernelId) {
-  AgentProcess agent(Options("idem"));
+  AgentProcess agent(CoresAgent("idem"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  json first = agent.CreateKernel(SleepKernel("same"));
-  json again = agent.CallJson("POST", "/v1/kernels", SleepKernel("same"), 200);
+  json first = agent.CreateKernel(SleepOnCores("same"));
+  json again = agent.CallJson("POST", "/v1/kernels", SleepOnCores("same"), 200);
   EXPECT_EQ(again["container_id"], first["container_id"]);
-  json different = SleepKernel("same");
+  json different = SleepOnCores("same");
   different["command"] = {"sleep", "7"};
   HttpResponse res = agent.Call("POST", "/v1/kernels", different.dump());
   EXPECT_EQ(res.status, 409);
@@ -157,7 +157,7 @@ TEST(Agent, CreateIsIdempotentByKernelId) {
   // Still true after a restart: the request is recovered from the labels.
   agent.Kill(SIGKILL);
   ASSERT_TRUE(agent.Start()) << agent.log();
-  EXPECT_EQ(agent.CallJson("POST", "/v1/kernels", SleepKernel("same"), 200)["container_id"], first["container_id"]);
+  EXPECT_EQ(agent.CallJson("POST", "/v1/kernels", SleepOnCores("same"), 200)["container_id"], first["container_id"]);
   EXPECT_EQ(agent.Call("POST", "/v1/kernels", different.dump()).status, 409);
 
   json deleted = agent.CallJson("DELETE", "/v1/kernels/same", nullptr, 200);
@@ -166,7 +166,7 @@ TEST(Agent, CreateIsIdempotentByKernelId) {
 }
 
 TEST(Agent, TokenIsRequiredOnTcpButNotForHealth) {
-  AgentOptions o = Options("token");
+  AgentOptions o = CoresAgent("token");
   o.token = "s3cret-" + RunTag();
   AgentProcess agent(o);
   ASSERT_TRUE(agent.Start()) << agent.log();
@@ -190,7 +190,7 @@ TEST(Agent, TokenIsRequiredOnTcpButNotForHealth) {
 }
 
 TEST(Agent, WithoutATokenFileTheAgentMakesItsOwnTokenAndTcpNeedsIt) {
-  AgentOptions o = Options("own-token");
+  AgentOptions o = CoresAgent("own-token");
   o.rpc_port = FreeLoopbackPort();  // in the config, for slotctl --config to find
   AgentProcess agent(o);
   ASSERT_TRUE(agent.Start()) << agent.log();
@@ -219,10 +219,10 @@ TEST(Agent, WithoutATokenFileTheAgentMakesItsOwnTokenAndTcpNeedsIt) {
 }
 
 TEST(Agent, SigkillAndRestartKeepsKernelsAndAllocations) {
-  AgentProcess agent(Options("restore", "0-1"));
+  AgentProcess agent(CoresAgent("restore", "0-1"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  agent.CreateKernel(SleepKernel("a"));
-  agent.CreateKernel(SleepKernel("b", 1, "128m"));
+  agent.CreateKernel(SleepOnCores("a"));
+  agent.CreateKernel(SleepOnCores("b", 1, "128m"));
   json before = agent.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"];
 
   agent.Kill(SIGKILL);
@@ -240,18 +240,18 @@ TEST(Agent, SigkillAndRestartKeepsKernelsAndAllocations) {
   EXPECT_EQ(info["resources"]["mem"]["used"], (64 + 128) << 20);
 
   // Nothing is free until b goes; then exactly b's core is.
-  HttpResponse res = agent.Call("POST", "/v1/kernels", SleepKernel("c").dump());
+  HttpResponse res = agent.Call("POST", "/v1/kernels", SleepOnCores("c").dump());
   EXPECT_EQ(res.status, 422);
   EXPECT_NE(res.body.find("free 0 of 2"), std::string::npos) << res.body;
   agent.CallJson("DELETE", "/v1/kernels/b", nullptr, 200);
-  json c = agent.CreateKernel(SleepKernel("c"));
+  json c = agent.CreateKernel(SleepOnCores("c"));
   EXPECT_EQ(c["allocations"]["cpu"], before[1]["allocations"]["cpu"]);
 }
 
 TEST(Agent, WhenAKernelEndedIsTheEnginesAndSurvivesASigkillOfTheAgent) {
-  AgentProcess agent(Options("ended", "0"));
+  AgentProcess agent(CoresAgent("ended", "0"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  json running = agent.CreateKernel(SleepKernel("ends"));
+  json running = agent.CreateKernel(SleepOnCores("ends"));
   EXPECT_TRUE(running["terminated_at"].is_null()) << running.dump();
   ASSERT_TRUE(Engine().Kill(running["container_id"].get<std::string>()).ok());
   json ended = agent.WaitForState("ends", "TERMINATED");
@@ -270,14 +270,14 @@ TEST(Agent, WhenAKernelEndedIsTheEnginesAndSurvivesASigkillOfTheAgent) {
 }
 
 TEST(Agent, AContainerKilledBehindItsBackIsTerminatedAndItsCoresFreed) {
-  AgentProcess agent(Options("death", "0"));
+  AgentProcess agent(CoresAgent("death", "0"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  json k = agent.CreateKernel(SleepKernel("victim"));
+  json k = agent.CreateKernel(SleepOnCores("victim"));
   ASSERT_TRUE(Engine().Kill(k["container_id"].get<std::string>()).ok());
   json dead = agent.WaitForState("victim", "TERMINATED");
   EXPECT_EQ(dead["exit_code"], 137);
   // Its only core is free for the next kernel.
-  agent.CreateKernel(SleepKernel("next"));
+  agent.CreateKernel(SleepOnCores("next"));
 
   // A container removed behind the agent's back is reported and forgotten.
   json next = agent.CallJson("GET", "/v1/kernels/next", nullptr, 200);
@@ -289,7 +289,7 @@ TEST(Agent, AContainerKilledBehindItsBackIsTerminatedAndItsCoresFreed) {
 }
 
 TEST(Agent, ForeignContainersAreNeverListedTouchedOrFreed) {
-  AgentOptions o = Options("foreign", "0");
+  AgentOptions o = CoresAgent("foreign", "0");
   AgentProcess agent(o);
   // A running container of another owner, named like one of ours. (Were its
   // label to claim one of the agent's cores, the agent would refuse to start.)
@@ -312,7 +312,7 @@ TEST(Agent, ForeignContainersAreNeverListedTouchedOrFreed) {
   EXPECT_EQ(agent.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size(), 0u);
   EXPECT_EQ(agent.Call("GET", "/v1/kernels/intruder").status, 404);
   EXPECT_EQ(agent.Call("DELETE", "/v1/kernels/intruder").status, 404);
-  agent.CreateKernel(SleepKernel("mine"));
+  agent.CreateKernel(SleepOnCores("mine"));
   // Its death is not ours to notice.
   ASSERT_TRUE(Engine().Kill(*id).ok());
   ASSERT_TRUE(Engine().Start(*id).ok());
@@ -329,7 +329,7 @@ TEST(Agent, ForeignContainersAreNeverListedTouchedOrFreed) {
 }
 
 TEST(Agent, SecondAgentOnTheSameIpcPathRefusesNamingTheHolder) {
-  AgentProcess first(Options("lock"));
+  AgentProcess first(CoresAgent("lock"));
   ASSERT_TRUE(first.Start()) << first.log();
   // The same config again: the same ipc-base-path.
   CommandResult r = RunCommand({std::string(SLOTD_BIN_DIR) + "/slotd", "--config", first.config_path()});
@@ -348,7 +348,7 @@ TEST(Agent, InvalidConfigStopsTheStartWithFileLineAndKey) {
 }
 
 TEST(Agent, SlotctlRunsListsAndRemovesKernels) {
-  AgentProcess agent(Options("ctl"));
+  AgentProcess agent(CoresAgent("ctl"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   CommandResult r = Slotctl({"--config", agent.config_path(), "--json", "run", "--id", "c1", "--cpu", "1", "--mem",
                              "32m", "--env", "GREETING=hi", "--port", "8080", kTestImage, "--", "sleep", "3600"});
@@ -395,9 +395,9 @@ json WaitForKernel(const AgentProcess& agent, const std::string& id, const std::
 }
 
 TEST(Agent, APauseOrAnUpdateBehindTheAgentsBackIsReportedAsTheKernelsCondition) {
-  AgentProcess agent(Options("drift", "0-1"));
+  AgentProcess agent(CoresAgent("drift", "0-1"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  json k = agent.CreateKernel(SleepKernel("k1", 1, "64m"));
+  json k = agent.CreateKernel(SleepOnCores("k1", 1, "64m"));
   const std::string container = k["container_id"];
   EXPECT_TRUE(k["condition"].is_null());
 

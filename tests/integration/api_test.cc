@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 // A two-core agent with `api_toml` in its [api].
-AgentOptions Options(const std::string& name, const std::string& api_toml = "") {
+AgentOptions ApiAgent(const std::string& name, const std::string& api_toml = "") {
   AgentOptions o = TwoCoreAgent(name);
   if (!api_toml.empty()) o.extra_toml = "[api]\n" + api_toml;
   return o;
@@ -37,7 +37,7 @@ void ExpectJsonError(const HttpResponse& res, long status, const std::string& co
 }
 
 TEST(Api, SlowHeaderClientsEventStreamsAndLongExecsDoNotStopShortRequests) {
-  AgentOptions o = Options("stall");
+  AgentOptions o = ApiAgent("stall");
   o.token = "t-" + RunTag();
   AgentProcess agent(o);
   ASSERT_TRUE(agent.Start()) << agent.log();
@@ -74,7 +74,7 @@ TEST(Api, SlowHeaderClientsEventStreamsAndLongExecsDoNotStopShortRequests) {
 }
 
 TEST(Api, AClientThatSendsItsRequestTooSlowlyIsCutAtTheRequestTimeout) {
-  AgentProcess agent(Options("slow", "request-timeout = \"500ms\"\n"));
+  AgentProcess agent(ApiAgent("slow", "request-timeout = \"500ms\"\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   RawClient slow(agent.port());
   ASSERT_TRUE(slow.connected());
@@ -95,7 +95,7 @@ TEST(Api, AClientThatSendsItsRequestTooSlowlyIsCutAtTheRequestTimeout) {
 }
 
 TEST(Api, ConnectionsPastTheBoundAreRefusedWith503AndTheUnixSocketStillAnswers) {
-  AgentProcess agent(Options("bound", "max-connections = 8\nrequest-timeout = \"60s\"\n"));
+  AgentProcess agent(ApiAgent("bound", "max-connections = 8\nrequest-timeout = \"60s\"\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   std::vector<std::unique_ptr<RawClient>> held;
   for (int i = 0; i < 8; ++i) {
@@ -124,7 +124,7 @@ TEST(Api, ConnectionsPastTheBoundAreRefusedWith503AndTheUnixSocketStillAnswers) 
 }
 
 TEST(Api, BodiesOverTheLimitAre413AndOversizedFieldsAre400) {
-  AgentProcess agent(Options("body", "max-body-size = \"4k\"\n"));
+  AgentProcess agent(ApiAgent("body", "max-body-size = \"4k\"\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   json big = SleepKernel("big");
   big["labels"] = {{"note", std::string(8000, 'x')}};
@@ -133,7 +133,7 @@ TEST(Api, BodiesOverTheLimitAre413AndOversizedFieldsAre400) {
   EXPECT_EQ(agent.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size(), 0u);
 
   // Under the default limit (1 MiB), a label the engine would store twice is still bounded.
-  AgentProcess roomy(Options("fields"));
+  AgentProcess roomy(ApiAgent("fields"));
   ASSERT_TRUE(roomy.Start()) << roomy.log();
   big["labels"] = {{"note", std::string(100'000, 'x')}};
   HttpResponse res = roomy.Call("POST", "/v1/kernels", big.dump());
@@ -147,7 +147,7 @@ TEST(Api, BodiesOverTheLimitAre413AndOversizedFieldsAre400) {
 }
 
 TEST(Api, EveryErrorAnswerHasTheJsonErrorBody) {
-  AgentOptions o = Options("errors");
+  AgentOptions o = ApiAgent("errors");
   o.token = "t-" + RunTag();
   AgentProcess agent(o);
   ASSERT_TRUE(agent.Start()) << agent.log();
@@ -176,7 +176,7 @@ TEST(Api, EveryErrorAnswerHasTheJsonErrorBody) {
 }
 
 TEST(Api, BytesThatAreNotUtf8NeverTurnIntoA500) {
-  AgentProcess agent(Options("bytes"));
+  AgentProcess agent(ApiAgent("bytes"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   agent.CreateKernel({{"kernel_id", "raw"},
                       {"image", kTestImage},
@@ -208,7 +208,7 @@ TEST(Api, BytesThatAreNotUtf8NeverTurnIntoA500) {
 }
 
 TEST(Api, LogsFollowStreamsNewOutputUntilTheKernelEnds) {
-  AgentProcess agent(Options("follow"));
+  AgentProcess agent(ApiAgent("follow"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   agent.CreateKernel({{"kernel_id", "ticker"},
                       {"image", kTestImage},
@@ -234,7 +234,7 @@ TEST(Api, LogsFollowStreamsNewOutputUntilTheKernelEnds) {
 }
 
 TEST(Api, MemoryReturnsToItsBaselineAfterLargeRequests) {
-  AgentProcess agent(Options("memory"));
+  AgentProcess agent(ApiAgent("memory"));
   ASSERT_TRUE(agent.Start()) << agent.log();
   // Warm up every path once, then take the baseline.
   agent.CreateKernel(SleepKernel("warm"));

@@ -17,7 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-json Sleeper(const std::string& id, const std::string& seconds = "3600") {
+json SleepKernelFor(const std::string& id, const std::string& seconds = "3600") {
   return {{"kernel_id", id},
           {"image", kTestImage},
           {"command", {"sleep", seconds}},
@@ -34,20 +34,20 @@ AgentOptions DrainAgent(const std::string& name) {
 TEST(Drain, ADrainedAgentRefusesNewKernelsKeepsItsOwnAndRemembersTheDrain) {
   AgentProcess agent(DrainAgent("drain"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  agent.CreateKernel(Sleeper("before"));
+  agent.CreateKernel(SleepKernelFor("before"));
 
   CommandResult drained = Slotctl({"--socket", agent.socket_path(), "drain"});
   EXPECT_EQ(drained.exit_code, 0) << drained.err;
   json info = agent.CallJson("GET", "/v1/agent", nullptr, 200);
   EXPECT_EQ(info["draining"], true);
   EXPECT_TRUE(info["draining_since"].is_number()) << info.dump();
-  HttpResponse refused = agent.Call("POST", "/v1/kernels", Sleeper("after").dump());
+  HttpResponse refused = agent.Call("POST", "/v1/kernels", SleepKernelFor("after").dump());
   EXPECT_EQ(refused.status, 503) << refused.body;
   EXPECT_EQ(json::parse(refused.body)["error"]["code"], "draining") << refused.body;
   EXPECT_NE(refused.body.find("slotctl undrain"), std::string::npos) << refused.body;
   // Everything else goes on: the kernel runs, execs, and a repeat of its own create answers it.
   EXPECT_EQ(agent.CallJson("POST", "/v1/kernels/before/exec", {{"command", {"true"}}}, 200)["exit_code"], 0);
-  EXPECT_EQ(agent.Call("POST", "/v1/kernels", Sleeper("before").dump()).status, 200);
+  EXPECT_EQ(agent.Call("POST", "/v1/kernels", SleepKernelFor("before").dump()).status, 200);
   EXPECT_NE(agent.Call("GET", "/metrics").body.find("slotd_agent_draining{agent_id=\"" + agent.options().id + "\"} 1"),
             std::string::npos);
 
@@ -56,17 +56,17 @@ TEST(Drain, ADrainedAgentRefusesNewKernelsKeepsItsOwnAndRemembersTheDrain) {
   ASSERT_TRUE(agent.Start()) << agent.log();
   EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["draining"], true);
   EXPECT_EQ(agent.CallJson("GET", "/v1/kernels/before", nullptr, 200)["state"], "RUNNING");
-  EXPECT_EQ(agent.Call("POST", "/v1/kernels", Sleeper("after").dump()).status, 503);
+  EXPECT_EQ(agent.Call("POST", "/v1/kernels", SleepKernelFor("after").dump()).status, 503);
 
   ASSERT_EQ(agent.CallJson("POST", "/v1/agent/undrain", nullptr, 200)["draining"], false);
   agent.CallJson("DELETE", "/v1/kernels/before", nullptr, 200);
-  agent.CreateKernel(Sleeper("after"));
+  agent.CreateKernel(SleepKernelFor("after"));
 }
 
 TEST(Drain, DrainWaitReturnsWhenNoKernelRuns) {
   AgentProcess agent(DrainAgent("wait"));
   ASSERT_TRUE(agent.Start()) << agent.log();
-  agent.CreateKernel(Sleeper("short", "3"));
+  agent.CreateKernel(SleepKernelFor("short", "3"));
   auto waited = std::async(std::launch::async,
                            [&] { return Slotctl({"--socket", agent.socket_path(), "drain", "--wait"}); });
   ASSERT_EQ(waited.wait_for(std::chrono::seconds(60)), std::future_status::ready);

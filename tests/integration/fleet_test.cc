@@ -30,13 +30,6 @@ using nlohmann::json;
 
 constexpr char kNamespace[] = "/slotd-test";
 
-json Sleeper(const std::string& id) {
-  return {{"kernel_id", id},
-          {"image", kTestImage},
-          {"command", {"sleep", "3600"}},
-          {"resources", {{"cpu", 1}, {"mem", "64m"}}}};
-}
-
 // Agent `name` of node `node`, registered in `etcd` with a short lease.
 AgentOptions FleetAgent(const TestEtcd& etcd, const std::string& name, const std::string& node, int index,
                         const std::string& cores = "0") {
@@ -125,7 +118,7 @@ TEST(Fleet, AgentsOfThreeNodesRegisterAndTheirFreeSlotsFollowTheirKernels) {
   EXPECT_EQ(json::parse(listed.out).size(), 3u) << listed.out;
 
   // A kernel takes b's only core: its document follows; its delete gives it back.
-  b.CreateKernel(Sleeper("k1"));
+  b.CreateKernel(SleepKernel("k1", "64m"));
   EXPECT_TRUE(Eventually([&] {
     auto now = Registered(etcd);
     return now.count(b.options().id) && now[b.options().id].slots["cpu"].free == 0 &&
@@ -193,7 +186,7 @@ TEST(Fleet, WithoutEtcdKernelsAndTheApiGoOnAndTheAgentRegistersAgain) {
   ASSERT_TRUE(etcd.started());
   AgentProcess a(FleetAgent(etcd, "keeps", "node-1", 0, "0-1"));
   ASSERT_TRUE(a.Start()) << a.log();
-  a.CreateKernel(Sleeper("before"));
+  a.CreateKernel(SleepKernel("before", "64m"));
 
   etcd.Stop();
   EXPECT_TRUE(Eventually([&] { return a.CallJson("GET", "/health", nullptr, 200)["etcd"]["state"] == "unreachable"; }))
@@ -204,7 +197,7 @@ TEST(Fleet, WithoutEtcdKernelsAndTheApiGoOnAndTheAgentRegistersAgain) {
   EXPECT_EQ(a.CallJson("GET", "/v1/agent", nullptr, 200)["etcd"]["registered"], false);
   EXPECT_NE(a.Call("GET", "/metrics").body.find("slotd_etcd_registered{agent_id=\"" + a.options().id + "\"} 0"),
             std::string::npos);
-  a.CreateKernel(Sleeper("during"));  // the local API serves as before
+  a.CreateKernel(SleepKernel("during", "64m"));  // the local API serves as before
   EXPECT_EQ(a.CallJson("GET", "/v1/kernels/before", nullptr, 200)["state"], "RUNNING");
 
   ASSERT_TRUE(etcd.Start()) << etcd.log();
@@ -219,7 +212,7 @@ TEST(Fleet, AnIdTakenWhileTheAgentWasAwayIsNotTakenBack) {
   ASSERT_TRUE(etcd.started());
   AgentProcess a(FleetAgent(etcd, "away", "node-1", 0));
   ASSERT_TRUE(a.Start()) << a.log();
-  a.CreateKernel(Sleeper("k"));
+  a.CreateKernel(SleepKernel("k", "64m"));
   const std::string key = AgentKey(kNamespace, a.options().id);
 
   // The agent is cut off (stopped) past its lease; meanwhile an agent of

@@ -44,7 +44,7 @@ AgentOptions NodeAgent(const std::string& claims_dir, int i, const std::string& 
   return o;
 }
 
-json Sleeper(const std::string& id) {
+json DeviceSleeper(const std::string& id) {
   return {{"kernel_id", id},
           {"image", kTestImage},
           {"command", {"sleep", "3600"}},
@@ -72,7 +72,7 @@ class MultiAgent : public ::testing::Test {
 TEST_F(MultiAgent, EachAgentSeesOnlyItsOwnKernelsAndTheEngineAgrees) {
   StartAgents("own");
   // The same kernel id on every agent: a different container each.
-  for (auto& agent : agents_) agent->CreateKernel(Sleeper("same-id"));
+  for (auto& agent : agents_) agent->CreateKernel(DeviceSleeper("same-id"));
   std::set<std::string> all;
   for (auto& agent : agents_) {
     json kernels = agent->CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"];
@@ -116,7 +116,7 @@ TEST_F(MultiAgent, SigkillOfOneAgentChangesNothingForTheOthersAndItAdoptsExactly
   StartAgents("kill");
   std::vector<json> before;
   for (auto& agent : agents_) {
-    agent->CreateKernel(Sleeper("k"));
+    agent->CreateKernel(DeviceSleeper("k"));
     before.push_back(agent->CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"]);
   }
   agents_[0]->Kill(SIGKILL);
@@ -132,7 +132,7 @@ TEST_F(MultiAgent, SigkillOfOneAgentChangesNothingForTheOthersAndItAdoptsExactly
 TEST_F(MultiAgent, ADeathIsNoticedOnlyByItsOwner) {
   StartAgents("death");
   std::vector<std::string> containers;
-  for (auto& agent : agents_) containers.push_back(agent->CreateKernel(Sleeper("k"))["container_id"]);
+  for (auto& agent : agents_) containers.push_back(agent->CreateKernel(DeviceSleeper("k"))["container_id"]);
   ASSERT_TRUE(Engine().Kill(containers[0]).ok());
   json dead = agents_[0]->WaitForState("k", "TERMINATED");
   EXPECT_EQ(dead["exit_code"], 137);
@@ -222,7 +222,7 @@ TEST_F(MultiAgent, ClashingConfigsAreRefusedNamingTheHolderAndStartOnceItIsGone)
 TEST_F(MultiAgent, ASecondAgentOfTheSameIdWithAnotherClaimsDirIsRefusedUntilTheFirstIsGone) {
   AgentProcess first(NodeAgent(claims_.path(), 0, "twin"));
   ASSERT_TRUE(first.Start()) << first.log();
-  first.CreateKernel(Sleeper("k-of-the-first"));
+  first.CreateKernel(DeviceSleeper("k-of-the-first"));
 
   TempDir other_claims;
   AgentProcess second(NodeAgent(other_claims.path(), 0, "twin"));
@@ -240,7 +240,7 @@ TEST_F(MultiAgent, ASecondAgentOfTheSameIdWithAnotherClaimsDirIsRefusedUntilTheF
 TEST_F(MultiAgent, ADeadAgentsRunningKernelsStillHoldTheirCores) {
   AgentProcess first(NodeAgent(claims_.path(), 0, "dead"));
   ASSERT_TRUE(first.Start()) << first.log();
-  json k = first.CreateKernel(Sleeper("still-running"));
+  json k = first.CreateKernel(DeviceSleeper("still-running"));
   first.Kill(SIGKILL);
   // Another agent id claiming the same core and device: the claims are void,
   // but the dead agent's container still runs on them.

@@ -254,7 +254,7 @@ class Contract {
   const AgentProcess& agent_;
 };
 
-json SleepKernel(const std::string& id) {
+json ContractKernel(const std::string& id) {
   return {{"kernel_id", id},
           {"image", kTestImage},
           {"command", {"sleep", "3600"}},
@@ -334,7 +334,7 @@ TEST(OpenApi, EachPathDeclaresItsPlaceholdersAndEachOperationHasItsOwnId) {
 }
 
 TEST(OpenApi, TheCreateRequestSchemaRefusesWhatTheParserRefuses) {
-  EXPECT_TRUE(FitsCreateRequest(SleepKernel("k-1")));
+  EXPECT_TRUE(FitsCreateRequest(ContractKernel("k-1")));
   EXPECT_TRUE(FitsCreateRequest({{"image", "x"}, {"resources", {{"mem", 268435456}, {"shm", "64MiB"}}},
                                  {"mounts", {{{"source", "/srv"}, {"target", "/data"}, {"readonly", true}}}},
                                  {"pull", "tag"}, {"max_lifetime", "2h"}}));
@@ -474,10 +474,10 @@ TEST(OpenApi, EveryRouteAnswersAsTheDocumentSays) {
   }
 
   // Creates: good, repeated, conflicting, bad, unmeetable.
-  const Answer created = api.CallJson("POST", "/v1/kernels", "/v1/kernels", SleepKernel(k1));
+  const Answer created = api.CallJson("POST", "/v1/kernels", "/v1/kernels", ContractKernel(k1));
   ASSERT_EQ(created.status, 201) << created.body;
-  EXPECT_EQ(api.CallJson("POST", "/v1/kernels", "/v1/kernels", SleepKernel(k1)).status, 200);
-  json other = SleepKernel(k1);
+  EXPECT_EQ(api.CallJson("POST", "/v1/kernels", "/v1/kernels", ContractKernel(k1)).status, 200);
+  json other = ContractKernel(k1);
   other["command"] = {"sleep", "7"};
   EXPECT_EQ(api.CallJson("POST", "/v1/kernels", "/v1/kernels", other).status, 409);
   EXPECT_EQ(api.Call("POST", "/v1/kernels", "/v1/kernels", std::string("{\"image\":")).status, 400);
@@ -487,7 +487,7 @@ TEST(OpenApi, EveryRouteAnswersAsTheDocumentSays) {
     EXPECT_EQ(api.CallJson("POST", "/v1/kernels", "/v1/kernels", bad).status, 400) << bad;
   }
   EXPECT_EQ(api.CallJson("POST", "/v1/kernels", "/v1/kernels", json{{"image", "no-such/image:" + tag}}).status, 400);
-  json greedy = SleepKernel(k2);
+  json greedy = ContractKernel(k2);
   greedy["resources"]["mock.device"] = 2;
   EXPECT_EQ(api.CallJson("POST", "/v1/kernels", "/v1/kernels", greedy).status, 422);
   // A kernel that ends by itself, for kernel_terminated and the unmeasured stats.
@@ -590,7 +590,7 @@ TEST(OpenApi, EveryRouteAnswersAsTheDocumentSays) {
   // The agent's drain: a create while drained is 503.
   EXPECT_EQ(api.Call("POST", "/v1/agent/drain", "/v1/agent/drain").status, 200);
   api.Call("GET", "/v1/agent", "/v1/agent", "", "drained");
-  EXPECT_EQ(api.CallJson("POST", "/v1/kernels", "/v1/kernels", SleepKernel(k3)).status, 503);
+  EXPECT_EQ(api.CallJson("POST", "/v1/kernels", "/v1/kernels", ContractKernel(k3)).status, 503);
   EXPECT_EQ(api.Call("POST", "/v1/agent/undrain", "/v1/agent/undrain").status, 200);
 
   // Restart and delete, and both again for an id that is gone.

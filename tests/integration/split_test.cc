@@ -87,7 +87,7 @@ TEST(Split, ThisMachineWithMockDevicesPassesTheCheck) {
     EXPECT_EQ(config->node.claims_dir, dir.path() + "/claims");
     EXPECT_EQ(config->agent.ipc_base_path, dir.path() + "/run/" + config->agent.id);
     EXPECT_EQ(config->agent.rpc_port, 0);
-    EXPECT_EQ(config->container.auto_pull, "none");  // the base's own key
+    EXPECT_EQ(config->container.auto_pull, PullPolicy::kNone);  // the base's own key
     const auto& by_kind = config->resource.devices.by_kind;
     ASSERT_TRUE(by_kind.count("mock"));
     const auto* mock = config->resource.devices.Of<MockConfig>("mock");

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/units.h"
 #include "integration/harness.h"
 
 namespace slotd::testing {
@@ -18,7 +19,6 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr uint64_t kMiB = 1ull << 20;
 
 // Options for an agent that sweeps every 200 ms.
 AgentOptions StatsAgent(const std::string& name, const std::string& cores = "0") {

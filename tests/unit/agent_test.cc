@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/units.h"
 #include "testing/collect_output.h"
 
 #include <algorithm>
@@ -31,8 +32,6 @@ namespace {
 using nlohmann::json;
 using Method = FakeEngine::Method;
 
-constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kGiB = 1ull << 30;
 
 // Agent "a1": cores 0-3, 1 GiB, host ports 30000-30009.
 Config TestConfig() {
@@ -263,6 +262,35 @@ TEST_F(AgentTest, OverCapacityIsResourceExhaustedAndTakesNothing) {
   EXPECT_EQ(agent_->GetKernel("k3").status().code(), Status::Code::kNotFound);
 }
 
+TEST_F(AgentTest, AnImagesUserIsReadFromItsFilesOncePerImage) {
+  config_.container.allow_root = false;
+  agent_ = NewAgent();
+  engine_.AddImage("named", "work");
+  engine_.SetImageFile("named", "/etc/passwd", "root:x:0:0::/root:/bin/sh\nwork:x:1000:1001::/home/work:/bin/sh\n");
+  engine_.AddImage("toor", "toor");
+  engine_.SetImageFile("toor", "/etc/passwd", "toor:x:0:0::/root:/bin/sh\n");
+  engine_.AddImage("number", "1001:1001");
+  engine_.SetImageFile("number", "/etc/passwd", "1001:x:0:0:a user named by a number:/:/bin/sh\n");
+
+  MustCreate(Request("k1", {{"cpu", 1}}, {{"image", "named"}}));
+  MustCreate(Request("k2", {{"cpu", 1}}, {{"image", "named"}}));
+  EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kReadFile), 2);  // its passwd and group, once
+
+  // A user found to be root is refused each time, from the cache too; a
+  // number is looked up as well, since a passwd line may be named by it.
+  for (const char* image : {"toor", "number"}) {
+    for (const std::string id : {"first", "second"}) {
+      SCOPED_TRACE(image + (" " + id));
+      Result<Agent::CreateOutcome> root = agent_->CreateKernel(Request(image + id, {{"cpu", 1}}, {{"image", image}}));
+      ASSERT_FALSE(root.ok());
+      EXPECT_EQ(root.status().code(), Status::Code::kPermissionDenied);
+      EXPECT_NE(root.status().message().find("runs as root"), std::string::npos) << root.status().message();
+    }
+  }
+  EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kReadFile), 6);
+  EXPECT_EQ(Used("cpu"), 2u);
+}
+
 TEST_F(AgentTest, TheContainerGetsTheShmItAsksForOrDockersDefaultCappedAtMem) {
   Kernel plain = MustCreate(Request("k1"));
   EXPECT_EQ(engine_.SpecOf(plain.container_id)->shm_bytes, 64 * kMiB);
@@ -336,7 +364,7 @@ TEST_F(AgentTest, TheScratchCollectorRemovesOnlyWhatTheAgentMade) {
 }
 
 TEST_F(AgentTest, ATmpfsScratchIsSizedByScratchSizeOrTheKernelsMemory) {
-  config_.container.scratch_type = "tmpfs";
+  config_.container.scratch_type = ScratchType::kTmpfs;
   agent_ = NewAgent();
   Kernel k = MustCreate(Request("k1", {{"cpu", 1}, {"mem", "128m"}}));
   EXPECT_EQ(engine_.SpecOf(k.container_id)->mounts,
@@ -364,7 +392,7 @@ TEST_F(AgentTest, ACreateIsRefusedWhileTheScratchFilesystemIsBelowItsFloorAndKee
   ExpectNothingHeld();
   EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/k1"));
   // tmpfs scratch takes nothing from that filesystem: no floor.
-  config_.container.scratch_type = "tmpfs";
+  config_.container.scratch_type = ScratchType::kTmpfs;
   agent_ = NewAgent();
   MustCreate(Request("k1"));
 }

@@ -46,14 +46,14 @@ std::string V1Membership(const std::string& path, bool unified = false) {
 }
 
 // A fake proc/ and sys/fs/cgroup/ tree.
-class FakeHost : public TempTree {
+class CgroupTree : public TempTree {
  public:
-  FakeHost() : TempTree("cgroup_test") {}
+  CgroupTree() : TempTree("cgroup_test") {}
 };
 
 // Fills a v1 container cgroup at `path` (relative to each hierarchy) with
 // known measures.
-void WriteV1Measures(const FakeHost& host, const std::string& path) {
+void WriteV1Measures(const CgroupTree& host, const std::string& path) {
   const std::string base = "sys/fs/cgroup/";
   host.Write(base + "cpu,cpuacct" + path + "/cpuacct.usage", "123456789\n");
   host.Write(base + "memory" + path + "/memory.usage_in_bytes", "52428800\n");
@@ -77,7 +77,7 @@ void ExpectV1Measures(const CgroupSample& s) {
 }
 
 // Fills a v2 cgroup at sys/fs/cgroup/`dir` with known measures.
-void WriteV2Measures(const FakeHost& host, const std::string& dir, const std::string& memory_max) {
+void WriteV2Measures(const CgroupTree& host, const std::string& dir, const std::string& memory_max) {
   const std::string base = "sys/fs/cgroup/" + dir;
   host.Write(base + "/cpu.stat", "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\nnr_periods 0\n");
   host.Write(base + "/memory.current", "7340032\n");
@@ -101,7 +101,7 @@ void ExpectV2Measures(const CgroupSample& s) {
 std::string ProcCgroup(int pid = kPid) { return "proc/" + std::to_string(pid) + "/cgroup"; }
 
 TEST(CgroupReader, V1CgroupfsDriverReadsEveryMeasure) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/self/mountinfo", kOverlayMount + kV1Mounts);
   host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
   WriteV1Measures(host, "/docker/" + kId);
@@ -123,7 +123,7 @@ TEST(CgroupReader, V1CgroupfsDriverReadsEveryMeasure) {
 }
 
 TEST(CgroupReader, V1SystemdDriverReadsEveryMeasure) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/self/mountinfo", kV1Mounts);
   const std::string path = "/system.slice/docker-" + kId + ".scope";
   host.Write(ProcCgroup(), V1Membership(path));
@@ -140,7 +140,7 @@ TEST(CgroupReader, V1SystemdDriverReadsEveryMeasure) {
 }
 
 TEST(CgroupReader, V1UnlimitedMemoryReadsAsZero) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/self/mountinfo", kV1Mounts);
   host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
   WriteV1Measures(host, "/docker/" + kId);
@@ -153,7 +153,7 @@ TEST(CgroupReader, V1UnlimitedMemoryReadsAsZero) {
 }
 
 TEST(CgroupReader, V1FallsBackToOtherBlkioFilesAndPlainCache) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/self/mountinfo", kV1Mounts);
   host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
   WriteV1Measures(host, "/docker/" + kId);
@@ -170,7 +170,7 @@ TEST(CgroupReader, V1FallsBackToOtherBlkioFilesAndPlainCache) {
 }
 
 TEST(CgroupReader, FindsAStatLinePastTheReadBuffer) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/self/mountinfo", kV1Mounts);
   host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
   WriteV1Measures(host, "/docker/" + kId);
@@ -186,7 +186,7 @@ TEST(CgroupReader, FindsAStatLinePastTheReadBuffer) {
 }
 
 TEST(CgroupReader, V2CgroupfsPathsReadEveryMeasure) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/self/mountinfo", kV2Mount);
   host.Write(ProcCgroup(), "0::/docker/" + kId + "\n");
   WriteV2Measures(host, "docker/" + kId, "536870912");
@@ -209,7 +209,7 @@ TEST(CgroupReader, V2CgroupfsPathsReadEveryMeasure) {
 }
 
 TEST(CgroupReader, V2SystemdPathsAndUnlimitedMemory) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/self/mountinfo", kV2Mount);
   const std::string dir = "system.slice/docker-" + kId + ".scope";
   host.Write(ProcCgroup(), "0::/" + dir + "\n");
@@ -227,7 +227,7 @@ TEST(CgroupReader, V2SystemdPathsAndUnlimitedMemory) {
 }
 
 TEST(CgroupReader, HybridPrefersV1AndTakesFromV2OnlyWhatV1Lacks) {
-  FakeHost host;
+  CgroupTree host;
   // v1 cpu,cpuacct, memory and blkio; no v1 pids hierarchy; v2 at unified/.
   host.Write("proc/self/mountinfo",
              kTmpfsMount +
@@ -264,7 +264,7 @@ TEST(CgroupReader, HybridPrefersV1AndTakesFromV2OnlyWhatV1Lacks) {
 }
 
 TEST(CgroupReader, NestedAgentResolvesUnderItsMountRootAndNamesTheInnermostContainer) {
-  FakeHost host;
+  CgroupTree host;
   // An agent inside container kOuterId sees the hierarchies mounted from its
   // own cgroup; the kernel it runs is a container inside that one.
   host.Write("proc/self/mountinfo",
@@ -294,7 +294,7 @@ TEST(CgroupReader, NestedAgentResolvesUnderItsMountRootAndNamesTheInnermostConta
 }
 
 TEST(CgroupReader, MissingMeasureFilesReadAsZero) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/self/mountinfo", kV1Mounts);
   host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
   host.Write("sys/fs/cgroup/cpu,cpuacct/docker/" + kId + "/cpuacct.usage", "5000\n");
@@ -311,7 +311,7 @@ TEST(CgroupReader, MissingMeasureFilesReadAsZero) {
 }
 
 TEST(CgroupReader, ARemovedCgroupIsNotFound) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/self/mountinfo", kV2Mount);
   host.Write(ProcCgroup(), "0::/docker/" + kId + "\n");
   WriteV2Measures(host, "docker/" + kId, "max");
@@ -328,7 +328,7 @@ TEST(CgroupReader, ARemovedCgroupIsNotFound) {
 }
 
 TEST(CgroupReader, AGonePidIsNotFound) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/self/mountinfo", kV1Mounts);
   CgroupReader reader(host.root());
 
@@ -343,7 +343,7 @@ TEST(CgroupReader, AGonePidIsNotFound) {
 }
 
 TEST(CgroupReader, UnmountedHierarchiesAreAFailedPrecondition) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/self/mountinfo", kOverlayMount);  // no cgroup filesystem at all
   host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
   Result<CgroupPaths> paths = CgroupReader(host.root()).Locate(kPid);
@@ -353,7 +353,7 @@ TEST(CgroupReader, UnmountedHierarchiesAreAFailedPrecondition) {
 }
 
 TEST(CgroupReader, AProcessOutsideContainersHasNoContainerId) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/self/mountinfo", kV1Mounts);
   host.Write(ProcCgroup(), V1Membership("/user.slice/user-1000.slice/session-3.scope", true));
   Result<std::string> id = CgroupReader(host.root()).ContainerIdOfPid(kPid);
@@ -363,7 +363,7 @@ TEST(CgroupReader, AProcessOutsideContainersHasNoContainerId) {
 }
 
 TEST(CgroupReader, NamespacePidIsTheLastNSpidField) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/" + std::to_string(kPid) + "/status",
              "Name:\tpython3\nTgid:\t4242\nNgid:\t0\nPid:\t4242\nNSpid:\t4242\t310\t17\nNSpgid:\t4242\t310\t17\n");
   host.Write("proc/77/status", "Name:\tbash\nPid:\t77\nNSpid:\t77\n");
@@ -377,7 +377,7 @@ TEST(CgroupReader, NamespacePidIsTheLastNSpidField) {
 }
 
 TEST(CgroupReader, NamespacePidWithoutNSpidIsAFailedPrecondition) {
-  FakeHost host;
+  CgroupTree host;
   host.Write("proc/" + std::to_string(kPid) + "/status", "Name:\tpython3\nTgid:\t4242\nPid:\t4242\nPPid:\t1\n");
   Result<int> inner = CgroupReader(host.root()).NamespacePid(kPid);
   ASSERT_FALSE(inner.ok());

@@ -2,6 +2,7 @@
 // the fake engine's stats), the agent's cores from a fake /proc/stat, and
 // devices from fake meters: attribution of their processes, foreign usage,
 // failing and stuck meters; the loop itself.
+#include "common/units.h"
 #include "stats/collector.h"
 
 #include <gtest/gtest.h>
@@ -25,8 +26,6 @@ namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kGiB = 1ull << 30;
 constexpr char kAgent[] = "a1";
 
 // cgroup v1 mounts as /proc/self/mountinfo shows them.
@@ -50,9 +49,9 @@ struct Measures {
 };
 
 // A directory holding a fake proc/ and sys/fs/cgroup/ tree; removed at the end.
-class FakeHost : public TempTree {
+class CollectorHost : public TempTree {
  public:
-  FakeHost() : TempTree("collector_test") { Write("proc/self/mountinfo", kMountinfo); }
+  CollectorHost() : TempTree("collector_test") { Write("proc/self/mountinfo", kMountinfo); }
 
   // A process `pid` in cgroup `path` (every v1 hierarchy), with a status
   // file that has an NSpid line ending in `ns_pid` (none when 0).
@@ -209,7 +208,7 @@ class CollectorTest : public ::testing::Test {
         engine_, std::move(meters), clock);
   }
 
-  FakeHost host_;
+  CollectorHost host_;
   FakeEngine engine_;
   std::mutex targets_mutex_;
   std::vector<StatsTarget> targets_;  // guarded by targets_mutex_
@@ -217,7 +216,7 @@ class CollectorTest : public ::testing::Test {
 
 TEST_F(CollectorTest, LatestBeforeAnySweepNamesTheAgentOnly) {
   StatsCollector::Options options = Options();
-  options.stats_type = "docker";
+  options.stats_type = StatsType::kDocker;
   options.interval = milliseconds(250);
   auto collector = Make(options);
   std::shared_ptr<const StatsSnapshot> latest = collector->Latest();
@@ -361,7 +360,7 @@ TEST_F(CollectorTest, DockerStatsTypeReadsTheEngineEachSweep) {
   ContainerStats stats{3'000'000'000, 100 * kMiB, 512 * kMiB, 10 * kMiB, 9, 700, 300};
   engine_.SetStats(a.id, stats);
   StatsCollector::Options options = Options();
-  options.stats_type = "docker";
+  options.stats_type = StatsType::kDocker;
   auto collector = Make(options);
 
   std::shared_ptr<const StatsSnapshot> snapshot = collector->SweepOnce();
@@ -393,7 +392,7 @@ TEST_F(CollectorTest, DockerStatsTypeReadsTheEngineEachSweep) {
 
 TEST_F(CollectorTest, DockerStatsTypeAsksTheEngineForSeveralKernelsAtOnceAndKeepsEachOwnReading) {
   StatsCollector::Options options = Options();
-  options.stats_type = "docker";
+  options.stats_type = StatsType::kDocker;
   constexpr int kKernels = 20;  // more than the calls made at once
   for (int i = 0; i < kKernels; ++i) {
     const Container c = AddContainer("kd" + std::to_string(i));

@@ -18,11 +18,11 @@
 namespace slotd {
 namespace {
 
-Result<Config> Parse(const std::string& text) { return ParseConfig(text, "agent.toml", TestHost()); }
+Result<Config> ParseAgentToml(const std::string& text) { return ParseConfig(text, "agent.toml", TestHost()); }
 
 // The problems of `text`, one per entry; empty when it is accepted.
 std::vector<std::string> ProblemsOf(const std::string& text) {
-  Result<Config> config = Parse(text);
+  Result<Config> config = ParseAgentToml(text);
   std::vector<std::string> problems;
   if (config.ok()) return problems;
   std::istringstream lines(config.status().message());
@@ -190,8 +190,8 @@ TEST(ConfigSchemaTest, WritingADocumentedDefaultChangesNothing) {
       EXPECT_FALSE(row.doc.empty()) << table.name << "." << row.key;
       const std::string value = TomlOfDocumentedDefault(row.default_);
       if (value.empty()) continue;
-      Result<Config> without = Parse(FileWith(table.name, "", row.key));
-      Result<Config> with = Parse(FileWith(table.name, row.key + " = " + value + "\n", row.key));
+      Result<Config> without = ParseAgentToml(FileWith(table.name, "", row.key));
+      Result<Config> with = ParseAgentToml(FileWith(table.name, row.key + " = " + value + "\n", row.key));
       ASSERT_TRUE(without.ok()) << without.status().message();
       ASSERT_TRUE(with.ok()) << table.name << "." << row.key << " = " << value << ": " << with.status().message();
       EXPECT_TRUE(*with == *without) << table.name << "." << row.key << " = " << value;
@@ -215,7 +215,7 @@ TEST(ConfigSchemaTest, RequiredKeysAreTheOnesTheDocsMarkRequired) {
 }
 
 TEST(ConfigSchemaTest, DefaultsSharedWithOtherProgramsAreTheConfigsDefaults) {
-  Result<Config> config = Parse("[agent]\nid = \"a1\"\n");
+  Result<Config> config = ParseAgentToml("[agent]\nid = \"a1\"\n");
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(DefaultApiUrl(), "http://" + config->agent.rpc_host + ":" + std::to_string(config->agent.rpc_port));
   EXPECT_EQ(config->node.claims_dir, kDefaultClaimsDir);

@@ -1,5 +1,6 @@
 // agent.toml parsing: every accepted key, the defaults derived from the host,
 // and the exact messages an operator sees for each kind of mistake.
+#include "common/units.h"
 #include "config/config.h"
 #include "resources/agent_config.h"
 #include "resources/cuda/cuda_kind.h"
@@ -24,8 +25,6 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr uint64_t kKiB = 1ull << 10;
-constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kGiB = 1ull << 30;
 
 std::vector<int> Range(int first, int last) {
   std::vector<int> cores;
@@ -72,7 +71,7 @@ TEST(ConfigTest, MinimalFileResolvesEveryDefault) {
   EXPECT_EQ(config->container.port_range_start, 30000);
   EXPECT_EQ(config->container.port_range_end, 30999);
   EXPECT_EQ(config->container.network, "none");
-  EXPECT_EQ(config->container.stats_type, "cgroup");
+  EXPECT_EQ(config->container.stats_type, StatsType::kCgroup);
   EXPECT_EQ(config->container.stats_interval, milliseconds(1'000));
   EXPECT_EQ(config->container.stop_timeout, milliseconds(10'000));
   EXPECT_EQ(config->container.pids_limit, 4096);
@@ -151,7 +150,7 @@ allowed-devices = ["mock0"]         # default: all mock devices
   EXPECT_EQ(config->container.port_range_start, 30000);
   EXPECT_EQ(config->container.port_range_end, 30999);
   EXPECT_EQ(config->container.network, "none");
-  EXPECT_EQ(config->container.stats_type, "cgroup");
+  EXPECT_EQ(config->container.stats_type, StatsType::kCgroup);
   EXPECT_EQ(config->container.stats_interval, milliseconds(1'000));
   EXPECT_EQ(config->container.stop_timeout, milliseconds(10'000));
   EXPECT_EQ(config->resource.reserved_cpu, 1);
@@ -213,7 +212,7 @@ size = 1073741824
   EXPECT_EQ(config->container.port_range_start, 40000);
   EXPECT_EQ(config->container.port_range_end, 40000);
   EXPECT_EQ(config->container.network, "host");
-  EXPECT_EQ(config->container.stats_type, "docker");
+  EXPECT_EQ(config->container.stats_type, StatsType::kDocker);
   EXPECT_EQ(config->container.stats_interval, milliseconds(100));
   EXPECT_EQ(config->container.stop_timeout, milliseconds(250));
   EXPECT_EQ(config->resource.reserved_mem, 2 * kGiB);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "common/units.h"
 #include "resources/cuda/cuda_plugin.h"
 #include "resources/mock/mock_plugin.h"
 #include "resources/cuda/nvml.h"
@@ -29,7 +30,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-constexpr uint64_t kGiB = 1ull << 30;
 
 // ---------------------------------------------------------------- helpers
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 
+#include "common/units.h"
 #include "resources/plugin.h"
 #include "testing/fake_clock.h"
 
@@ -21,7 +22,6 @@ using nlohmann::json;
 using Place = KernelTable::Place;
 using T = KernelTable::Transition;
 
-constexpr uint64_t kMiB = 1ull << 20;
 
 // Cores 0-1 and 1 GiB: room for one kernel of one core.
 Config TwoCores() {

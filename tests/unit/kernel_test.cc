@@ -2,6 +2,7 @@
 // message naming it, equivalent requests are "the same" (so a repeat is not a
 // conflict), and a kernel survives the trip through its container labels.
 #include "agent/kernel.h"
+#include "common/units.h"
 
 #include <fstream>
 
@@ -14,7 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr uint64_t kMiB = 1ull << 20;
 
 // A valid body; tests change one field of it.
 json ValidBody() {

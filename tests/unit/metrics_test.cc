@@ -3,6 +3,7 @@
 // series exist only while the snapshot has it, and (where promtool is
 // installed) that `promtool check metrics` finds nothing to say.
 #include "api/metrics.h"
+#include "common/units.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -27,7 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-constexpr uint64_t kGiB = 1ull << 30;
 
 // One sample line of the exposition.
 struct Sample {

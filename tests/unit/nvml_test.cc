@@ -1,5 +1,6 @@
 // The NVML loader through the fake libnvidia-ml (tests/fake_nvml): the real
 // dlopen/dlsym code, GPUs from a JSON file, and every error message.
+#include "common/units.h"
 #include "resources/cuda/nvml.h"
 
 #include <gmock/gmock.h>
@@ -19,8 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-constexpr uint64_t kGiB = 1ull << 30;
-constexpr uint64_t kMiB = 1ull << 20;
 
 // A private temp directory, removed at the end; points SLOTD_FAKE_NVML_FILE
 // at `gpus.json` inside it.

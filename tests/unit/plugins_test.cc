@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/units.h"
 #include "resources/cpu_plugin.h"
 #include "resources/memory_plugin.h"
 #include "resources/port_plugin.h"
@@ -15,8 +16,6 @@
 namespace slotd {
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kGiB = 1ull << 30;
 
 // A request for `cpu` cores, `mem` bytes and host ports for `ports`.
 ResourceRequest Request(int cpu, uint64_t mem = 256 * kMiB, std::vector<int> ports = {}) {

@@ -38,7 +38,7 @@ TEST(RunProgram, KeepsABoundedOutputAndKillsAProgramPastItsDeadline) {
   EXPECT_EQ(slow.status().message(), "sleep did not finish within 200 ms and was killed");
 }
 
-Config WithScratch(const std::string& type, uint64_t size) {
+Config WithScratch(ScratchType type, uint64_t size) {
   Config config;
   config.agent.var_base_path = "/nonexistent/slotd-test/var";
   config.container.scratch_type = type;
@@ -48,12 +48,12 @@ Config WithScratch(const std::string& type, uint64_t size) {
 
 TEST(ScratchProblems, AHostfileScratchNeedsASizeAndASizedHostdirOneNeedsProjectQuotas) {
   bool named = false;
-  for (const std::string& problem : ScratchProblems(WithScratch("hostfile", 0)))
+  for (const std::string& problem : ScratchProblems(WithScratch(ScratchType::kHostFile, 0)))
     named = named || problem.rfind("container.scratch-size: scratch-type = \"hostfile\" needs a size", 0) == 0;
   EXPECT_TRUE(named);
 
   const Status quota = ProjectQuotaEnforced("/nonexistent/slotd-test/var/scratch");
-  const std::vector<std::string> sized = ScratchProblems(WithScratch("hostdir", 1ull << 30));
+  const std::vector<std::string> sized = ScratchProblems(WithScratch(ScratchType::kHostDir, 1ull << 30));
   if (quota.ok()) {
     EXPECT_TRUE(sized.empty());
   } else {
@@ -62,8 +62,8 @@ TEST(ScratchProblems, AHostfileScratchNeedsASizeAndASizedHostdirOneNeedsProjectQ
                         "/nonexistent/slotd-test/var/scratch has none: " + quota.message() +
                         "; or set scratch-size = 0 (no limit), or choose scratch-type hostfile or tmpfs");
   }
-  EXPECT_TRUE(ScratchProblems(WithScratch("hostdir", 0)).empty());
-  EXPECT_TRUE(ScratchProblems(WithScratch("tmpfs", 1ull << 30)).empty());
+  EXPECT_TRUE(ScratchProblems(WithScratch(ScratchType::kHostDir, 0)).empty());
+  EXPECT_TRUE(ScratchProblems(WithScratch(ScratchType::kTmpfs, 1ull << 30)).empty());
 }
 
 TEST(FreeBytes, ReadsTheNearestExistingDirectory) {

@@ -16,7 +16,6 @@
 namespace slotd {
 namespace {
 
-constexpr uint64_t kGiB = 1ull << 30;
 
 // The cores of `list` ("0-3,8"); none for "".
 std::vector<int> Cores(const std::string& list) {

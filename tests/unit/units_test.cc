@@ -14,8 +14,6 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr uint64_t kKiB = 1ull << 10;
-constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kGiB = 1ull << 30;
 constexpr uint64_t kTiB = 1ull << 40;
 
 TEST(ParseSize, AcceptsBytesAndBinarySuffixes) {

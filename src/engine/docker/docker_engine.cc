@@ -243,6 +243,7 @@ Result<ContainerInfo> ParseContainerInspect(const std::string& body, const std::
   info.id = StringField(j, "Id");
   info.name = StripSlash(StringField(j, "Name"));
   info.image = StringField(config, "Image");
+  info.image_id = StringField(j, "Image");
   info.labels = StringMapField(config, "Labels");
   info.state = StringField(state, "Status");
   info.running = BoolField(state, "Running");

@@ -4,15 +4,12 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
-#include <ctime>
 #include <mutex>
 
 #include <spdlog/spdlog.h>
 
 namespace slotd {
 namespace {
-
-int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 
 int64_t SteadyNs() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
 
@@ -41,6 +38,7 @@ struct GpuHealthMonitor::Shared {
   std::vector<Gpu> gpus;
   std::shared_ptr<DeviceHealthBoard> board;
   std::set<uint64_t> critical_xids;
+  Clock* clock = nullptr;  // dates the board's conditions; outlives every thread (detached ones too)
 
   std::mutex mutex;
   std::condition_variable cv;
@@ -115,7 +113,7 @@ void GpuHealthMonitor::Shared::PollOnce() {
     }
     for (const std::string& device : gpu.devices) {
       const std::string why = gone.count(device) ? "missing: MIG instance gone from GPU " + gpu.uuid : condition;
-      board->SetCondition(device, why, Now());
+      board->SetCondition(device, why, clock->UnixSeconds());
     }
   }
 }
@@ -160,7 +158,7 @@ void GpuHealthMonitor::Shared::EventLoop() {
     spdlog::warn("cuda: Xid {} on GPU {}{}: marking {} unhealthy", xid.xid, xid.gpu_uuid,
                  xid.gpu_instance_id ? " (GPU instance " + std::to_string(*xid.gpu_instance_id) + ")" : "",
                  devices->size() == 1 ? devices->front() : std::to_string(devices->size()) + " devices");
-    for (const std::string& device : *devices) board->Mark(device, "xid " + std::to_string(xid.xid), Now());
+    for (const std::string& device : *devices) board->Mark(device, "xid " + std::to_string(xid.xid), clock->UnixSeconds());
   }
   done[1] = true;
 }
@@ -180,10 +178,10 @@ void GpuHealthMonitor::Shared::WatchdogLoop() {
       const std::string why = "health unknown: NVML has not answered a read of the " + call + " for " +
                               std::to_string(kCallDeadline.count()) + " s";
       spdlog::error("cuda: {}", why);
-      board->SetStalled(why, Now());
+      board->SetStalled(why, clock->UnixSeconds());
     } else if (!overdue && stalled) {
       spdlog::info("cuda: NVML answers again");
-      board->ClearStalled(Now());
+      board->ClearStalled(clock->UnixSeconds());
     }
     stalled = overdue;
   }
@@ -191,8 +189,10 @@ void GpuHealthMonitor::Shared::WatchdogLoop() {
 }
 
 GpuHealthMonitor::GpuHealthMonitor(std::shared_ptr<NvmlApi> nvml, std::vector<Gpu> gpus,
-                                   std::shared_ptr<DeviceHealthBoard> board, std::set<uint64_t> critical_xids)
+                                   std::shared_ptr<DeviceHealthBoard> board, std::set<uint64_t> critical_xids,
+                                   Clock& clock)
     : shared_(std::make_shared<Shared>()) {
+  shared_->clock = &clock;
   shared_->nvml = std::move(nvml);
   shared_->gpus = std::move(gpus);
   shared_->board = std::move(board);

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "resources/cuda/nvml.h"
 #include "resources/device_health.h"
 
@@ -48,8 +49,10 @@ class GpuHealthMonitor {
   static constexpr std::chrono::seconds kPollEvery{2};
   static constexpr std::chrono::seconds kCallDeadline{5};
 
+  // `clock` dates the conditions it sets on `board`; it must outlive the
+  // monitor's threads (Clock::Real() does).
   GpuHealthMonitor(std::shared_ptr<NvmlApi> nvml, std::vector<Gpu> gpus, std::shared_ptr<DeviceHealthBoard> board,
-                   std::set<uint64_t> critical_xids);
+                   std::set<uint64_t> critical_xids, Clock& clock = Clock::Real());
   // Stops the threads; those stuck in NVML are detached.
   ~GpuHealthMonitor();
 

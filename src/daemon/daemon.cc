@@ -1,0 +1,241 @@
+#include "daemon/daemon.h"
+
+#include <malloc.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "agent/agent.h"
+#include "agent/watcher.h"
+#include "api/server.h"
+#include "common/token_file.h"
+#include "common/version.h"
+#include "config/config.h"
+#include "config/local_checks.h"
+#include "daemon/admission.h"
+#include "engine/docker/docker_engine.h"
+#include "fleet/agent_document.h"
+#include "fleet/registrar.h"
+#include "node/scratch_limits.h"
+#include "resources/agent_config.h"
+#include "stats/collector.h"
+
+namespace slotd {
+namespace {
+
+// Process settings a long-running agent needs: memory freed by large
+// requests goes back to the system (a fixed mmap threshold, so big buffers
+// are mapped and unmapped, and few malloc arenas, so threads do not each
+// keep their own freed memory), and the open-file limit is raised to its
+// hard maximum, so [api] max-connections is not cut short by it.
+void SetUpProcess() {
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  mallopt(M_ARENA_MAX, 2);
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+}
+
+// Blocks the signals the agent waits for, before any thread starts, so that
+// only sigwait sees them: the stop signals, and SIGHUP to read the registry
+// credentials again. SIGPIPE is ignored. Returns the set to wait for.
+sigset_t BlockWaitedSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
+
+// The refusal of `config`'s settings that this host cannot honour (its own
+// paths, its scratch); warnings are logged.
+Status CheckOnThisHost(const Config& config) {
+  std::vector<std::string> problems = LocalProblems(config);
+  for (std::string& problem : ScratchProblems(config)) problems.push_back(std::move(problem));
+  for (const std::string& warning : LocalWarnings(config)) spdlog::warn("{}", warning);
+  if (problems.empty()) return Status::Ok();
+  std::string text;
+  for (const std::string& problem : problems) text += (text.empty() ? "" : "\n  ") + problem;
+  return Status::InvalidArgument(text);
+}
+
+// The engine at [container] docker-host, once it answers.
+Result<std::unique_ptr<DockerEngine>> ConnectEngine(const Config& config) {
+  auto engine = DockerEngine::FromHost(config.container.docker_host);
+  if (!engine.ok()) return engine.status().WithPrefix("container.docker-host");
+  auto version = (*engine)->Version();
+  if (!version.ok())
+    return version.status().WithPrefix("cannot reach the Docker engine at " + config.container.docker_host +
+                                       " (start it, or set container.docker-host or DOCKER_HOST)");
+  spdlog::info("engine {} at {}", *version, config.container.docker_host);
+  return engine;
+}
+
+// The token the TCP API asks for: [agent] token-file's, or else the agent's
+// own, made once under var-base-path. The TCP API never goes without one.
+Result<std::string> ApiToken(const Config& config) {
+  if (config.agent.token_file) {
+    auto read = ReadTokenFile(*config.agent.token_file);
+    if (!read.ok()) return read.status().WithPrefix("agent.token-file");
+    return read;
+  }
+  const std::string path = GeneratedTokenPath(config.agent.var_base_path);
+  auto made = ReadOrMakeToken(path);
+  if (!made.ok()) return made.status().WithPrefix("the agent's own API token (no agent.token-file)");
+  spdlog::info("no [agent] token-file: requests on TCP need the token in {} (mode 0600; slotctl --config reads it)",
+               path);
+  return made;
+}
+
+// The device claims of `plugins` (ResourcePlugin::ClaimedDevices), by
+// plugin name; plugins without devices are left out.
+std::map<std::string, std::vector<std::string>> ClaimedDevices(
+    const std::vector<std::unique_ptr<ResourcePlugin>>& plugins) {
+  std::map<std::string, std::vector<std::string>> devices;
+  for (const auto& plugin : plugins)
+    if (!plugin->ClaimedDevices().empty()) devices[plugin->Name()] = plugin->ClaimedDevices();
+  return devices;
+}
+
+// What the stats loop measures: the agent's running kernels, their
+// containers and the devices they hold.
+std::vector<StatsTarget> StatsTargetsOf(const Agent& agent) {
+  std::vector<StatsTarget> targets;
+  for (Agent::RunningKernel& kernel : agent.RunningKernels())
+    targets.push_back({std::move(kernel.kernel_id), std::move(kernel.container_id), std::move(kernel.devices)});
+  return targets;
+}
+
+// The agent as its etcd registration shows it, with `address` ("host:port")
+// as its API address: ids, drain, each slot's capacity/used/free, the
+// devices' health, and the kernels not yet ended.
+AgentDocument FleetDocumentOf(const Agent& agent, const Config& config, const std::string& address) {
+  AgentDocument doc;
+  doc.id = config.agent.id;
+  doc.node = config.agent.node;
+  doc.address = address;
+  doc.version = kSlotdVersion;
+  doc.scaling_group = config.agent.scaling_group;
+  doc.draining = agent.Draining().draining;
+  doc.SetResources(agent.DescribeResources());
+  doc.kernels = agent.ActiveKernels();
+  return doc;
+}
+
+// Waits for a stop signal of `signals`; each SIGHUP meanwhile reads the
+// registry credentials again. Returns the stop signal.
+int WaitForStop(const sigset_t& signals, Agent& agent) {
+  int signal_number = 0;
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    if (Status s = agent.LoadRegistryCredentials(); !s.ok())
+      spdlog::error("SIGHUP: {}; the credentials read before stay in use", s.message());
+    else
+      spdlog::info("SIGHUP: read the registry credentials again");
+  }
+  return signal_number;
+}
+
+// The parts an admitted agent runs, assembled, served until a stop signal,
+// and stopped in order. The refusal when one cannot start.
+Status Serve(const Config& config, ContainerEngine& engine, std::vector<std::unique_ptr<ResourcePlugin>> plugins,
+             Admission& admission, const std::optional<EtcdSeat>& etcd, const sigset_t& signals) {
+  auto token = ApiToken(config);
+  if (!token.ok()) return token.status();
+  EventHub hub;
+  Agent agent(config, engine, std::move(plugins), hub);
+  if (Status s = agent.LoadRegistryCredentials(); !s.ok()) return s;
+  if (Status s = agent.Restore(); !s.ok()) return s;
+
+  StatsCollector::Options stats;
+  stats.agent_id = config.agent.id;
+  stats.stats_type = config.container.stats_type;
+  stats.interval = config.container.stats_interval;
+  stats.cores = config.resource.allowed_cores;
+  stats.memory_share_bytes = config.resource.memory_size;
+  stats.unmetered_devices = agent.UnmeteredDevices();
+  StatsCollector collector(stats, [&agent] { return StatsTargetsOf(agent); }, engine, agent.DeviceMeters());
+
+  http::ServerOptions limits;
+  limits.max_connections = config.api.max_connections;
+  limits.request_timeout = config.api.request_timeout;
+  limits.max_body_bytes = config.api.max_body_size;
+  ApiServer api(agent, hub, collector, *token, limits, config.api.max_exec_sessions);
+  const std::string socket = config.agent.ipc_base_path + "/agent.sock";
+  if (Status s = api.Bind(config.agent.rpc_host, config.agent.rpc_port, socket); !s.ok()) return s;
+  if (Status s = admission.claims->SetApiPort(api.port()); !s.ok()) return s;
+  std::optional<Registrar> registrar;
+  if (etcd) {
+    const auto ttl = std::chrono::duration_cast<std::chrono::seconds>(config.etcd->lease_ttl);
+    registrar.emplace(*etcd->client, Registrar::Options{etcd->key, ttl, etcd->lease_file},
+                      [&agent, &config, address = api.AdvertisedAddress()] {
+                        return FleetDocumentOf(agent, config, address);
+                      });
+    if (Status s = registrar->RegisterOnce(); !s.ok()) return s;
+    api.ShowRegistration(&*registrar);
+  }
+  Watcher watcher(agent, engine, std::chrono::seconds(10));
+  watcher.Start();
+  collector.Start();
+  api.Start();
+  if (registrar) registrar->Start();
+  spdlog::info("slotd ready: agent {} api http://{}:{} socket {} pid {}", config.agent.id, config.agent.rpc_host,
+               api.port(), socket, getpid());
+
+  const int stop_signal = WaitForStop(signals, agent);
+  spdlog::info("received {}; shutting down (kernels keep running)", strsignal(stop_signal));
+  if (registrar) registrar->Stop(/*deregister=*/true);  // first, so that no scheduler picks this agent any more
+  api.Stop();
+  collector.Stop();
+  watcher.Stop();
+  agent.ApplyDeviceHealth();  // the latest health marks are recorded before the agent goes
+  admission.lease->Release();
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunDaemon(const std::string& config_path) {
+  SetUpProcess();
+  const HostFacts host = HostFacts::Detect();
+  auto config = LoadConfig(config_path, host);
+  if (!config.ok()) {
+    std::cerr << "slotd: invalid configuration:\n" << config.status().message() << "\n";
+    return 2;
+  }
+  auto fail = [](const Status& s) {
+    spdlog::critical("cannot start: {}", s.message());
+    std::cerr << "slotd: cannot start: " << s.message() << "\n";
+    return 1;
+  };
+  if (Status s = CheckOnThisHost(*config); !s.ok()) return fail(s);
+  const sigset_t signals = BlockWaitedSignals();
+
+  std::optional<EtcdClient> etcd_client;
+  std::optional<EtcdSeat> etcd;
+  if (config->etcd) {
+    auto options = EtcdOptionsFor(*config->etcd);
+    if (!options.ok()) return fail(options.status());
+    etcd_client.emplace(*options);
+    etcd = EtcdSeatOf(*config, *etcd_client);
+  }
+  auto engine = ConnectEngine(*config);
+  if (!engine.ok()) return fail(engine.status());
+  auto plugins = MakePlugins(*config, host);
+  if (!plugins.ok()) return fail(plugins.status());
+  const AgentClaims mine = ClaimsOf(*config, ClaimedDevices(*plugins));
+  auto admission = AdmitAgent(*config, **engine, mine, host.memory_bytes, etcd);
+  if (!admission.ok()) return fail(admission.status());
+  if (Status s = Serve(*config, **engine, std::move(*plugins), *admission, etcd, signals); !s.ok()) return fail(s);
+  return 0;
+}
+
+}  // namespace slotd
