@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/label_codec.h"
+#include "api/create_request.h"
 #include "common.h"
 #include "common/units.h"
 #include "resources/mock/mock_kind.h"
@@ -158,7 +160,7 @@ void CheckAllocation(const Kernel& kernel, std::map<int, std::string>& held_core
   auto devices_got = got.devices.count("mock") ? got.devices.at("mock").size() : 0;
   if (static_cast<int>(got.cores.size()) != asked.cpu || got.mem_bytes != asked.mem_bytes ||
       static_cast<int>(devices_got) != devices_asked)
-    throw BenchFailure("kernel " + kernel.id() + " asked for " + kernel.request.Canonical()["resources"].dump() +
+    throw BenchFailure("kernel " + kernel.id() + " asked for " + RequestLabel(kernel.request)["resources"].dump() +
                        " but holds " + got.ToJson().dump());
   for (int core : got.cores)
     if (auto [it, fresh] = held_cores.emplace(core, kernel.id()); !fresh)

@@ -12,6 +12,8 @@
 #include <functional>
 #include <thread>
 
+#include "agent/label_codec.h"
+#include "api/create_request.h"
 #include "common.h"
 
 namespace slotd::bench {
@@ -44,7 +46,8 @@ nlohmann::json RequestBody(const std::string& kernel_id, const Job& job) {
 }
 
 // Creates kernel `kernel_id` through the agent and returns the milliseconds
-// until the answer; stores what the agent allocated in `allocation`; deletes
+// until the answer; stores what the agent allocated (its container's
+// label) in `allocation`; deletes
 // the kernel afterwards, untimed.
 double TimeAgentCreate(const testing::AgentProcess& agent, const std::string& kernel_id, const Job& job,
                        Allocation& allocation) {
@@ -54,7 +57,13 @@ double TimeAgentCreate(const testing::AgentProcess& agent, const std::string& ke
   double ms = Millis(start, Clock::now());
   if (kernel.value("state", "") != "RUNNING")
     throw BenchFailure("kernel " + kernel_id + " is not RUNNING after its create: " + kernel.dump());
-  allocation = Check(Allocation::FromJson(kernel.value("allocations", nlohmann::json())), "the kernel's allocations");
+  // What the agent allocated, as its container's label records it.
+  const ContainerInfo container =
+      Check(testing::Engine().Inspect(kernel.value("container_id", "")), "inspecting the kernel's container");
+  const auto recorded = container.labels.find(label::kAllocations);
+  allocation = Check(AllocationFromLabel(nlohmann::json::parse(
+                         recorded == container.labels.end() ? std::string() : recorded->second, nullptr, false)),
+                     "the kernel's allocations label");
   CallAgent(agent, "DELETE", "/v1/kernels/" + kernel_id, nullptr, 200);
   return ms;
 }

@@ -1,3 +1,5 @@
+#include "agent/label_codec.h"
+#include "api/create_request.h"
 #include "common.h"
 
 #include <sched.h>
@@ -105,7 +107,7 @@ testing::AgentOptions BenchAgentOptions(const std::string& agent_id) {
   for (const auto& info : Check(testing::Engine().List({label::kAllocations}), "listing the engine's containers")) {
     auto owner = info.labels.find(label::kOwner);
     if (!info.running || owner == info.labels.end() || owner->second == agent_id) continue;
-    auto allocation = Allocation::FromJson(nlohmann::json::parse(info.labels.at(label::kAllocations), nullptr, false));
+    auto allocation = AllocationFromLabel(nlohmann::json::parse(info.labels.at(label::kAllocations), nullptr, false));
     if (!allocation.ok()) continue;
     for (int core : allocation->cores) free_cores.erase(core);
     for (const auto& binding : allocation->ports) held_ports.insert(binding.host_port);

@@ -1,8 +1,8 @@
 // Fuzz target: the body of POST /kernels (ParseCreateRequest), as the API
 // receives it: any bytes, parsed as JSON first.
-// Invariants for a request that is accepted: its ids are valid; its
-// canonical form serialises, and restores (CreateRequestFromCanonical) to a
-// request with the same canonical form; and a kernel of it survives the
+// Invariants for a request that is accepted: its ids are valid; its label
+// form (RequestLabel) serialises, and reads back (RequestFromLabel) to a
+// request with the same label form; and a kernel of it survives the
 // round trip through container labels (KernelLabels, KernelFromContainer).
 // A refused request is kInvalidArgument with a message, or
 // kResourceExhausted (422) when its shm is more than its mem.
@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/kernel.h"
+#include "agent/label_codec.h"
+#include "api/create_request.h"
 #include "fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -33,12 +35,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(slotd::IsValidKernelId(request->kernel_id), "kernel id \"" + request->kernel_id + "\"");
   FUZZ_CHECK(slotd::IsValidKernelId(request->session_id), "session id \"" + request->session_id + "\"");
 
-  const json canonical = request->Canonical();
+  const json canonical = RequestLabel(*request);
   const std::string text = canonical.dump();
-  auto restored = slotd::CreateRequestFromCanonical(json::parse(text));
+  auto restored = slotd::RequestFromLabel(json::parse(text));
   FUZZ_CHECK(restored.ok(), "the canonical form " + text + " is refused: " + restored.status().message());
-  FUZZ_CHECK(restored->Canonical() == canonical,
-             "the canonical form changes on restore: " + text + " -> " + restored->Canonical().dump());
+  FUZZ_CHECK(RequestLabel(*restored) == canonical,
+             "the canonical form changes on restore: " + text + " -> " + RequestLabel(*restored).dump());
 
   slotd::Kernel kernel;
   kernel.request = *request;
@@ -49,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   info.labels = slotd::KernelLabels(kernel);
   auto adopted = slotd::KernelFromContainer(info);
   FUZZ_CHECK(adopted.ok(), "the labels of " + text + " are refused: " + adopted.status().message());
-  FUZZ_CHECK(adopted->request.Canonical() == canonical && adopted->agent_id == kernel.agent_id &&
+  FUZZ_CHECK(RequestLabel(adopted->request) == canonical && adopted->agent_id == kernel.agent_id &&
                  adopted->allocation == kernel.allocation,
              "the kernel of " + text + " changes through its labels");
   return 0;

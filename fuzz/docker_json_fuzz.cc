@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/kernel.h"
+#include "agent/label_codec.h"
 #include "engine/docker/docker_answers.h"
 #include "fuzz_check.h"
 

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/kernel.h"
+#include "agent/label_codec.h"
 #include "fuzz_check.h"
 
 namespace {
@@ -68,7 +69,7 @@ void CheckMigration(const slotd::ContainerInfo& info) {
 // Whether `allocation` holds what the label text `text` says, field by field.
 void CheckAllocationIsTheLabel(const slotd::Allocation& allocation, const std::string& text) {
   const json label = json::parse(text);
-  const json read = allocation.ToJson();
+  const json read = slotd::AllocationLabel(allocation);
   if (label.contains("cpu")) {
     std::vector<int64_t> cores;
     for (const json& c : label["cpu"]) cores.push_back(c.get<int64_t>());
@@ -117,7 +118,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   again.labels = slotd::KernelLabels(*kernel);
   auto readopted = slotd::KernelFromContainer(again);
   FUZZ_CHECK(readopted.ok(), "the labels the agent writes are refused: " + readopted.status().message());
-  FUZZ_CHECK(readopted->request.Canonical() == kernel->request.Canonical() && readopted->agent_id == kernel->agent_id &&
+  FUZZ_CHECK(RequestLabel(readopted->request) == RequestLabel(kernel->request) && readopted->agent_id == kernel->agent_id &&
                  readopted->allocation == kernel->allocation,
              "the kernel changes through the labels the agent writes");
   return 0;

@@ -125,14 +125,14 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
     MutexLock lock(mutex_);
     // The same request while the first is still under way: wait for its outcome and share it.
     if (auto it = pending_creates_.find(request.kernel_id);
-        it != pending_creates_.end() && it->second->canonical == request.Canonical()) {
+        it != pending_creates_.end() && it->second->request == request) {
       std::shared_ptr<PendingCreate> first = it->second;
       create_done_.wait(lock.native(), [&] { return first->done; });
       if (!first->outcome.ok()) return first->outcome.status();
       return CreateOutcome{first->outcome->kernel, false};
     }
     if (const Kernel* existing = table_.Find(request.kernel_id)) {
-      if (existing->request.Canonical() == request.Canonical()) return CreateOutcome{*existing, false};
+      if (existing->request == request) return CreateOutcome{*existing, false};
       return Status::Conflict("kernel " + request.kernel_id +
                               " already exists with a different request; delete it first or use another kernel_id");
     }
@@ -159,7 +159,7 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
     if (Status s = table_.Reserve(kernel, /*pulling=*/policy != PullPolicy::kNone); !s.ok()) return s;
     kernel = *table_.Find(request.kernel_id);
     pending = std::make_shared<PendingCreate>();
-    pending->canonical = request.Canonical();
+    pending->request = request;
     pending_creates_[request.kernel_id] = pending;
   }
   Result<std::string> image_user = PrepareImage(request, policy);

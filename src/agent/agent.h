@@ -351,7 +351,7 @@ class Agent {
   DeviceManager devices_;  // drains, health marks, state.json; thread-safe, never called under mutex_
   // A create under way, which repeats of the same request wait for and share.
   struct PendingCreate {
-    nlohmann::json canonical;                             // the request, CreateRequest::Canonical()
+    CreateRequest request;  // the request under way
     bool done = false;
     Result<CreateOutcome> outcome = Status::Internal("the create has not finished");
   };

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/label_codec.h"
 #include "common/units.h"
 
 namespace slotd {

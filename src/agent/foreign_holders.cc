@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "agent/kernel.h"
+#include "agent/label_codec.h"
 #include "resources/allocation.h"
 
 namespace slotd {
@@ -18,7 +19,7 @@ Status CheckForeignHolders(ContainerEngine& engine, const AgentClaims& mine) {
     if (text == info.labels.end()) continue;
     auto parsed = nlohmann::json::parse(text->second, nullptr, false);
     auto alloc = parsed.is_discarded() ? Result<Allocation>(Status::InvalidArgument("not JSON"))
-                                       : Allocation::FromJson(parsed);
+                                       : AllocationFromLabel(parsed);
     if (!alloc.ok()) continue;  // not a record this agent can read; it claims nothing here
     std::vector<std::string> held;
     for (int core : alloc->cores)

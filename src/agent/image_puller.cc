@@ -122,18 +122,19 @@ int ImagePuller::SharingCalls() const {
   return sharing;
 }
 
+// What a pull's engine thread and the thread that waits for it share.
+struct ImagePuller::PullWatch {
+  Mutex mutex;
+  std::condition_variable changed;
+  SteadyClock::time_point last_progress GUARDED_BY(mutex);
+  SteadyClock::time_point last_event GUARDED_BY(mutex);
+  PullTally tally GUARDED_BY(mutex);
+  bool finished GUARDED_BY(mutex) = false;
+  Status result GUARDED_BY(mutex);
+};
+
 Status ImagePuller::RunPull(const std::string& image, const std::string& auth, bool has_credentials) {
-  // What the engine's thread and this one share.
-  struct Watch {
-    Mutex mutex;
-    std::condition_variable changed;
-    SteadyClock::time_point last_progress GUARDED_BY(mutex);
-    SteadyClock::time_point last_event GUARDED_BY(mutex);
-    PullTally tally GUARDED_BY(mutex);
-    bool finished GUARDED_BY(mutex) = false;
-    Status result GUARDED_BY(mutex);
-  };
-  auto watch = std::make_shared<Watch>();
+  auto watch = std::make_shared<PullWatch>();
   const SteadyClock::time_point started = SteadyClock::now();
   {
     MutexLock lock(watch->mutex);
@@ -165,38 +166,40 @@ Status ImagePuller::RunPull(const std::string& image, const std::string& auth, b
     watch->changed.notify_all();
   });
 
-  Status outcome;
-  {
-    MutexLock lock(watch->mutex);
-    while (!watch->finished) {
-      const SteadyClock::time_point total_end = started + limits_.total;
-      const SteadyClock::time_point stall_end = watch->last_progress + limits_.stall;
-      const SteadyClock::time_point now = SteadyClock::now();
-      if (now >= total_end) {
-        outcome = Status::DeadlineExceeded("pulling " + image + " took longer than [container] pull-timeout (" +
-                                           FormatDuration(limits_.total) +
-                                           "); it was abandoned. Raise pull-timeout for images this large, or "
-                                           "pull the image ahead with slotctl pull");
-        break;
-      }
-      if (now >= stall_end) {
-        outcome = Status::DeadlineExceeded(
-            "pulling " + image + " made no progress for " + FormatDuration(limits_.stall) +
-            " ([container] pull-stall-timeout); it was abandoned. The registry " + ParseImageRef(image).registry +
-            " may be stalled or overloaded; check it and retry");
-        break;
-      }
-      watch->changed.wait_until(lock.native(), std::min(total_end, stall_end));
-    }
-    if (watch->finished) outcome = watch->result.ok() ? Status::Ok() : Explain(watch->result, image, has_credentials);
-  }
+  const Status outcome = AwaitPull(*watch, started, image, has_credentials);
   stop->store(true);
   worker.join();
+  PublishPullEnd(*watch, image, outcome);
+  return outcome;
+}
 
+Status ImagePuller::AwaitPull(PullWatch& watch, std::chrono::steady_clock::time_point started,
+                              const std::string& image, bool has_credentials) {
+  MutexLock lock(watch.mutex);
+  while (!watch.finished) {
+    const SteadyClock::time_point total_end = started + limits_.total;
+    const SteadyClock::time_point stall_end = watch.last_progress + limits_.stall;
+    const SteadyClock::time_point now = SteadyClock::now();
+    if (now >= total_end)
+      return Status::DeadlineExceeded("pulling " + image + " took longer than [container] pull-timeout (" +
+                                      FormatDuration(limits_.total) +
+                                      "); it was abandoned. Raise pull-timeout for images this large, or "
+                                      "pull the image ahead with slotctl pull");
+    if (now >= stall_end)
+      return Status::DeadlineExceeded(
+          "pulling " + image + " made no progress for " + FormatDuration(limits_.stall) +
+          " ([container] pull-stall-timeout); it was abandoned. The registry " + ParseImageRef(image).registry +
+          " may be stalled or overloaded; check it and retry");
+    watch.changed.wait_until(lock.native(), std::min(total_end, stall_end));
+  }
+  return watch.result.ok() ? Status::Ok() : Explain(watch.result, image, has_credentials);
+}
+
+void ImagePuller::PublishPullEnd(PullWatch& watch, const std::string& image, const Status& outcome) {
   PullProgress final_progress;
   {
-    MutexLock lock(watch->mutex);
-    final_progress = watch->tally.Now();
+    MutexLock lock(watch.mutex);
+    final_progress = watch.tally.Now();
   }
   if (outcome.ok()) {
     spdlog::info("pulled image {} ({} layers, {} bytes)", image, final_progress.layers, final_progress.bytes_total);
@@ -205,7 +208,6 @@ Status ImagePuller::RunPull(const std::string& image, const std::string& auth, b
     spdlog::warn("{}", outcome.message());
     Publish(image, "failed", final_progress, outcome.message());
   }
-  return outcome;
 }
 
 void ImagePuller::Publish(const std::string& image, const char* state, const PullProgress& progress,

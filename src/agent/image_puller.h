@@ -97,11 +97,23 @@ class ImagePuller {
     std::string auth;  // the X-Registry-Auth value; "" when none
     bool has_credentials = false;
   };
+  // What a pull's engine thread and the thread that waits for it share
+  // (defined in image_puller.cc).
+  struct PullWatch;
 
   Login LoginFor(const std::string& image) const EXCLUDES(mutex_);
   // Runs one pull through the engine under the two deadlines, publishing
   // its progress; the error said for a user.
   Status RunPull(const std::string& image, const std::string& auth, bool has_credentials);
+  // Waits until the engine's pull of `image` that `watch` follows, started at
+  // `started`, finishes or passes a deadline. Returns OK, the engine's error
+  // said for a user (Explain), or kDeadlineExceeded saying which deadline it
+  // passed and what to do; the pull is not stopped here.
+  Status AwaitPull(PullWatch& watch, std::chrono::steady_clock::time_point started, const std::string& image,
+                   bool has_credentials);
+  // Logs the end of the pull of `image` and publishes its image_pull event,
+  // "done" or "failed" with `outcome`'s message, with the progress in `watch`.
+  void PublishPullEnd(PullWatch& watch, const std::string& image, const Status& outcome);
   // Publishes an image_pull event.
   void Publish(const std::string& image, const char* state, const PullProgress& progress,
                const std::string& error = "");

@@ -1,7 +1,6 @@
 #include "agent/kernel.h"
 
 #include <algorithm>
-#include <limits>
 #include <random>
 #include <regex>
 #include <set>
@@ -33,26 +32,6 @@ constexpr uint64_t kMinShm = 1ull << 20;      // below it no ordinary program ca
 constexpr uint64_t kMinScratch = 16ull << 20; // below it an ext4 image holds little but its own journal
 constexpr size_t kMaxPath = 4096;
 
-// How much a create request may store on the container. The API's bounds
-// (docs/api.md, "Limits"): the engine keeps labels, env and command in its
-// own records, twice over, so each is bounded, whatever [api] max-body-size
-// allows. Restoring a kernel from its labels applies none of them: what an
-// earlier agent stored under its own bounds is adopted as it is, so that
-// tightening a bound never makes an agent refuse its own running kernels.
-struct StoredLimits {
-  size_t labels, label_key, label_value;
-  size_t env_vars, env_name, env_value, env_total;
-  size_t command_args, command_total;
-  size_t mounts;
-  std::chrono::milliseconds max_lifetime;
-};
-constexpr StoredLimits kApiLimits{64, 128, 4 << 10, 1024, 256, 32 << 10, 256 << 10, 1024, 256 << 10, 32,
-                                  std::chrono::hours(24 * 366)};
-constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
-constexpr StoredLimits kRestoreLimits{kUnbounded, kUnbounded, kUnbounded, kUnbounded,
-                                      kUnbounded, kUnbounded, kUnbounded, kUnbounded,
-                                      kUnbounded, kUnbounded, std::chrono::milliseconds::max()};
-
 Status Bad(const std::string& field, const std::string& what) {
   return Status::InvalidArgument(field + ": " + what);
 }
@@ -75,14 +54,6 @@ Status ParseStringMap(const json& body, const char* field, std::map<std::string,
   return Status::Ok();
 }
 
-// A label's whole number: 1 to `max_digits` decimal digits, or nullopt.
-std::optional<int64_t> LabelNumber(const std::string& text, size_t max_digits) {
-  const bool digits = !text.empty() && text.size() <= max_digits &&
-                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!digits) return std::nullopt;
-  return std::stoll(text);
-}
-
 // A size field: a size string ("256m") or a whole number of bytes.
 Result<uint64_t> SizeOf(const json& value, const std::string& field) {
   if (value.is_number_integer() && value.get<int64_t>() >= 0) return value.get<uint64_t>();
@@ -103,7 +74,7 @@ Result<std::string> AbsolutePath(const json& value, const std::string& field) {
   return NormalPath(path);
 }
 
-Status ParseMounts(const json& body, const StoredLimits& limits, std::vector<RequestedMount>& out) {
+Status ParseMounts(const json& body, const RequestLimits& limits, std::vector<RequestedMount>& out) {
   if (!body.contains("mounts")) return Status::Ok();
   const json& mounts = body["mounts"];
   if (!mounts.is_array()) return Bad("mounts", "expected an array like [{\"source\": \"/srv/data\", \"target\": \"/data\"}]");
@@ -181,8 +152,8 @@ bool IsValidKernelId(const std::string& id) {
 
 namespace {
 
-Result<CreateRequest> ParseRequest(const json& body, const StoredLimits& limits) {
-  if (!body.is_object()) return Bad("request body", "expected a JSON object");
+// Refuses a field of `body` that a create request does not have.
+Status CheckKnownFields(const json& body) {
   static const std::vector<std::string> kKnown = {"kernel_id", "session_id", "image",  "command",     "env",
                                                   "resources", "ports",      "labels", "max_lifetime",
                                                   "mounts",    "pull"};
@@ -193,7 +164,11 @@ Result<CreateRequest> ParseRequest(const json& body, const StoredLimits& limits)
       return Bad(key, "unknown field; known: " + known);
     }
   }
-  CreateRequest req;
+  return Status::Ok();
+}
+
+// Reads kernel_id and session_id (generated, and the kernel id, when absent) into `req`.
+Status ParseIds(const json& body, CreateRequest& req) {
   for (const char* field : {"kernel_id", "session_id"}) {
     if (!body.contains(field)) continue;
     if (!body[field].is_string() || !IsValidKernelId(body[field].get<std::string>()))
@@ -201,28 +176,39 @@ Result<CreateRequest> ParseRequest(const json& body, const StoredLimits& limits)
   }
   req.kernel_id = body.contains("kernel_id") ? body["kernel_id"].get<std::string>() : GenerateKernelId();
   req.session_id = body.contains("session_id") ? body["session_id"].get<std::string>() : req.kernel_id;
+  return Status::Ok();
+}
 
+// Reads the required image reference into `req`.
+Status ParseImage(const json& body, CreateRequest& req) {
   if (!body.contains("image") || !body["image"].is_string() || body["image"].get<std::string>().empty())
     return Bad("image", "required: the image to run, e.g. \"slotd-test/busybox:latest\"");
   req.image = body["image"].get<std::string>();
   if (req.image.size() > kMaxImageName)
     return Bad("image", "longer than " + std::to_string(kMaxImageName) + " bytes");
   if (Status valid = ValidateImageRef(req.image); !valid.ok()) return Bad("image", valid.message());
+  return Status::Ok();
+}
 
-  if (body.contains("command")) {
-    const json& c = body["command"];
-    if (!c.is_array()) return Bad("command", "expected an array of strings");
-    for (const auto& arg : c) {
-      if (!arg.is_string()) return Bad("command", "expected an array of strings");
-      req.command.push_back(arg.get<std::string>());
-    }
-    size_t total = 0;
-    for (const auto& arg : req.command) total += arg.size();
-    if (req.command.size() > limits.command_args || total > limits.command_total)
-      return Bad("command", "too large: at most " + std::to_string(limits.command_args) + " arguments of " +
-                                std::to_string(limits.command_total >> 10) + " KiB in all");
+// Reads the command, within `limits`, into `req`.
+Status ParseCommand(const json& body, const RequestLimits& limits, CreateRequest& req) {
+  if (!body.contains("command")) return Status::Ok();
+  const json& c = body["command"];
+  if (!c.is_array()) return Bad("command", "expected an array of strings");
+  for (const auto& arg : c) {
+    if (!arg.is_string()) return Bad("command", "expected an array of strings");
+    req.command.push_back(arg.get<std::string>());
   }
+  size_t total = 0;
+  for (const auto& arg : req.command) total += arg.size();
+  if (req.command.size() > limits.command_args || total > limits.command_total)
+    return Bad("command", "too large: at most " + std::to_string(limits.command_args) + " arguments of " +
+                              std::to_string(limits.command_total >> 10) + " KiB in all");
+  return Status::Ok();
+}
 
+// Reads the environment, within `limits`, into `req`: valid names, none the agent sets.
+Status ParseEnv(const json& body, const RequestLimits& limits, CreateRequest& req) {
   if (Status s = ParseStringMap(body, "env", req.env); !s.ok()) return s;
   if (req.env.size() > limits.env_vars)
     return Bad("env", "too many variables: " + std::to_string(req.env.size()) + ", at most " + std::to_string(limits.env_vars));
@@ -240,13 +226,11 @@ Result<CreateRequest> ParseRequest(const json& body, const StoredLimits& limits)
   if (env_total > limits.env_total)
     return Bad("env", "too large: " + std::to_string(env_total >> 10) + " KiB in all, at most " +
                           std::to_string(limits.env_total >> 10) + " KiB");
+  return Status::Ok();
+}
 
-  if (Status s = ParseResources(body, req.resources); !s.ok()) return s;
-  if (req.resources.shm_bytes && *req.resources.shm_bytes > req.resources.mem_bytes)
-    return Status::ResourceExhausted("resources.shm: " + FormatSize(*req.resources.shm_bytes) + " is more than mem (" +
-                                     FormatSize(req.resources.mem_bytes) +
-                                     "); /dev/shm is counted within the kernel's memory: ask for more mem or less shm");
-
+// Reads max_lifetime (1s to limits.max_lifetime) and pull into `req`.
+Status ParseLifetimeAndPull(const json& body, const RequestLimits& limits, CreateRequest& req) {
   if (body.contains("max_lifetime")) {
     const json& lifetime = body["max_lifetime"];
     if (!lifetime.is_string()) return Bad("max_lifetime", "expected a duration like \"2h\", \"30m\" or \"90s\"");
@@ -256,27 +240,32 @@ Result<CreateRequest> ParseRequest(const json& body, const StoredLimits& limits)
       return Bad("max_lifetime", "must be from 1s to " + FormatDuration(limits.max_lifetime));
     req.max_lifetime = *duration;
   }
-
   if (body.contains("pull")) {
     const json& pull = body["pull"];
     std::optional<PullPolicy> policy = pull.is_string() ? ParsePullPolicy(pull.get<std::string>()) : std::nullopt;
     if (!policy) return Bad("pull", "expected \"none\", \"tag\" or \"digest\"");
     req.pull = *policy;
   }
+  return Status::Ok();
+}
 
-  if (body.contains("ports")) {
-    const json& p = body["ports"];
-    if (!p.is_array()) return Bad("ports", "expected an array of container port numbers");
-    std::set<int> seen;
-    for (const auto& port : p) {
-      if (!port.is_number_integer() || port.get<int64_t>() < 1 || port.get<int64_t>() > 65535)
-        return Bad("ports", "expected container port numbers between 1 and 65535");
-      if (!seen.insert(port.get<int>()).second) return Bad("ports", "port " + port.dump() + " is listed twice");
-      req.resources.ports.push_back(port.get<int>());
-    }
+// Reads the container ports that need a host port (each once) into `req`.
+Status ParsePorts(const json& body, CreateRequest& req) {
+  if (!body.contains("ports")) return Status::Ok();
+  const json& p = body["ports"];
+  if (!p.is_array()) return Bad("ports", "expected an array of container port numbers");
+  std::set<int> seen;
+  for (const auto& port : p) {
+    if (!port.is_number_integer() || port.get<int64_t>() < 1 || port.get<int64_t>() > 65535)
+      return Bad("ports", "expected container port numbers between 1 and 65535");
+    if (!seen.insert(port.get<int>()).second) return Bad("ports", "port " + port.dump() + " is listed twice");
+    req.resources.ports.push_back(port.get<int>());
   }
+  return Status::Ok();
+}
 
-  if (Status s = ParseMounts(body, limits, req.mounts); !s.ok()) return s;
+// Reads the user labels, within `limits`, into `req`; none may use the agent's prefix.
+Status ParseUserLabels(const json& body, const RequestLimits& limits, CreateRequest& req) {
   if (Status s = ParseStringMap(body, "labels", req.labels); !s.ok()) return s;
   if (req.labels.size() > limits.labels)
     return Bad("labels", "too many: " + std::to_string(req.labels.size()) + ", at most " + std::to_string(limits.labels));
@@ -288,37 +277,28 @@ Result<CreateRequest> ParseRequest(const json& body, const StoredLimits& limits)
     if (key.rfind(label::kReservedPrefix, 0) == 0)
       return Bad("labels." + key, "the ai.backend. prefix is reserved for the agent's own labels");
   }
-  return req;
+  return Status::Ok();
 }
 
 }  // namespace
 
-Result<CreateRequest> ParseCreateRequest(const json& body) { return ParseRequest(body, kApiLimits); }
-
-json CreateRequest::Canonical() const {
-  json res = {{"cpu", resources.cpu}, {"mem", resources.mem_bytes}};
-  if (resources.shm_bytes) res["shm"] = *resources.shm_bytes;
-  if (resources.scratch_bytes) res["scratch"] = *resources.scratch_bytes;
-  for (const auto& [slot, count] : resources.devices) res[slot] = count;
-  json canonical = {{"kernel_id", kernel_id}, {"session_id", session_id}, {"image", image},
-                    {"command", command},     {"env", env},               {"resources", res},
-                    {"ports", resources.ports}, {"labels", labels}};
-  // Fields added after the first label format appear only when given, so
-  // that a request recorded by an older slotd stays the same request.
-  if (max_lifetime) canonical["max_lifetime"] = FormatDuration(*max_lifetime);
-  if (pull) canonical["pull"] = PullPolicyName(*pull);
-  if (!mounts.empty()) {
-    json list = json::array();
-    for (const RequestedMount& m : mounts)
-      list.push_back({{"source", m.source}, {"target", m.target}, {"readonly", m.read_only}});
-    canonical["mounts"] = std::move(list);
-  }
-  return canonical;
-}
-
-Result<CreateRequest> CreateRequestFromCanonical(const json& canonical) {
-  auto req = ParseRequest(canonical, kRestoreLimits);
-  if (!req.ok()) return req.status().WithPrefix("label " + std::string(label::kRequest));
+Result<CreateRequest> ParseRequestWithin(const json& body, const RequestLimits& limits) {
+  if (!body.is_object()) return Bad("request body", "expected a JSON object");
+  if (Status s = CheckKnownFields(body); !s.ok()) return s;
+  CreateRequest req;
+  if (Status s = ParseIds(body, req); !s.ok()) return s;
+  if (Status s = ParseImage(body, req); !s.ok()) return s;
+  if (Status s = ParseCommand(body, limits, req); !s.ok()) return s;
+  if (Status s = ParseEnv(body, limits, req); !s.ok()) return s;
+  if (Status s = ParseResources(body, req.resources); !s.ok()) return s;
+  if (req.resources.shm_bytes && *req.resources.shm_bytes > req.resources.mem_bytes)
+    return Status::ResourceExhausted("resources.shm: " + FormatSize(*req.resources.shm_bytes) + " is more than mem (" +
+                                     FormatSize(req.resources.mem_bytes) +
+                                     "); /dev/shm is counted within the kernel's memory: ask for more mem or less shm");
+  if (Status s = ParseLifetimeAndPull(body, limits, req); !s.ok()) return s;
+  if (Status s = ParsePorts(body, req); !s.ok()) return s;
+  if (Status s = ParseMounts(body, limits, req.mounts); !s.ok()) return s;
+  if (Status s = ParseUserLabels(body, limits, req); !s.ok()) return s;
   return req;
 }
 
@@ -369,84 +349,6 @@ json Kernel::ToJson() const {
           {"created_at", created_at},
           {"terminated_at", terminated_at ? json(*terminated_at) : json(nullptr)},
           {"deadline", deadline ? json(*deadline) : json(nullptr)}};
-}
-
-Labels KernelLabels(const Kernel& kernel) {
-  Labels labels(kernel.request.labels.begin(), kernel.request.labels.end());
-  labels[label::kOwner] = kernel.agent_id;
-  labels[label::kAgentId] = kernel.agent_id;
-  labels[label::kKernelId] = kernel.request.kernel_id;
-  labels[label::kSessionId] = kernel.request.session_id;
-  labels[label::kAllocations] = kernel.allocation.ToJson().dump();
-  labels[label::kRequest] = kernel.request.Canonical().dump();
-  if (kernel.deadline) labels[label::kDeadline] = std::to_string(*kernel.deadline);
-  labels[label::kFormat] = std::to_string(LabelFormatFor(kernel.request));
-  return labels;
-}
-
-int LabelFormatFor(const CreateRequest& request) { return request.resources.scratch_bytes ? 4 : 3; }
-
-Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name) {
-  int format = 1;
-  if (auto it = labels.find(label::kFormat); it != labels.end()) {
-    const std::string& text = it->second;
-    format = static_cast<int>(LabelNumber(text, 5).value_or(0));
-    if (format < 1)
-      return Status::InvalidArgument("container " + container_name + ": label " + label::kFormat + " is \"" + text +
-                                     "\", not a label format");
-  }
-  if (format > label::kCurrentFormat)
-    return Status::FailedPrecondition(
-        "container " + container_name + " was written by a newer slotd (label format " + std::to_string(format) +
-        "; this slotd reads formats 1 to " + std::to_string(label::kCurrentFormat) +
-        "): run the newer slotd on this node again, or remove the container (docker rm -f " + container_name + ")");
-  Labels migrated = labels;
-  // 1 -> 2 -> 3 -> 4: only the format label changes (see label::kCurrentFormat).
-  migrated[label::kFormat] = std::to_string(label::kCurrentFormat);
-  return migrated;
-}
-
-Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
-  Result<Labels> labels = MigrateLabels(info.labels, info.name);
-  if (!labels.ok()) return labels.status();
-  auto get = [&](const char* key) -> Result<std::string> {
-    auto it = labels->find(key);
-    if (it == labels->end())
-      return Status::InvalidArgument("container " + info.name + " has no label " + key);
-    return it->second;
-  };
-  auto parse = [&](const char* key) -> Result<json> {
-    auto text = get(key);
-    if (!text.ok()) return text.status();
-    json j = json::parse(*text, nullptr, false);
-    if (j.is_discarded()) return Status::InvalidArgument("container " + info.name + ": label " + key + " is not JSON");
-    return j;
-  };
-  auto owner = get(label::kOwner);
-  auto request_json = parse(label::kRequest);
-  auto alloc_json = parse(label::kAllocations);
-  if (!owner.ok()) return owner.status();
-  if (!request_json.ok()) return request_json.status();
-  if (!alloc_json.ok()) return alloc_json.status();
-  auto request = CreateRequestFromCanonical(*request_json);
-  if (!request.ok()) return request.status().WithPrefix("container " + info.name);
-  auto allocation = Allocation::FromJson(*alloc_json);
-  if (!allocation.ok()) return allocation.status().WithPrefix("container " + info.name);
-
-  Kernel kernel;
-  kernel.request = std::move(*request);
-  kernel.agent_id = *owner;
-  kernel.container_id = info.id;
-  kernel.allocation = std::move(*allocation);
-  kernel.created_at = info.created_unix;
-  if (auto deadline = labels->find(label::kDeadline); deadline != labels->end()) {
-    const std::string& text = deadline->second;
-    kernel.deadline = LabelNumber(text, 18);
-    if (!kernel.deadline)
-      return Status::InvalidArgument("container " + info.name + ": label " + label::kDeadline + " is \"" + text +
-                                     "\", not unix seconds");
-  }
-  return kernel;
 }
 
 std::string ContainerName(const std::string& agent_id, const std::string& kernel_id) {

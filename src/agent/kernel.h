@@ -1,6 +1,7 @@
 // Kernels: what a user asks for (CreateRequest), what the agent knows about
-// one (Kernel), and their two serialised forms — the API's JSON and the
-// container labels that are the agent's only record.
+// one (Kernel), and the API's JSON of a kernel. The container labels that are
+// the agent's only record have their own codec (agent/label_codec.h); the
+// API's bounds on a request are the API's (api/create_request.h).
 #pragma once
 
 #include <chrono>
@@ -39,18 +40,6 @@ inline constexpr char kReservedPrefix[] = "ai.backend.";
 inline constexpr int kCurrentFormat = 4;
 }  // namespace label
 
-// Brings the labels of an owned container written in any earlier label
-// format to the current one; the one place where old formats are read.
-// Format 1 (slotd 0.1.0, no format label) -> 2: adds the format label.
-// Format 2 -> 3: the request may hold max_lifetime, resources.shm, mounts and
-// pull, and the deadline label may be set; a format 2 container has none of
-// them, so nothing changes but the format.
-// Format 3 -> 4: the request may hold resources.scratch; a format 3
-// container has none, so nothing changes but the format.
-// kFailedPrecondition naming the container and both formats when they were
-// written by a newer slotd: this version cannot know what they mean.
-Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name);
-
 // A host directory a request asks to have mounted (checked against
 // [container] mount-allow by the agent, agent/mounts.h).
 struct RequestedMount {
@@ -84,17 +73,27 @@ struct CreateRequest {
   // A pull policy stricter than the agent's; unset: the agent's.
   std::optional<PullPolicy> pull;
 
-  // The request as canonical JSON (normalised sizes, sorted maps): two
-  // requests are "the same" exactly when these are equal.
-  nlohmann::json Canonical() const;
+  // Two requests are the same (a repeat, not a conflict) exactly when equal.
+  bool operator==(const CreateRequest&) const = default;
 };
 
-// Parses and validates an API create body. kInvalidArgument names the field:
-// "resources.mem: invalid size ..." / "kernel_id: must match ...".
-Result<CreateRequest> ParseCreateRequest(const nlohmann::json& body);
+// How much a create request may store on the container: the engine keeps
+// labels, env and command in its own records, twice over. The API bounds
+// what it accepts (api/create_request.cc); restoring a kernel from its
+// labels bounds nothing (agent/label_codec.cc), so that tightening the API
+// never makes an agent refuse its own running kernels.
+struct RequestLimits {
+  size_t labels, label_key, label_value;
+  size_t env_vars, env_name, env_value, env_total;
+  size_t command_args, command_total;
+  size_t mounts;
+  std::chrono::milliseconds max_lifetime;
+};
 
-// Restores a CreateRequest from its Canonical() form (label kRequest).
-Result<CreateRequest> CreateRequestFromCanonical(const nlohmann::json& canonical);
+// Reads and validates a create request from its JSON form, within
+// `limits`. kInvalidArgument names the field: "resources.mem: invalid size
+// ..." / "kernel_id: must match ...".
+Result<CreateRequest> ParseRequestWithin(const nlohmann::json& body, const RequestLimits& limits);
 
 // True when `id` is a valid kernel id: [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
 bool IsValidKernelId(const std::string& id);
@@ -142,21 +141,6 @@ struct Kernel {
   friend class KernelTable;
   KernelState state_ = KernelState::kPreparing;
 };
-
-// The label format a kernel with `request` is written in: the oldest that
-// holds all of it, so that an older slotd (after a downgrade) adopts every
-// kernel that uses nothing it lacks, and refuses one that does by its
-// format check, touching nothing. 4 for a request with resources.scratch,
-// else 3.
-int LabelFormatFor(const CreateRequest& request);
-
-// The labels a kernel's container carries (owner, ids, allocations,
-// request, user labels, the format of LabelFormatFor).
-Labels KernelLabels(const Kernel& kernel);
-
-// Rebuilds a kernel from an owned container's labels (state, exit code and
-// holds_resources are left for the caller). kInvalidArgument names the label.
-Result<Kernel> KernelFromContainer(const ContainerInfo& info);
 
 // The container name of a kernel: slotd-<length of agent-id>-<agent-id>-<kernel-id>,
 // e.g. slotd-6-gpu1-a-k-0001. Read from the left, the length says where the

@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/label_codec.h"
 #include "agent/mounts.h"
 #include "common/units.h"
 #include "node/scratch_limits.h"

@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "api/create_request.h"
 #include "api/metrics.h"
 #include "api/responses.h"
 #include "common/relay.h"

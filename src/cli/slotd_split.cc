@@ -74,6 +74,103 @@ Result<BaseConfig> LoadBase(const std::string& path, const HostFacts& node) {
   return BaseConfig{std::move(*config), std::move(*tables)};
 }
 
+// What `options` asks PlanSplit to divide with `base`'s values: `devices`,
+// and each agent's directories under the parents of the base's own.
+SplitRequest SplitRequestFor(const SplitOptions& options, const Config& base, std::vector<SplitDevice> devices) {
+  SplitRequest request;
+  request.agents = options.agents;
+  request.by_numa = options.by_numa;
+  request.cores = base.resource.allowed_cores;
+  request.memory_bytes = base.resource.memory_size;
+  request.devices = std::move(devices);
+  request.node_name = base.agent.node;
+  request.rpc_host = base.agent.rpc_host;
+  request.rpc_port = base.agent.rpc_port;
+  request.port_first = base.container.port_range_start;
+  request.port_last = base.container.port_range_end;
+  request.ipc_parent = PerAgentParent(base.agent.ipc_base_path, base.agent.id);
+  request.var_parent = PerAgentParent(base.agent.var_base_path, base.agent.id);
+  if (!base.container.scratch_root.empty())
+    request.scratch_parent = PerAgentParent(base.container.scratch_root, base.agent.id);
+  return request;
+}
+
+// The file in --out of each of `plans`, in order. Fails with the line to
+// print when --out exists and is not a directory, or, without --force, when
+// any of the files exists and is not an empty regular file.
+Result<std::vector<std::string>> SplitOutputPaths(const SplitOptions& options, const std::vector<AgentPlan>& plans) {
+  std::error_code ec;
+  if (fs::exists(options.out_dir, ec) && !fs::is_directory(options.out_dir, ec))
+    return Status::InvalidArgument("--out " + options.out_dir + " exists and is not a directory; choose a directory");
+  std::vector<std::string> paths, in_the_way;
+  for (const AgentPlan& plan : plans) {
+    const std::string path = (fs::path(options.out_dir) / (plan.id + ".toml")).string();
+    paths.push_back(path);
+    if (fs::exists(path, ec) && (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) > 0))
+      in_the_way.push_back(path);
+  }
+  if (!in_the_way.empty() && !options.force) {
+    std::string list;
+    for (const std::string& path : in_the_way) list += "\n  " + path;
+    return Status::Conflict("these files exist and would be overwritten:" + list +
+                            "\npass --force to overwrite them, or choose another --out");
+  }
+  return paths;
+}
+
+// Makes --out and writes the config of plans[i] to paths[i], in order. Fails
+// with the line to print when the directory cannot be made or a file cannot
+// be written (the files before it stay written).
+Status WriteSplitConfigs(const SplitOptions& options, const std::vector<AgentPlan>& plans,
+                         const std::vector<std::string>& paths, const BaseConfig& base) {
+  std::error_code ec;
+  fs::create_directories(options.out_dir, ec);
+  if (ec)
+    return Status::Internal("--out " + options.out_dir + ": cannot make the directory: " + ec.message());
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const AgentPlan& plan = plans[i];
+    const Status written = WriteFileAtomically(
+        paths[i], Header(options, plan, i, plans.size()) +
+                      RenderAgentConfig(base.tables, plan, base.config.node.claims_dir, ""));
+    if (!written.ok())
+      return Status::Internal(written.message() + "; the files before it were written, those after it were not");
+  }
+  return Status::Ok();
+}
+
+// Prints a table of `plans`, each with its file in `paths`, and the shared
+// `claims_dir` on stdout.
+void PrintSplitTable(const std::vector<AgentPlan>& plans, const std::vector<std::string>& paths,
+                     const std::string& claims_dir) {
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const AgentPlan& plan = plans[i];
+    rows.push_back({plan.id, paths[i], plan.numa_node ? std::to_string(*plan.numa_node) : "-",
+                    FormatCoreList(plan.cores) + " (" + std::to_string(plan.cores.size()) + ")",
+                    DescribeSize(plan.memory_bytes), DeviceSummary(plan),
+                    plan.rpc_port == 0 ? "any" : std::to_string(plan.rpc_port),
+                    std::to_string(plan.port_first) + "-" + std::to_string(plan.port_last)});
+  }
+  std::cout << slotctl::FormatTable({"ID", "FILE", "NUMA", "CORES", "MEMORY", "DEVICES", "API PORT", "PORT RANGE"},
+                                    rows);
+  std::cout << "claims-dir " << claims_dir << " (shared)\n";
+}
+
+// Prints a note on stdout for each config (*.toml) in `out_dir` that is not
+// one of `paths`, by name.
+void NoteOtherConfigs(const std::string& out_dir, const std::vector<std::string>& paths) {
+  std::error_code ec;
+  std::vector<std::string> others;  // configs in the directory this run did not write
+  for (const auto& entry : fs::directory_iterator(out_dir, ec))
+    if (entry.path().extension() == ".toml" &&
+        std::find(paths.begin(), paths.end(), entry.path().string()) == paths.end())
+      others.push_back(entry.path().filename().string());
+  std::sort(others.begin(), others.end());
+  for (const std::string& other : others)
+    std::cout << "note: " << out_dir << " also has " << other
+              << ", not written by this run; remove it before running its agents or slotd check on the directory\n";
+}
+
 }  // namespace
 
 int RunSplit(const SplitOptions& options) {
@@ -93,74 +190,19 @@ int RunSplit(const SplitOptions& options) {
   Result<std::vector<SplitDevice>> devices = ListSplitDevices(base->config);
   if (!devices.ok()) return Refuse("cannot list the devices of the base config: " + devices.status().message());
 
-  SplitRequest request;
-  request.agents = options.agents;
-  request.by_numa = options.by_numa;
-  request.cores = base->config.resource.allowed_cores;
-  request.memory_bytes = base->config.resource.memory_size;
-  request.devices = std::move(*devices);
-  request.node_name = base->config.agent.node;
-  request.rpc_host = base->config.agent.rpc_host;
-  request.rpc_port = base->config.agent.rpc_port;
-  request.port_first = base->config.container.port_range_start;
-  request.port_last = base->config.container.port_range_end;
-  request.ipc_parent = PerAgentParent(base->config.agent.ipc_base_path, base->config.agent.id);
-  request.var_parent = PerAgentParent(base->config.agent.var_base_path, base->config.agent.id);
-  if (!base->config.container.scratch_root.empty())
-    request.scratch_parent = PerAgentParent(base->config.container.scratch_root, base->config.agent.id);
-  Result<std::vector<AgentPlan>> plans = PlanSplit(*layout, request);
+  Result<std::vector<AgentPlan>> plans =
+      PlanSplit(*layout, SplitRequestFor(options, base->config, std::move(*devices)));
   if (!plans.ok()) return Refuse(plans.status().message());
 
   // Nothing is written unless every file can be.
-  if (fs::exists(options.out_dir, ec) && !fs::is_directory(options.out_dir, ec))
-    return Refuse("--out " + options.out_dir + " exists and is not a directory; choose a directory");
-  std::vector<std::string> paths, in_the_way;
-  for (const AgentPlan& plan : *plans) {
-    const std::string path = (fs::path(options.out_dir) / (plan.id + ".toml")).string();
-    paths.push_back(path);
-    if (fs::exists(path, ec) && (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) > 0))
-      in_the_way.push_back(path);
-  }
-  if (!in_the_way.empty() && !options.force) {
-    std::string list;
-    for (const std::string& path : in_the_way) list += "\n  " + path;
-    return Refuse("these files exist and would be overwritten:" + list +
-                  "\npass --force to overwrite them, or choose another --out");
-  }
-  fs::create_directories(options.out_dir, ec);
-  if (ec)
-    return Refuse("--out " + options.out_dir + ": cannot make the directory: " + ec.message());
-  for (size_t i = 0; i < plans->size(); ++i) {
-    const AgentPlan& plan = (*plans)[i];
-    const Status written = WriteFileAtomically(
-        paths[i], Header(options, plan, i, plans->size()) +
-                      RenderAgentConfig(base->tables, plan, base->config.node.claims_dir, ""));
-    if (!written.ok())
-      return Refuse(written.message() + "; the files before it were written, those after it were not");
-  }
+  Result<std::vector<std::string>> paths = SplitOutputPaths(options, *plans);
+  if (!paths.ok()) return Refuse(paths.status().message());
+  if (Status written = WriteSplitConfigs(options, *plans, *paths, *base); !written.ok())
+    return Refuse(written.message());
 
-  std::vector<std::vector<std::string>> rows;
-  for (size_t i = 0; i < plans->size(); ++i) {
-    const AgentPlan& plan = (*plans)[i];
-    rows.push_back({plan.id, paths[i], plan.numa_node ? std::to_string(*plan.numa_node) : "-",
-                    FormatCoreList(plan.cores) + " (" + std::to_string(plan.cores.size()) + ")",
-                    DescribeSize(plan.memory_bytes), DeviceSummary(plan),
-                    plan.rpc_port == 0 ? "any" : std::to_string(plan.rpc_port),
-                    std::to_string(plan.port_first) + "-" + std::to_string(plan.port_last)});
-  }
-  std::cout << slotctl::FormatTable({"ID", "FILE", "NUMA", "CORES", "MEMORY", "DEVICES", "API PORT", "PORT RANGE"},
-                                    rows);
-  std::cout << "claims-dir " << base->config.node.claims_dir << " (shared)\n";
-  std::vector<std::string> others;  // configs in the directory this run did not write
-  for (const auto& entry : fs::directory_iterator(options.out_dir, ec))
-    if (entry.path().extension() == ".toml" &&
-        std::find(paths.begin(), paths.end(), entry.path().string()) == paths.end())
-      others.push_back(entry.path().filename().string());
-  std::sort(others.begin(), others.end());
-  for (const std::string& other : others)
-    std::cout << "note: " << options.out_dir << " also has " << other
-              << ", not written by this run; remove it before running its agents or slotd check on the directory\n";
-  const CheckReport report = CheckNodeConfigs(paths, live ? host : node);
+  PrintSplitTable(*plans, *paths, base->config.node.claims_dir);
+  NoteOtherConfigs(options.out_dir, *paths);
+  const CheckReport report = CheckNodeConfigs(*paths, live ? host : node);
   std::cout << report.Text();
   return report.ExitCode();
 }

@@ -117,6 +117,143 @@ toml::table& Subtable(toml::table& table, std::string_view key) {
   return *node->as_table();
 }
 
+// A part of the node the agents are divided into: one NUMA node each with
+// by_numa, else the whole node.
+struct SplitGroup {
+  std::optional<int> numa_node;
+  std::vector<int> cores;
+  uint64_t memory_bytes = 0;
+  std::vector<size_t> agents;  // indices into the plans
+};
+
+// OK when `request`'s counts can be divided at all; else kInvalidArgument
+// saying what to change: fewer than 1 agent, more agents than whole cores or
+// than ports in the range, RPC ports that run past 65535.
+Status CheckSplitCounts(const NodeLayout& layout, const SplitRequest& request) {
+  const int n = request.agents;
+  if (n < 1) return Status::InvalidArgument("--agents " + std::to_string(n) + ": give at least 1 agent");
+  const size_t agents = static_cast<size_t>(n);
+  const size_t whole_cores = WholeCores(request.cores, layout).size();
+  if (agents > whole_cores)
+    return Status::InvalidArgument("--agents " + std::to_string(n) + " needs a whole core for each agent, and there " +
+                                   "are " + std::to_string(whole_cores) + " whole cores to divide (" +
+                                   FormatCoreList(request.cores) +
+                                   "); give at most that many agents, or lower [resource] reserved-cpu");
+  const int ports = request.port_last - request.port_first + 1;
+  if (ports < n)
+    return Status::InvalidArgument("container.port-range [" + std::to_string(request.port_first) + ", " +
+                                   std::to_string(request.port_last) + "] has " + std::to_string(ports) +
+                                   " ports, fewer than the " + std::to_string(n) +
+                                   " agents; widen it in the base config");
+  if (request.rpc_port != 0 && request.rpc_port + n - 1 > 65535)
+    return Status::InvalidArgument("agent.rpc-listen-addr: ports " + std::to_string(request.rpc_port) + " and up " +
+                                   "run past 65535 for " + std::to_string(n) + " agents; choose a lower port");
+  return Status::Ok();
+}
+
+// The groups of a by_numa split: each NUMA node with cores of request.cores,
+// with its part of request.memory_bytes (in proportion to its memory, at
+// most all of it) and no agents yet. Fails (kInvalidArgument) when no NUMA
+// node has such cores, when request.agents is not a multiple of their count
+// (naming the counts that work), or when one has fewer whole cores than its
+// agents.
+Result<std::vector<SplitGroup>> NumaSplitGroups(const NodeLayout& layout, const SplitRequest& request) {
+  const int n = request.agents;
+  std::vector<SplitGroup> groups;
+  uint64_t numa_memory = 0;
+  for (const NumaDomain& domain : layout.numa) {
+    SplitGroup group{domain.node, {}, domain.memory_bytes, {}};
+    for (int core : domain.cores)
+      if (std::binary_search(request.cores.begin(), request.cores.end(), core)) group.cores.push_back(core);
+    if (group.cores.empty()) continue;
+    numa_memory += domain.memory_bytes;
+    groups.push_back(std::move(group));
+  }
+  const int domains = static_cast<int>(groups.size());
+  if (domains == 0)
+    return Status::InvalidArgument("--by numa: none of the cores to divide is on a NUMA node of the node");
+  if (n % domains != 0)
+    return Status::InvalidArgument("--by numa puts the same number of agents on each of the " +
+                                   std::to_string(domains) + " NUMA nodes with cores, so --agents must be a "
+                                   "multiple of " + std::to_string(domains) + " (" + Multiples(domains) + "), not " +
+                                   std::to_string(n) + "; or leave out --by numa");
+  const size_t per_group = static_cast<size_t>(n) / groups.size();
+  for (SplitGroup& group : groups) {
+    if (WholeCores(group.cores, layout).size() < per_group)
+      return Status::InvalidArgument("--by numa: NUMA node " + std::to_string(*group.numa_node) + " has " +
+                                     std::to_string(WholeCores(group.cores, layout).size()) +
+                                     " whole cores to divide (" +
+                                     FormatCoreList(group.cores) + "), fewer than its " +
+                                     std::to_string(per_group) + " agents; give fewer agents");
+    // The node's part of the memory, in proportion to its memory and at most all of it.
+    const long double part = static_cast<long double>(request.memory_bytes) * group.memory_bytes /
+                             static_cast<long double>(std::max<uint64_t>(numa_memory, 1));
+    group.memory_bytes = std::min<uint64_t>(group.memory_bytes, static_cast<uint64_t>(part));
+  }
+  return groups;
+}
+
+// One plan for each of `request`'s agents, in order, with its id, RPC
+// address, paths and its block of the port range (as even as they divide);
+// cores, memory and devices still empty.
+std::vector<AgentPlan> NamedSplitPlans(const SplitRequest& request) {
+  const size_t agents = static_cast<size_t>(request.agents);
+  const int ports = request.port_last - request.port_first + 1;
+  std::vector<AgentPlan> plans(agents);
+  const std::vector<size_t> port_counts = EvenCounts(static_cast<size_t>(ports), agents);
+  int next_port = request.port_first;
+  for (size_t i = 0; i < agents; ++i) {
+    AgentPlan& plan = plans[i];
+    plan.id = SplitAgentId(request.node_name, static_cast<int>(i));
+    plan.rpc_host = request.rpc_host;
+    plan.rpc_port = request.rpc_port == 0 ? 0 : request.rpc_port + static_cast<int>(i);
+    plan.ipc_base_path = request.ipc_parent + "/" + plan.id;
+    plan.var_base_path = request.var_parent + "/" + plan.id;
+    if (!request.scratch_parent.empty()) plan.scratch_root = request.scratch_parent + "/" + plan.id;
+    plan.port_first = next_port;
+    plan.port_last = next_port + static_cast<int>(port_counts[i]) - 1;
+    next_port = plan.port_last + 1;
+  }
+  return plans;
+}
+
+// Gives the agents of `group` (its `agents`, indices into `plans`) the
+// group's whole cores in contiguous blocks, as even as they divide, an equal
+// share of its memory (rounded down to a GiB, to a MiB below 8 GiB) and its
+// NUMA node; for a group of one NUMA node, also the devices of `unplaced` on
+// that node, which leave `unplaced`. Fails (kInvalidArgument) when the share
+// is no memory.
+Status PlaceSplitGroup(const SplitGroup& group, const NodeLayout& layout, std::vector<SplitDevice>& unplaced,
+                       std::vector<AgentPlan>& plans) {
+  const size_t per_group = group.agents.size();
+  const std::vector<std::vector<int>> whole = WholeCores(group.cores, layout);
+  const std::vector<size_t> core_counts = EvenCounts(whole.size(), per_group);
+  const uint64_t exact = group.memory_bytes / per_group;
+  const uint64_t share = exact / (exact >= kRoundToGiB ? kGiB : kMiB) * (exact >= kRoundToGiB ? kGiB : kMiB);
+  if (share == 0)
+    return Status::InvalidArgument(
+        "there is " + DescribeSize(group.memory_bytes) + " of memory to divide" +
+        (group.numa_node ? " on NUMA node " + std::to_string(*group.numa_node) : std::string()) + " among " +
+        std::to_string(per_group) + " agents, less than 1m each; give fewer agents or lower [resource] reserved-mem");
+  auto next_core = whole.begin();
+  for (size_t j = 0; j < per_group; ++j) {
+    AgentPlan& plan = plans[group.agents[j]];
+    for (size_t c = 0; c < core_counts[j]; ++c, ++next_core)
+      plan.cores.insert(plan.cores.end(), next_core->begin(), next_core->end());
+    std::sort(plan.cores.begin(), plan.cores.end());
+    plan.memory_bytes = share;
+    plan.numa_node = group.numa_node;
+  }
+  if (!group.numa_node) return Status::Ok();
+  std::vector<SplitDevice> here;
+  std::vector<SplitDevice> elsewhere;
+  for (SplitDevice& device : unplaced)
+    (device.numa_node == *group.numa_node ? here : elsewhere).push_back(std::move(device));
+  DivideDevices(here, group.agents, plans);
+  unplaced = std::move(elsewhere);
+  return Status::Ok();
+}
+
 }  // namespace
 
 HostFacts NodeLayout::AsHostFacts(HostFacts base) const {
@@ -212,114 +349,23 @@ std::string SplitAgentId(const std::string& node_name, int i) {
 }
 
 Result<std::vector<AgentPlan>> PlanSplit(const NodeLayout& layout, const SplitRequest& request) {
-  const int n = request.agents;
-  if (n < 1) return Status::InvalidArgument("--agents " + std::to_string(n) + ": give at least 1 agent");
-  const size_t agents = static_cast<size_t>(n);
-  const size_t whole_cores = WholeCores(request.cores, layout).size();
-  if (agents > whole_cores)
-    return Status::InvalidArgument("--agents " + std::to_string(n) + " needs a whole core for each agent, and there " +
-                                   "are " + std::to_string(whole_cores) + " whole cores to divide (" +
-                                   FormatCoreList(request.cores) +
-                                   "); give at most that many agents, or lower [resource] reserved-cpu");
-  const int ports = request.port_last - request.port_first + 1;
-  if (ports < n)
-    return Status::InvalidArgument("container.port-range [" + std::to_string(request.port_first) + ", " +
-                                   std::to_string(request.port_last) + "] has " + std::to_string(ports) +
-                                   " ports, fewer than the " + std::to_string(n) +
-                                   " agents; widen it in the base config");
-  if (request.rpc_port != 0 && request.rpc_port + n - 1 > 65535)
-    return Status::InvalidArgument("agent.rpc-listen-addr: ports " + std::to_string(request.rpc_port) + " and up " +
-                                   "run past 65535 for " + std::to_string(n) + " agents; choose a lower port");
-
-  // The groups the agents are divided into: one NUMA node each with by_numa, else the whole node.
-  struct Group {
-    std::optional<int> numa_node;
-    std::vector<int> cores;
-    uint64_t memory_bytes = 0;
-    std::vector<size_t> agents;
-  };
-  std::vector<Group> groups;
+  if (Status counts = CheckSplitCounts(layout, request); !counts.ok()) return counts;
+  const size_t agents = static_cast<size_t>(request.agents);
+  std::vector<SplitGroup> groups;
   if (request.by_numa) {
-    uint64_t numa_memory = 0;
-    for (const NumaDomain& domain : layout.numa) {
-      Group group{domain.node, {}, domain.memory_bytes, {}};
-      for (int core : domain.cores)
-        if (std::binary_search(request.cores.begin(), request.cores.end(), core)) group.cores.push_back(core);
-      if (group.cores.empty()) continue;
-      numa_memory += domain.memory_bytes;
-      groups.push_back(std::move(group));
-    }
-    const int domains = static_cast<int>(groups.size());
-    if (domains == 0)
-      return Status::InvalidArgument("--by numa: none of the cores to divide is on a NUMA node of the node");
-    if (n % domains != 0)
-      return Status::InvalidArgument("--by numa puts the same number of agents on each of the " +
-                                     std::to_string(domains) + " NUMA nodes with cores, so --agents must be a "
-                                     "multiple of " + std::to_string(domains) + " (" + Multiples(domains) + "), not " +
-                                     std::to_string(n) + "; or leave out --by numa");
-    const size_t per_group = agents / groups.size();
-    for (Group& group : groups) {
-      if (WholeCores(group.cores, layout).size() < per_group)
-        return Status::InvalidArgument("--by numa: NUMA node " + std::to_string(*group.numa_node) + " has " +
-                                       std::to_string(WholeCores(group.cores, layout).size()) +
-                                       " whole cores to divide (" +
-                                       FormatCoreList(group.cores) + "), fewer than its " +
-                                       std::to_string(per_group) + " agents; give fewer agents");
-      // The node's part of the memory, in proportion to its memory and at most all of it.
-      const long double part = static_cast<long double>(request.memory_bytes) * group.memory_bytes /
-                               static_cast<long double>(std::max<uint64_t>(numa_memory, 1));
-      group.memory_bytes = std::min<uint64_t>(group.memory_bytes, static_cast<uint64_t>(part));
-    }
+    Result<std::vector<SplitGroup>> numa_groups = NumaSplitGroups(layout, request);
+    if (!numa_groups.ok()) return numa_groups.status();
+    groups = std::move(*numa_groups);
   } else {
-    groups.push_back(Group{std::nullopt, request.cores, request.memory_bytes, {}});
+    groups.push_back(SplitGroup{std::nullopt, request.cores, request.memory_bytes, {}});
   }
-
-  std::vector<AgentPlan> plans(agents);
-  const std::vector<size_t> port_counts = EvenCounts(static_cast<size_t>(ports), agents);
-  int next_port = request.port_first;
-  for (size_t i = 0; i < agents; ++i) {
-    AgentPlan& plan = plans[i];
-    plan.id = SplitAgentId(request.node_name, static_cast<int>(i));
-    plan.rpc_host = request.rpc_host;
-    plan.rpc_port = request.rpc_port == 0 ? 0 : request.rpc_port + static_cast<int>(i);
-    plan.ipc_base_path = request.ipc_parent + "/" + plan.id;
-    plan.var_base_path = request.var_parent + "/" + plan.id;
-    if (!request.scratch_parent.empty()) plan.scratch_root = request.scratch_parent + "/" + plan.id;
-    plan.port_first = next_port;
-    plan.port_last = next_port + static_cast<int>(port_counts[i]) - 1;
-    next_port = plan.port_last + 1;
-  }
-
+  std::vector<AgentPlan> plans = NamedSplitPlans(request);
   const size_t per_group = agents / groups.size();
   std::vector<SplitDevice> unplaced = request.devices;
   for (size_t g = 0; g < groups.size(); ++g) {
-    Group& group = groups[g];
+    SplitGroup& group = groups[g];
     for (size_t j = 0; j < per_group; ++j) group.agents.push_back(g * per_group + j);
-    const std::vector<std::vector<int>> whole = WholeCores(group.cores, layout);
-    const std::vector<size_t> core_counts = EvenCounts(whole.size(), per_group);
-    const uint64_t exact = group.memory_bytes / per_group;
-    const uint64_t share = exact / (exact >= kRoundToGiB ? kGiB : kMiB) * (exact >= kRoundToGiB ? kGiB : kMiB);
-    if (share == 0)
-      return Status::InvalidArgument(
-          "there is " + DescribeSize(group.memory_bytes) + " of memory to divide" +
-          (group.numa_node ? " on NUMA node " + std::to_string(*group.numa_node) : std::string()) + " among " +
-          std::to_string(per_group) + " agents, less than 1m each; give fewer agents or lower [resource] reserved-mem");
-    auto next_core = whole.begin();
-    for (size_t j = 0; j < per_group; ++j) {
-      AgentPlan& plan = plans[group.agents[j]];
-      for (size_t c = 0; c < core_counts[j]; ++c, ++next_core)
-        plan.cores.insert(plan.cores.end(), next_core->begin(), next_core->end());
-      std::sort(plan.cores.begin(), plan.cores.end());
-      plan.memory_bytes = share;
-      plan.numa_node = group.numa_node;
-    }
-    if (!group.numa_node) continue;
-    std::vector<SplitDevice> here;
-    std::vector<SplitDevice> elsewhere;
-    for (SplitDevice& device : unplaced)
-      (device.numa_node == *group.numa_node ? here : elsewhere).push_back(std::move(device));
-    DivideDevices(here, group.agents, plans);
-    unplaced = std::move(elsewhere);
+    if (Status placed = PlaceSplitGroup(group, layout, unplaced, plans); !placed.ok()) return placed;
   }
   std::vector<size_t> everyone(agents);
   std::iota(everyone.begin(), everyone.end(), 0);

@@ -27,11 +27,10 @@ struct Allocation {
 
   bool operator==(const Allocation&) const;
 
-  // The label form: {"cpu":[0,1],"mem":268435456,"devices":{"mock":["mock0"]},
-  // "ports":[{"container":8080,"host":30001}],"numa_node":0}.
+  // The API form (a kernel's "allocations"): {"cpu":[0,1],"mem":268435456,
+  // "devices":{"mock":["mock0"]},"ports":[{"container":8080,"host":30001}],
+  // "numa_node":0}. The container label has its own codec (agent/label_codec.h).
   nlohmann::json ToJson() const;
-  // Parses the label form; a malformed label is kInvalidArgument naming the field.
-  static Result<Allocation> FromJson(const nlohmann::json& j);
 };
 
 // What a kernel asks for: whole cores, memory bytes, and whole devices per slot type.

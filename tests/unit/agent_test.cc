@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/label_codec.h"
+#include "api/create_request.h"
 #include "common/units.h"
 #include "testing/collect_output.h"
 
@@ -573,7 +575,7 @@ TEST_F(AgentTest, AKernelStoredUnderLooserApiLimitsIsAdoptedUnchanged) {
   kernel.agent_id = "a1";
   kernel.allocation.cores = {2};
   kernel.allocation.mem_bytes = 256 * kMiB;
-  const Result<CreateRequest> through_api = ParseCreateRequest(kernel.request.Canonical());
+  const Result<CreateRequest> through_api = ParseCreateRequest(RequestLabel(kernel.request));
   ASSERT_FALSE(through_api.ok()) << "the API's limits are tighter than what was stored";
   ASSERT_TRUE(engine_.AddContainer(ContainerName("a1", "k9"), KernelLabels(kernel)).ok());
 
@@ -582,7 +584,7 @@ TEST_F(AgentTest, AKernelStoredUnderLooserApiLimitsIsAdoptedUnchanged) {
   Result<Kernel> adopted = agent->GetKernel("k9");
   ASSERT_TRUE(adopted.ok()) << adopted.status().message();
   EXPECT_EQ(adopted->state(), KernelState::kRunning);
-  EXPECT_EQ(adopted->request.Canonical(), kernel.request.Canonical());
+  EXPECT_EQ(RequestLabel(adopted->request), RequestLabel(kernel.request));
   EXPECT_EQ(adopted->request.env.size(), 1500u);
   EXPECT_EQ(adopted->allocation.cores, std::vector<int>{2});
 }
@@ -845,7 +847,7 @@ TEST_F(AgentTest, RestoreAfterACrashRebuildsTheSameKernelsAndAllocations) {
     EXPECT_EQ(after->state(), KernelState::kRunning);
     EXPECT_EQ(after->container_id, before.container_id);
     EXPECT_EQ(after->allocation, before.allocation);
-    EXPECT_EQ(after->request.Canonical(), before.request.Canonical());
+    EXPECT_EQ(RequestLabel(after->request), RequestLabel(before.request));
   }
   auto dead = agent_->GetKernel("k3");
   ASSERT_TRUE(dead.ok());

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/label_codec.h"
+#include "api/create_request.h"
 #include "common/units.h"
 #include "resources/cuda/cuda_plugin.h"
 #include "resources/mock/mock_plugin.h"

@@ -2,6 +2,8 @@
 // message naming it, equivalent requests are "the same" (so a repeat is not a
 // conflict), and a kernel survives the trip through its container labels.
 #include "agent/kernel.h"
+#include "agent/label_codec.h"
+#include "api/create_request.h"
 #include "common/units.h"
 
 #include <fstream>
@@ -209,13 +211,13 @@ TEST(ParseCreateRequestTest, ScratchIsASizeOfAtLeast16MiBKeptInTheCanonicalReque
   Result<CreateRequest> plain = ParseCreateRequest(ValidBody());
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE(plain->resources.scratch_bytes.has_value());
-  EXPECT_FALSE(plain->Canonical()["resources"].contains("scratch"));  // an older slotd's request stays the same
+  EXPECT_FALSE(RequestLabel(*plain)["resources"].contains("scratch"));  // an older slotd's request stays the same
 
   Result<CreateRequest> asked = ParseCreateRequest(WithResource("scratch", "10g"));
   ASSERT_TRUE(asked.ok()) << asked.status().message();
   EXPECT_EQ(asked->resources.scratch_bytes, 10240 * kMiB);
-  EXPECT_EQ(asked->Canonical()["resources"]["scratch"], 10240 * kMiB);
-  Result<CreateRequest> again = CreateRequestFromCanonical(asked->Canonical());
+  EXPECT_EQ(RequestLabel(*asked)["resources"]["scratch"], 10240 * kMiB);
+  Result<CreateRequest> again = RequestFromLabel(RequestLabel(*asked));
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(again->resources, asked->resources);
 
@@ -243,8 +245,8 @@ TEST(ParseCreateRequestTest, MountsAreAbsolutePathsNormalisedWithOneTargetEach) 
   ASSERT_TRUE(req.ok()) << req.status().message();
   EXPECT_EQ(req->mounts, (std::vector<RequestedMount>{{"/srv/datasets/imagenet", "/data/x", true},
                                                       {"/srv/shared", "/out", false}}));
-  EXPECT_EQ(req->Canonical()["mounts"][0]["target"], "/data/x");
-  EXPECT_FALSE(ParseCreateRequest(ValidBody())->Canonical().contains("mounts"));
+  EXPECT_EQ(RequestLabel(*req)["mounts"][0]["target"], "/data/x");
+  EXPECT_FALSE(RequestLabel(*ParseCreateRequest(ValidBody())).contains("mounts"));
 
   const json bad[] = {json("/srv"),
                       json::array({{{"source", "srv"}, {"target", "/data"}}}),
@@ -298,8 +300,8 @@ TEST(CanonicalTest, EquivalentRequestsAreTheSame) {
   Result<CreateRequest> b = ParseCreateRequest(bytes);
   Result<CreateRequest> c = ParseCreateRequest(reordered);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
-  EXPECT_EQ(a->Canonical(), b->Canonical());
-  EXPECT_EQ(a->Canonical(), c->Canonical());
+  EXPECT_EQ(RequestLabel(*a), RequestLabel(*b));
+  EXPECT_EQ(RequestLabel(*a), RequestLabel(*c));
 }
 
 TEST(CanonicalTest, DefaultsAreSpelledOutSoOmittingThemIsTheSame) {
@@ -307,7 +309,7 @@ TEST(CanonicalTest, DefaultsAreSpelledOutSoOmittingThemIsTheSame) {
   json explicit_defaults = {{"kernel_id", "k1"}, {"session_id", "k1"}, {"image", "img"},
                             {"resources", {{"cpu", 1}, {"mem", "256m"}, {"mock.device", 0}}},
                             {"env", json::object()}, {"ports", json::array()}};
-  EXPECT_EQ(ParseCreateRequest(implicit)->Canonical(), ParseCreateRequest(explicit_defaults)->Canonical());
+  EXPECT_EQ(RequestLabel(*ParseCreateRequest(implicit)), RequestLabel(*ParseCreateRequest(explicit_defaults)));
 }
 
 TEST(CanonicalTest, AnyDifferenceMakesADifferentRequest) {
@@ -319,33 +321,33 @@ TEST(CanonicalTest, AnyDifferenceMakesADifferentRequest) {
                                                                        {"ports", json::array({8081})},
                                                                        {"labels", {{"team", "nlp"}}}}) {
     SCOPED_TRACE(field);
-    EXPECT_NE(ParseCreateRequest(With(field, value))->Canonical(), ParseCreateRequest(base)->Canonical());
+    EXPECT_NE(RequestLabel(*ParseCreateRequest(With(field, value))), RequestLabel(*ParseCreateRequest(base)));
   }
-  EXPECT_NE(ParseCreateRequest(WithResource("cpu", 3))->Canonical(), ParseCreateRequest(base)->Canonical());
-  EXPECT_NE(ParseCreateRequest(WithResource("mem", "512m"))->Canonical(), ParseCreateRequest(base)->Canonical());
+  EXPECT_NE(RequestLabel(*ParseCreateRequest(WithResource("cpu", 3))), RequestLabel(*ParseCreateRequest(base)));
+  EXPECT_NE(RequestLabel(*ParseCreateRequest(WithResource("mem", "512m"))), RequestLabel(*ParseCreateRequest(base)));
 }
 
-TEST(CanonicalTest, CreateRequestFromCanonicalRestoresTheSameRequest) {
+TEST(CanonicalTest, RequestFromLabelRestoresTheSameRequest) {
   json full = ValidBody();
   full["max_lifetime"] = "90m";
   full["resources"]["shm"] = "128m";
   for (const json& body : {ValidBody(), full}) {
     Result<CreateRequest> req = ParseCreateRequest(body);
     ASSERT_TRUE(req.ok());
-    Result<CreateRequest> back = CreateRequestFromCanonical(req->Canonical());
+    Result<CreateRequest> back = RequestFromLabel(RequestLabel(*req));
     ASSERT_TRUE(back.ok()) << back.status().message();
-    EXPECT_EQ(back->Canonical(), req->Canonical());
+    EXPECT_EQ(RequestLabel(*back), RequestLabel(*req));
   }
 }
 
 // A request recorded before shm and max_lifetime existed is the same
 // request as one that leaves them out today, so a repeat is not a conflict.
 TEST(CanonicalTest, FieldsAddedLaterAppearOnlyWhenGiven) {
-  const json canonical = ParseCreateRequest(ValidBody())->Canonical();
+  const json canonical = RequestLabel(*ParseCreateRequest(ValidBody()));
   EXPECT_FALSE(canonical.contains("max_lifetime"));
   EXPECT_FALSE(canonical["resources"].contains("shm"));
-  EXPECT_NE(ParseCreateRequest(WithResource("shm", "64m"))->Canonical(), canonical);
-  EXPECT_NE(ParseCreateRequest(With("max_lifetime", "1h"))->Canonical(), canonical);
+  EXPECT_NE(RequestLabel(*ParseCreateRequest(WithResource("shm", "64m"))), canonical);
+  EXPECT_NE(RequestLabel(*ParseCreateRequest(With("max_lifetime", "1h"))), canonical);
 }
 
 // ------------------------------------------------------------ labels and back
@@ -384,7 +386,7 @@ TEST(KernelLabelsTest, KernelFromContainerRoundTrips) {
 
   Result<Kernel> back = KernelFromContainer(info);
   ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(back->request.Canonical(), kernel.request.Canonical());
+  EXPECT_EQ(RequestLabel(back->request), RequestLabel(kernel.request));
   EXPECT_EQ(back->agent_id, "a1");
   EXPECT_EQ(back->container_id, "c0ffee");
   EXPECT_EQ(back->allocation, kernel.allocation);
@@ -491,7 +493,7 @@ TEST_P(LabelFormats, ContainersOfEveryEarlierFormatAreReadWithTheirExactAllocati
   Result<Kernel> reread = KernelFromContainer(again);
   ASSERT_TRUE(reread.ok()) << reread.status().message();
   EXPECT_EQ(reread->allocation.ToJson(), kernel->allocation.ToJson());
-  EXPECT_EQ(reread->request.Canonical(), kernel->request.Canonical());
+  EXPECT_EQ(RequestLabel(reread->request), RequestLabel(kernel->request));
 }
 
 TEST(LabelFormat, AKernelWithAScratchSizeIsWrittenInFormat4AndReadBackWithIt) {
@@ -503,7 +505,7 @@ TEST(LabelFormat, AKernelWithAScratchSizeIsWrittenInFormat4AndReadBackWithIt) {
   Result<Kernel> reread = KernelFromContainer(info);
   ASSERT_TRUE(reread.ok()) << reread.status().message();
   EXPECT_EQ(reread->request.resources.scratch_bytes, 10ull << 30);
-  EXPECT_EQ(reread->request.Canonical(), kernel.request.Canonical());
+  EXPECT_EQ(RequestLabel(reread->request), RequestLabel(kernel.request));
 }
 
 TEST(LabelFormat, ANewerFormatIsRefusedNamingTheContainerAndBothFormats) {

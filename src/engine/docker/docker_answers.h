@@ -1,6 +1,6 @@
 // The parsers of what the Docker engine answers, apart from the calls that
 // fetch it, so that they can be tested and fuzzed on bytes alone. DockerEngine
-// uses exactly these; they are defined in docker_engine.cc.
+// uses exactly these; they are defined in docker_answers.cc.
 //
 // An answer is untrusted: each parser takes any bytes, never throws, and
 // reads a missing or mistyped field as empty ("", 0, false, no labels).

@@ -1,0 +1,196 @@
+#include "agent/label_codec.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "common/units.h"
+
+namespace slotd {
+
+using nlohmann::json;
+
+namespace {
+
+// Restoring applies no bound of the API's (RequestLimits): see RequestFromLabel.
+constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
+constexpr RequestLimits kRestoreLimits{kUnbounded, kUnbounded, kUnbounded, kUnbounded,
+                                       kUnbounded, kUnbounded, kUnbounded, kUnbounded,
+                                       kUnbounded, kUnbounded, std::chrono::milliseconds::max()};
+
+// A label's whole number: 1 to `max_digits` decimal digits, or nullopt.
+std::optional<int64_t> LabelNumber(const std::string& text, size_t max_digits) {
+  const bool digits = !text.empty() && text.size() <= max_digits &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) return std::nullopt;
+  return std::stoll(text);
+}
+
+// Whether `v` is a whole number from 0 to INT_MAX: one that an int holds as
+// written, not wrapped.
+bool IsNonNegativeInt(const nlohmann::json& v) {
+  return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= std::numeric_limits<int>::max();
+}
+
+}  // namespace
+
+json RequestLabel(const CreateRequest& request) {
+  json res = {{"cpu", request.resources.cpu}, {"mem", request.resources.mem_bytes}};
+  if (request.resources.shm_bytes) res["shm"] = *request.resources.shm_bytes;
+  if (request.resources.scratch_bytes) res["scratch"] = *request.resources.scratch_bytes;
+  for (const auto& [slot, count] : request.resources.devices) res[slot] = count;
+  json canonical = {{"kernel_id", request.kernel_id}, {"session_id", request.session_id}, {"image", request.image},
+                    {"command", request.command}, {"env", request.env}, {"resources", res},
+                    {"ports", request.resources.ports}, {"labels", request.labels}};
+  // Fields added after the first label format appear only when given, so
+  // that a request recorded by an older slotd stays the same request.
+  if (request.max_lifetime) canonical["max_lifetime"] = FormatDuration(*request.max_lifetime);
+  if (request.pull) canonical["pull"] = PullPolicyName(*request.pull);
+  if (!request.mounts.empty()) {
+    json list = json::array();
+    for (const RequestedMount& m : request.mounts)
+      list.push_back({{"source", m.source}, {"target", m.target}, {"readonly", m.read_only}});
+    canonical["mounts"] = std::move(list);
+  }
+  return canonical;
+}
+
+Result<CreateRequest> RequestFromLabel(const json& label) {
+  auto req = ParseRequestWithin(label, kRestoreLimits);
+  if (!req.ok()) return req.status().WithPrefix("label " + std::string(label::kRequest));
+  return req;
+}
+
+json AllocationLabel(const Allocation& allocation) {
+  json ports = json::array();
+  for (const auto& p : allocation.ports) ports.push_back({{"container", p.container_port}, {"host", p.host_port}});
+  json devices = json::object();
+  for (const auto& [plugin, ids] : allocation.devices) devices[plugin] = ids;
+  json label = {{"cpu", allocation.cores}, {"mem", allocation.mem_bytes}, {"devices", devices}, {"ports", ports}};
+  if (allocation.numa_node) label["numa_node"] = *allocation.numa_node;
+  return label;
+}
+
+Result<Allocation> AllocationFromLabel(const json& j) {
+  auto bad = [](const std::string& field, const std::string& want) {
+    return Status::InvalidArgument("allocations." + field + ": expected " + want);
+  };
+  if (!j.is_object()) return bad("", "a JSON object");
+  Allocation a;
+  if (j.contains("cpu")) {
+    if (!j["cpu"].is_array()) return bad("cpu", "an array of core numbers");
+    for (const auto& c : j["cpu"]) {
+      if (!IsNonNegativeInt(c)) return bad("cpu", "an array of core numbers");
+      a.cores.push_back(c.get<int>());
+    }
+    std::sort(a.cores.begin(), a.cores.end());
+  }
+  if (j.contains("mem")) {
+    if (!j["mem"].is_number_integer() || j["mem"].get<int64_t>() < 0) return bad("mem", "a number of bytes");
+    a.mem_bytes = j["mem"].get<uint64_t>();
+  }
+  if (j.contains("devices")) {
+    if (!j["devices"].is_object()) return bad("devices", "an object of plugin -> device ids");
+    for (const auto& [plugin, ids] : j["devices"].items()) {
+      if (!ids.is_array()) return bad("devices." + plugin, "an array of device ids");
+      for (const auto& id : ids) {
+        if (!id.is_string()) return bad("devices." + plugin, "an array of device ids");
+        a.devices[plugin].push_back(id.get<std::string>());
+      }
+    }
+  }
+  if (j.contains("ports")) {
+    if (!j["ports"].is_array()) return bad("ports", "an array of {container, host}");
+    for (const auto& p : j["ports"]) {
+      if (!p.is_object() || !p.contains("container") || !p.contains("host") || !IsNonNegativeInt(p["container"]) ||
+          !IsNonNegativeInt(p["host"]))
+        return bad("ports", "an array of {container, host}");
+      a.ports.push_back({p["container"].get<int>(), p["host"].get<int>()});
+    }
+  }
+  if (j.contains("numa_node")) {
+    if (!IsNonNegativeInt(j["numa_node"])) return bad("numa_node", "a node number");
+    a.numa_node = j["numa_node"].get<int>();
+  }
+  return a;
+}
+
+Labels KernelLabels(const Kernel& kernel) {
+  Labels labels(kernel.request.labels.begin(), kernel.request.labels.end());
+  labels[label::kOwner] = kernel.agent_id;
+  labels[label::kAgentId] = kernel.agent_id;
+  labels[label::kKernelId] = kernel.request.kernel_id;
+  labels[label::kSessionId] = kernel.request.session_id;
+  labels[label::kAllocations] = AllocationLabel(kernel.allocation).dump();
+  labels[label::kRequest] = RequestLabel(kernel.request).dump();
+  if (kernel.deadline) labels[label::kDeadline] = std::to_string(*kernel.deadline);
+  labels[label::kFormat] = std::to_string(LabelFormatFor(kernel.request));
+  return labels;
+}
+
+int LabelFormatFor(const CreateRequest& request) { return request.resources.scratch_bytes ? 4 : 3; }
+
+Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name) {
+  int format = 1;
+  if (auto it = labels.find(label::kFormat); it != labels.end()) {
+    const std::string& text = it->second;
+    format = static_cast<int>(LabelNumber(text, 5).value_or(0));
+    if (format < 1)
+      return Status::InvalidArgument("container " + container_name + ": label " + label::kFormat + " is \"" + text +
+                                     "\", not a label format");
+  }
+  if (format > label::kCurrentFormat)
+    return Status::FailedPrecondition(
+        "container " + container_name + " was written by a newer slotd (label format " + std::to_string(format) +
+        "; this slotd reads formats 1 to " + std::to_string(label::kCurrentFormat) +
+        "): run the newer slotd on this node again, or remove the container (docker rm -f " + container_name + ")");
+  Labels migrated = labels;
+  // 1 -> 2 -> 3 -> 4: only the format label changes (see label::kCurrentFormat).
+  migrated[label::kFormat] = std::to_string(label::kCurrentFormat);
+  return migrated;
+}
+
+Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
+  Result<Labels> labels = MigrateLabels(info.labels, info.name);
+  if (!labels.ok()) return labels.status();
+  auto get = [&](const char* key) -> Result<std::string> {
+    auto it = labels->find(key);
+    if (it == labels->end())
+      return Status::InvalidArgument("container " + info.name + " has no label " + key);
+    return it->second;
+  };
+  auto parse = [&](const char* key) -> Result<json> {
+    auto text = get(key);
+    if (!text.ok()) return text.status();
+    json j = json::parse(*text, nullptr, false);
+    if (j.is_discarded()) return Status::InvalidArgument("container " + info.name + ": label " + key + " is not JSON");
+    return j;
+  };
+  auto owner = get(label::kOwner);
+  auto request_json = parse(label::kRequest);
+  auto alloc_json = parse(label::kAllocations);
+  if (!owner.ok()) return owner.status();
+  if (!request_json.ok()) return request_json.status();
+  if (!alloc_json.ok()) return alloc_json.status();
+  auto request = RequestFromLabel(*request_json);
+  if (!request.ok()) return request.status().WithPrefix("container " + info.name);
+  auto allocation = AllocationFromLabel(*alloc_json);
+  if (!allocation.ok()) return allocation.status().WithPrefix("container " + info.name);
+
+  Kernel kernel;
+  kernel.request = std::move(*request);
+  kernel.agent_id = *owner;
+  kernel.container_id = info.id;
+  kernel.allocation = std::move(*allocation);
+  kernel.created_at = info.created_unix;
+  if (auto deadline = labels->find(label::kDeadline); deadline != labels->end()) {
+    const std::string& text = deadline->second;
+    kernel.deadline = LabelNumber(text, 18);
+    if (!kernel.deadline)
+      return Status::InvalidArgument("container " + info.name + ": label " + label::kDeadline + " is \"" + text +
+                                     "\", not unix seconds");
+  }
+  return kernel;
+}
+
+}  // namespace slotd
