@@ -171,7 +171,7 @@ ContainerSpec KernelContainerSpec(const std::string& owner, const CreateRequest&
   kernel.allocation = allocation;
   ContainerSpec spec;
   spec.name = ContainerName(owner, request.kernel_id);
-  spec.image = request.image;
+  spec.image = request.image.name;
   spec.command = request.command;
   for (const auto& [name, value] : request.env) spec.env.push_back(name + "=" + value);
   spec.env.push_back("SLOTD_KERNEL_ID=" + request.kernel_id);

@@ -195,7 +195,7 @@ Status Agent::LoadRegistryCredentials() {
 }
 
 Result<ImageInfo> Agent::PullImage(const std::string& image) {
-  if (Status pulled = puller_.Pull(image); !pulled.ok()) return pulled;
+  if (Status pulled = puller_.Pull(ParseImageRef(image)); !pulled.ok()) return pulled;
   return engine_.InspectImage(image);
 }
 

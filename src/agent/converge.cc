@@ -162,7 +162,7 @@ void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
       const Kernel* k = table_.Find(kernel_id);
       if (!k || k->state() != KernelState::kPreparing) continue;
       container_id = k->container_id;
-      image = k->request.image;
+      image = k->request.image.name;
       own_mounts = !k->request.mounts.empty();
     }
     // The agent may have stopped before it decided the user: decide it now.

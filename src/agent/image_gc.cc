@@ -29,16 +29,16 @@ ImageCollector::ImageCollector(ContainerEngine& engine, EventHub& hub, const Clo
     : engine_(engine), hub_(hub), clock_(clock), agent_id_(std::move(agent_id)), marks_(marks), lock_path_(std::move(lock_path)),
       usage_(std::move(usage)) {}
 
-void ImageCollector::RecordUse(const std::string& image, int64_t now) {
+void ImageCollector::RecordUse(const ImageRef& image, int64_t now) {
   MutexLock lock(mutex_);
-  int64_t& last = last_use_[ParseImageRef(image).Canonical()];
+  int64_t& last = last_use_[image.canonical];
   last = std::max(last, now);
 }
 
 int64_t ImageCollector::LastUse(const ImageInfo& image) const {
   int64_t last = image.created_unix;
   for (const std::string& tag : image.tags)
-    if (auto it = last_use_.find(ParseImageRef(tag).Canonical()); it != last_use_.end()) last = std::max(last, it->second);
+    if (auto it = last_use_.find(ParseImageRef(tag).canonical); it != last_use_.end()) last = std::max(last, it->second);
   return last;
 }
 

@@ -63,22 +63,22 @@ void ImagePuller::SetCredentials(RegistryCredentials credentials) {
   credentials_ = std::move(credentials);
 }
 
-ImagePuller::Login ImagePuller::LoginFor(const std::string& image) const {
+ImagePuller::Login ImagePuller::LoginFor(const ImageRef& image) const {
   MutexLock lock(mutex_);
-  return {credentials_.AuthFor(image), credentials_.Has(ParseImageRef(image).registry)};
+  return {credentials_.AuthFor(image), credentials_.Has(image.registry)};
 }
 
-Result<std::optional<ImageInfo>> ImagePuller::Ensure(const std::string& image, PullPolicy policy) {
+Result<std::optional<ImageInfo>> ImagePuller::Ensure(const ImageRef& image, PullPolicy policy) {
   if (policy == PullPolicy::kNone) return std::optional<ImageInfo>();
   // The digest policy's question: the digest the tag names in the registry now.
   std::optional<std::string> wanted;
-  if (policy == PullPolicy::kDigest && ParseImageRef(image).digest.empty()) {
+  if (policy == PullPolicy::kDigest && image.digest.empty()) {
     const Login login = LoginFor(image);
-    Result<std::string> digest = engine_.RegistryDigest(image, login.auth);
+    Result<std::string> digest = engine_.RegistryDigest(image.name, login.auth);
     if (!digest.ok()) return Explain(digest.status(), image, login.has_credentials);
     wanted = "@" + *digest;
   }
-  Result<ImageInfo> local = engine_.InspectImage(image);
+  Result<ImageInfo> local = engine_.InspectImage(image.name);
   if (!local.ok() && local.status().code() != Status::Code::kNotFound) return local.status();
   const bool current = local.ok() && (!wanted || std::any_of(local->digests.begin(), local->digests.end(),
                                                               [&](const std::string& d) {
@@ -90,8 +90,8 @@ Result<std::optional<ImageInfo>> ImagePuller::Ensure(const std::string& image, P
   return std::optional<ImageInfo>();
 }
 
-Status ImagePuller::Pull(const std::string& image) {
-  const std::string key = ParseImageRef(image).Canonical();
+Status ImagePuller::Pull(const ImageRef& image) {
+  const std::string key = image.canonical;
   std::shared_ptr<InFlight> pull;
   {
     MutexLock lock(mutex_);
@@ -133,7 +133,7 @@ struct ImagePuller::PullWatch {
   Status result GUARDED_BY(mutex);
 };
 
-Status ImagePuller::RunPull(const std::string& image, const std::string& auth, bool has_credentials) {
+Status ImagePuller::RunPull(const ImageRef& image, const std::string& auth, bool has_credentials) {
   auto watch = std::make_shared<PullWatch>();
   const SteadyClock::time_point started = SteadyClock::now();
   {
@@ -141,7 +141,7 @@ Status ImagePuller::RunPull(const std::string& image, const std::string& auth, b
     watch->last_progress = started;
     watch->last_event = started - kEventEvery;
   }
-  spdlog::info("pulling image {}", image);
+  spdlog::info("pulling image {}", image.name);
   Publish(image, "pulling", PullProgress{});
   auto stop = std::make_shared<std::atomic<bool>>(false);
   std::thread worker([this, watch, stop, image, auth] {
@@ -159,7 +159,7 @@ Status ImagePuller::RunPull(const std::string& image, const std::string& auth, b
       }
       if (to_publish) Publish(image, "pulling", *to_publish);
     };
-    Status result = engine_.Pull(image, auth, on_message, *stop);
+    Status result = engine_.Pull(image.name, auth, on_message, *stop);
     MutexLock lock(watch->mutex);
     watch->result = result;
     watch->finished = true;
@@ -174,35 +174,35 @@ Status ImagePuller::RunPull(const std::string& image, const std::string& auth, b
 }
 
 Status ImagePuller::AwaitPull(PullWatch& watch, std::chrono::steady_clock::time_point started,
-                              const std::string& image, bool has_credentials) {
+                              const ImageRef& image, bool has_credentials) {
   MutexLock lock(watch.mutex);
   while (!watch.finished) {
     const SteadyClock::time_point total_end = started + limits_.total;
     const SteadyClock::time_point stall_end = watch.last_progress + limits_.stall;
     const SteadyClock::time_point now = SteadyClock::now();
     if (now >= total_end)
-      return Status::DeadlineExceeded("pulling " + image + " took longer than [container] pull-timeout (" +
+      return Status::DeadlineExceeded("pulling " + image.name + " took longer than [container] pull-timeout (" +
                                       FormatDuration(limits_.total) +
                                       "); it was abandoned. Raise pull-timeout for images this large, or "
                                       "pull the image ahead with slotctl pull");
     if (now >= stall_end)
       return Status::DeadlineExceeded(
-          "pulling " + image + " made no progress for " + FormatDuration(limits_.stall) +
-          " ([container] pull-stall-timeout); it was abandoned. The registry " + ParseImageRef(image).registry +
+          "pulling " + image.name + " made no progress for " + FormatDuration(limits_.stall) +
+          " ([container] pull-stall-timeout); it was abandoned. The registry " + image.registry +
           " may be stalled or overloaded; check it and retry");
     watch.changed.wait_until(lock.native(), std::min(total_end, stall_end));
   }
   return watch.result.ok() ? Status::Ok() : Explain(watch.result, image, has_credentials);
 }
 
-void ImagePuller::PublishPullEnd(PullWatch& watch, const std::string& image, const Status& outcome) {
+void ImagePuller::PublishPullEnd(PullWatch& watch, const ImageRef& image, const Status& outcome) {
   PullProgress final_progress;
   {
     MutexLock lock(watch.mutex);
     final_progress = watch.tally.Now();
   }
   if (outcome.ok()) {
-    spdlog::info("pulled image {} ({} layers, {} bytes)", image, final_progress.layers, final_progress.bytes_total);
+    spdlog::info("pulled image {} ({} layers, {} bytes)", image.name, final_progress.layers, final_progress.bytes_total);
     Publish(image, "done", final_progress);
   } else {
     spdlog::warn("{}", outcome.message());
@@ -210,11 +210,11 @@ void ImagePuller::PublishPullEnd(PullWatch& watch, const std::string& image, con
   }
 }
 
-void ImagePuller::Publish(const std::string& image, const char* state, const PullProgress& progress,
+void ImagePuller::Publish(const ImageRef& image, const char* state, const PullProgress& progress,
                           const std::string& error) {
   json event = {{"type", "image_pull"},
                 {"agent_id", agent_id_},
-                {"image", image},
+                {"image", image.name},
                 {"state", state},
                 {"layers", progress.layers},
                 {"layers_done", progress.layers_done},
@@ -225,24 +225,24 @@ void ImagePuller::Publish(const std::string& image, const char* state, const Pul
   hub_.Publish(event);
 }
 
-Status ImagePuller::Explain(const Status& error, const std::string& image, bool has_credentials) const {
-  const std::string registry = ParseImageRef(image).registry;
+Status ImagePuller::Explain(const Status& error, const ImageRef& image, bool has_credentials) const {
+  const std::string& registry = image.registry;
   switch (error.code()) {
     case Status::Code::kNotFound:
-      return Status::NotFound("image " + image + " is not in registry " + registry + " (" + error.message() +
+      return Status::NotFound("image " + image.name + " is not in registry " + registry + " (" + error.message() +
                               "); check its name and tag, or push it there");
     case Status::Code::kPermissionDenied:
       if (!has_credentials)
-        return Status::PermissionDenied("registry " + registry + " wants credentials to pull " + image + " (" +
+        return Status::PermissionDenied("registry " + registry + " wants credentials to pull " + image.name + " (" +
                                         error.message() + "), and [container] registry-auth-file has none for it; "
                                         "add them (docker login " + registry + " writes the file) and send the "
                                         "agent SIGHUP");
       return Status::PermissionDenied("registry " + registry + " refused the credentials for " + registry +
-                                      " in [container] registry-auth-file when pulling " + image + " (" +
+                                      " in [container] registry-auth-file when pulling " + image.name + " (" +
                                       error.message() + "); fix them (docker login " + registry +
                                       ") and send the agent SIGHUP");
     case Status::Code::kUnavailable:
-      return Status::Unavailable("registry " + registry + " cannot be reached to pull " + image + " (" +
+      return Status::Unavailable("registry " + registry + " cannot be reached to pull " + image.name + " (" +
                                  error.message() + "); check that it is up and that this node's engine can reach it");
     default:
       return error;

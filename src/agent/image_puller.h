@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "engine/container_engine.h"
+#include "engine/image_ref.h"
 
 namespace slotd {
 
@@ -76,12 +77,12 @@ class ImagePuller {
   // refused), kUnavailable (the registry cannot be reached),
   // kDeadlineExceeded (the pull ran past pull-timeout or stalled past
   // pull-stall-timeout).
-  Result<std::optional<ImageInfo>> Ensure(const std::string& image, PullPolicy policy) EXCLUDES(mutex_);
+  Result<std::optional<ImageInfo>> Ensure(const ImageRef& image, PullPolicy policy) EXCLUDES(mutex_);
 
   // Pulls `image` whether or not the node has it (slotctl pull), or waits
   // for the pull of it already under way and shares its outcome; errors as
   // Ensure's.
-  Status Pull(const std::string& image) EXCLUDES(mutex_);
+  Status Pull(const ImageRef& image) EXCLUDES(mutex_);
   // How many calls wait now for a pull that another call makes.
   int SharingCalls() const EXCLUDES(mutex_);
 
@@ -101,24 +102,24 @@ class ImagePuller {
   // (defined in image_puller.cc).
   struct PullWatch;
 
-  Login LoginFor(const std::string& image) const EXCLUDES(mutex_);
+  Login LoginFor(const ImageRef& image) const EXCLUDES(mutex_);
   // Runs one pull through the engine under the two deadlines, publishing
   // its progress; the error said for a user.
-  Status RunPull(const std::string& image, const std::string& auth, bool has_credentials);
+  Status RunPull(const ImageRef& image, const std::string& auth, bool has_credentials);
   // Waits until the engine's pull of `image` that `watch` follows, started at
   // `started`, finishes or passes a deadline. Returns OK, the engine's error
   // said for a user (Explain), or kDeadlineExceeded saying which deadline it
   // passed and what to do; the pull is not stopped here.
-  Status AwaitPull(PullWatch& watch, std::chrono::steady_clock::time_point started, const std::string& image,
+  Status AwaitPull(PullWatch& watch, std::chrono::steady_clock::time_point started, const ImageRef& image,
                    bool has_credentials);
   // Logs the end of the pull of `image` and publishes its image_pull event,
   // "done" or "failed" with `outcome`'s message, with the progress in `watch`.
-  void PublishPullEnd(PullWatch& watch, const std::string& image, const Status& outcome);
+  void PublishPullEnd(PullWatch& watch, const ImageRef& image, const Status& outcome);
   // Publishes an image_pull event.
-  void Publish(const std::string& image, const char* state, const PullProgress& progress,
+  void Publish(const ImageRef& image, const char* state, const PullProgress& progress,
                const std::string& error = "");
   // An engine or registry error about `image`, said with what to do.
-  Status Explain(const Status& error, const std::string& image, bool has_credentials) const;
+  Status Explain(const Status& error, const ImageRef& image, bool has_credentials) const;
 
   ContainerEngine& engine_;
   EventHub& hub_;
@@ -129,7 +130,7 @@ class ImagePuller {
   mutable Mutex mutex_;
   std::condition_variable pull_done_;  // signalled when an InFlight is done
   RegistryCredentials credentials_ GUARDED_BY(mutex_);
-  std::map<std::string, std::shared_ptr<InFlight>> in_flight_ GUARDED_BY(mutex_);  // by ImageRef::Canonical()
+  std::map<std::string, std::shared_ptr<InFlight>> in_flight_ GUARDED_BY(mutex_);  // by ImageRef::canonical
 };
 
 }  // namespace slotd

@@ -183,10 +183,11 @@ Status ParseIds(const json& body, CreateRequest& req) {
 Status ParseImage(const json& body, CreateRequest& req) {
   if (!body.contains("image") || !body["image"].is_string() || body["image"].get<std::string>().empty())
     return Bad("image", "required: the image to run, e.g. \"slotd-test/busybox:latest\"");
-  req.image = body["image"].get<std::string>();
-  if (req.image.size() > kMaxImageName)
+  const std::string image = body["image"].get<std::string>();
+  if (image.size() > kMaxImageName)
     return Bad("image", "longer than " + std::to_string(kMaxImageName) + " bytes");
-  if (Status valid = ValidateImageRef(req.image); !valid.ok()) return Bad("image", valid.message());
+  if (Status valid = ValidateImageRef(image); !valid.ok()) return Bad("image", valid.message());
+  req.image = ParseImageRef(image);
   return Status::Ok();
 }
 
@@ -337,7 +338,7 @@ json Kernel::ToJson() const {
           {"session_id", request.session_id},
           {"agent_id", agent_id},
           {"container_id", container_id},
-          {"image", request.image},
+          {"image", request.image.name},
           {"command", request.command},
           {"state", KernelStateName(state_)},
           {"exit_code", exit_code ? json(*exit_code) : json(nullptr)},

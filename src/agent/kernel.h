@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "config/choices.h"
 #include "engine/container_engine.h"
+#include "engine/image_ref.h"
 #include "resources/allocation.h"
 
 namespace slotd {
@@ -61,7 +62,7 @@ const char* PullPolicyName(PullPolicy policy);
 struct CreateRequest {
   std::string kernel_id;   // generated when the request has none
   std::string session_id;  // defaults to the kernel id
-  std::string image;
+  ImageRef image;  // parsed once, when the request is read; inner code takes it as it is
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
   ResourceRequest resources;

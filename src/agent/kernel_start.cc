@@ -31,10 +31,10 @@ Result<std::string> Agent::PrepareImage(const CreateRequest& request, PullPolicy
   Result<std::optional<ImageInfo>> image = puller_.Ensure(request.image, policy);
   Result<ImageInfo> info = !image.ok() ? Result<ImageInfo>(image.status())
                            : *image    ? Result<ImageInfo>(**image)
-                                       : engine_.InspectImage(request.image);
+                                       : engine_.InspectImage(request.image.name);
   if (!info.ok() && info.status().code() == Status::Code::kNotFound)
-    info = ImageMissing(request.image, info.status());
-  const Status ready = info.ok() ? CheckUser(request.image, info->user) : info.status();
+    info = ImageMissing(request.image.name, info.status());
+  const Status ready = info.ok() ? CheckUser(request.image.name, info->user) : info.status();
   if (!ready.ok()) return AbandonReservation(request.kernel_id, ready);
   image_gc_.RecordUse(request.image, clock_.UnixSeconds());
   MutexLock lock(mutex_);
@@ -160,7 +160,7 @@ Status Agent::AbandonReservation(const std::string& kernel_id, const Status& why
 ContainerSpec Agent::SpecFor(const CreateRequest& request, const Kernel& kernel) {
   ContainerSpec spec;
   spec.name = ContainerName(config_.agent.id, request.kernel_id);
-  spec.image = request.image;
+  spec.image = request.image.name;
   spec.command = request.command;
   spec.labels = KernelLabels(kernel);
   spec.network_mode = config_.container.network;
@@ -226,7 +226,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   if (!created.ok()) {
     Status s = created.status();
     if (s.code() == Status::Code::kNotFound)
-      s = ImageMissing(request.image, s);
+      s = ImageMissing(request.image.name, s);
     else if (s.code() == Status::Code::kConflict)
       s = Status::Conflict("a container named " + spec.name + " already exists (" + s.message() +
                            "); it may be an older kernel with this id that the agent has not adopted yet — retry "
@@ -239,7 +239,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     table_.Announce("kernel_created", kernel);
   }
   if (!owner) {
-    Result<RunAs> run_as = ResolveRunAs(*created, request.image, image_user, !mounts.empty());
+    Result<RunAs> run_as = ResolveRunAs(*created, request.image.name, image_user, !mounts.empty());
     if (!run_as.ok()) return abandon(run_as.status(), *created);
     if (config_.container.scratch_type != ScratchType::kTmpfs) {
       if (Status s = scratch_.GiveTo(request.kernel_id, {run_as->uid, run_as->gid}); !s.ok())

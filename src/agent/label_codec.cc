@@ -39,7 +39,7 @@ json RequestLabel(const CreateRequest& request) {
   if (request.resources.shm_bytes) res["shm"] = *request.resources.shm_bytes;
   if (request.resources.scratch_bytes) res["scratch"] = *request.resources.scratch_bytes;
   for (const auto& [slot, count] : request.resources.devices) res[slot] = count;
-  json canonical = {{"kernel_id", request.kernel_id}, {"session_id", request.session_id}, {"image", request.image},
+  json canonical = {{"kernel_id", request.kernel_id}, {"session_id", request.session_id}, {"image", request.image.name},
                     {"command", request.command}, {"env", request.env}, {"resources", res},
                     {"ports", request.resources.ports}, {"labels", request.labels}};
   // Fields added after the first label format appear only when given, so

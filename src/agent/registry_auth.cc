@@ -60,8 +60,8 @@ Result<RegistryCredentials> RegistryCredentials::Load(const std::string& path) {
   return credentials;
 }
 
-std::string RegistryCredentials::AuthFor(const std::string& image) const {
-  const std::string registry = ParseImageRef(image).registry;
+std::string RegistryCredentials::AuthFor(const ImageRef& image) const {
+  const std::string& registry = image.registry;
   const auto it = logins_.find(registry);
   if (it == logins_.end()) return "";
   const json auth = {{"username", it->second.username}, {"password", it->second.password}, {"serveraddress", registry}};

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "engine/image_ref.h"
 
 namespace slotd {
 
@@ -27,7 +28,7 @@ class RegistryCredentials {
   // The engine's X-Registry-Auth value for pulling `image` (base64url JSON
   // of username, password and serveraddress); "" when there is no entry for
   // its registry.
-  std::string AuthFor(const std::string& image) const;
+  std::string AuthFor(const ImageRef& image) const;
 
   // Whether there is an entry for `registry` ("host:port").
   bool Has(const std::string& registry) const { return logins_.count(registry) > 0; }

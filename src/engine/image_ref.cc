@@ -41,12 +41,9 @@ constexpr const char* kForm = "; an image reference is [host[:port]/]path[:tag][
 
 }  // namespace
 
-std::string ImageRef::Canonical() const {
-  return digest.empty() ? repository + ":" + tag : repository + "@" + digest;
-}
-
 ImageRef ParseImageRef(const std::string& image) {
   ImageRef ref;
+  ref.name = image;
   std::string name = image;
   if (const size_t at = name.find('@'); at != std::string::npos) {
     ref.digest = name.substr(at + 1);
@@ -66,6 +63,7 @@ ImageRef ParseImageRef(const std::string& image) {
   const std::string first = first_slash == std::string::npos ? "" : name.substr(0, first_slash);
   const bool is_registry = IsRegistry(first);
   ref.registry = is_registry ? first : "docker.io";
+  ref.canonical = ref.digest.empty() ? ref.repository + ":" + ref.tag : ref.repository + "@" + ref.digest;
   return ref;
 }
 

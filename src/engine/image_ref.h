@@ -10,6 +10,7 @@
 namespace slotd {
 
 struct ImageRef {
+  std::string name;        // the reference as written ("127.0.0.1:5000/team/torch:2.3")
   std::string registry;    // "127.0.0.1:5000", "registry.example.com"; "docker.io" when the name has none
   std::string repository;  // the name as written, without tag or digest ("127.0.0.1:5000/team/torch")
   std::string tag;         // "latest" when neither a tag nor a digest is written; "" with a digest alone
@@ -17,10 +18,12 @@ struct ImageRef {
 
   // repository@digest when there is a digest, else repository:tag: one
   // spelling per image, for comparing and for keys.
-  std::string Canonical() const;
+  std::string canonical;
+
+  bool operator==(const ImageRef&) const = default;
 };
 
-// Splits `image`. The first path component is a registry when it has a ".",
+// Splits `image`, once: code that takes an ImageRef never parses again. The first path component is a registry when it has a ".",
 // a ":" or an upper-case letter, or is "localhost" (Docker's rule); otherwise the image is Docker
 // Hub's. Never fails: ValidateImageRef says whether the name is one.
 ImageRef ParseImageRef(const std::string& image);

@@ -235,7 +235,7 @@ TEST_F(AgentTest, EngineStartFailureRemovesTheContainerAndFreesEverything) {
 
 TEST_F(AgentTest, UnknownImageIsNotFoundNamingTheImage) {
   CreateRequest req = Request("k1");
-  req.image = "nope/missing:1";
+  req.image = ParseImageRef("nope/missing:1");
   auto out = agent_->CreateKernel(req);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), Status::Code::kNotFound);

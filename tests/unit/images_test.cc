@@ -36,15 +36,15 @@ TEST(ImageRefTest, TheRegistryIsTheFirstComponentOnlyWhenItLooksLikeAHost) {
   EXPECT_EQ(local.registry, "127.0.0.1:5000");
   EXPECT_EQ(local.repository, "127.0.0.1:5000/team/torch");
   EXPECT_EQ(local.tag, "2.3");
-  EXPECT_EQ(local.Canonical(), "127.0.0.1:5000/team/torch:2.3");
+  EXPECT_EQ(local.canonical, "127.0.0.1:5000/team/torch:2.3");
   EXPECT_EQ(ParseImageRef("localhost/x").registry, "localhost");
   EXPECT_EQ(ParseImageRef("registry.example.com/x:1").registry, "registry.example.com");
   EXPECT_EQ(ParseImageRef("team/torch").registry, "docker.io");
-  EXPECT_EQ(ParseImageRef("busybox").Canonical(), "busybox:latest");  // no tag: latest
+  EXPECT_EQ(ParseImageRef("busybox").canonical, "busybox:latest");  // no tag: latest
   const ImageRef pinned = ParseImageRef("127.0.0.1:5000/x@sha256:abc");
   EXPECT_EQ(pinned.digest, "sha256:abc");
   EXPECT_EQ(pinned.tag, "");
-  EXPECT_EQ(pinned.Canonical(), "127.0.0.1:5000/x@sha256:abc");
+  EXPECT_EQ(pinned.canonical, "127.0.0.1:5000/x@sha256:abc");
   EXPECT_EQ(ParseImageRef("127.0.0.1:5000/x").tag, "latest");  // a port is no tag
 }
 
@@ -75,7 +75,7 @@ TEST(Base64Test, DecodesWhatItEncodesInBothAlphabets) {
 
 // The credentials the engine would receive for `image`, decoded.
 json SentFor(const RegistryCredentials& credentials, const std::string& image) {
-  const std::string header = credentials.AuthFor(image);
+  const std::string header = credentials.AuthFor(ParseImageRef(image));
   if (header.empty()) return nullptr;
   return json::parse(*DecodeBase64(header));
 }
@@ -199,33 +199,33 @@ class ImagePullerTest : public ::testing::Test {
 TEST_F(ImagePullerTest, TagPullsOnlyAMissingImageAndDigestPullsAMovedTag) {
   ImagePuller puller = Puller();
   engine_.AddRemoteImage("r:5000/x:1", "sha256:one");
-  EXPECT_TRUE(puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok());
+  EXPECT_TRUE(puller.Ensure(ParseImageRef("r:5000/x:1"), PullPolicy::kTag).ok());
   EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kPull), 1);
-  EXPECT_TRUE(puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok());  // there now
-  EXPECT_TRUE(puller.Ensure("r:5000/x:1", PullPolicy::kDigest).ok());  // asks, same digest
+  EXPECT_TRUE(puller.Ensure(ParseImageRef("r:5000/x:1"), PullPolicy::kTag).ok());  // there now
+  EXPECT_TRUE(puller.Ensure(ParseImageRef("r:5000/x:1"), PullPolicy::kDigest).ok());  // asks, same digest
   EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kPull), 2);          // one pull, one question
   engine_.AddRemoteImage("r:5000/x:1", "sha256:two");                 // the tag moved
-  EXPECT_TRUE(puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok());
+  EXPECT_TRUE(puller.Ensure(ParseImageRef("r:5000/x:1"), PullPolicy::kTag).ok());
   EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kPull), 2);  // tag does not look
-  EXPECT_TRUE(puller.Ensure("r:5000/x:1", PullPolicy::kDigest).ok());
+  EXPECT_TRUE(puller.Ensure(ParseImageRef("r:5000/x:1"), PullPolicy::kDigest).ok());
   EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kPull), 4);  // a question and a pull
-  EXPECT_TRUE(puller.Ensure("r:5000/missing:1", PullPolicy::kNone).ok());  // none: the create will say
+  EXPECT_TRUE(puller.Ensure(ParseImageRef("r:5000/missing:1"), PullPolicy::kNone).ok());  // none: the create will say
   EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kPull), 4);
 }
 
 TEST_F(ImagePullerTest, ErrorsNameTheImageAndTheRegistryAndWhatToDo) {
   ImagePuller puller = Puller();
-  Status missing = puller.Ensure("r:5000/missing:1", PullPolicy::kTag).status();
+  Status missing = puller.Ensure(ParseImageRef("r:5000/missing:1"), PullPolicy::kTag).status();
   EXPECT_EQ(missing.code(), Status::Code::kNotFound);
   EXPECT_NE(missing.message().find("image r:5000/missing:1 is not in registry r:5000"), std::string::npos)
       << missing.message();
   engine_.FailNext(FakeEngine::Method::kPull, Status::PermissionDenied("unauthorized: authentication required"));
-  Status refused = puller.Ensure("r:5000/private:1", PullPolicy::kTag).status();
+  Status refused = puller.Ensure(ParseImageRef("r:5000/private:1"), PullPolicy::kTag).status();
   EXPECT_EQ(refused.code(), Status::Code::kPermissionDenied);
   EXPECT_NE(refused.message().find("registry r:5000 wants credentials"), std::string::npos) << refused.message();
   EXPECT_NE(refused.message().find("registry-auth-file has none for it"), std::string::npos) << refused.message();
   engine_.FailNext(FakeEngine::Method::kPull, Status::Unavailable("dial tcp: connection refused"));
-  Status down = puller.Ensure("r:5000/x:1", PullPolicy::kDigest).status();
+  Status down = puller.Ensure(ParseImageRef("r:5000/x:1"), PullPolicy::kDigest).status();
   EXPECT_EQ(down.code(), Status::Code::kUnavailable);
   EXPECT_NE(down.message().find("registry r:5000 cannot be reached"), std::string::npos) << down.message();
 }
@@ -236,9 +236,9 @@ TEST_F(ImagePullerTest, ConcurrentEnsuresOfOneMissingImageShareOnePull) {
   engine_.HoldNext(FakeEngine::Method::kPull);
   std::vector<std::thread> creates;
   std::atomic<int> ok{0};
-  creates.emplace_back([&] { ok += puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok(); });
+  creates.emplace_back([&] { ok += puller.Ensure(ParseImageRef("r:5000/x:1"), PullPolicy::kTag).ok(); });
   ASSERT_TRUE(engine_.WaitUntilHeld(FakeEngine::Method::kPull));
-  for (int i = 0; i < 9; ++i) creates.emplace_back([&] { ok += puller.Ensure("r:5000/x:1", PullPolicy::kTag).ok(); });
+  for (int i = 0; i < 9; ++i) creates.emplace_back([&] { ok += puller.Ensure(ParseImageRef("r:5000/x:1"), PullPolicy::kTag).ok(); });
   // Every one has found the image missing while the first pull is held and
   // waits for that pull: none may make one of its own.
   EXPECT_TRUE(Eventually([&] { return puller.SharingCalls() == 9; })) << puller.SharingCalls();
@@ -252,7 +252,7 @@ TEST_F(ImagePullerTest, APullReportsItsProgressAsImagePullEvents) {
   ImagePuller puller = Puller();
   engine_.AddRemoteImage("r:5000/x:1", "sha256:one");
   auto events = hub_.Subscribe();
-  ASSERT_TRUE(puller.Pull("r:5000/x:1").ok());
+  ASSERT_TRUE(puller.Pull(ParseImageRef("r:5000/x:1")).ok());
   std::vector<json> seen;
   while (auto event = events->Next(std::chrono::milliseconds(100))) seen.push_back(*event);
   ASSERT_GE(seen.size(), 2u);
@@ -295,7 +295,7 @@ TEST_F(ImageCollectorTest, AboveTheHighMarkTheLeastRecentlyUsedUnusedImagesGoUnt
   engine_.AddImageCreatedAt("recently-run:1", 10);
   ASSERT_TRUE(engine_.AddContainer("someone-elses", {{"owner", "x"}}, /*running=*/false, 0, "older-but-used:1").ok());
   ImageCollector gc = Collector({90, 75});
-  gc.RecordUse("recently-run:1", 400);  // a kernel was made from it lately
+  gc.RecordUse(ParseImageRef("recently-run:1"), 400);  // a kernel was made from it lately
   auto events = hub_.Subscribe();
   Result<std::vector<std::string>> removed = gc.CollectOnce();
   ASSERT_TRUE(removed.ok()) << removed.status().message();
