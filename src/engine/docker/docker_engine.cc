@@ -7,10 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cstring>
-#include <cstdio>
-#include <ctime>
 #include <nlohmann/json.hpp>
 #include <limits>
 #include <optional>
