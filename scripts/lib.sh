@@ -19,14 +19,24 @@
 #       SLOTD_DOCKER_HOST_REUSE=1 turns private into auto; =0 turns auto into private.
 #       A private engine lives in a fresh /tmp/slotd-engine.XXXXXX and is
 #       stopped by its pid when the script exits (slotd_engine_down).
-#   slotd_engine_down          stop the private engine now (no-op when none)
+#   slotd_engine_add           start one more private engine and set
+#                              SLOTD_ENGINE_HOST to its socket (DOCKER_HOST
+#                              is left as it is)
+#   slotd_engine_down          stop the private engines now (no-op when none);
+#                              the first one's log is kept as build/dockerd-last.log,
+#                              the others' as build/dockerd-last-N.log
+#   SLOTD_ENGINE_DIRS          the private engines' directories, in start order
+#   SLOTD_ENGINE_PIDS          the dockerd pid of each private engine started
+#                              here (kept after slotd_engine_down, to check)
 
 SLOTD_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export SLOTD_ROOT
 export SLOTD_TEST_IMAGE=${SLOTD_TEST_IMAGE:-slotd-test/busybox:latest}
 SLOTD_EXIT_STATUS=  # set by the exit trap, for the steps it runs
 export SLOTD_EXIT_STATUS
-SLOTD_ENGINE_DIR=  # set while a private engine started by slotd_engine_up runs
+SLOTD_ENGINE_DIRS=()  # the private engines started here, while they run
+SLOTD_ENGINE_PIDS=()
+SLOTD_ENGINE_HOST=    # the socket of the last one slotd_engine_add started
 
 slotd_log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
 slotd_die() { slotd_log "$@"; exit 1; }
@@ -57,7 +67,7 @@ trap 'exit 143' TERM
 slotd_engine_answers() { timeout 10 docker version >/dev/null 2>&1; }
 
 slotd_engine_up() {
-  local mode=${1:-auto} env
+  local mode=${1:-auto}
   case ${SLOTD_DOCKER_HOST_REUSE:-} in
     1) mode=auto ;;
     0) mode=private ;;
@@ -67,22 +77,36 @@ slotd_engine_up() {
     slotd_log "using the Docker engine that already answers at $DOCKER_HOST"
     return 0
   fi
-  SLOTD_ENGINE_DIR=$(mktemp -d /tmp/slotd-engine.XXXXXX)  # short: unix socket paths are limited
-  slotd_on_exit slotd_engine_down  # registered first, so a half-started engine is stopped too
-  env=$("$SLOTD_ROOT/scripts/dockerd-start" "$SLOTD_ENGINE_DIR") ||
+  slotd_engine_add
+  export DOCKER_HOST=$SLOTD_ENGINE_HOST
+  slotd_log "private Docker engine: DOCKER_HOST=$DOCKER_HOST pid=${SLOTD_ENGINE_PIDS[-1]}"
+}
+
+slotd_engine_add() {
+  local dir env
+  dir=$(mktemp -d /tmp/slotd-engine.XXXXXX)  # short: unix socket paths are limited
+  # Recorded first, so that a half-started engine is stopped too.
+  ((${#SLOTD_ENGINE_DIRS[@]} > 0)) || slotd_on_exit slotd_engine_down
+  SLOTD_ENGINE_DIRS+=("$dir")
+  env=$("$SLOTD_ROOT/scripts/dockerd-start" "$dir") ||
     slotd_die "could not start a private Docker engine (see above)"
-  eval "$env"  # exports DOCKER_HOST and SLOTD_DOCKERD_PID
-  slotd_log "private Docker engine: DOCKER_HOST=$DOCKER_HOST pid=$SLOTD_DOCKERD_PID"
+  # dockerd-start prints the export lines of DOCKER_HOST and SLOTD_DOCKERD_PID.
+  SLOTD_ENGINE_PIDS+=("$(sed -n 's/^export SLOTD_DOCKERD_PID=//p' <<<"$env")")
+  SLOTD_ENGINE_HOST=$(sed -n 's/^export DOCKER_HOST=//p' <<<"$env")
 }
 
 slotd_engine_down() {
-  [[ -n $SLOTD_ENGINE_DIR ]] || return 0
-  local dir=$SLOTD_ENGINE_DIR
-  SLOTD_ENGINE_DIR=
-  "$SLOTD_ROOT/scripts/dockerd-stop" "$dir" || slotd_log "dockerd-stop $dir failed"
-  # Keep the engine's log for a post-mortem; build/ is ignored by git.
-  if [[ -d $SLOTD_ROOT/build && -f $dir/dockerd.log ]]; then
-    cp "$dir/dockerd.log" "$SLOTD_ROOT/build/dockerd-last.log" 2>/dev/null || true
-  fi
-  rm -rf --one-file-system "$dir" || slotd_log "could not remove $dir"
+  local i dir log
+  for ((i = ${#SLOTD_ENGINE_DIRS[@]} - 1; i >= 0; i--)); do
+    dir=${SLOTD_ENGINE_DIRS[i]}
+    "$SLOTD_ROOT/scripts/dockerd-stop" "$dir" || slotd_log "dockerd-stop $dir failed"
+    # Keep the engine's log for a post-mortem; build/ is ignored by git.
+    log=$SLOTD_ROOT/build/dockerd-last.log
+    ((i == 0)) || log=$SLOTD_ROOT/build/dockerd-last-$i.log
+    if [[ -d $SLOTD_ROOT/build && -f $dir/dockerd.log ]]; then
+      cp "$dir/dockerd.log" "$log" 2>/dev/null || true
+    fi
+    rm -rf --one-file-system "$dir" || slotd_log "could not remove $dir"
+  done
+  SLOTD_ENGINE_DIRS=()
 }

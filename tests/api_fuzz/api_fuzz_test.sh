@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CTest api_fuzz.schema: schema-driven fuzzing of a live agent's API
 # (fuzz.mjs says what it sends and what it holds the answers to). Starts
-# build/bin/slotd against the engine at $DOCKER_HOST, with a token, two mock
+# build/bin/slotd against the engine at $DOCKER_HOST (or the one CTest gave it), with a token, two mock
 # devices, 2 cores and 1 GiB, then runs fuzz.mjs with the npm packages that
 # api_fuzz.npm_ci installed into MODULES_DIR. Fails on any 5xx, any answer the
 # document does not allow, or an agent that dies or does not stop cleanly.
@@ -17,6 +17,11 @@ repo=$1
 slotd=$2
 modules_dir=$3
 shift 3
+# The engine CTest gave this test, as integration/harness.cc reads it.
+if [[ ${CTEST_RESOURCE_GROUP_0_ENGINE:-} =~ ^id:([a-z0-9_]+), ]]; then
+  assigned=SLOTD_TEST_ENGINE_${BASH_REMATCH[1]}
+  [[ -z ${!assigned:-} ]] || export DOCKER_HOST=${!assigned}
+fi
 : "${DOCKER_HOST:?api_fuzz needs a Docker engine: set DOCKER_HOST (scripts/test starts a private one)}"
 command -v node >/dev/null || { echo "api_fuzz: node is missing: run scripts/setup" >&2; exit 1; }
 [[ -d $modules_dir/node_modules ]] || { echo "api_fuzz: no npm packages in $modules_dir: run the api_fuzz.npm_ci test first" >&2; exit 1; }

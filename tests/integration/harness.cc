@@ -29,6 +29,29 @@
 extern char** environ;
 
 namespace slotd::testing {
+namespace {
+
+// The engine CTest gave this test process, or "" when it gave none.
+// scripts/test starts one engine per id of its resource spec and names each
+// in $SLOTD_TEST_ENGINE_<id>; a test with RESOURCE_GROUPS engine:1 finds its
+// id in $CTEST_RESOURCE_GROUP_0_ENGINE ("id:1,slots:1").
+std::string AssignedEngine() {
+  const char* group = std::getenv("CTEST_RESOURCE_GROUP_0_ENGINE");
+  if (!group || std::strncmp(group, "id:", 3) != 0) return "";
+  std::string id(group + 3);
+  id = id.substr(0, id.find(','));
+  const char* host = std::getenv(("SLOTD_TEST_ENGINE_" + id).c_str());
+  return host ? host : "";
+}
+
+// Points $DOCKER_HOST at the assigned engine before any test runs, so that
+// the agents, slotctl and docker commands a test starts all use that one.
+const bool kDockerHostIsTheAssignedEngine = [] {
+  const std::string host = AssignedEngine();
+  return !host.empty() && ::setenv("DOCKER_HOST", host.c_str(), 1) == 0;
+}();
+
+}  // namespace
 
 std::string DockerHost() {
   const char* host = std::getenv("DOCKER_HOST");
