@@ -3,11 +3,13 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/json_reader.h"
 
 namespace slotd {
 
@@ -22,19 +24,20 @@ Result<AgentRecord> AgentRecord::Load(const std::string& path) {
   }
   std::stringstream text;
   text << in.rdbuf();
-  try {
-    const json doc = json::parse(text.str());
-    record.draining = doc.value("draining", false);
-    record.draining_since = doc.value("draining_since", int64_t{0});
-    record.drained = doc.value("drained", json::object()).get<std::map<std::string, std::set<std::string>>>();
-    record.owned = doc.value("owned", json::object()).get<std::map<std::string, std::vector<std::string>>>();
-    const json all_marks = doc.value("marks", json::object());
-    for (const auto& [plugin, marks] : all_marks.items())
-      for (const auto& [id, mark] : marks.items())
-        record.marks[plugin][id] = DeviceMark{mark.at("reason").get<std::string>(), mark.at("since").get<int64_t>()};
-  } catch (const json::exception& e) {
-    return Status::InvalidArgument(path + " is not an agent state record (" + e.what() + ")");
-  }
+  const std::optional<json> doc = ParseJsonWithin(text.str());
+  if (!doc) return Status::InvalidArgument(path + " is not an agent state record (not JSON)");
+  const JsonReader reader(*doc);
+  const JsonField root = reader.Root();
+  record.draining = root.Optional("draining").Bool();
+  record.draining_since = root.Optional("draining_since").Int();
+  for (const auto& [plugin, ids] : root.Optional("drained").Members())
+    for (const JsonField& id : ids.Elements()) record.drained[plugin].insert(id.String());
+  for (const auto& [plugin, ids] : root.Optional("owned").Members())
+    for (const JsonField& id : ids.Elements()) record.owned[plugin].push_back(id.String());
+  for (const auto& [plugin, marks] : root.Optional("marks").Members())
+    for (const auto& [id, mark] : marks.Members())
+      record.marks[plugin][id] = DeviceMark{mark["reason"].String(), mark["since"].Int()};
+  if (Status s = reader.Check(path + " is not an agent state record"); !s.ok()) return s;
   return record;
 }
 

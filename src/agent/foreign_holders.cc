@@ -1,9 +1,11 @@
 #include "agent/foreign_holders.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "agent/kernel.h"
 #include "agent/label_codec.h"
+#include "common/json_reader.h"
 #include "resources/allocation.h"
 
 namespace slotd {
@@ -17,9 +19,8 @@ Status CheckForeignHolders(ContainerEngine& engine, const AgentClaims& mine) {
     if (owner == mine.agent_id || !info.running) continue;
     auto text = info.labels.find(label::kAllocations);
     if (text == info.labels.end()) continue;
-    auto parsed = nlohmann::json::parse(text->second, nullptr, false);
-    auto alloc = parsed.is_discarded() ? Result<Allocation>(Status::InvalidArgument("not JSON"))
-                                       : AllocationFromLabel(parsed);
+    const std::optional<nlohmann::json> parsed = ParseJsonWithin(text->second);
+    auto alloc = parsed ? AllocationFromLabel(*parsed) : Result<Allocation>(Status::InvalidArgument("not JSON"));
     if (!alloc.ok()) continue;  // not a record this agent can read; it claims nothing here
     std::vector<std::string> held;
     for (int core : alloc->cores)

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <optional>
 
+#include "common/json_reader.h"
 #include "common/units.h"
 
 namespace slotd {
@@ -24,12 +26,6 @@ std::optional<int64_t> LabelNumber(const std::string& text, size_t max_digits) {
                       std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (!digits) return std::nullopt;
   return std::stoll(text);
-}
-
-// Whether `v` is a whole number from 0 to INT_MAX: one that an int holds as
-// written, not wrapped.
-bool IsNonNegativeInt(const nlohmann::json& v) {
-  return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= std::numeric_limits<int>::max();
 }
 
 }  // namespace
@@ -72,46 +68,21 @@ json AllocationLabel(const Allocation& allocation) {
 }
 
 Result<Allocation> AllocationFromLabel(const json& j) {
-  auto bad = [](const std::string& field, const std::string& want) {
-    return Status::InvalidArgument("allocations." + field + ": expected " + want);
-  };
-  if (!j.is_object()) return bad("", "a JSON object");
+  const JsonReader reader(j, "allocations");
+  const JsonField root = reader.Root().Object();
+  auto whole = [](const JsonField& f) { return static_cast<int>(f.Count(std::numeric_limits<int>::max())); };
   Allocation a;
-  if (j.contains("cpu")) {
-    if (!j["cpu"].is_array()) return bad("cpu", "an array of core numbers");
-    for (const auto& c : j["cpu"]) {
-      if (!IsNonNegativeInt(c)) return bad("cpu", "an array of core numbers");
-      a.cores.push_back(c.get<int>());
-    }
-    std::sort(a.cores.begin(), a.cores.end());
+  for (const JsonField& core : root.Optional("cpu").Elements()) a.cores.push_back(whole(core));
+  std::sort(a.cores.begin(), a.cores.end());
+  a.mem_bytes = root.Optional("mem").Count();
+  for (const auto& [plugin, ids] : root.Optional("devices").Members()) {
+    std::vector<std::string>& held = a.devices[plugin];
+    for (const JsonField& id : ids.Elements()) held.push_back(id.String());
   }
-  if (j.contains("mem")) {
-    if (!j["mem"].is_number_integer() || j["mem"].get<int64_t>() < 0) return bad("mem", "a number of bytes");
-    a.mem_bytes = j["mem"].get<uint64_t>();
-  }
-  if (j.contains("devices")) {
-    if (!j["devices"].is_object()) return bad("devices", "an object of plugin -> device ids");
-    for (const auto& [plugin, ids] : j["devices"].items()) {
-      if (!ids.is_array()) return bad("devices." + plugin, "an array of device ids");
-      for (const auto& id : ids) {
-        if (!id.is_string()) return bad("devices." + plugin, "an array of device ids");
-        a.devices[plugin].push_back(id.get<std::string>());
-      }
-    }
-  }
-  if (j.contains("ports")) {
-    if (!j["ports"].is_array()) return bad("ports", "an array of {container, host}");
-    for (const auto& p : j["ports"]) {
-      if (!p.is_object() || !p.contains("container") || !p.contains("host") || !IsNonNegativeInt(p["container"]) ||
-          !IsNonNegativeInt(p["host"]))
-        return bad("ports", "an array of {container, host}");
-      a.ports.push_back({p["container"].get<int>(), p["host"].get<int>()});
-    }
-  }
-  if (j.contains("numa_node")) {
-    if (!IsNonNegativeInt(j["numa_node"])) return bad("numa_node", "a node number");
-    a.numa_node = j["numa_node"].get<int>();
-  }
+  for (const JsonField& port : root.Optional("ports").Elements())
+    a.ports.push_back({whole(port["container"]), whole(port["host"])});
+  if (root.Has("numa_node")) a.numa_node = whole(root["numa_node"]);
+  if (Status s = reader.Check("label " + std::string(label::kAllocations)); !s.ok()) return s;
   return a;
 }
 
@@ -162,9 +133,9 @@ Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
   auto parse = [&](const char* key) -> Result<json> {
     auto text = get(key);
     if (!text.ok()) return text.status();
-    json j = json::parse(*text, nullptr, false);
-    if (j.is_discarded()) return Status::InvalidArgument("container " + info.name + ": label " + key + " is not JSON");
-    return j;
+    std::optional<json> j = ParseJsonWithin(*text);
+    if (!j) return Status::InvalidArgument("container " + info.name + ": label " + key + " is not JSON");
+    return std::move(*j);
   };
   auto owner = get(label::kOwner);
   auto request_json = parse(label::kRequest);

@@ -1,8 +1,11 @@
 #include "agent/registry_auth.h"
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "common/base64.h"
+#include "common/json_reader.h"
 #include "common/regular_file.h"
 #include "engine/image_ref.h"
 
@@ -32,31 +35,32 @@ Result<RegistryCredentials> RegistryCredentials::Load(const std::string& path) {
   if (!text.ok())
     return Status::InvalidArgument(where + " " + text.status().message() +
                                    "; point it at the config.json that `docker login` writes");
-  const json j = json::parse(*text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return Status::InvalidArgument(where + ": not a JSON object; expected {\"auths\": {\"host:port\": {\"auth\": ...}}}");
-  const auto auths = j.find("auths");
-  if (auths == j.end() || !auths->is_object())
-    return Status::InvalidArgument(where + ": has no \"auths\" object; expected {\"auths\": {\"host:port\": {\"auth\": ...}}}");
-  for (const auto& [name, entry] : auths->items()) {
-    const std::string at = where + ": auths.\"" + name + "\"";
-    if (!entry.is_object()) return Status::InvalidArgument(at + " is not an object");
+  const std::string shape =
+      " (expected {\"auths\": {\"host:port\": {\"auth\": \"<base64 of user:password>\"}}}, as `docker login` "
+      "writes it)";
+  std::optional<json> parsed = ParseJsonWithin(*text);
+  if (!parsed) return Status::InvalidArgument(where + ": not JSON" + shape);
+  const JsonReader reader(std::move(*parsed), "the file");
+  for (const auto& [name, entry] : reader.Root()["auths"].Members()) {
     Login login;
-    if (const auto auth = entry.find("auth"); auth != entry.end() && auth->is_string() && !auth->get<std::string>().empty()) {
-      std::optional<std::string> decoded = DecodeBase64(auth->get<std::string>());
+    if (const JsonField auth = entry.Optional("auth"); auth.raw().is_string() && !auth.String().empty()) {
+      std::optional<std::string> decoded = DecodeBase64(auth.String());
       const size_t colon = decoded ? decoded->find(':') : std::string::npos;
-      if (colon == std::string::npos)
-        return Status::InvalidArgument(at + ".auth is not base64 of \"user:password\"; log in again with `docker login`");
+      if (colon == std::string::npos) {
+        auth.Problem("is not base64 of \"user:password\"; log in again with `docker login`");
+        continue;
+      }
       login = {decoded->substr(0, colon), decoded->substr(colon + 1)};
     } else {
-      const auto user = entry.find("username");
-      const auto password = entry.find("password");
-      if (user == entry.end() || !user->is_string() || password == entry.end() || !password->is_string())
+      const JsonField user = entry.Optional("username");
+      const JsonField password = entry.Optional("password");
+      if (!user.raw().is_string() || !password.raw().is_string())
         continue;  // a credential helper's entry, or an empty one: nothing to send
-      login = {user->get<std::string>(), password->get<std::string>()};
+      login = {user.String(), password.String()};
     }
     credentials.logins_[RegistryKey(name)] = std::move(login);
   }
+  if (!reader.problem().empty()) return Status::InvalidArgument(where + ": " + reader.problem() + shape);
   return credentials;
 }
 

@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_reader.h"
 #include "common/units.h"
 
 namespace slotctl {
@@ -20,19 +23,6 @@ constexpr std::chrono::seconds kLineEvery{1};
 constexpr int kBarWidth = 30;
 // A line of the event stream longer than this is no event of ours.
 constexpr size_t kMaxLine = 1u << 20;
-
-// A whole number of a JSON event, 0 when absent or not one.
-uint64_t Count(const json& event, const char* key) {
-  auto it = event.find(key);
-  if (it == event.end() || !it->is_number_integer()) return 0;
-  return it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(std::max<int64_t>(0, it->get<int64_t>()));
-}
-
-// A string of a JSON event, "" when absent or not one.
-std::string Text(const json& event, const char* key) {
-  auto it = event.find(key);
-  return it != event.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 }  // namespace
 
@@ -89,10 +79,15 @@ void PullProgressWatch::Take(std::string_view chunk) {
   for (size_t nl; (nl = pending_.find('\n', start)) != std::string::npos; start = nl + 1) {
     const std::string_view line(pending_.data() + start, nl - start);
     if (line.rfind("data: ", 0) != 0) continue;
-    const json event = json::parse(line.substr(6), nullptr, false);
-    if (!event.is_object() || Text(event, "type") != "image_pull" || Text(event, "image") != image_) continue;
-    Show({Text(event, "state"), static_cast<int>(Count(event, "layers")),
-          static_cast<int>(Count(event, "layers_done")), Count(event, "bytes_done"), Count(event, "bytes_total")});
+    std::optional<json> parsed = slotd::ParseJsonWithin(line.substr(6));
+    if (!parsed) continue;
+    const slotd::JsonReader reader(std::move(*parsed), "the event");
+    const slotd::JsonField event = reader.Root();
+    if (event.Optional("type").String() != "image_pull" || event.Optional("image").String() != image_) continue;
+    const auto layers = [&event](const char* key) { return static_cast<int>(event.Optional(key).Count(INT32_MAX)); };
+    const PullEvent progress{event.Optional("state").String(), layers("layers"), layers("layers_done"),
+                             event.Optional("bytes_done").Count(), event.Optional("bytes_total").Count()};
+    if (reader.problem().empty()) Show(progress);  // an event it cannot read is not shown wrong
   }
   pending_.erase(0, start);
   if (pending_.size() > kMaxLine) pending_.clear();

@@ -21,7 +21,7 @@ constexpr size_t kMaxQuotedBody = 1000;
 // The message of an agent's error answer: its JSON error.message, else the
 // start of the body as it is.
 std::string ErrorMessage(const std::string& body) {
-  std::optional<json> parsed = ParseAnswerJson(body);
+  std::optional<json> parsed = slotd::ParseJsonWithin(body, kMaxAnswerDepth);
   if (parsed && parsed->is_object()) {
     auto error = parsed->find("error");
     if (error != parsed->end() && error->is_object()) {
@@ -35,7 +35,7 @@ std::string ErrorMessage(const std::string& body) {
 
 // The error code of an agent's error answer (`draining`, `no_room`); "" when it has none.
 std::string ErrorCode(const std::string& body) {
-  std::optional<json> parsed = ParseAnswerJson(body);
+  std::optional<json> parsed = slotd::ParseJsonWithin(body, kMaxAnswerDepth);
   if (!parsed || !parsed->is_object()) return "";
   auto error = parsed->find("error");
   if (error == parsed->end() || !error->is_object()) return "";
@@ -161,7 +161,7 @@ Outcome<Answer> AgentClient::Call(const std::string& method, const std::string& 
                                   std::chrono::seconds timeout) const {
   auto text = Exchange(method, path, body.is_null() ? "" : body.dump(), timeout);
   if (!text.ok()) return text.failure();
-  std::optional<json> parsed = ParseAnswerJson(*text);
+  std::optional<json> parsed = slotd::ParseJsonWithin(*text, kMaxAnswerDepth);
   if (!parsed)
     return BadAnswer(method + " " + path, "it is not JSON (or nests deeper than " + std::to_string(kMaxAnswerDepth) +
                                               " levels)");

@@ -81,7 +81,7 @@ AgentAnswer AskAgent(const slotd::AgentClaims& claims, const std::string& path, 
   if (res->status == 401)
     return {std::nullopt, client->Describe() + " requires a token (HTTP 401); run slotctl --config " +
                               claims.config_path + " " + command + " as a user who can read its token-file"};
-  std::optional<json> body = ParseAnswerJson(text);
+  std::optional<json> body = slotd::ParseJsonWithin(text, kMaxAnswerDepth);
   if (res->status != 200 || !body || !body->is_object())
     return {std::nullopt, client->Describe() + " answered GET " + path + " with HTTP " + std::to_string(res->status) +
                               (res->status == 200 ? " but not with a JSON object" : "")};

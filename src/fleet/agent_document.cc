@@ -1,5 +1,8 @@
 #include "fleet/agent_document.h"
 
+#include <optional>
+
+#include "common/json_reader.h"
 #include "config/config.h"
 
 namespace slotd {
@@ -16,44 +19,25 @@ int64_t CountOf(const json& object, const char* name) {
   return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
 }
 
-// Reads the documents' fields, remembering the first problem, which names the field.
-class FieldReader {
- public:
-  explicit FieldReader(const json& object) : object_(object) {}
+// A string of the document: at most kMaxText bytes.
+std::string Text(const JsonField& field) {
+  std::string text = field.String();
+  if (text.size() > kMaxText) {
+    field.Problem("is longer than " + std::to_string(kMaxText) + " bytes");
+    return "";
+  }
+  return text;
+}
 
-  std::string Text(const char* name, bool required) {
-    auto it = object_.find(name);
-    if (it == object_.end() || it->is_null()) {
-      if (required) Fail(std::string(name) + ": missing");
-      return "";
-    }
-    if (!it->is_string() || it->get_ref<const std::string&>().size() > kMaxText) {
-      Fail(std::string(name) + ": expected a string of at most 1024 bytes");
-      return "";
-    }
-    return it->get<std::string>();
-  }
-  int64_t Count(const char* name) {
-    auto it = object_.find(name);
-    if (it == object_.end()) return 0;
-    if (!it->is_number_integer()) Fail(std::string(name) + ": expected a whole number");
-    return it->is_number_integer() ? it->get<int64_t>() : 0;
-  }
-  bool Flag(const char* name) {
-    auto it = object_.find(name);
-    if (it == object_.end()) return false;
-    if (!it->is_boolean()) Fail(std::string(name) + ": expected true or false");
-    return it->is_boolean() && it->get<bool>();
-  }
-  void Fail(std::string problem) {
-    if (problem_.empty()) problem_ = std::move(problem);
-  }
-  const std::string& problem() const { return problem_; }
+// A string that may be absent or null (an older agent's document): "" then.
+std::string OptionalText(const JsonField& field) { return field.IsNull() ? "" : Text(field); }
 
- private:
-  const json& object_;
-  std::string problem_;
-};
+// The elements or members of `field`, unless there are more than kMaxEntries.
+bool WithinEntries(const JsonField& field) {
+  if (field.raw().size() <= kMaxEntries) return true;
+  field.Problem("has more than " + std::to_string(kMaxEntries) + " entries");
+  return false;
+}
 
 }  // namespace
 
@@ -94,51 +78,32 @@ json AgentDocument::ToJson() const {
 }
 
 Result<AgentDocument> AgentDocument::FromJson(std::string_view text) {
-  const json root = json::parse(text, nullptr, false);
-  if (!root.is_object()) return Status::InvalidArgument("not a JSON object");
-  FieldReader read(root);
+  std::optional<json> parsed = ParseJsonWithin(text);
+  if (!parsed || !parsed->is_object()) return Status::InvalidArgument("not a JSON object");
+  const JsonReader reader(std::move(*parsed));
+  const JsonField root = reader.Root();
   AgentDocument doc;
-  doc.id = read.Text("id", true);
-  if (read.problem().empty() && !IsValidAgentId(doc.id))
-    read.Fail("id: \"" + doc.id + "\" is not an agent id ([a-z0-9][a-z0-9._-]{0,63})");
-  doc.node = read.Text("node", true);
-  doc.address = read.Text("address", true);
-  doc.version = read.Text("version", false);
-  doc.scaling_group = read.Text("scaling_group", false);
-  doc.draining = read.Flag("draining");
-  doc.kernels = read.Count("kernels");
-  if (auto slots = root.find("slots"); slots != root.end()) {
-    if (!slots->is_object() || slots->size() > kMaxEntries) {
-      read.Fail("slots: expected an object of slot types");
-    } else {
-      for (const auto& [name, use] : slots->items()) {
-        if (!use.is_object() || name.size() > kMaxText) {
-          read.Fail("slots." + name.substr(0, 64) + ": expected {capacity, used, free}");
-          continue;
-        }
-        FieldReader slot(use);
-        doc.slots[name] = {slot.Count("capacity"), slot.Count("used"), slot.Count("free")};
-        if (!slot.problem().empty()) read.Fail("slots." + name + "." + slot.problem());
-      }
+  doc.id = Text(root["id"]);
+  if (reader.problem().empty() && !IsValidAgentId(doc.id))
+    root["id"].Problem("\"" + doc.id + "\" is not an agent id ([a-z0-9][a-z0-9._-]{0,63})");
+  doc.node = Text(root["node"]);
+  doc.address = Text(root["address"]);
+  doc.version = OptionalText(root.Optional("version"));
+  doc.scaling_group = OptionalText(root.Optional("scaling_group"));
+  doc.draining = root.Optional("draining").Bool();
+  doc.kernels = root.Optional("kernels").Int();
+  if (const JsonField slots = root.Optional("slots"); WithinEntries(slots)) {
+    for (const auto& [name, use] : slots.Members()) {
+      if (name.size() > kMaxText) use.Problem("has a name longer than " + std::to_string(kMaxText) + " bytes");
+      doc.slots[name] = {use.Optional("capacity").Int(), use.Optional("used").Int(), use.Optional("free").Int()};
     }
   }
-  if (auto devices = root.find("devices"); devices != root.end()) {
-    if (!devices->is_array() || devices->size() > kMaxEntries) {
-      read.Fail("devices: expected an array");
-    } else {
-      for (const json& d : *devices) {
-        if (!d.is_object()) {
-          read.Fail("devices: expected objects");
-          continue;
-        }
-        FieldReader device(d);
-        doc.devices.push_back({device.Text("id", true), device.Text("slot", true), device.Text("health", false),
-                               device.Flag("drained"), device.Flag("held")});
-        if (!device.problem().empty()) read.Fail("devices[]." + device.problem());
-      }
-    }
+  if (const JsonField devices = root.Optional("devices"); WithinEntries(devices)) {
+    for (const JsonField& d : devices.Elements())
+      doc.devices.push_back({Text(d["id"]), Text(d["slot"]), OptionalText(d.Optional("health")),
+                             d.Optional("drained").Bool(), d.Optional("held").Bool()});
   }
-  if (!read.problem().empty()) return Status::InvalidArgument(read.problem());
+  if (!reader.problem().empty()) return Status::InvalidArgument(reader.problem());
   return doc;
 }
 

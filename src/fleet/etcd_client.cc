@@ -1,11 +1,15 @@
 #include "fleet/etcd_client.h"
 
+#include <cerrno>
 #include <cstdlib>
+#include <optional>
+#include <string_view>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/base64.h"
+#include "common/json_reader.h"
 
 namespace slotd {
 
@@ -15,38 +19,55 @@ namespace {
 
 constexpr size_t kMaxWatchLine = 16u << 20;  // one watch message; a larger one breaks the watch
 
-// A 64-bit number the gateway writes as a string (or, leniently, a number); 0 when absent or unreadable.
-int64_t Int64Of(const json& object, const char* name) {
-  if (!object.is_object()) return 0;
-  auto it = object.find(name);
-  if (it == object.end()) return 0;
-  if (it->is_number_integer()) return it->get<int64_t>();
-  if (!it->is_string()) return 0;
-  const std::string& text = it->get_ref<const std::string&>();
+// A 64-bit number the gateway writes as a string (or a number); 0 when absent.
+int64_t Int64Of(const JsonField& field) {
+  if (!field.raw().is_string()) return field.Int();
+  const std::string text = field.String();
   char* end = nullptr;
+  errno = 0;
   const long long value = std::strtoll(text.c_str(), &end, 10);
-  return end != nullptr && *end == '\0' && !text.empty() ? value : 0;
+  if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE) {
+    field.Problem("is \"" + text.substr(0, 32) + "\", expected a whole number");
+    return 0;
+  }
+  return value;
 }
 
-// A base64 field as bytes; "" when absent or not base64.
-std::string BytesOf(const json& object, const char* name) {
-  if (!object.is_object()) return "";
-  auto it = object.find(name);
-  if (it == object.end() || !it->is_string()) return "";
-  return DecodeBase64(it->get_ref<const std::string&>()).value_or("");
+// A base64 field as bytes; "" when absent.
+std::string BytesOf(const JsonField& field) {
+  if (field.IsNull()) return "";
+  std::optional<std::string> bytes = DecodeBase64(field.String());
+  if (!bytes) field.Problem("is not base64");
+  return bytes.value_or("");
 }
 
-EtcdKeyValue KeyValueOf(const json& kv) {
-  return {BytesOf(kv, "key"), BytesOf(kv, "value"), Int64Of(kv, "lease"), Int64Of(kv, "create_revision"),
-          Int64Of(kv, "mod_revision")};
+EtcdKeyValue KeyValueOf(const JsonField& kv) {
+  return {BytesOf(kv.Optional("key")), BytesOf(kv.Optional("value")), Int64Of(kv.Optional("lease")),
+          Int64Of(kv.Optional("create_revision")), Int64Of(kv.Optional("mod_revision"))};
+}
+
+// An answer of etcd's as a reader; kInternal quoting `what` and the answer's
+// start when it is not a JSON object.
+Result<JsonReader> ReadAnswer(std::string_view answer, const std::string& what) {
+  std::optional<json> parsed = ParseJsonWithin(answer);
+  if (!parsed || !parsed->is_object())
+    return Status::Internal("etcd answered " + what + " with: " + std::string(answer.substr(0, 200)));
+  return JsonReader(std::move(*parsed), "the answer");
+}
+
+// kInternal naming the first problem of an answer to `what`; OK when none.
+Status ProblemOf(const JsonReader& reader, const std::string& what) {
+  if (reader.problem().empty()) return Status::Ok();
+  return Status::Internal("etcd answered " + what + " with a malformed answer: " + reader.problem());
 }
 
 // etcd's error answer ({"error": ..., "message": ...}) as text; "" when `answer` is not one.
-std::string ErrorOf(const json& answer) {
-  if (!answer.is_object()) return "";
+std::string ErrorOf(std::string_view answer) {
+  auto reader = ReadAnswer(answer, "");
+  if (!reader.ok()) return "";
   for (const char* field : {"message", "error"}) {
-    auto it = answer.find(field);
-    if (it != answer.end() && it->is_string() && !it->get_ref<const std::string&>().empty()) return it->get<std::string>();
+    const json& text = reader->Root().Optional(field).raw();
+    if (text.is_string() && !text.get_ref<const std::string&>().empty()) return text.get<std::string>();
   }
   return "";
 }
@@ -115,15 +136,16 @@ Status EtcdClient::Authenticate(const HttpClient& endpoint) const {
   const json body = {{"name", options_.user}, {"password", options_.password}};
   auto answer = endpoint.Request("POST", "/v3/auth/authenticate", body.dump(), options_.timeout);
   if (!answer.ok()) return answer.status();
-  const json reply = json::parse(answer->body, nullptr, false);
-  if (answer->status != 200 || !reply.is_object() || !reply.contains("token") || !reply["token"].is_string()) {
-    const std::string why = ErrorOf(reply);
+  auto reply = ReadAnswer(answer->body, "an authentication");
+  const std::string token = reply.ok() ? reply->Root()["token"].String() : "";
+  if (answer->status != 200 || token.empty()) {
+    const std::string why = ErrorOf(answer->body);
     return Status::FailedPrecondition("etcd at " + endpoint.Describe() + " refused user \"" + options_.user +
                                       "\": " + (why.empty() ? "HTTP " + std::to_string(answer->status) : why) +
                                       " (check [etcd] user and password)");
   }
   std::lock_guard lock(mutex_);
-  token_ = reply["token"].get<std::string>();
+  token_ = token;
   return Status::Ok();
 }
 
@@ -135,7 +157,7 @@ Result<std::string> EtcdClient::CallOnce(const HttpClient& endpoint, const std::
     auto answer = endpoint.Request("POST", path, body, options_.timeout, AuthHeaders());
     if (!answer.ok()) return answer.status();
     if (answer->status == 200) return std::move(answer->body);
-    const std::string why = ErrorOf(json::parse(answer->body, nullptr, false));
+    const std::string why = ErrorOf(answer->body);
     if (attempt == 0 && !options_.user.empty() && TokenExpired(why)) {
       if (Status s = Authenticate(endpoint); !s.ok()) return s;
       continue;
@@ -177,8 +199,10 @@ Result<std::string> EtcdClient::Call(const std::string& path, const std::string&
 Result<int64_t> EtcdClient::GrantLease(std::chrono::seconds ttl) const {
   auto answer = Call("/v3/lease/grant", json{{"TTL", ttl.count()}}.dump());
   if (!answer.ok()) return answer.status();
-  const json reply = json::parse(*answer, nullptr, false);
-  const int64_t id = Int64Of(reply, "ID");
+  auto reply = ReadAnswer(*answer, "a lease grant");
+  if (!reply.ok()) return reply.status();
+  const int64_t id = Int64Of(reply->Root().Optional("ID"));
+  if (Status s = ProblemOf(*reply, "a lease grant"); !s.ok()) return s;
   if (id == 0) return Status::Internal("etcd granted no lease: " + answer->substr(0, 200));
   return id;
 }
@@ -187,10 +211,11 @@ Result<int64_t> EtcdClient::KeepAlive(int64_t lease) const {
   auto answer = Call("/v3/lease/keepalive", json{{"ID", std::to_string(lease)}}.dump());
   if (!answer.ok()) return answer.status();
   // A stream of one message: {"result": {"ID": ..., "TTL": ...}}; no TTL: the lease is gone.
-  const json reply = json::parse(answer->substr(0, answer->find('\n')), nullptr, false);
-  if (!reply.is_object() || !reply.contains("result"))
-    return Status::Internal("etcd answered a lease keep-alive with: " + answer->substr(0, 200));
-  return Int64Of(reply["result"], "TTL");
+  auto reply = ReadAnswer(std::string_view(*answer).substr(0, answer->find('\n')), "a lease keep-alive");
+  if (!reply.ok()) return reply.status();
+  const int64_t ttl = Int64Of(reply->Root()["result"].Optional("TTL"));
+  if (Status s = ProblemOf(*reply, "a lease keep-alive"); !s.ok()) return s;
+  return ttl;
 }
 
 Status EtcdClient::RevokeLease(int64_t lease) const {
@@ -207,16 +232,20 @@ Result<EtcdClient::Creation> EtcdClient::CreateIfAbsent(const std::string& key, 
       {"failure", {{{"request_range", {{"key", k}}}}}}};
   auto answer = Call("/v3/kv/txn", txn.dump());
   if (!answer.ok()) return answer.status();
-  const json reply = json::parse(*answer, nullptr, false);
-  if (!reply.is_object()) return Status::Internal("etcd answered a transaction with: " + answer->substr(0, 200));
+  auto reply = ReadAnswer(*answer, "a transaction");
+  if (!reply.ok()) return reply.status();
+  const JsonField root = reply->Root();
   Creation creation;
-  creation.created = reply.value("succeeded", false);
-  if (creation.created) return creation;
-  const json& responses = reply.contains("responses") ? reply["responses"] : json();
-  if (responses.is_array() && !responses.empty() && responses[0].contains("response_range")) {
-    const json& kvs = responses[0]["response_range"].value("kvs", json::array());
-    if (kvs.is_array() && !kvs.empty()) creation.holder = KeyValueOf(kvs[0]);
+  creation.created = root.Optional("succeeded").Bool();
+  if (!creation.created) {
+    // The failure branch's range: the key's holder, unless it was deleted in between.
+    const std::vector<JsonField> responses = root.Optional("responses").Elements();
+    const std::vector<JsonField> kvs =
+        responses.empty() ? std::vector<JsonField>() : responses[0].Optional("response_range").Optional("kvs").Elements();
+    if (!kvs.empty()) creation.holder = KeyValueOf(kvs[0]);
   }
+  if (Status s = ProblemOf(*reply, "a transaction"); !s.ok()) return s;
+  if (creation.created) return creation;
   if (!creation.holder) creation.holder = EtcdKeyValue{key, "", 0, 0, 0};  // deleted in between: held by nobody known
   return creation;
 }
@@ -228,20 +257,23 @@ Result<bool> EtcdClient::PutIfHeld(const std::string& key, const std::string& va
                     {"success", {{{"request_put", {{"key", k}, {"value", Base64(value)}, {"lease", l}}}}}}};
   auto answer = Call("/v3/kv/txn", txn.dump());
   if (!answer.ok()) return answer.status();
-  const json reply = json::parse(*answer, nullptr, false);
-  if (!reply.is_object()) return Status::Internal("etcd answered a transaction with: " + answer->substr(0, 200));
-  return reply.value("succeeded", false);
+  auto reply = ReadAnswer(*answer, "a transaction");
+  if (!reply.ok()) return reply.status();
+  const bool succeeded = reply->Root().Optional("succeeded").Bool();
+  if (Status s = ProblemOf(*reply, "a transaction"); !s.ok()) return s;
+  return succeeded;
 }
 
 Result<EtcdClient::Listing> EtcdClient::GetPrefix(const std::string& prefix) const {
   auto answer = Call("/v3/kv/range", json{{"key", Base64(prefix)}, {"range_end", Base64(PrefixRangeEnd(prefix))}}.dump());
   if (!answer.ok()) return answer.status();
-  const json reply = json::parse(*answer, nullptr, false);
-  if (!reply.is_object()) return Status::Internal("etcd answered a range with: " + answer->substr(0, 200));
+  auto reply = ReadAnswer(*answer, "a range");
+  if (!reply.ok()) return reply.status();
+  const JsonField root = reply->Root();
   Listing listing;
-  listing.revision = reply.contains("header") ? Int64Of(reply["header"], "revision") : 0;
-  if (auto kvs = reply.find("kvs"); kvs != reply.end() && kvs->is_array())
-    for (const json& kv : *kvs) listing.kvs.push_back(KeyValueOf(kv));
+  listing.revision = Int64Of(root.Optional("header").Optional("revision"));
+  for (const JsonField& kv : root.Optional("kvs").Elements()) listing.kvs.push_back(KeyValueOf(kv));
+  if (Status s = ProblemOf(*reply, "a range"); !s.ok()) return s;
   return listing;
 }
 
@@ -266,22 +298,25 @@ Status EtcdClient::WatchPrefix(const std::string& prefix, int64_t start_revision
   auto on_chunk = [&](std::string_view chunk) {
     pending.append(chunk);
     for (size_t end; (end = pending.find('\n')) != std::string::npos; pending.erase(0, end + 1)) {
-      const json message = json::parse(pending.substr(0, end), nullptr, false);
-      const json& result = message.is_object() && message.contains("result") ? message["result"] : json();
-      if (!result.is_object()) {
+      auto message = ReadAnswer(std::string_view(pending).substr(0, end), "a watch");
+      if (!message.ok() || !message->Root().Optional("result").raw().is_object()) {
         broken = Status::Unavailable("etcd ended the watch of " + prefix + ": " + pending.substr(0, std::min<size_t>(end, 200)));
         return false;
       }
-      if (result.value("canceled", false)) {
+      const JsonField result = message->Root()["result"];
+      if (result.Optional("canceled").Bool()) {
+        const std::string reason = result.Optional("cancel_reason").String();
         broken = Status::Unavailable("etcd canceled the watch of " + prefix + ": " +
-                                     result.value("cancel_reason", std::string("no reason given")));
+                                     (reason.empty() ? "no reason given" : reason));
         return false;
       }
       std::vector<EtcdEvent> events;
-      if (auto list = result.find("events"); list != result.end() && list->is_array())
-        for (const json& e : *list)
-          events.push_back({e.value("type", std::string("PUT")) == "DELETE",
-                            e.contains("kv") ? KeyValueOf(e["kv"]) : EtcdKeyValue{}});
+      for (const JsonField& e : result.Optional("events").Elements())
+        events.push_back({e.Optional("type").String() == "DELETE", KeyValueOf(e.Optional("kv"))});
+      if (Status s = ProblemOf(*message, "a watch"); !s.ok()) {
+        broken = Status::Unavailable(s.message() + "; watching again");
+        return false;
+      }
       if (!events.empty() && !on_events(events)) return false;
     }
     if (pending.size() > kMaxWatchLine) {

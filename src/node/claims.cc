@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <fstream>
 #include <sstream>
 
 #include "common/atomic_file.h"
+#include "common/json_reader.h"
 #include "common/paths.h"
 #include "common/units.h"
 
@@ -28,24 +30,26 @@ json AgentClaims::ToJson() const {
 }
 
 Result<AgentClaims> AgentClaims::FromJson(const json& j) {
+  const JsonReader reader(j);
+  const JsonField root = reader.Root();
   AgentClaims c;
-  try {
-    c.agent_id = j.at("agent_id").get<std::string>();
-    c.pid = j.at("pid").get<int>();
-    c.config_path = j.value("config_path", "");
-    c.api_host = j.at("api_host").get<std::string>();
-    c.api_port = j.at("api_port").get<int>();
-    c.ipc_base_path = j.at("ipc_base_path").get<std::string>();
-    c.var_base_path = j.at("var_base_path").get<std::string>();
-    c.scratch_root = j.value("scratch_root", "");
-    c.port_first = j.at("port_range").at(0).get<int>();
-    c.port_last = j.at("port_range").at(1).get<int>();
-    c.cores = j.at("cores").get<std::vector<int>>();
-    c.memory_bytes = j.at("memory_bytes").get<uint64_t>();
-    c.devices = j.at("devices").get<std::map<std::string, std::vector<std::string>>>();
-  } catch (const json::exception& e) {
-    return Status::InvalidArgument(std::string("malformed claim: ") + e.what());
+  c.agent_id = root["agent_id"].String();
+  c.pid = static_cast<int>(root["pid"].IntIn(0, std::numeric_limits<int>::max()));
+  c.config_path = root.Optional("config_path").String();
+  c.api_host = root["api_host"].String();
+  c.api_port = static_cast<int>(root["api_port"].IntIn(0, 65535));
+  c.ipc_base_path = root["ipc_base_path"].String();
+  c.var_base_path = root["var_base_path"].String();
+  c.scratch_root = root.Optional("scratch_root").String();
+  c.port_first = static_cast<int>(root["port_range"].At(0).IntIn(0, 65535));
+  c.port_last = static_cast<int>(root["port_range"].At(1).IntIn(0, 65535));
+  for (const JsonField& core : root["cores"].Elements()) c.cores.push_back(static_cast<int>(core.Count(kCoreLimit - 1)));
+  c.memory_bytes = root["memory_bytes"].Count();
+  for (const auto& [plugin, ids] : root["devices"].Members()) {
+    std::vector<std::string>& owned = c.devices[plugin];
+    for (const JsonField& id : ids.Elements()) owned.push_back(id.String());
   }
+  if (Status s = reader.Check("malformed claim"); !s.ok()) return s;
   return c;
 }
 
@@ -154,8 +158,8 @@ Result<std::vector<AgentClaims>> NodeClaims::ReadLive(const std::string& dir) {
     std::ifstream in(entry.path());
     std::stringstream text;
     text << in.rdbuf();
-    json j = json::parse(text.str(), nullptr, false);
-    auto claims = j.is_discarded() ? Result<AgentClaims>(Status::InvalidArgument("not JSON")) : AgentClaims::FromJson(j);
+    const std::optional<json> j = ParseJsonWithin(text.str());
+    auto claims = j ? AgentClaims::FromJson(*j) : Result<AgentClaims>(Status::InvalidArgument("not JSON"));
     if (!claims.ok()) return claims.status().WithPrefix("claim file " + entry.path().string());
     live.push_back(std::move(*claims));
   }

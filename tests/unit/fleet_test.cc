@@ -68,14 +68,16 @@ TEST(AgentDocumentTest, WhatIsNotADocumentIsRefusedNamingTheField) {
   };
   EXPECT_EQ(problem("not json \xff"), "not a JSON object");
   EXPECT_EQ(problem("[]"), "not a JSON object");
-  EXPECT_EQ(problem(R"({"node": "n", "address": "a"})"), "id: missing");
+  EXPECT_EQ(problem(R"({"node": "n", "address": "a"})"), "id is missing");
   EXPECT_EQ(problem(R"({"id": "Bad Id", "node": "n", "address": "a"})"),
-            "id: \"Bad Id\" is not an agent id ([a-z0-9][a-z0-9._-]{0,63})");
-  EXPECT_EQ(problem(R"({"id": "a", "node": 3, "address": "a"})"), "node: expected a string of at most 1024 bytes");
-  EXPECT_EQ(problem(R"({"id": "a", "node": "n", "address": "a", "draining": "yes"})"), "draining: expected true or false");
+            "id \"Bad Id\" is not an agent id ([a-z0-9][a-z0-9._-]{0,63})");
+  EXPECT_EQ(problem(R"({"id": "a", "node": 3, "address": "a"})"), "node is a number, expected a string");
+  EXPECT_EQ(problem(R"({"id": "a", "node": ")" + std::string(1025, 'n') + R"(", "address": "a"})"),
+            "node is longer than 1024 bytes");
+  EXPECT_EQ(problem(R"({"id": "a", "node": "n", "address": "a", "draining": "yes"})"), "draining is a string, expected true or false");
   EXPECT_EQ(problem(R"({"id": "a", "node": "n", "address": "a", "slots": {"cpu": {"free": "3"}}})"),
-            "slots.cpu.free: expected a whole number");
-  EXPECT_EQ(problem(R"({"id": "a", "node": "n", "address": "a", "devices": [{"id": "x"}]})"), "devices[].slot: missing");
+            "slots.cpu.free is a string, expected a whole number");
+  EXPECT_EQ(problem(R"({"id": "a", "node": "n", "address": "a", "devices": [{"id": "x"}]})"), "devices[0].slot is missing");
   // A newer agent's extra fields are no problem.
   EXPECT_EQ(problem(R"({"id": "a", "node": "n", "address": "a", "gpu_topology": {"x": 1}})"), "accepted");
 }

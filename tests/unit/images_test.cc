@@ -106,9 +106,9 @@ TEST(RegistryCredentialsTest, AnUnreadableOrMalformedFileIsRefusedNamingIt) {
     std::string text;
     std::string says;
   };
-  for (const Case& c : {Case{"not json", "not a JSON object"}, Case{"{}", "has no \"auths\" object"},
-                        Case{R"({"auths": {"r:1": 5}})", "auths.\"r:1\" is not an object"},
-                        Case{R"({"auths": {"r:1": {"auth": "bm9jb2xvbg=="}}})", "auths.\"r:1\".auth is not base64"}}) {
+  for (const Case& c : {Case{"not json", ": not JSON (expected {\"auths\""}, Case{"{}", ": auths is missing"},
+                        Case{R"({"auths": {"r:1": 5}})", ": auths.r:1 is a number, expected an object"},
+                        Case{R"({"auths": {"r:1": {"auth": "bm9jb2xvbg=="}}})", ": auths.r:1.auth is not base64"}}) {
     const std::string path = dir.root() + "/bad.json";
     dir.Write("bad.json", c.text);
     Result<RegistryCredentials> loaded = RegistryCredentials::Load(path);
