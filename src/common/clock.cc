@@ -7,8 +7,8 @@ namespace {
 class SteadyClock final : public Clock {
  public:
   TimePoint Now() const override { return std::chrono::steady_clock::now(); }
-  int64_t UnixSeconds() const override {
-    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+  int64_t UnixMillis() const override {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
 

@@ -30,9 +30,11 @@ class Clock {
   virtual bool WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, TimePoint deadline,
                          const std::function<bool()>& done) = 0;
 
-  // The wall time now, in seconds since the Unix epoch. Unlike Now(), it
-  // may go back when the machine's time is set.
-  virtual int64_t UnixSeconds() const = 0;
+  // The wall time now, in milliseconds since the Unix epoch. Unlike Now(),
+  // it may go back when the machine's time is set.
+  virtual int64_t UnixMillis() const = 0;
+  // UnixMillis() in whole seconds.
+  int64_t UnixSeconds() const { return UnixMillis() / 1000; }
 
   // WaitUntil(Now() + period).
   bool WaitFor(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Duration period,

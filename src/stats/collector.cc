@@ -20,12 +20,6 @@ using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
-// Unix milliseconds now.
-int64_t SystemMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // The entry of `kernel` for device `device` of `plugin`, appended when missing.
 KernelDeviceUse& UseOf(KernelStats& kernel, const std::string& plugin, const std::string& device) {
   for (KernelDeviceUse& use : kernel.devices)
@@ -288,7 +282,7 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
     KernelStats kernel;
     kernel.kernel_id = target.kernel_id;
     kernel.container_id = target.container_id;
-    kernel.sampled_at_ms = SystemMillis();
+    kernel.sampled_at_ms = clock_.UnixMillis();
     kernel.sample = *sample;
     if (tracked->has_previous && sample->cpu_usage_ns >= tracked->previous_cpu_ns && at > tracked->previous_at) {
       const double wall_ns = static_cast<double>(
@@ -312,7 +306,7 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
   snapshot->sweeps_total = ++sweeps_total_;
   snapshot->skipped_samples_total = skipped_total_;
   snapshot->attribution_unavailable = attribution_unavailable_;
-  snapshot->collected_at_ms = SystemMillis();
+  snapshot->collected_at_ms = clock_.UnixMillis();
   snapshot->sweep_us =
       std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start).count();
   std::shared_ptr<const StatsSnapshot> published = std::move(snapshot);

@@ -73,7 +73,8 @@ class StatsCollector {
 
   // `targets` returns the agent's running kernels (called once per sweep,
   // from the collector's thread). `engine` and `clock` must outlive the
-  // collector; `clock` paces the sweeps (readings are stamped in real time).
+  // collector; `clock` paces the sweeps and dates the snapshots (the rates
+  // between two readings use the real time the counters advance in).
   StatsCollector(Options options, std::function<std::vector<StatsTarget>()> targets, ContainerEngine& engine,
                  std::vector<std::shared_ptr<DeviceMeter>> meters, Clock& clock = Clock::Real());
   ~StatsCollector();  // Stop()
@@ -146,7 +147,7 @@ class StatsCollector {
 
   Mutex loop_mutex_;
   std::condition_variable loop_cv_;
-  Clock& clock_;  // paces Loop
+  Clock& clock_;  // paces Loop, dates the snapshots
   // Written under loop_mutex_ (so the loop's wait sees it); read without it
   // between a sweep's kernels.
   std::atomic<bool> stop_requested_{false};

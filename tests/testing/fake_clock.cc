@@ -12,9 +12,9 @@ Clock::TimePoint FakeClock::Now() const {
   return now_;
 }
 
-int64_t FakeClock::UnixSeconds() const {
+int64_t FakeClock::UnixMillis() const {
   MutexLock lock(mutex_);
-  return unix_start_ + std::chrono::duration_cast<std::chrono::seconds>(now_ - start_).count();
+  return unix_start_ * 1000 + std::chrono::duration_cast<std::chrono::milliseconds>(now_ - start_).count();
 }
 
 bool FakeClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, TimePoint deadline,

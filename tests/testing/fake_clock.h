@@ -19,8 +19,8 @@ class FakeClock final : public Clock {
   explicit FakeClock(int64_t unix_start = kUnixStart);
 
   TimePoint Now() const override;
-  // unix_start plus every Advance, in whole seconds.
-  int64_t UnixSeconds() const override;
+  // unix_start (seconds) plus every Advance, in milliseconds.
+  int64_t UnixMillis() const override;
   // Returns when `done` holds or Now() >= deadline, whichever comes first.
   bool WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, TimePoint deadline,
                  const std::function<bool()>& done) override;

@@ -742,5 +742,18 @@ TEST_F(CollectorTest, TheLoopSweepsOncePerIntervalOfItsClock) {
   collector->Stop();
 }
 
+// A snapshot is dated by the collector's clock: its wall time, to the millisecond.
+TEST_F(CollectorTest, SnapshotsAndSamplesAreDatedByItsClock) {
+  const Container a = AddContainer("ka", {1'000'000'000, 64 * kMiB, 256 * kMiB, 8 * kMiB, 5, 4096, 1024});
+  AddTarget("k-a", a);
+  FakeClock clock;
+  clock.Advance(std::chrono::milliseconds(1234));
+  auto collector = Make(Options(), {}, clock);
+  std::shared_ptr<const StatsSnapshot> snapshot = collector->SweepOnce();
+  EXPECT_EQ(snapshot->collected_at_ms, clock.UnixMillis());
+  EXPECT_EQ(snapshot->collected_at_ms % 1000, 234);
+  EXPECT_EQ(snapshot->kernels.at("k-a").sampled_at_ms, clock.UnixMillis());
+}
+
 }  // namespace
 }  // namespace slotd
