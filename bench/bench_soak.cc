@@ -166,7 +166,9 @@ void Subscribe(const AgentProcess& agent, Tally& tally, const std::atomic<bool>&
   const std::string who = "event subscriber " + std::to_string(index);
   while (!stop) {
     RawClient client(agent.port());
-    if (!client.connected() || !client.Send("GET /v1/events HTTP/1.1\r\nHost: soak\r\n\r\n")) {
+    const std::string request = "GET /v1/events HTTP/1.1\r\nHost: soak\r\nAuthorization: Bearer " +
+                                agent.options().token + "\r\n\r\n";
+    if (!client.connected() || !client.Send(request)) {
       tally.Fail(who + ": cannot connect to port " + std::to_string(agent.port()));
       return;
     }
@@ -262,6 +264,7 @@ std::pair<Footprint, double> WaitUntilIdle(pid_t pid, const Footprint& start) {
 void Run(const std::string& id, std::chrono::seconds duration) {
   testing::AgentOptions options = BenchAgentOptions(id);
   options.extra_toml = std::string("[api]\nrequest-timeout = \"") + kRequestTimeout + "\"\n";
+  options.token = "bench-" + id;  // TCP clients other than /health need it
   const int churn_threads = std::min<int>(kMaxChurnThreads, static_cast<int>(
                                                                   Check(ParseCoreList(options.cores), "cores").size()));
   PrintHeader("bench_soak", options);
