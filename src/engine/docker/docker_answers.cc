@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 
+#include "common/json_reader.h"
 #include "engine/docker/docker_engine.h"
 #include "engine/docker/docker_json.h"
 
@@ -72,11 +73,9 @@ std::vector<std::string> StringListField(const json& j, const char* key) {
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 Result<json> ParseJson(const std::string& body, const std::string& what) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return Status::Internal(what + ": the engine sent malformed JSON: " + body.substr(0, 200));
-  }
-  return j;
+  std::optional<json> j = ParseJsonWithin(body);
+  if (!j) return Status::Internal(what + ": the engine sent malformed JSON: " + body.substr(0, 200));
+  return std::move(*j);
 }
 
 int64_t ParseRfc3339(const std::string& text) {
@@ -245,8 +244,8 @@ Result<ContainerStats> ParseContainerStats(const std::string& body, const std::s
 }
 
 std::optional<EngineEvent> ParseEngineEvent(std::string_view line) {
-  const json j = json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  const json j = ParseJsonWithin(line).value_or(json());
+  if (!j.is_object()) return std::nullopt;
   EngineEvent event;
   event.type = StringField(j, "Type");
   event.action = StringField(j, "Action");
@@ -291,8 +290,8 @@ Result<ImageInfo> ParseImageInspect(const std::string& body, const std::string& 
 }
 
 std::optional<Result<PullMessage>> ParsePullLine(std::string_view line) {
-  const json j = json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  const json j = ParseJsonWithin(line).value_or(json());
+  if (!j.is_object()) return std::nullopt;
   if (Field(j, "error") != nullptr || Field(j, "errorDetail") != nullptr) {
     std::string message = StringField(ObjectField(j, "errorDetail"), "message");
     if (message.empty()) message = StringField(j, "error");

@@ -1,5 +1,6 @@
 #include "engine/docker/docker_engine.h"
 
+#include "common/json_reader.h"
 #include "engine/docker/docker_answers.h"
 #include "engine/docker/docker_json.h"
 #include "engine/image_ref.h"
@@ -98,8 +99,7 @@ class LineSplitter {
 // start of the body; without trailing line ends.
 std::string EngineMessage(const std::string& body) {
   std::string message;
-  const json j = json::parse(body, nullptr, false);
-  if (!j.is_discarded()) message = StringField(j, "message");
+  if (const std::optional<json> j = ParseJsonWithin(body)) message = StringField(*j, "message");
   if (message.empty()) message = body.substr(0, 500);
   while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) message.pop_back();
   return message;

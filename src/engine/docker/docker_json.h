@@ -1,7 +1,10 @@
 // Reading the Docker engine's JSON without throwing, shared by the answer
 // parsers (docker_answers.cc) and the calls (docker_engine.cc). An engine's
-// answer is untrusted: a missing or mistyped field reads as empty ("", 0,
-// false, no labels), never as an exception.
+// answer is untrusted and parsed like all untrusted JSON (ParseJsonWithin,
+// common/json_reader.h), but read leniently rather than checked: a missing
+// or mistyped field reads as empty ("", 0, false, no labels), never as an
+// error, since engines of other versions (and Podman) leave fields out or
+// send null. The agent checks what it relies on (an id, a state) itself.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +41,7 @@ std::vector<std::string> StringListField(const json& j, const char* key);
 // Serialises without throwing: invalid UTF-8 in user text becomes U+FFFD.
 std::string Dump(const json& j);
 // `body` as JSON; kInternal, prefixed with `what` and quoting the start of
-// `body`, when it is not JSON.
+// `body`, when it is not JSON or nests deeper than kMaxJsonDepth.
 Result<json> ParseJson(const std::string& body, const std::string& what);
 // Seconds since the epoch of an RFC 3339 UTC time ("2024-05-01T12:34:56.1Z");
 // 0 when it does not parse.
