@@ -24,9 +24,9 @@ Result<AgentRecord> AgentRecord::Load(const std::string& path) {
   }
   std::stringstream text;
   text << in.rdbuf();
-  const std::optional<json> doc = ParseJsonWithin(text.str());
+  std::optional<json> doc = ParseJsonWithin(text.str());
   if (!doc) return Status::InvalidArgument(path + " is not an agent state record (not JSON)");
-  const JsonReader reader(*doc);
+  const JsonReader reader(std::move(*doc));
   const JsonField root = reader.Root();
   record.draining = root.Optional("draining").Bool();
   record.draining_since = root.Optional("draining_since").Int();

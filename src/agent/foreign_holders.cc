@@ -19,8 +19,8 @@ Status CheckForeignHolders(ContainerEngine& engine, const AgentClaims& mine) {
     if (owner == mine.agent_id || !info.running) continue;
     auto text = info.labels.find(label::kAllocations);
     if (text == info.labels.end()) continue;
-    const std::optional<nlohmann::json> parsed = ParseJsonWithin(text->second);
-    auto alloc = parsed ? AllocationFromLabel(*parsed) : Result<Allocation>(Status::InvalidArgument("not JSON"));
+    std::optional<nlohmann::json> parsed = ParseJsonWithin(text->second);
+    auto alloc = parsed ? AllocationFromLabel(std::move(*parsed)) : Result<Allocation>(Status::InvalidArgument("not JSON"));
     if (!alloc.ok()) continue;  // not a record this agent can read; it claims nothing here
     std::vector<std::string> held;
     for (int core : alloc->cores)

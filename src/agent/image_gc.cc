@@ -31,14 +31,14 @@ ImageCollector::ImageCollector(ContainerEngine& engine, EventHub& hub, const Clo
 
 void ImageCollector::RecordUse(const ImageRef& image, int64_t now) {
   MutexLock lock(mutex_);
-  int64_t& last = last_use_[image.canonical];
+  int64_t& last = last_use_[image.Canonical()];
   last = std::max(last, now);
 }
 
 int64_t ImageCollector::LastUse(const ImageInfo& image) const {
   int64_t last = image.created_unix;
   for (const std::string& tag : image.tags)
-    if (auto it = last_use_.find(ParseImageRef(tag).canonical); it != last_use_.end()) last = std::max(last, it->second);
+    if (auto it = last_use_.find(ParseImageRef(tag).Canonical()); it != last_use_.end()) last = std::max(last, it->second);
   return last;
 }
 

@@ -42,8 +42,9 @@ class ImageCollector {
   ImageCollector(ContainerEngine& engine, EventHub& hub, const Clock& clock, std::string agent_id, Marks marks,
                  std::string lock_path, DiskUsage usage = FilesystemUsedPercent);
 
-  // Records that a kernel was made from `image` (as its request gave it) at `now` (unix seconds): its last use, which outranks the image's
-  // creation time in the least-recently-used order.
+  // Records that a kernel was made from `image` (as its request gave it) at
+  // `now` (unix seconds): its last use, which outranks the image's creation
+  // time in the least-recently-used order.
   void RecordUse(const ImageRef& image, int64_t now) EXCLUDES(mutex_);
 
   // One round (see the file comment). Returns the ids of the images it
@@ -65,7 +66,7 @@ class ImageCollector {
   const DiskUsage usage_;
 
   mutable Mutex mutex_;
-  std::map<std::string, int64_t> last_use_ GUARDED_BY(mutex_);  // by ImageRef::canonical
+  std::map<std::string, int64_t> last_use_ GUARDED_BY(mutex_);  // by ImageRef::Canonical()
 };
 
 }  // namespace slotd

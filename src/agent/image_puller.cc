@@ -91,7 +91,7 @@ Result<std::optional<ImageInfo>> ImagePuller::Ensure(const ImageRef& image, Pull
 }
 
 Status ImagePuller::Pull(const ImageRef& image) {
-  const std::string key = image.canonical;
+  const std::string key = image.Canonical();
   std::shared_ptr<InFlight> pull;
   {
     MutexLock lock(mutex_);

@@ -130,7 +130,7 @@ class ImagePuller {
   mutable Mutex mutex_;
   std::condition_variable pull_done_;  // signalled when an InFlight is done
   RegistryCredentials credentials_ GUARDED_BY(mutex_);
-  std::map<std::string, std::shared_ptr<InFlight>> in_flight_ GUARDED_BY(mutex_);  // by ImageRef::canonical
+  std::map<std::string, std::shared_ptr<InFlight>> in_flight_ GUARDED_BY(mutex_);  // by ImageRef::Canonical()
 };
 
 }  // namespace slotd

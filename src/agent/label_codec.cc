@@ -67,8 +67,8 @@ json AllocationLabel(const Allocation& allocation) {
   return label;
 }
 
-Result<Allocation> AllocationFromLabel(const json& j) {
-  const JsonReader reader(j, "allocations");
+Result<Allocation> AllocationFromLabel(json label) {
+  const JsonReader reader(std::move(label), "allocations");
   const JsonField root = reader.Root().Object();
   auto whole = [](const JsonField& f) { return static_cast<int>(f.Count(std::numeric_limits<int>::max())); };
   Allocation a;
@@ -145,7 +145,7 @@ Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
   if (!alloc_json.ok()) return alloc_json.status();
   auto request = RequestFromLabel(*request_json);
   if (!request.ok()) return request.status().WithPrefix("container " + info.name);
-  auto allocation = AllocationFromLabel(*alloc_json);
+  auto allocation = AllocationFromLabel(std::move(*alloc_json));
   if (!allocation.ok()) return allocation.status().WithPrefix("container " + info.name);
 
   Kernel kernel;

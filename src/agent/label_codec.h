@@ -59,6 +59,6 @@ nlohmann::json AllocationLabel(const Allocation& allocation);
 
 // Label kAllocations read back; a malformed one is kInvalidArgument naming
 // the field. Also how other owners' records are read (foreign holders).
-Result<Allocation> AllocationFromLabel(const nlohmann::json& label);
+Result<Allocation> AllocationFromLabel(nlohmann::json label);
 
 }  // namespace slotd

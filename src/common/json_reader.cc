@@ -8,6 +8,9 @@ using nlohmann::json;
 
 namespace {
 
+// The most bytes of a field's path that a problem quotes.
+constexpr size_t kMaxProblemPath = 200;
+
 // The null that an absent optional member reads as.
 const json& NullJson() {
   static const json null;
@@ -45,7 +48,12 @@ Status JsonReader::Check(const std::string& what) const {
 }
 
 void JsonField::Problem(const std::string& what) const {
-  if (reader_->problem.empty()) reader_->problem = Name() + " " + what;
+  if (!reader_->problem.empty()) return;
+  // The path is made of the document's own keys: bounded, so that a hostile
+  // key cannot make every message that quotes the problem as long as itself.
+  std::string name = Name();
+  if (name.size() > kMaxProblemPath) name = name.substr(0, kMaxProblemPath) + "...";
+  reader_->problem = name + " " + what;
 }
 
 void JsonField::Expected(const std::string& expected) const {

@@ -63,7 +63,6 @@ ImageRef ParseImageRef(const std::string& image) {
   const std::string first = first_slash == std::string::npos ? "" : name.substr(0, first_slash);
   const bool is_registry = IsRegistry(first);
   ref.registry = is_registry ? first : "docker.io";
-  ref.canonical = ref.digest.empty() ? ref.repository + ":" + ref.tag : ref.repository + "@" + ref.digest;
   return ref;
 }
 

@@ -18,14 +18,15 @@ struct ImageRef {
 
   // repository@digest when there is a digest, else repository:tag: one
   // spelling per image, for comparing and for keys.
-  std::string canonical;
+  std::string Canonical() const { return digest.empty() ? repository + ":" + tag : repository + "@" + digest; }
 
   bool operator==(const ImageRef&) const = default;
 };
 
-// Splits `image`, once: code that takes an ImageRef never parses again. The first path component is a registry when it has a ".",
-// a ":" or an upper-case letter, or is "localhost" (Docker's rule); otherwise the image is Docker
-// Hub's. Never fails: ValidateImageRef says whether the name is one.
+// Splits `image`, once: code that takes an ImageRef never parses again.
+// The first path component is a registry when it has a ".", a ":" or an
+// upper-case letter, or is "localhost" (Docker's rule); otherwise the image
+// is Docker Hub's. Never fails: ValidateImageRef says whether the name is one.
 ImageRef ParseImageRef(const std::string& image);
 
 // OK when `image` is a reference as the engine's grammar has it

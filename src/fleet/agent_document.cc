@@ -84,7 +84,7 @@ Result<AgentDocument> AgentDocument::FromJson(std::string_view text) {
   const JsonField root = reader.Root();
   AgentDocument doc;
   doc.id = Text(root["id"]);
-  if (reader.problem().empty() && !IsValidAgentId(doc.id))
+  if (!IsValidAgentId(doc.id))
     root["id"].Problem("\"" + doc.id + "\" is not an agent id ([a-z0-9][a-z0-9._-]{0,63})");
   doc.node = Text(root["node"]);
   doc.address = Text(root["address"]);

@@ -29,8 +29,8 @@ json AgentClaims::ToJson() const {
           {"devices", devices_json}};
 }
 
-Result<AgentClaims> AgentClaims::FromJson(const json& j) {
-  const JsonReader reader(j);
+Result<AgentClaims> AgentClaims::FromJson(json j) {
+  const JsonReader reader(std::move(j));
   const JsonField root = reader.Root();
   AgentClaims c;
   c.agent_id = root["agent_id"].String();
@@ -158,8 +158,8 @@ Result<std::vector<AgentClaims>> NodeClaims::ReadLive(const std::string& dir) {
     std::ifstream in(entry.path());
     std::stringstream text;
     text << in.rdbuf();
-    const std::optional<json> j = ParseJsonWithin(text.str());
-    auto claims = j ? AgentClaims::FromJson(*j) : Result<AgentClaims>(Status::InvalidArgument("not JSON"));
+    std::optional<json> j = ParseJsonWithin(text.str());
+    auto claims = j ? AgentClaims::FromJson(std::move(*j)) : Result<AgentClaims>(Status::InvalidArgument("not JSON"));
     if (!claims.ok()) return claims.status().WithPrefix("claim file " + entry.path().string());
     live.push_back(std::move(*claims));
   }

@@ -43,7 +43,7 @@ struct AgentClaims {
 
   nlohmann::json ToJson() const;
   // Parses a claim file's JSON; kInvalidArgument naming the field.
-  static Result<AgentClaims> FromJson(const nlohmann::json& j);
+  static Result<AgentClaims> FromJson(nlohmann::json j);
 };
 
 // The claims a config makes, with the device ids its plugins own.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # CTest api_fuzz.schema: schema-driven fuzzing of a live agent's API
 # (fuzz.mjs says what it sends and what it holds the answers to). Starts
-# build/bin/slotd against the engine at $DOCKER_HOST (or the one CTest gave it), with a token, two mock
-# devices, 2 cores and 1 GiB, then runs fuzz.mjs with the npm packages that
-# api_fuzz.npm_ci installed into MODULES_DIR. Fails on any 5xx, any answer the
+# build/bin/slotd against the engine at $DOCKER_HOST (or the one CTest gave
+# it), with a token, two mock devices, 2 cores and 1 GiB, then runs fuzz.mjs
+# with the npm packages that api_fuzz.npm_ci installed into MODULES_DIR. Fails on any 5xx, any answer the
 # document does not allow, or an agent that dies or does not stop cleanly.
 # Usage: api_fuzz_test.sh REPO_ROOT SLOTD_BINARY MODULES_DIR [FUZZ.MJS ARGS...]
 #   e.g. --seed N (replays a run), --runs N, --time-limit-s N, --verbose;

@@ -36,15 +36,15 @@ TEST(ImageRefTest, TheRegistryIsTheFirstComponentOnlyWhenItLooksLikeAHost) {
   EXPECT_EQ(local.registry, "127.0.0.1:5000");
   EXPECT_EQ(local.repository, "127.0.0.1:5000/team/torch");
   EXPECT_EQ(local.tag, "2.3");
-  EXPECT_EQ(local.canonical, "127.0.0.1:5000/team/torch:2.3");
+  EXPECT_EQ(local.Canonical(), "127.0.0.1:5000/team/torch:2.3");
   EXPECT_EQ(ParseImageRef("localhost/x").registry, "localhost");
   EXPECT_EQ(ParseImageRef("registry.example.com/x:1").registry, "registry.example.com");
   EXPECT_EQ(ParseImageRef("team/torch").registry, "docker.io");
-  EXPECT_EQ(ParseImageRef("busybox").canonical, "busybox:latest");  // no tag: latest
+  EXPECT_EQ(ParseImageRef("busybox").Canonical(), "busybox:latest");  // no tag: latest
   const ImageRef pinned = ParseImageRef("127.0.0.1:5000/x@sha256:abc");
   EXPECT_EQ(pinned.digest, "sha256:abc");
   EXPECT_EQ(pinned.tag, "");
-  EXPECT_EQ(pinned.canonical, "127.0.0.1:5000/x@sha256:abc");
+  EXPECT_EQ(pinned.Canonical(), "127.0.0.1:5000/x@sha256:abc");
   EXPECT_EQ(ParseImageRef("127.0.0.1:5000/x").tag, "latest");  // a port is no tag
 }
 

@@ -103,6 +103,13 @@ TEST(JsonReaderTest, ParsingRefusesWhatIsNotJsonAndWhatNestsTooDeep) {
   EXPECT_EQ(ParseJsonWithin(R"({"a": "\u00e9"})")->at("a"), "\xc3\xa9");
 }
 
+TEST(JsonReaderTest, AProblemQuotesAtMostTheStartOfALongPath) {
+  const std::string key(100000, 'k');
+  const JsonReader reader(json{{key, 1}});
+  for (const auto& [name, value] : reader.Root().Members()) value.String();
+  EXPECT_EQ(reader.problem(), std::string(200, 'k') + "... is a number, expected a string");
+}
+
 TEST(JsonReaderTest, ProblemRecordsWhatTheCallerFindsWrongOnce) {
   const JsonReader reader(json::parse(R"({"id": "Bad Id"})"));
   reader.Root()["id"].Problem("is not an agent id");

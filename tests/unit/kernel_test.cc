@@ -69,7 +69,7 @@ TEST(ParseCreateRequestTest, ReadsEveryFieldOfTheSpecExample) {
   EXPECT_EQ(req->kernel_id, "k-0001");
   EXPECT_EQ(req->session_id, "s-01");
   EXPECT_EQ(req->image.name, "slotd-test/busybox:latest");
-  EXPECT_EQ(req->image.canonical, "slotd-test/busybox:latest");  // parsed once, carried from here on
+  EXPECT_EQ(req->image.Canonical(), "slotd-test/busybox:latest");  // parsed once, carried from here on
   EXPECT_EQ(req->image.registry, "docker.io");
   EXPECT_EQ(req->command, (std::vector<std::string>{"sleep", "3600"}));
   EXPECT_EQ(req->env.at("FOO"), "bar");
