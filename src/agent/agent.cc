@@ -105,6 +105,16 @@ Result<Agent::Admitted> Agent::Admit(const CreateRequest& request) const {
     return Status::InvalidArgument("max_lifetime: " + FormatDuration(*request.max_lifetime) +
                                    " is longer than this agent allows ([container] max-lifetime = \"" +
                                    FormatDuration(lifetime_cap) + "\"); ask for at most that");
+  const std::chrono::milliseconds stop_cap = config_.container.stop_timeout;
+  if (request.stop.timeout && *request.stop.timeout > stop_cap)
+    return Status::InvalidArgument("stop_timeout: " + FormatDuration(*request.stop.timeout) +
+                                   " is longer than this agent allows ([container] stop-timeout = \"" +
+                                   FormatDuration(stop_cap) + "\"); ask for at most that");
+  const int64_t restart_cap = config_.container.restart_max;
+  if (request.restart.max && restart_cap > 0 && *request.restart.max > restart_cap)
+    return Status::InvalidArgument("restart.max: " + std::to_string(*request.restart.max) +
+                                   " is more restarts than this agent allows ([container] restart-max = " +
+                                   std::to_string(restart_cap) + "); ask for at most that");
   if ((request.resources.scratch_bytes || config_.container.scratch_size) && !scratch_quota_.ok())
     return Status::FailedPrecondition("resources.scratch: this agent cannot limit a kernel's scratch ([container] "
                                       "scratch-type is hostdir): " + scratch_quota_.message() +
@@ -224,16 +234,30 @@ Result<std::vector<Agent::NodeImage>> Agent::ListImages() {
   return out;
 }
 
-std::chrono::seconds Agent::StopTimeout() const {
-  return std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
+std::chrono::seconds Agent::StopTimeoutOf(const StopContract& contract) const {
+  const auto cap = std::chrono::duration_cast<std::chrono::seconds>(config_.container.stop_timeout);
+  return std::min(contract.timeout.value_or(cap), cap);
 }
 
-Agent::StopOutcome Agent::StopContainer(const std::string& container_id) {
-  StopOutcome outcome{engine_.Stop(container_id, StopTimeout()), std::nullopt, std::nullopt};
+Agent::StopOutcome Agent::StopContainer(const std::string& container_id, const StopContract& contract) {
+  std::chrono::seconds timeout = StopTimeoutOf(contract);
+  if (!contract.pre_stop.empty() && timeout.count() > 0) {
+    const Clock::TimePoint began = clock_.Now();
+    Result<ExecResult> ran = engine_.Exec(container_id, contract.pre_stop, timeout);
+    if (!ran.ok()) {
+      spdlog::info("container {}: its pre_stop command did not run to its end: {}", container_id,
+                   ran.status().message());
+    } else if (ran->exit_code != 0) {
+      spdlog::info("container {}: its pre_stop command exited with code {}", container_id, ran->exit_code);
+    }
+    const auto spent = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now() - began);
+    timeout = std::max(std::chrono::seconds(0), timeout - spent);
+  }
+  StopOutcome outcome{engine_.Stop(container_id, timeout), std::nullopt, std::nullopt};
   if (outcome.stopped.ok()) {
     if (auto info = engine_.Inspect(container_id); info.ok()) {
       outcome.exit_code = info->exit_code;
-      if (info->finished_unix > 0) outcome.ended_at = info->finished_unix;
+      if (info->finished_ms > 0) outcome.ended_at = info->finished_ms / 1000;
     }
   }
   return outcome;
@@ -241,14 +265,18 @@ Agent::StopOutcome Agent::StopContainer(const std::string& container_id) {
 
 Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
   std::string container_id;
+  StopContract contract;
   {
     MutexLock lock(mutex_);
+    // A restart under way finishes first: a delete wins over it, not the other way round.
+    mutex_.Wait(restart_done_, [&]() REQUIRES(mutex_) { return !table_.Restarting(kernel_id); });
     const Kernel* k = table_.Find(kernel_id);
     if (!k) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
     if (Status s = table_.Stopping(kernel_id); !s.ok()) return s;
     container_id = k->container_id;
+    contract = k->request.stop;
   }
-  auto [stopped, exit_code, ended_at] = StopContainer(container_id);
+  auto [stopped, exit_code, ended_at] = StopContainer(container_id, contract);
   Status removed = stopped.ok() || stopped.code() == Status::Code::kNotFound ? engine_.Remove(container_id, true)
                                                                               : stopped;
   MutexLock lock(mutex_);
@@ -264,24 +292,23 @@ Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
 }
 
 void Agent::StopExpiredKernels(int64_t now) {
-  std::vector<std::pair<std::string, std::string>> expired;  // (kernel, container)
+  std::vector<ToStop> expired;
   {
     MutexLock lock(mutex_);
     for (const auto& [id, kernel] : table_.All()) {
-      if (kernel.deadline && *kernel.deadline <= now && kernel.state() == KernelState::kRunning &&
-          !table_.OwnedByACall(kernel))
-        expired.emplace_back(id, kernel.container_id);
+      const bool live = kernel.state() == KernelState::kRunning || kernel.state() == KernelState::kBackoff;
+      if (kernel.deadline && *kernel.deadline <= now && live && !table_.OwnedByACall(kernel))
+        expired.push_back({id, kernel.container_id, kernel.request.stop});
     }
     // Each is ours until stopped, as in DeleteKernel.
-    for (const auto& [id, container] : expired) (void)table_.Stopping(id);
+    for (const ToStop& k : expired) (void)table_.Stopping(k.kernel_id);
   }
   StopTerminating(expired, "lifetime exceeded");
 }
 
-void Agent::StopTerminating(const std::vector<std::pair<std::string, std::string>>& kernels,
-                            const std::string& reason) {
-  for (const auto& [kernel_id, container_id] : kernels) {
-    const StopOutcome stop = StopContainer(container_id);
+void Agent::StopTerminating(const std::vector<ToStop>& kernels, const std::string& reason) {
+  for (const auto& [kernel_id, container_id, contract] : kernels) {
+    const StopOutcome stop = StopContainer(container_id, contract);
     const Status& stopped = stop.stopped;
     MutexLock lock(mutex_);
     const Kernel* k = table_.Find(kernel_id);
@@ -296,8 +323,54 @@ void Agent::StopTerminating(const std::vector<std::pair<std::string, std::string
   }
 }
 
+std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
+  struct Due {
+    std::string kernel_id;
+    std::string container_id;
+    int64_t restarts;  // before this one
+  };
+  std::vector<Due> due;
+  std::optional<int64_t> next;
+  auto note_next = [&](const Kernel& kernel) {
+    if (kernel.state() == KernelState::kBackoff && kernel.next_restart_at_ms)
+      next = std::min(next.value_or(*kernel.next_restart_at_ms), *kernel.next_restart_at_ms);
+  };
+  {
+    MutexLock lock(mutex_);
+    for (const auto& [id, kernel] : table_.All()) {
+      if (kernel.state() != KernelState::kBackoff || !kernel.next_restart_at_ms || table_.OwnedByACall(kernel)) continue;
+      // A kernel out of lifetime is StopExpiredKernels's to end, not to start.
+      if (kernel.deadline && *kernel.deadline * 1000 <= now_ms) continue;
+      if (*kernel.next_restart_at_ms > now_ms) {
+        note_next(kernel);
+      } else if (table_.BeginPolicyRestart(id).ok()) {
+        due.push_back({id, kernel.container_id, kernel.restarts});
+      }
+    }
+  }
+  for (const Due& d : due) {
+    const int64_t restarts = d.restarts + 1;
+    const Status renamed = engine_.Rename(d.container_id, ContainerName(config_.agent.id, d.kernel_id, restarts));
+    const Status started = renamed.ok() ? engine_.Start(d.container_id) : renamed.WithPrefix("recording the restart");
+    MutexLock lock(mutex_);
+    Kernel* k = table_.Find(d.kernel_id);
+    if (!k || k->container_id != d.container_id) continue;
+    (void)table_.FinishPolicyRestart(d.kernel_id, renamed.ok() ? restarts : d.restarts, started.ok());
+    restart_done_.notify_all();
+    if (started.ok()) {
+      spdlog::info("kernel {}: restarted by its restart policy (restart {})", d.kernel_id, restarts);
+      continue;
+    }
+    spdlog::warn("kernel {}: its restart policy could not start it again: {}", d.kernel_id, started.message());
+    Ended(d.kernel_id, KernelEnd{std::nullopt, false, now_ms, "restart failed: " + started.message()});
+    note_next(*k);
+  }
+  return next;
+}
+
 Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
   std::string container_id;
+  StopContract contract;
   {
     MutexLock lock(mutex_);
     const Kernel* k = table_.Find(kernel_id);
@@ -309,11 +382,14 @@ Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
     if (Status s = table_.BeginRestart(kernel_id); !s.ok())
       return Status::ResourceExhausted("kernel " + kernel_id + " cannot be restarted: " + s.message());
     container_id = k->container_id;
+    contract = k->request.stop;
   }
-  Status s = engine_.Restart(container_id, StopTimeout());
+  Status s = engine_.Restart(container_id, StopTimeoutOf(contract));
   MutexLock lock(mutex_);
   if (!table_.Find(kernel_id)) return Status::NotFound("kernel " + kernel_id + " was removed while restarting");
-  if (Status finished = table_.FinishRestart(kernel_id, s.ok()); !finished.ok()) return finished;
+  Status finished = table_.FinishRestart(kernel_id, s.ok());
+  restart_done_.notify_all();
+  if (!finished.ok()) return finished;
   if (!s.ok()) return s.WithPrefix("restarting kernel " + kernel_id);
   return *table_.Find(kernel_id);
 }

@@ -101,12 +101,19 @@ class Agent {
   // Restarts the container keeping its allocation (re-taking it if the kernel
   // had terminated; kResourceExhausted if it was given away meanwhile).
   Result<Kernel> RestartKernel(const std::string& kernel_id);
-  // Stops every RUNNING kernel whose deadline (unix seconds) is not after
-  // `now`: its container is stopped and it becomes TERMINATED with reason
-  // "lifetime exceeded" (its resources freed, an event emitted); a kernel
-  // that a call holds waits for the next round, and one whose container
-  // cannot be stopped stays RUNNING for the next.
+  // Stops every RUNNING or BACKOFF kernel whose deadline (unix seconds) is
+  // not after `now`: its container is stopped and it becomes TERMINATED with
+  // reason "lifetime exceeded" (its resources freed, an event emitted); a
+  // kernel that a call holds waits for the next round, and one whose
+  // container cannot be stopped stays as it was for the next.
   void StopExpiredKernels(int64_t now) EXCLUDES(mutex_);
+  // Starts again every BACKOFF kernel whose next_restart_at_ms is not after
+  // `now_ms` and that nothing else acts on: renames its container to record
+  // one more restart (ContainerName), then starts it: RUNNING
+  // (kernel_restarted). A start that fails is an end like any other
+  // (BACKOFF again, or TERMINATED at the limit). Returns when the next
+  // BACKOFF kernel is due (unix milliseconds), if one is.
+  std::optional<int64_t> RestartDueKernels(int64_t now_ms) EXCLUDES(mutex_);
 
   Result<ExecResult> Exec(const std::string& kernel_id, const std::vector<std::string>& command,
                           std::chrono::seconds timeout);
@@ -253,13 +260,19 @@ class Agent {
   // The container of `kernel_id` when it is RUNNING; else kNotFound or
   // kFailedPrecondition saying why an exec cannot run.
   Result<std::string> RunningContainer(const std::string& kernel_id) const;
-  // Stops the containers of `kernels` (kernel, container), each set
-  // TERMINATING by the caller: TERMINATED with `reason`, or RUNNING again
-  // when its container cannot be stopped. Takes mutex_ itself; stops without it.
-  void StopTerminating(const std::vector<std::pair<std::string, std::string>>& kernels, const std::string& reason)
-      EXCLUDES(mutex_);
-  // [container] stop-timeout, as the engine takes it.
-  std::chrono::seconds StopTimeout() const;
+  // A kernel to stop: its id, its container and how it asked to be stopped.
+  struct ToStop {
+    std::string kernel_id;
+    std::string container_id;
+    StopContract contract;
+  };
+  // Stops the containers of `kernels`, each set TERMINATING by the caller:
+  // TERMINATED with `reason`, or back to its state before when its
+  // container cannot be stopped. Takes mutex_ itself; stops without it.
+  void StopTerminating(const std::vector<ToStop>& kernels, const std::string& reason) EXCLUDES(mutex_);
+  // How long a kernel of `contract` gets to stop: its stop_timeout, at most
+  // [container] stop-timeout (its default), in whole seconds as the engine takes it.
+  std::chrono::seconds StopTimeoutOf(const StopContract& contract) const;
   // What stopping a container came to: the engine's answer and, when it
   // stopped, its exit code and when it ended (unset when the inspect after
   // it failed).
@@ -268,9 +281,14 @@ class Agent {
     std::optional<int> exit_code;
     std::optional<int64_t> ended_at;
   };
-  // Stops `container_id` (SIGTERM, then SIGKILL after StopTimeout()) and
-  // reads its exit code; call without the lock.
-  StopOutcome StopContainer(const std::string& container_id) EXCLUDES(mutex_);
+  // Stops `container_id` as `contract` says (its pre_stop command, then its
+  // stop signal, then SIGKILL when StopTimeoutOf(contract) has passed since
+  // the start) and reads its exit code; call without the lock.
+  StopOutcome StopContainer(const std::string& container_id, const StopContract& contract) EXCLUDES(mutex_);
+  // What the end `end` of RUNNING or BACKOFF kernel `kernel_id`'s container
+  // comes to under its restart policy (DecideOnExit): BACKOFF, keeping its
+  // resources, or TERMINATED, freeing them.
+  void Ended(const std::string& kernel_id, const KernelEnd& end) REQUIRES(mutex_);
   // The lowest NUMA node with room for all of `request`'s topology-bound
   // units (cores, devices); nullopt when none has.
   std::optional<int> ChooseNumaNode(const ResourceRequest& request) const REQUIRES(mutex_);
@@ -358,6 +376,7 @@ class Agent {
   std::map<std::string, std::shared_ptr<PendingCreate>> pending_creates_ GUARDED_BY(mutex_);  // by kernel id
   std::vector<std::pair<std::string, std::string>> intruders_ GUARDED_BY(mutex_);  // (kernel, container) to stop
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
+  std::condition_variable restart_done_;                   // with mutex_: a restart under way finished
 
   std::atomic<int64_t> last_sync_ns_{-1};    // clock_ time of the last good relist or restore
   std::atomic<int64_t> last_answer_ns_{-1};  // clock_ time of the last answered round trip

@@ -37,25 +37,54 @@ reconcile::Step Agent::StepFor(const ContainerInfo& info, uint64_t list_seq) con
   return reconcile::DecideOnContainer(info, &known, forgotten_at, list_seq);
 }
 
+void Agent::Ended(const std::string& kernel_id, const KernelEnd& end) {
+  const Kernel* k = table_.Find(kernel_id);
+  if (!k) return;
+  const std::optional<int64_t> ended_at = end.ended_at_ms > 0 ? std::optional(end.ended_at_ms / 1000) : std::nullopt;
+  const bool policy_applies = k->state() == KernelState::kRunning || k->state() == KernelState::kBackoff;
+  if (!policy_applies) {
+    (void)table_.Terminated(kernel_id, end.exit_code, end.why, ended_at);
+    return;
+  }
+  const ExitOutcome outcome = DecideOnExit(ResolveRestart(k->request.restart, config_.container), k->restarts, end,
+                                           k->deadline, clock_.UnixMillis());
+  if (outcome.restart) {
+    (void)table_.BackOff(kernel_id, end.exit_code, outcome.reason, ended_at, outcome.restart_at_ms);
+  } else {
+    (void)table_.Terminated(kernel_id, end.exit_code, outcome.reason, ended_at);
+  }
+}
+
+// The end of a container as an inspect shows it (nullptr: not inspected),
+// `noticed` added to its words; a kill (137) after `oom_kills` reported
+// kills for lack of memory was that.
+static KernelEnd EndOf(const ContainerInfo* inspected, int oom_kills, int64_t now_ms, const std::string& noticed) {
+  KernelEnd end;
+  if (inspected) end.exit_code = inspected->exit_code;
+  end.out_of_memory = oom_kills > 0 && end.exit_code == 137;
+  end.ended_at_ms = inspected && inspected->finished_ms > 0 ? inspected->finished_ms : now_ms;
+  end.why = end.out_of_memory ? "out of memory"
+                              : "exited with code " + (end.exit_code ? std::to_string(*end.exit_code) : "?");
+  end.why += noticed;
+  return end;
+}
+
 void Agent::ConfirmDeath(const std::string& kernel_id, const EngineEvent& event) {
   // A die that a restart has already overtaken (the event reader lagged) must
   // not free a kernel whose container runs again: ask the engine, unlocked.
-  std::optional<int> code;
-  if (auto it = event.attributes.find("exitCode"); it != event.attributes.end()) code = std::atoi(it->second.c_str());
-  std::optional<int64_t> ended_at;
-  if (event.time_nano > 0) ended_at = event.time_nano / 1'000'000'000;
-  if (auto info = engine_.Inspect(event.id); info.ok()) {
-    if (info->running) return;
-    code = info->exit_code;
-    if (info->finished_unix > 0) ended_at = info->finished_unix;
+  Result<ContainerInfo> info = engine_.Inspect(event.id);
+  if (info.ok() && info->running) return;
+  if (!info.ok()) {  // gone already: what the event says
+    ContainerInfo from_event;
+    if (auto it = event.attributes.find("exitCode"); it != event.attributes.end())
+      from_event.exit_code = std::atoi(it->second.c_str());
+    from_event.finished_ms = event.time_nano / 1'000'000;
+    info = std::move(from_event);
   }
   MutexLock lock(mutex_);
   const Kernel* k = table_.Find(kernel_id);
   if (EventStepFor(k, event) != reconcile::EventStep::kCheckDeath) return;  // changed meanwhile
-  // Killed (137) after the engine reported a kill for lack of memory: that was its end.
-  std::string reason = k->oom_kills > 0 && code == 137 ? "out of memory"
-                                                       : "exited with code " + (code ? std::to_string(*code) : "?");
-  (void)table_.Terminated(kernel_id, code, reason, ended_at);
+  Ended(kernel_id, EndOf(&*info, k->oom_kills, clock_.UnixMillis(), ""));
 }
 
 // What differs between a kernel's allocation and its container as inspected,
@@ -99,7 +128,7 @@ void Agent::StopIntruders() {
     intruders.swap(intruders_);
   }
   for (const auto& [kernel_id, container_id] : intruders) {
-    const StopOutcome stop = StopContainer(container_id);
+    const StopOutcome stop = StopContainer(container_id, StopContract{});
     MutexLock lock(mutex_);
     const Kernel* k = table_.Find(kernel_id);
     if (!k || k->container_id != container_id || k->state() != KernelState::kError) continue;
@@ -234,10 +263,24 @@ Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const Conta
     outcome = table_.Adopt(kernel, KernelState::kRunning);
     if (!outcome.ok()) outcome = AdoptRefused(std::move(kernel), info, outcome, at_start);
   } else {
-    kernel.exit_code = inspected ? std::optional<int>(inspected->exit_code) : std::nullopt;
-    kernel.reason = "exited with code " + (inspected ? std::to_string(inspected->exit_code) : "?");
-    if (inspected && inspected->finished_unix > 0) kernel.terminated_at = inspected->finished_unix;
-    outcome = table_.Adopt(kernel, KernelState::kTerminated);
+    // Ended while the agent was away: as its restart policy says.
+    const KernelEnd end = EndOf(inspected, 0, clock_.UnixMillis(), "");
+    const ExitOutcome decided = DecideOnExit(ResolveRestart(kernel.request.restart, config_.container),
+                                             kernel.restarts, end, kernel.deadline, clock_.UnixMillis());
+    kernel.exit_code = end.exit_code;
+    kernel.reason = decided.reason;
+    if (inspected && inspected->finished_ms > 0) kernel.terminated_at = inspected->finished_ms / 1000;
+    if (decided.restart) {
+      kernel.next_restart_at_ms = decided.restart_at_ms;
+      outcome = table_.Adopt(kernel, KernelState::kBackoff);
+      if (!outcome.ok()) {
+        kernel.next_restart_at_ms.reset();
+        kernel.reason += "; not restarted: " + outcome.message();
+        outcome = table_.Adopt(kernel, KernelState::kTerminated);
+      }
+    } else {
+      outcome = table_.Adopt(kernel, KernelState::kTerminated);
+    }
   }
   if (!outcome.ok()) return outcome;
   spdlog::info("adopted kernel {} ({})", kernel_id, KernelStateName(table_.Find(kernel_id)->state()));
@@ -278,15 +321,9 @@ Status Agent::ApplyList(const std::vector<ContainerInfo>& mine, const std::map<s
       case reconcile::Step::kResume:
         Resume(kernel_id, "found running on relist");
         break;
-      case reconcile::Step::kMarkExited: {
-        const std::optional<int> code = end ? std::optional<int>(end->exit_code) : std::nullopt;
-        const std::optional<int64_t> at = end && end->finished_unix > 0 ? std::optional(end->finished_unix)
-                                                                         : std::nullopt;
-        (void)table_.Terminated(kernel_id, code,
-                                "exited with code " + (code ? std::to_string(*code) : "?") + " (noticed on relist)",
-                                at);
+      case reconcile::Step::kMarkExited:
+        Ended(kernel_id, EndOf(end, table_.Find(kernel_id)->oom_kills, clock_.UnixMillis(), " (noticed on relist)"));
         break;
-      }
       case reconcile::Step::kAdoptCreated:
       case reconcile::Step::kAdoptRunning:
       case reconcile::Step::kAdoptExited:
@@ -371,12 +408,14 @@ Status Agent::Restore() {
 void Agent::ApplyDeviceHealth() {
   const std::optional<DeviceManager::HealthNow> health = devices_.HealthChange();
   if (!health) return;
-  std::vector<std::pair<std::string, std::string>> to_stop;  // (kernel, container)
+  std::vector<ToStop> to_stop;
   {
     MutexLock lock(mutex_);
     std::vector<std::string> running;
-    for (const auto& [kernel_id, kernel] : table_.All())
-      if (kernel.state() == KernelState::kRunning && kernel.holds_resources) running.push_back(kernel_id);
+    for (const auto& [kernel_id, kernel] : table_.All()) {
+      const bool live = kernel.state() == KernelState::kRunning || kernel.state() == KernelState::kBackoff;
+      if (live && kernel.holds_resources) running.push_back(kernel_id);
+    }
     for (const std::string& kernel_id : running) {
       Kernel& kernel = *table_.Find(kernel_id);
       std::string condition;
@@ -391,7 +430,8 @@ void Agent::ApplyDeviceHealth() {
         }
       }
       // Ours until stopped, as in DeleteKernel.
-      if (stop && table_.Stopping(kernel_id).ok()) to_stop.emplace_back(kernel_id, kernel.container_id);
+      if (stop && table_.Stopping(kernel_id).ok())
+        to_stop.push_back({kernel_id, kernel.container_id, kernel.request.stop});
       if (condition == kernel.device_condition) continue;
       kernel.device_condition = condition;
       if (!condition.empty()) spdlog::warn("kernel {}: {}", kernel_id, condition);
@@ -399,8 +439,8 @@ void Agent::ApplyDeviceHealth() {
                       {{"condition", kernel.Conditions().empty() ? json(nullptr) : json(kernel.Conditions())}});
     }
   }
-  for (const auto& [kernel_id, container_id] : to_stop)
-    spdlog::warn("kernel {}: stopping it, a device it holds is unhealthy (on-unhealthy = \"stop\")", kernel_id);
+  for (const ToStop& k : to_stop)
+    spdlog::warn("kernel {}: stopping it, a device it holds is unhealthy (on-unhealthy = \"stop\")", k.kernel_id);
   StopTerminating(to_stop, "device unhealthy");
   if (!to_stop.empty()) devices_.LookAgain();  // a kernel whose stop failed is looked at again
 }

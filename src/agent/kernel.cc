@@ -154,9 +154,9 @@ namespace {
 
 // Refuses a field of `body` that a create request does not have.
 Status CheckKnownFields(const json& body) {
-  static const std::vector<std::string> kKnown = {"kernel_id", "session_id", "image",  "command",     "env",
-                                                  "resources", "ports",      "labels", "max_lifetime",
-                                                  "mounts",    "pull"};
+  static const std::vector<std::string> kKnown = {
+      "kernel_id",    "session_id", "image", "command",     "env",          "resources", "ports",   "labels",
+      "max_lifetime", "mounts",     "pull",  "stop_signal", "stop_timeout", "pre_stop",  "restart"};
   for (const auto& [key, value] : body.items()) {
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
       std::string known;
@@ -300,6 +300,8 @@ Result<CreateRequest> ParseRequestWithin(const json& body, const RequestLimits& 
   if (Status s = ParsePorts(body, req); !s.ok()) return s;
   if (Status s = ParseMounts(body, limits, req.mounts); !s.ok()) return s;
   if (Status s = ParseUserLabels(body, limits, req); !s.ok()) return s;
+  if (Status s = ParseStopContract(body, limits.command_args, limits.command_total, req.stop); !s.ok()) return s;
+  if (Status s = ParseRestartPolicy(body, req.restart); !s.ok()) return s;
   return req;
 }
 
@@ -312,6 +314,7 @@ const char* KernelStateName(KernelState state) {
     case KernelState::kPulling: return "PULLING";
     case KernelState::kPreparing: return "PREPARING";
     case KernelState::kRunning: return "RUNNING";
+    case KernelState::kBackoff: return "BACKOFF";
     case KernelState::kTerminating: return "TERMINATING";
     case KernelState::kTerminated: return "TERMINATED";
     case KernelState::kError: return "ERROR";
@@ -349,11 +352,24 @@ json Kernel::ToJson() const {
           {"labels", request.labels},
           {"created_at", created_at},
           {"terminated_at", terminated_at ? json(*terminated_at) : json(nullptr)},
-          {"deadline", deadline ? json(*deadline) : json(nullptr)}};
+          {"deadline", deadline ? json(*deadline) : json(nullptr)},
+          {"restarts", restarts},
+          {"next_restart_at_ms", next_restart_at_ms ? json(*next_restart_at_ms) : json(nullptr)}};
 }
 
-std::string ContainerName(const std::string& agent_id, const std::string& kernel_id) {
-  return "slotd-" + std::to_string(agent_id.size()) + "-" + agent_id + "-" + kernel_id;
+std::string ContainerName(const std::string& agent_id, const std::string& kernel_id, int64_t restarts) {
+  const std::string prefix = restarts > 0 ? "slotd.r" + std::to_string(restarts) + "-" : "slotd-";
+  return prefix + std::to_string(agent_id.size()) + "-" + agent_id + "-" + kernel_id;
+}
+
+int64_t RestartsInName(const std::string& name) {
+  constexpr std::string_view kPrefix = "slotd.r";
+  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return 0;
+  int64_t restarts = 0;
+  size_t i = kPrefix.size();
+  for (; i < name.size() && i < kPrefix.size() + 9 && name[i] >= '0' && name[i] <= '9'; ++i)
+    restarts = restarts * 10 + (name[i] - '0');
+  return i < name.size() && name[i] == '-' ? restarts : 0;
 }
 
 }  // namespace slotd

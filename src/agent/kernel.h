@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/kernel_policy.h"
 #include "common/status.h"
 #include "config/choices.h"
 #include "engine/container_engine.h"
@@ -38,7 +39,7 @@ inline constexpr char kDeadline[] = "ai.backend.slotd.deadline";
 // each kernel in the oldest format that holds it (LabelFormatFor).
 inline constexpr char kFormat[] = "ai.backend.slotd.label-format";
 inline constexpr char kReservedPrefix[] = "ai.backend.";
-inline constexpr int kCurrentFormat = 4;
+inline constexpr int kCurrentFormat = 5;
 }  // namespace label
 
 // A host directory a request asks to have mounted (checked against
@@ -73,6 +74,8 @@ struct CreateRequest {
   std::vector<RequestedMount> mounts;
   // A pull policy stricter than the agent's; unset: the agent's.
   std::optional<PullPolicy> pull;
+  StopContract stop;      // stop_signal, stop_timeout, pre_stop
+  RestartPolicy restart;  // whether it is started again when its container ends
 
   // Two requests are the same (a repeat, not a conflict) exactly when equal.
   bool operator==(const CreateRequest&) const = default;
@@ -99,7 +102,9 @@ Result<CreateRequest> ParseRequestWithin(const nlohmann::json& body, const Reque
 // True when `id` is a valid kernel id: [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
 bool IsValidKernelId(const std::string& id);
 
-enum class KernelState { kPulling, kPreparing, kRunning, kTerminating, kTerminated, kError };
+// kBackoff: its container ended and its restart policy starts it again at
+// next_restart_at_ms; it keeps its resources meanwhile.
+enum class KernelState { kPulling, kPreparing, kRunning, kBackoff, kTerminating, kTerminated, kError };
 const char* KernelStateName(KernelState state);
 
 // What the agent knows about one kernel.
@@ -125,6 +130,11 @@ struct Kernel {
   // unset while it runs, and when the engine does not say (it never started).
   std::optional<int64_t> terminated_at;
   std::optional<int64_t> deadline;  // unix seconds when its lifetime runs out; unset: never
+  // How many times its restart policy has started it again; the engine
+  // keeps it in the container's name (ContainerName).
+  int64_t restarts = 0;
+  // While BACKOFF: when its restart policy starts it again, in unix milliseconds.
+  std::optional<int64_t> next_restart_at_ms;
   uint64_t container_seq = 0;  // the agent's mutation sequence when its container appeared
 
   const std::string& id() const { return request.kernel_id; }
@@ -135,7 +145,7 @@ struct Kernel {
   std::string Conditions() const;
   // The API form: kernel_id, session_id, agent_id, container_id, image,
   // command, state, exit_code, reason, allocations, ports, labels,
-  // created_at, terminated_at, deadline.
+  // created_at, terminated_at, deadline, restarts, next_restart_at_ms.
   nlohmann::json ToJson() const;
 
  private:
@@ -148,6 +158,13 @@ struct Kernel {
 // agent id ends, so no two (agent, kernel) pairs share a name: agent "adv"
 // with kernel "a-k1" and agent "adv-a" with kernel "k1" get slotd-3-adv-a-k1
 // and slotd-5-adv-a-k1. The engine refuses a second container of one name.
-std::string ContainerName(const std::string& agent_id, const std::string& kernel_id);
+// A kernel its restart policy has started again `restarts` times is renamed
+// slotd.r<restarts>-<length>-<agent-id>-<kernel-id> before each restart: the
+// name is the engine's record of the count, which labels cannot hold (the
+// engine never changes a container's labels), and no kernel's first name
+// starts with "slotd.".
+std::string ContainerName(const std::string& agent_id, const std::string& kernel_id, int64_t restarts = 0);
+// The restarts a container's name records (ContainerName); 0 for any other name.
+int64_t RestartsInName(const std::string& name);
 
 }  // namespace slotd

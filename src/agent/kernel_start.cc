@@ -169,6 +169,9 @@ ContainerSpec Agent::SpecFor(const CreateRequest& request, const Kernel& kernel)
   spec.shm_bytes = request.resources.ShmBytes();
   spec.ulimits = config_.container.ulimits;
   spec.no_new_privileges = !config_.container.allow_root;  // no set-uid way to root
+  spec.init = config_.container.init;
+  spec.stop_signal = request.stop.signal;
+  spec.stop_timeout_s = static_cast<int>(StopTimeoutOf(request.stop).count());
   for (const auto& [name, value] : request.env) spec.env.push_back(name + "=" + value);
   spec.env.push_back("SLOTD_KERNEL_ID=" + request.kernel_id);
   spec.env.push_back("SLOTD_AGENT_ID=" + config_.agent.id);

@@ -17,6 +17,7 @@ constexpr Place kNone = std::nullopt;
 constexpr Place kPulling = KernelState::kPulling;
 constexpr Place kPreparing = KernelState::kPreparing;
 constexpr Place kRunning = KernelState::kRunning;
+constexpr Place kBackoff = KernelState::kBackoff;
 constexpr Place kTerminating = KernelState::kTerminating;
 constexpr Place kTerminated = KernelState::kTerminated;
 constexpr Place kError = KernelState::kError;
@@ -29,17 +30,20 @@ const std::vector<KernelTable::Rule>& KernelTable::Rules() {
   static const std::vector<Rule> rules = {
       {T::kReserve, "reserve", {kNone}, {kPulling, kPreparing}, nullptr},
       {T::kPrepared, "prepared", {kPulling}, {kPreparing}, nullptr},
-      {T::kAdopt, "adopt", {kNone}, {kPreparing, kRunning, kTerminated, kError}, nullptr},
+      {T::kAdopt, "adopt", {kNone}, {kPreparing, kRunning, kBackoff, kTerminated, kError}, nullptr},
       {T::kStarted, "started", {kPreparing}, {kRunning}, "kernel_started"},
-      {T::kResumed, "resumed", {kTerminated, kError}, {kRunning}, "kernel_started"},
+      {T::kResumed, "resumed", {kBackoff, kTerminated, kError}, {kRunning}, "kernel_started"},
       {T::kRefused, "refused", {kTerminated, kError}, {kError}, nullptr},
-      {T::kRestarted, "restarted", {kRunning, kTerminated, kError}, {kRunning}, "kernel_started"},
-      {T::kStopping, "stopping", {kRunning, kTerminated, kError}, {kTerminating}, nullptr},
-      {T::kStopFailed, "stop failed", {kTerminating}, {kRunning, kTerminated, kError}, nullptr},
-      {T::kTerminated, "terminated", {kPreparing, kRunning, kTerminating, kError}, {kTerminated}, "kernel_terminated"},
+      {T::kRestarted, "restarted", {kRunning, kBackoff, kTerminated, kError}, {kRunning}, "kernel_started"},
+      {T::kBackedOff, "backed off", {kRunning, kBackoff}, {kBackoff}, "kernel_backoff"},
+      {T::kPolicyRestarted, "restarted by its policy", {kBackoff}, {kRunning}, "kernel_restarted"},
+      {T::kStopping, "stopping", {kRunning, kBackoff, kTerminated, kError}, {kTerminating}, nullptr},
+      {T::kStopFailed, "stop failed", {kTerminating}, {kRunning, kBackoff, kTerminated, kError}, nullptr},
+      {T::kTerminated, "terminated", {kPreparing, kRunning, kBackoff, kTerminating, kError}, {kTerminated},
+       "kernel_terminated"},
       {T::kDeleted, "deleted", {kTerminating}, {kNone}, "kernel_removed"},
-      {T::kForgotten, "forgotten", {kPulling, kPreparing, kRunning, kTerminating, kTerminated, kError}, {kNone},
-       "kernel_removed"},
+      {T::kForgotten, "forgotten", {kPulling, kPreparing, kRunning, kBackoff, kTerminating, kTerminated, kError},
+       {kNone}, "kernel_removed"},
       {T::kAbandoned, "abandoned", {kPulling, kPreparing}, {kNone}, nullptr},
   };
   return rules;
@@ -51,7 +55,7 @@ const KernelTable::Rule& KernelTable::RuleOf(Transition transition) {
 }
 
 std::vector<Place> KernelTable::Places() {
-  return {kNone, kPulling, kPreparing, kRunning, kTerminating, kTerminated, kError};
+  return {kNone, kPulling, kPreparing, kRunning, kBackoff, kTerminating, kTerminated, kError};
 }
 
 std::string PlaceName(Place place) { return place ? KernelStateName(*place) : "(none)"; }
@@ -156,7 +160,7 @@ Status KernelTable::Adopt(Kernel kernel, KernelState state) {
   const std::string kernel_id = kernel.id();
   if (Result<Kernel*> k = Check(T::kAdopt, kernel_id, state); !k.ok()) return k.status();
   kernel.holds_resources = false;
-  if (state == KernelState::kPreparing || state == KernelState::kRunning) {
+  if (state == KernelState::kPreparing || state == KernelState::kRunning || state == KernelState::kBackoff) {
     if (Status s = Claim(kernel); !s.ok()) return s;
   }
   kernel.container_seq = ++seq_;
@@ -167,11 +171,12 @@ Status KernelTable::Adopt(Kernel kernel, KernelState state) {
 
 Status KernelTable::Started(const std::string& kernel_id) { return Move(T::kStarted, kernel_id, KernelState::kRunning); }
 
-void KernelTable::RunAgain(Kernel& kernel, Transition transition) {
+void KernelTable::RunAgain(Kernel& kernel, Transition transition, json extra) {
   kernel.exit_code.reset();
   kernel.reason.clear();
   kernel.terminated_at.reset();
-  Enter(kernel, transition, KernelState::kRunning);
+  kernel.next_restart_at_ms.reset();
+  Enter(kernel, transition, KernelState::kRunning, std::move(extra));
 }
 
 Status KernelTable::Resume(const std::string& kernel_id, const std::string& how) {
@@ -201,11 +206,47 @@ Status KernelTable::FinishRestart(const std::string& kernel_id, bool restarted) 
   if (!kernel || restarting_.erase(kernel_id) == 0)
     return Status::FailedPrecondition("kernel " + kernel_id + " is not being restarted");
   if (!restarted) {
-    if (kernel->state() != KernelState::kRunning) Free(*kernel);
+    if (kernel->state() != KernelState::kRunning && kernel->state() != KernelState::kBackoff) Free(*kernel);
     return Status::Ok();
   }
   if (Result<Kernel*> k = Check(T::kRestarted, kernel_id, kRunning); !k.ok()) return k.status();
   RunAgain(*kernel, T::kRestarted);
+  return Status::Ok();
+}
+
+Status KernelTable::BackOff(const std::string& kernel_id, std::optional<int> exit_code, const std::string& reason,
+                            std::optional<int64_t> terminated_at, int64_t next_restart_at_ms) {
+  Result<Kernel*> k = Check(T::kBackedOff, kernel_id, kBackoff);
+  if (!k.ok()) return k.status();
+  Kernel& kernel = **k;
+  kernel.exit_code = exit_code;
+  kernel.reason = reason;
+  kernel.terminated_at = terminated_at;
+  kernel.next_restart_at_ms = next_restart_at_ms;
+  spdlog::info("kernel {}: {}; restart {} at {} ms", kernel_id, reason, kernel.restarts + 1, next_restart_at_ms);
+  Enter(kernel, T::kBackedOff, KernelState::kBackoff,
+        {{"exit_code", ExitCodeJson(exit_code)},
+         {"reason", reason},
+         {"restarts", kernel.restarts},
+         {"next_restart_at_ms", next_restart_at_ms}});
+  return Status::Ok();
+}
+
+Status KernelTable::BeginPolicyRestart(const std::string& kernel_id) {
+  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
+  if (Result<Kernel*> k = Check(T::kPolicyRestarted, kernel_id, kRunning); !k.ok()) return k.status();
+  restarting_.insert(kernel_id);
+  return Status::Ok();
+}
+
+Status KernelTable::FinishPolicyRestart(const std::string& kernel_id, int64_t restarts, bool started) {
+  Kernel* kernel = Find(kernel_id);
+  if (!kernel || restarting_.erase(kernel_id) == 0)
+    return Status::FailedPrecondition("kernel " + kernel_id + " is not being restarted");
+  kernel->restarts = restarts;
+  if (!started) return Status::Ok();
+  if (Result<Kernel*> k = Check(T::kPolicyRestarted, kernel_id, kRunning); !k.ok()) return k.status();
+  RunAgain(*kernel, T::kPolicyRestarted, {{"restarts", restarts}});
   return Status::Ok();
 }
 
@@ -238,6 +279,7 @@ Status KernelTable::Terminated(const std::string& kernel_id, std::optional<int> 
   kernel.exit_code = exit_code;
   kernel.reason = reason;
   kernel.terminated_at = terminated_at;
+  kernel.next_restart_at_ms.reset();
   spdlog::info("kernel {} terminated: {}", kernel_id, reason);
   Enter(kernel, T::kTerminated, KernelState::kTerminated,
         {{"exit_code", ExitCodeJson(exit_code)},

@@ -33,14 +33,16 @@ class KernelTable {
   enum class Transition {
     kReserve,     // (none) -> PULLING | PREPARING: a create allocates what it asked for
     kPrepared,    // PULLING -> PREPARING: its image is on the node
-    kAdopt,       // (none) -> PREPARING | RUNNING (claims its allocation) | TERMINATED | ERROR: from the engine
+    kAdopt,       // (none) -> PREPARING | RUNNING | BACKOFF (claims its allocation) | TERMINATED | ERROR: from the engine
     kStarted,     // PREPARING -> RUNNING: its container started
-    kResumed,     // TERMINATED | ERROR -> RUNNING (claims again): its container runs again
+    kResumed,     // BACKOFF | TERMINATED | ERROR -> RUNNING (claims again): its container runs again
     kRefused,     // TERMINATED | ERROR -> ERROR: its container runs again on resources it cannot claim
-    kRestarted,   // RUNNING | TERMINATED | ERROR -> RUNNING: RestartKernel restarted its container
-    kStopping,    // RUNNING | TERMINATED | ERROR -> TERMINATING: a call stops its container
+    kRestarted,   // RUNNING | BACKOFF | TERMINATED | ERROR -> RUNNING: RestartKernel restarted its container
+    kBackedOff,   // RUNNING | BACKOFF -> BACKOFF (keeps its resources): it ended and its restart policy waits
+    kPolicyRestarted,  // BACKOFF -> RUNNING: its restart policy started it again
+    kStopping,    // RUNNING | BACKOFF | TERMINATED | ERROR -> TERMINATING: a call stops its container
     kStopFailed,  // TERMINATING -> the state before it: the container could not be stopped
-    kTerminated,  // PREPARING | RUNNING | TERMINATING | ERROR -> TERMINATED (frees): it ended
+    kTerminated,  // PREPARING | RUNNING | BACKOFF | TERMINATING | ERROR -> TERMINATED (frees): it ended
     kDeleted,     // TERMINATING -> (none) (frees): DeleteKernel removed its container
     kForgotten,   // any -> (none) (frees): its container is gone
     kAbandoned,   // PULLING | PREPARING -> (none) (frees): a create failed before announcing it
@@ -90,8 +92,22 @@ class KernelTable {
   // a call until FinishRestart. Its state does not change.
   Status BeginRestart(const std::string& kernel_id);
   // Ends BeginRestart: kRestarted when `restarted`; otherwise the
-  // allocation is given back unless the kernel is RUNNING.
+  // allocation is given back unless the kernel is RUNNING or BACKOFF.
   Status FinishRestart(const std::string& kernel_id, bool restarted);
+  // kBackedOff: the kernel's container ended (`exit_code`, `reason`, at
+  // `terminated_at`) and its restart policy starts it again at
+  // `next_restart_at_ms`; it keeps its resources.
+  Status BackOff(const std::string& kernel_id, std::optional<int> exit_code, const std::string& reason,
+                 std::optional<int64_t> terminated_at, int64_t next_restart_at_ms);
+  // Holds a BACKOFF kernel for its restart policy's restart, as
+  // BeginRestart does for RestartKernel (its state does not change).
+  Status BeginPolicyRestart(const std::string& kernel_id);
+  // Ends BeginPolicyRestart. The kernel's name now records `restarts`;
+  // kPolicyRestarted when `started`, else it stays BACKOFF for the caller
+  // to decide again.
+  Status FinishPolicyRestart(const std::string& kernel_id, int64_t restarts, bool started);
+  // Whether a restart (RestartKernel's or its policy's) of `kernel_id` is under way.
+  bool Restarting(const std::string& kernel_id) const { return restarting_.count(kernel_id) > 0; }
   // kStopping; the state before is kept for StopFailed.
   Status Stopping(const std::string& kernel_id);
   // kStopFailed.
@@ -145,8 +161,9 @@ class KernelTable {
   Status TakeFromEachPlugin(Kernel& kernel, const std::function<Status(ResourcePlugin&)>& take);
   // A transition that only changes the state: checked, entered.
   Status Move(Transition transition, const std::string& kernel_id, KernelState to);
-  // RUNNING by `transition`, its exit code, reason and end cleared.
-  void RunAgain(Kernel& kernel, Transition transition);
+  // RUNNING by `transition`, its exit code, reason, end and next restart
+  // cleared; the event carries `extra`.
+  void RunAgain(Kernel& kernel, Transition transition, nlohmann::json extra = nlohmann::json::object());
   // Gives `kernel`'s allocation back to every plugin.
   void Free(Kernel& kernel);
   // Removes `kernel_id` from the table, freeing what it holds.

@@ -48,6 +48,8 @@ json RequestLabel(const CreateRequest& request) {
       list.push_back({{"source", m.source}, {"target", m.target}, {"readonly", m.read_only}});
     canonical["mounts"] = std::move(list);
   }
+  WriteStopContract(request.stop, canonical);
+  if (request.restart != RestartPolicy{}) canonical["restart"] = RestartPolicyJson(request.restart);
   return canonical;
 }
 
@@ -99,7 +101,10 @@ Labels KernelLabels(const Kernel& kernel) {
   return labels;
 }
 
-int LabelFormatFor(const CreateRequest& request) { return request.resources.scratch_bytes ? 4 : 3; }
+int LabelFormatFor(const CreateRequest& request) {
+  if (request.stop != StopContract{} || request.restart != RestartPolicy{}) return 5;
+  return request.resources.scratch_bytes ? 4 : 3;
+}
 
 Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name) {
   int format = 1;
@@ -116,7 +121,7 @@ Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_
         "; this slotd reads formats 1 to " + std::to_string(label::kCurrentFormat) +
         "): run the newer slotd on this node again, or remove the container (docker rm -f " + container_name + ")");
   Labels migrated = labels;
-  // 1 -> 2 -> 3 -> 4: only the format label changes (see label::kCurrentFormat).
+  // 1 -> 2 -> 3 -> 4 -> 5: only the format label changes (see label::kCurrentFormat).
   migrated[label::kFormat] = std::to_string(label::kCurrentFormat);
   return migrated;
 }
@@ -154,6 +159,7 @@ Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
   kernel.container_id = info.id;
   kernel.allocation = std::move(*allocation);
   kernel.created_at = info.created_unix;
+  kernel.restarts = RestartsInName(info.name);
   if (auto deadline = labels->find(label::kDeadline); deadline != labels->end()) {
     const std::string& text = deadline->second;
     kernel.deadline = LabelNumber(text, 18);

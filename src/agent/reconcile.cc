@@ -7,10 +7,12 @@ namespace slotd::reconcile {
 
 namespace {
 
-// A kernel that no call owns and whose last word is that it ended (or that
-// it could not hold its resources): news about its container changes it.
+// A kernel that no call owns and whose last word is that it ended (waiting
+// for its restart policy or not) or that it could not hold its resources:
+// news about its container changes it.
 bool Settled(const Known& known) {
-  return !known.owned_by_call && (known.state == KernelState::kTerminated || known.state == KernelState::kError);
+  return !known.owned_by_call && (known.state == KernelState::kBackoff || known.state == KernelState::kTerminated ||
+                                  known.state == KernelState::kError);
 }
 
 }  // namespace

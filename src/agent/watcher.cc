@@ -18,6 +18,7 @@ void Watcher::Start() {
   lifetime_thread_ = std::thread([this] { LifetimeLoop(); });
   image_gc_thread_ = std::thread([this] { ImageGcLoop(); });
   health_thread_ = std::thread([this] { HealthLoop(); });
+  restart_thread_ = std::thread([this] { RestartLoop(); });
 }
 
 void Watcher::Stop() {
@@ -32,6 +33,7 @@ void Watcher::Stop() {
   if (lifetime_thread_.joinable()) lifetime_thread_.join();
   if (image_gc_thread_.joinable()) image_gc_thread_.join();
   if (health_thread_.joinable()) health_thread_.join();
+  if (restart_thread_.joinable()) restart_thread_.join();
 }
 
 void Watcher::RequestRelist() {
@@ -54,6 +56,7 @@ void Watcher::ReadEvents() {
         },
         [&](const EngineEvent& event) {
           if (agent_.OnEngineEvent(event)) RequestRelist();
+          LookForRestarts();
         },
         stop_);
     if (stop_) break;
@@ -74,6 +77,7 @@ void Watcher::RelistLoop() {
       relist_requested_ = false;
     }
     if (Status s = agent_.Relist(); !s.ok()) spdlog::warn("relist failed, keeping the last picture: {}", s.message());
+    LookForRestarts();
   }
 }
 
@@ -104,6 +108,28 @@ void Watcher::ImageGcLoop() {
     if (!removed.ok()) spdlog::warn("image gc: {}; trying again in {} s", removed.status().message(), kImageGcEvery.count());
     MutexLock lock(mutex_);
     if (clock_.WaitFor(lock.native(), cv_, kImageGcEvery, [&] { return stop_.load(); })) return;
+  }
+}
+
+void Watcher::LookForRestarts() {
+  {
+    MutexLock lock(mutex_);
+    restart_look_requested_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Watcher::RestartLoop() {
+  while (true) {
+    const std::optional<int64_t> next_ms = agent_.RestartDueKernels(clock_.UnixMillis());
+    Clock::Duration wait = kRestartLookEvery;
+    if (next_ms) wait = std::min(wait, Clock::Duration(std::chrono::milliseconds(
+                                           std::max<int64_t>(0, *next_ms - clock_.UnixMillis()))));
+    MutexLock lock(mutex_);
+    clock_.WaitFor(lock.native(), cv_, wait,
+                   [&]() REQUIRES(mutex_) { return stop_.load() || restart_look_requested_; });
+    if (stop_) return;
+    restart_look_requested_ = false;
   }
 }
 

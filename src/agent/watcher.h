@@ -9,7 +9,10 @@
 //    whose max_lifetime has run out (Agent::StopExpiredKernels);
 //  - the image collector runs Agent::CollectImages every kImageGcEvery;
 //  - the health keeper runs Agent::ApplyDeviceHealth every kHealthLookEvery
-//    (it does nothing when no device's health changed).
+//    (it does nothing when no device's health changed);
+//  - the restarter runs Agent::RestartDueKernels when the next BACKOFF
+//    kernel is due, after every event and relist (which may have put one
+//    in BACKOFF), and at least every kRestartLookEvery.
 // Periods and backoff are waited on `clock`; the probe's deadline is real time.
 #pragma once
 
@@ -43,11 +46,15 @@ class Watcher {
   void LifetimeLoop();
   void ImageGcLoop();
   void HealthLoop();
+  void RestartLoop();
+  // Asks the restarter to look again (a kernel may have entered BACKOFF).
+  void LookForRestarts();
 
   static constexpr std::chrono::seconds kProbeEvery{2};
   static constexpr std::chrono::seconds kLifetimeCheckEvery{1};
   static constexpr std::chrono::seconds kImageGcEvery{60};
   static constexpr std::chrono::milliseconds kHealthLookEvery{50};
+  static constexpr std::chrono::seconds kRestartLookEvery{1};
   // The first wait before reconnecting the event stream; it doubles after
   // each failed attempt up to kMaxBackoff, and starts again on success.
   static constexpr std::chrono::milliseconds kFirstBackoff{100};
@@ -62,12 +69,14 @@ class Watcher {
   Mutex mutex_;
   std::condition_variable cv_;
   bool relist_requested_ GUARDED_BY(mutex_) = false;
+  bool restart_look_requested_ GUARDED_BY(mutex_) = false;
   std::thread events_thread_;
   std::thread relist_thread_;
   std::thread probe_thread_;
   std::thread lifetime_thread_;
   std::thread image_gc_thread_;
   std::thread health_thread_;
+  std::thread restart_thread_;
 };
 
 }  // namespace slotd

@@ -438,8 +438,25 @@ KeyTable<ContainerConfig> ContainerKeys() {
               {DurationRange(milliseconds(100), milliseconds(3'600'000))}),
     // A longer stop-timeout would hold a delete for over an hour.
     MemberKey("stop-timeout", &ContainerConfig::stop_timeout, DurationType(),
-              "How long a kernel gets to exit after SIGTERM before it is killed.",
+              "How long a kernel gets to exit after its stop signal (and to run its `pre_stop` command before "
+              "it) before it is killed: the default of a request's `stop_timeout` and its cap.",
               {DurationRange(milliseconds(0), milliseconds(3'600'000))}),
+    MemberKey("init", &ContainerConfig::init, BoolType(),
+              "Whether each kernel's PID 1 is the engine's init (Docker's `docker-init`), which reaps the "
+              "zombies a kernel leaves and passes signals on to its command."),
+    // More restarts than this of one crash-looping kernel tell nothing new.
+    MemberKey("restart-max", &ContainerConfig::restart_max, IntegerType(),
+              "The most times a restart policy restarts one kernel: the default of a request's `restart.max` and "
+              "its cap; past it the kernel is `TERMINATED` with reason `restart limit reached`. 0: no limit.",
+              {IntegerRange(0, 1'000'000)}),
+    MemberKey("restart-backoff-initial", &ContainerConfig::restart_backoff_initial, DurationType(),
+              "How long a restart policy waits before a kernel's first restart, unless the request says "
+              "(`restart.backoff.initial`); each later wait doubles, up to `restart-backoff-max`.",
+              {DurationRange(milliseconds(0), milliseconds(3'600'000))}),
+    MemberKey("restart-backoff-max", &ContainerConfig::restart_backoff_max, DurationType(),
+              "The longest a restart policy waits between two restarts of a kernel, unless the request says "
+              "(`restart.backoff.max`).",
+              {DurationRange(milliseconds(0), milliseconds(24 * 3'600'000))}),
     // Fewer pids or log bytes than the minimums break ordinary kernels.
     MemberKey("pids-limit", &ContainerConfig::pids_limit, IntegerType(),
               "The most processes (and threads) one kernel may have at once, so that no kernel can exhaust the "

@@ -81,7 +81,11 @@ struct ContainerConfig {
   std::string network = "none";   // none | host | bridge
   StatsType stats_type = StatsType::kCgroup;
   std::chrono::milliseconds stats_interval{1'000};  // between stats sweeps
-  std::chrono::milliseconds stop_timeout{10'000};
+  std::chrono::milliseconds stop_timeout{10'000};  // the default and the cap of a kernel's stop_timeout
+  bool init = true;  // whether kernels' PID 1 is the engine's init (reaps zombies, passes signals on)
+  int64_t restart_max = 10;  // the default and the cap of a restart policy's max; 0: no limit
+  std::chrono::milliseconds restart_backoff_initial{1'000};  // the first wait of a restart policy, unless it asks
+  std::chrono::milliseconds restart_backoff_max{300'000};    // the longest wait, unless it asks
   int64_t pids_limit = 4096;              // per kernel; 0: none
   uint64_t log_max_size = 50ull << 20;    // per log file of a kernel (two files kept); 0: the engine's default logging
   std::chrono::milliseconds max_lifetime{0};  // the longest a kernel may run from its creation; 0: no limit

@@ -70,6 +70,15 @@ struct ContainerSpec {
   std::vector<DeviceRequest> device_requests;
   std::vector<std::string> cdi_devices;  // CDI names, e.g. "nvidia.com/gpu=GPU-..."
   bool no_new_privileges = false;        // no process may gain privileges (set-uid files, file capabilities)
+  // The signal the engine's stop sends first ("SIGUSR1"); empty: the image's
+  // STOPSIGNAL, else SIGTERM. The engine keeps it: `docker stop` uses it too.
+  std::string stop_signal;
+  // How long the engine's stop waits after that signal before SIGKILL when
+  // the caller names no timeout (`docker stop`); 0: the engine's default.
+  int stop_timeout_s = 0;
+  // Whether PID 1 is the engine's init (Docker's docker-init), which reaps
+  // zombies and passes signals on to the command.
+  bool init = false;
 };
 
 // What the engine reports about one container (from list or inspect).
@@ -86,7 +95,8 @@ struct ContainerInfo {
   int64_t created_unix = 0;
   std::string started_at;   // RFC 3339 from inspect; empty from list
   std::string finished_at;  // RFC 3339 from inspect; empty from list
-  int64_t finished_unix = 0;  // finished_at in unix seconds; 0: it never ended, or only listed
+  int64_t started_ms = 0;   // started_at in unix milliseconds; 0: it never started, or only listed
+  int64_t finished_ms = 0;  // finished_at in unix milliseconds; 0: it never ended, or only listed
   // From inspect only: what HostConfig holds, for checks.
   std::string cpuset_cpus;
   int64_t memory_bytes = 0;
@@ -188,6 +198,8 @@ class ContainerEngine {
   virtual Status Stop(const std::string& id, std::chrono::seconds timeout) = 0;
   virtual Status Kill(const std::string& id, const std::string& signal = "KILL") = 0;
   virtual Status Restart(const std::string& id, std::chrono::seconds timeout) = 0;
+  // Gives the container the name `name`; kConflict when another container has it.
+  virtual Status Rename(const std::string& id, const std::string& name) = 0;
   // Removes the container; `force` kills it first if running.
   virtual Status Remove(const std::string& id, bool force) = 0;
   virtual Result<ContainerInfo> Inspect(const std::string& id) = 0;

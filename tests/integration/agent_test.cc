@@ -258,7 +258,7 @@ TEST(Agent, WhenAKernelEndedIsTheEnginesAndSurvivesASigkillOfTheAgent) {
   ASSERT_TRUE(ended["terminated_at"].is_number_integer()) << ended.dump();
   Result<ContainerInfo> info = Engine().Inspect(running["container_id"].get<std::string>());
   ASSERT_TRUE(info.ok()) << info.status().message();
-  EXPECT_EQ(ended["terminated_at"], info->finished_unix) << "the engine's FinishedAt " << info->finished_at;
+  EXPECT_EQ(ended["terminated_at"], info->finished_ms / 1000) << "the engine's FinishedAt " << info->finished_at;
   EXPECT_GE(ended["terminated_at"].get<int64_t>(), ended["created_at"].get<int64_t>());
 
   // Rebuilt from the container after a SIGKILL: the same end.

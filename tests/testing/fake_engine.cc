@@ -15,6 +15,7 @@ constexpr int64_t kEpochUnix = 1'700'000'000;
 constexpr int64_t kNanosPerSecond = 1'000'000'000;
 
 int64_t UnixSeconds(int64_t clock_ns) { return kEpochUnix + clock_ns / kNanosPerSecond; }
+int64_t UnixMillis(int64_t clock_ns) { return kEpochUnix * 1000 + clock_ns / 1'000'000; }
 
 std::string Rfc3339(int64_t clock_ns) {
   std::time_t t = static_cast<std::time_t>(UnixSeconds(clock_ns));
@@ -94,8 +95,9 @@ void FakeEngine::Run(Container& c) {
   c.info.exit_code = 0;
   c.info.pid = static_cast<int>(10'000 + next_id_++);
   c.info.started_at = Rfc3339(clock_ns_);
+  c.info.started_ms = UnixMillis(clock_ns_);
   c.info.finished_at.clear();
-  c.info.finished_unix = 0;
+  c.info.finished_ms = 0;
   Emit(c, "start");
 }
 
@@ -106,7 +108,7 @@ EngineEvent FakeEngine::Exit(Container& c, int exit_code, bool killed) {
   c.info.exit_code = exit_code;
   c.info.pid = 0;
   c.info.finished_at = Rfc3339(clock_ns_);
-  c.info.finished_unix = UnixSeconds(clock_ns_);
+  c.info.finished_ms = UnixMillis(clock_ns_);
   return Emit(c, "die", exit_code);
 }
 
@@ -199,6 +201,19 @@ Status FakeEngine::Kill(const std::string& id, const std::string& /*signal*/) {
   if (!(*c)->info.running)
     return Status::Conflict("Cannot kill container: " + id + ": container " + (*c)->info.id + " is not running");
   Exit(**c, kKillExitCode, /*killed=*/true);
+  return Status::Ok();
+}
+
+Status FakeEngine::Rename(const std::string& id, const std::string& name) {
+  MutexLock lock(mutex_);
+  auto c = EnterFor(Method::kRename, id);
+  if (!c.ok()) return c.status();
+  if (auto taken = names_.find(name); taken != names_.end() && taken->second != (*c)->info.id)
+    return Status::Conflict("Conflict. The container name \"/" + name + "\" is already in use");
+  names_.erase((*c)->info.name);
+  (*c)->info.name = name;
+  names_[name] = (*c)->info.id;
+  Emit(**c, "rename");
   return Status::Ok();
 }
 

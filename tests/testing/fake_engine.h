@@ -42,7 +42,7 @@ class FakeEngine : public ContainerEngine {
  public:
   // The ContainerEngine methods, for FailNext and CallCount.
   // kVolumes stands for the three volume calls.
-  enum class Method { kVersion, kCreate, kStart, kStop, kKill, kRestart, kRemove, kInspect, kList, kExec, kLogs, kStats, kPing,
+  enum class Method { kVersion, kCreate, kStart, kStop, kKill, kRestart, kRename, kRemove, kInspect, kList, kExec, kLogs, kStats, kPing,
                       kVolumes, kStreamEvents, kPull, kImages, kReadFile };
 
   // The image every test kernel uses; known from the start.
@@ -69,6 +69,8 @@ class FakeEngine : public ContainerEngine {
   Status Kill(const std::string& id, const std::string& signal = "KILL") override;
   // Stops it if running, then starts it (emits those events, then "restart").
   Status Restart(const std::string& id, std::chrono::seconds timeout) override;
+  // Gives it `name` (emits "rename"); kConflict when another container has it.
+  Status Rename(const std::string& id, const std::string& name) override;
   // Deletes it (emits "destroy"); a running one needs `force` (else kConflict) and is killed first.
   Status Remove(const std::string& id, bool force) override;
   // Everything known about the container, HostConfig fields included.

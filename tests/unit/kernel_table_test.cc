@@ -69,6 +69,11 @@ class Lifecycle {
           ASSERT_TRUE(table_.Reserve(NewKernel("k"), false).ok());
           ASSERT_TRUE(table_.Started("k").ok());
           break;
+        case KernelState::kBackoff:
+          ASSERT_TRUE(table_.Reserve(NewKernel("k"), false).ok());
+          ASSERT_TRUE(table_.Started("k").ok());
+          ASSERT_TRUE(table_.BackOff("k", 1, "exited with code 1", 1'800'000'000, 1'800'000'001'000).ok());
+          break;
         case KernelState::kTerminating:
           ASSERT_TRUE(table_.Reserve(NewKernel("k"), false).ok());
           ASSERT_TRUE(table_.Started("k").ok());
@@ -117,6 +122,11 @@ class Lifecycle {
         Status begun = table_.BeginRestart("k");
         return begun.ok() ? table_.FinishRestart("k", true) : begun;
       }
+      case T::kBackedOff: return table_.BackOff("k", 1, "exited with code 1", 1'800'000'100, 1'800'000'101'000);
+      case T::kPolicyRestarted: {
+        Status begun = table_.BeginPolicyRestart("k");
+        return begun.ok() ? table_.FinishPolicyRestart("k", 1, true) : begun;
+      }
       case T::kStopping: return table_.Stopping("k");
       case T::kStopFailed: return table_.StopFailed("k");
       case T::kTerminated: return table_.Terminated("k", 3, "exited with code 3", 1'800'000'100);
@@ -144,7 +154,8 @@ bool Has(const std::vector<Place>& places, Place place) {
 // Whether a kernel in `place` holds its resources (TERMINATING: as before it).
 bool HoldsIn(Place place) {
   return place && (*place == KernelState::kPulling || *place == KernelState::kPreparing ||
-                   *place == KernelState::kRunning || *place == KernelState::kTerminating);
+                   *place == KernelState::kRunning || *place == KernelState::kBackoff ||
+                   *place == KernelState::kTerminating);
 }
 
 TEST(KernelTableRules, EveryTransitionHasOneRowAndEveryStateIsReachedAndLeft) {

@@ -512,6 +512,27 @@ TEST(LabelFormat, AKernelWithAScratchSizeIsWrittenInFormat4AndReadBackWithIt) {
   EXPECT_EQ(RequestLabel(reread->request), RequestLabel(kernel.request));
 }
 
+TEST(LabelFormat, AKernelWithAStopContractOrARestartPolicyIsWrittenInFormat5AndReadBackWithIt) {
+  Kernel kernel = *KernelFromContainer(RecordedContainer(3));
+  kernel.request.stop.signal = "SIGUSR1";
+  kernel.request.stop.timeout = std::chrono::seconds(20);
+  kernel.request.stop.pre_stop = {"sh", "-c", "sync"};
+  kernel.request.restart = RestartPolicy{RestartWhen::kOnFailure, 4, std::chrono::milliseconds(500), std::nullopt};
+  ContainerInfo info = RecordedContainer(3);
+  info.labels = KernelLabels(kernel);
+  info.name = ContainerName("fixture-a", "k-fixture", 3);  // restarted three times by its policy
+  EXPECT_EQ(info.labels.at(label::kFormat), "5");
+  Result<Kernel> reread = KernelFromContainer(info);
+  ASSERT_TRUE(reread.ok()) << reread.status().message();
+  EXPECT_EQ(reread->request.stop, kernel.request.stop);
+  EXPECT_EQ(reread->request.restart, kernel.request.restart);
+  EXPECT_EQ(reread->restarts, 3);
+  EXPECT_EQ(RequestLabel(reread->request), RequestLabel(kernel.request));
+  // Either alone is enough.
+  kernel.request.stop = StopContract{};
+  EXPECT_EQ(KernelLabels(kernel).at(label::kFormat), "5");
+}
+
 TEST(LabelFormat, ANewerFormatIsRefusedNamingTheContainerAndBothFormats) {
   ContainerInfo info = RecordedV1Container();
   info.labels[label::kFormat] = std::to_string(label::kCurrentFormat + 1);

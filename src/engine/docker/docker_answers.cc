@@ -78,6 +78,20 @@ Result<json> ParseJson(const std::string& body, const std::string& what) {
   return std::move(*j);
 }
 
+int64_t ParseRfc3339Millis(const std::string& text) {
+  const int64_t seconds = ParseRfc3339(text);
+  if (seconds <= 0) return 0;
+  int64_t millis = 0;
+  const size_t dot = text.find('.');
+  if (dot != std::string::npos) {
+    int digits = 0;
+    for (size_t i = dot + 1; i < text.size() && digits < 3 && text[i] >= '0' && text[i] <= '9'; ++i, ++digits)
+      millis = millis * 10 + (text[i] - '0');
+    for (; digits < 3; ++digits) millis *= 10;
+  }
+  return seconds * 1000 + millis;
+}
+
 int64_t ParseRfc3339(const std::string& text) {
   // The field widths keep each number small enough for the arithmetic
   // below (a year of -2147483648 would overflow it).
@@ -202,7 +216,8 @@ Result<ContainerInfo> ParseContainerInspect(const std::string& body, const std::
   info.created_unix = ParseRfc3339(StringField(j, "Created"));
   info.started_at = StringField(state, "StartedAt");
   info.finished_at = StringField(state, "FinishedAt");
-  info.finished_unix = std::max<int64_t>(0, ParseRfc3339(info.finished_at));  // "0001-01-01T...": never
+  info.started_ms = ParseRfc3339Millis(info.started_at);  // "0001-01-01T...": never
+  info.finished_ms = ParseRfc3339Millis(info.finished_at);
   info.cpuset_cpus = StringField(host, "CpusetCpus");
   info.memory_bytes = IntField(host, "Memory");
   info.pids_limit = IntField(host, "PidsLimit");

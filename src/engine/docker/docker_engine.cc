@@ -251,6 +251,9 @@ Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
     host["Mounts"] = std::move(mounts);
   }
   if (spec.no_new_privileges) host["SecurityOpt"] = {"no-new-privileges:true"};
+  if (spec.init) host["Init"] = true;
+  if (!spec.stop_signal.empty()) config["StopSignal"] = spec.stop_signal;
+  if (spec.stop_timeout_s > 0) config["StopTimeout"] = spec.stop_timeout_s;
   if (spec.log_max_bytes > 0)
     host["LogConfig"] = {{"Type", "json-file"},
                          {"Config", {{"max-size", std::to_string(spec.log_max_bytes)}, {"max-file", "2"}}}};
@@ -293,6 +296,12 @@ Status DockerEngine::Restart(const std::string& id, std::chrono::seconds timeout
   return Call(http_, "restart container " + id, "POST",
               ContainerPath(id) + "/restart?t=" + std::to_string(timeout.count()), "",
               timeout + kStopSlack)
+      .status();
+}
+
+Status DockerEngine::Rename(const std::string& id, const std::string& name) {
+  return Call(http_, "rename container " + id + " to " + name, "POST",
+              ContainerPath(id) + "/rename?name=" + UrlEncode(name))
       .status();
 }
 

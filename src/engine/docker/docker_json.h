@@ -46,5 +46,8 @@ Result<json> ParseJson(const std::string& body, const std::string& what);
 // Seconds since the epoch of an RFC 3339 UTC time ("2024-05-01T12:34:56.1Z");
 // 0 when it does not parse.
 int64_t ParseRfc3339(const std::string& text);
+// The same in milliseconds (its fraction's first three digits); 0 when it
+// does not parse or is before the epoch ("0001-01-01T00:00:00Z": never).
+int64_t ParseRfc3339Millis(const std::string& text);
 
 }  // namespace slotd::docker_json

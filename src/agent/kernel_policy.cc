@@ -1,0 +1,152 @@
+#include "agent/kernel_policy.h"
+
+#include <algorithm>
+#include <array>
+
+#include "common/units.h"
+#include "config/config.h"
+
+namespace slotd {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr std::array<const char*, 11> kSignals = {"HUP", "INT",  "QUIT", "ABRT", "KILL", "USR1",
+                                                  "USR2", "ALRM", "TERM", "PWR",  "WINCH"};
+constexpr milliseconds kMaxStopTimeout{3'600'000};
+constexpr milliseconds kMaxBackoff{24 * 3'600'000};
+
+Status Refused(const std::string& field, const std::string& what) { return Status::InvalidArgument(field + ": " + what); }
+
+// A duration field from 0 to `most`, or the refusal naming `field`.
+Result<milliseconds> DurationField(const json& value, const std::string& field, milliseconds most) {
+  if (!value.is_string()) return Refused(field, "expected a duration like \"30s\" or \"5m\"");
+  Result<milliseconds> duration = ParseDuration(value.get<std::string>());
+  if (!duration.ok()) return Refused(field, duration.status().message());
+  if (*duration > most) return Refused(field, "must be at most " + FormatDuration(most));
+  return *duration;
+}
+
+const char* kRestartWords[] = {"never", "on-failure", "always"};
+
+}  // namespace
+
+std::optional<std::string> ParseSignalName(std::string_view name) {
+  if (name.substr(0, 3) == "SIG") name.remove_prefix(3);
+  for (const char* known : kSignals)
+    if (name == known) return "SIG" + std::string(known);
+  return std::nullopt;
+}
+
+const char* RestartWhenName(RestartWhen when) { return kRestartWords[static_cast<int>(when)]; }
+
+Status ParseStopContract(const json& body, size_t max_args, size_t max_bytes, StopContract& out) {
+  if (body.contains("stop_signal")) {
+    const json& signal = body["stop_signal"];
+    std::optional<std::string> name = signal.is_string() ? ParseSignalName(signal.get<std::string>()) : std::nullopt;
+    if (!name)
+      return Refused("stop_signal", "expected a signal name: SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, ...");
+    out.signal = *name;
+  }
+  if (body.contains("stop_timeout")) {
+    Result<milliseconds> timeout = DurationField(body["stop_timeout"], "stop_timeout", kMaxStopTimeout);
+    if (!timeout.ok()) return timeout.status();
+    if (timeout->count() % 1000 != 0) return Refused("stop_timeout", "must be whole seconds");
+    out.timeout = std::chrono::duration_cast<std::chrono::seconds>(*timeout);
+  }
+  if (body.contains("pre_stop")) {
+    const json& command = body["pre_stop"];
+    if (!command.is_array() || command.empty()) return Refused("pre_stop", "expected a command: a non-empty array of strings");
+    size_t total = 0;
+    for (const json& arg : command) {
+      if (!arg.is_string()) return Refused("pre_stop", "expected a command: a non-empty array of strings");
+      total += arg.get_ref<const std::string&>().size();
+      out.pre_stop.push_back(arg.get<std::string>());
+    }
+    if (out.pre_stop.size() > max_args || total > max_bytes)
+      return Refused("pre_stop", "too large: at most " + std::to_string(max_args) + " arguments of " +
+                                 std::to_string(max_bytes >> 10) + " KiB in all");
+  }
+  return Status::Ok();
+}
+
+Status ParseRestartPolicy(const json& body, RestartPolicy& out) {
+  if (!body.contains("restart")) return Status::Ok();
+  const json& r = body["restart"];
+  if (!r.is_object())
+    return Refused("restart", "expected an object like {\"policy\": \"on-failure\", \"max\": 5}");
+  for (const auto& [key, value] : r.items()) {
+    const std::string field = "restart." + key;
+    if (key == "policy") {
+      const std::string word = value.is_string() ? value.get<std::string>() : "";
+      auto it = std::find(std::begin(kRestartWords), std::end(kRestartWords), word);
+      if (it == std::end(kRestartWords)) return Refused(field, "expected \"never\", \"on-failure\" or \"always\"");
+      out.when = static_cast<RestartWhen>(it - std::begin(kRestartWords));
+    } else if (key == "max") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 1'000'000)
+        return Refused(field, "expected a whole number of restarts from 1 to 1000000 (no restarts: policy \"never\")");
+      out.max = value.get<int64_t>();
+    } else if (key == "backoff") {
+      if (!value.is_object()) return Refused(field, "expected an object like {\"initial\": \"1s\", \"max\": \"5m\"}");
+      for (const auto& [name, wait] : value.items()) {
+        if (name != "initial" && name != "max") return Refused(field + "." + name, "unknown field; known: initial, max");
+        Result<milliseconds> duration = DurationField(wait, field + "." + name, kMaxBackoff);
+        if (!duration.ok()) return duration.status();
+        (name == "initial" ? out.backoff_initial : out.backoff_max) = *duration;
+      }
+      if (out.backoff_initial && out.backoff_max && *out.backoff_initial > *out.backoff_max)
+        return Refused(field, "initial (" + FormatDuration(*out.backoff_initial) + ") is longer than max (" +
+                              FormatDuration(*out.backoff_max) + ")");
+    } else {
+      return Refused(field, "unknown field; known: policy, max, backoff");
+    }
+  }
+  return Status::Ok();
+}
+
+void WriteStopContract(const StopContract& contract, json& request) {
+  if (!contract.signal.empty()) request["stop_signal"] = contract.signal;
+  if (contract.timeout) request["stop_timeout"] = FormatDuration(*contract.timeout);
+  if (!contract.pre_stop.empty()) request["pre_stop"] = contract.pre_stop;
+}
+
+json RestartPolicyJson(const RestartPolicy& policy) {
+  json out = {{"policy", RestartWhenName(policy.when)}};
+  if (policy.max) out["max"] = *policy.max;
+  json backoff = json::object();
+  if (policy.backoff_initial) backoff["initial"] = FormatDuration(*policy.backoff_initial);
+  if (policy.backoff_max) backoff["max"] = FormatDuration(*policy.backoff_max);
+  if (!backoff.empty()) out["backoff"] = std::move(backoff);
+  return out;
+}
+
+RestartRule ResolveRestart(const RestartPolicy& policy, const ContainerConfig& container) {
+  RestartRule rule;
+  rule.when = policy.when;
+  rule.max = policy.max.value_or(container.restart_max);
+  if (container.restart_max > 0 && (rule.max == 0 || rule.max > container.restart_max)) rule.max = container.restart_max;
+  rule.backoff_max = policy.backoff_max.value_or(container.restart_backoff_max);
+  rule.backoff_initial = std::min(policy.backoff_initial.value_or(container.restart_backoff_initial), rule.backoff_max);
+  return rule;
+}
+
+milliseconds BackoffBefore(const RestartRule& rule, int64_t restarts) {
+  milliseconds wait = rule.backoff_initial;
+  for (int64_t i = 0; i < restarts && wait < rule.backoff_max; ++i) wait *= 2;
+  return std::min(wait, rule.backoff_max);
+}
+
+ExitOutcome DecideOnExit(const RestartRule& rule, int64_t restarts, const KernelEnd& end,
+                         std::optional<int64_t> deadline_s, int64_t now_ms) {
+  const bool failed = end.out_of_memory || !end.exit_code || *end.exit_code != 0;
+  const bool restarts_it =
+      rule.when == RestartWhen::kAlways || (rule.when == RestartWhen::kOnFailure && failed);
+  if (!restarts_it) return {false, 0, end.why};
+  if (deadline_s && *deadline_s * 1000 <= now_ms) return {false, 0, end.why};
+  if (rule.max > 0 && restarts >= rule.max) return {false, 0, "restart limit reached"};
+  return {true, end.ended_at_ms + BackoffBefore(rule, restarts).count(), end.why};
+}
+
+}  // namespace slotd

@@ -1,0 +1,103 @@
+// Kernel policies: what a create request may ask of a kernel's life besides
+// its resources — how it is stopped (StopContract) and whether it is started
+// again when it ends (RestartPolicy) — read from a request's JSON and written
+// back in the same form, and the pure decision of what the end of a kernel's
+// container means under its policy (DecideOnExit), tested from tables.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace slotd {
+
+struct ContainerConfig;
+
+// A signal a request may name, canonical ("SIGUSR1") from "SIGUSR1" or
+// "USR1"; nullopt for any other text. The signals a process can catch or
+// that end it: HUP INT QUIT ABRT KILL USR1 USR2 ALRM TERM PWR WINCH.
+std::optional<std::string> ParseSignalName(std::string_view name);
+
+// How a kernel is stopped by the agent (deleted, out of lifetime, drained, ...).
+struct StopContract {
+  std::string signal;  // "SIGUSR1"; empty: the image's STOPSIGNAL, else SIGTERM
+  // How long the kernel gets after `pre_stop` starts before it is killed;
+  // unset: [container] stop-timeout, which also caps it.
+  std::optional<std::chrono::seconds> timeout;
+  std::vector<std::string> pre_stop;  // a command run in the kernel before the signal; empty: none
+
+  bool operator==(const StopContract&) const = default;
+};
+
+// When a kernel whose container ended is started again.
+enum class RestartWhen { kNever, kOnFailure, kAlways };
+const char* RestartWhenName(RestartWhen when);  // "never", "on-failure", "always"
+
+// A request's restart policy.
+struct RestartPolicy {
+  RestartWhen when = RestartWhen::kNever;
+  std::optional<int64_t> max;  // the most restarts; unset: [container] restart-max
+  std::optional<std::chrono::milliseconds> backoff_initial;  // unset: [container] restart-backoff-initial
+  std::optional<std::chrono::milliseconds> backoff_max;      // unset: [container] restart-backoff-max
+
+  bool operator==(const RestartPolicy&) const = default;
+};
+
+// Reads the request's stop_signal, stop_timeout ("30s", 0s to 1h) and
+// pre_stop (an array of strings, at most `max_args` of `max_bytes` in all)
+// into `out`. kInvalidArgument names the field.
+Status ParseStopContract(const nlohmann::json& body, size_t max_args, size_t max_bytes, StopContract& out);
+// Reads the request's restart object into `out`: {"policy": ..., "max": N,
+// "backoff": {"initial": "1s", "max": "5m"}}. kInvalidArgument names the field.
+Status ParseRestartPolicy(const nlohmann::json& body, RestartPolicy& out);
+// Adds the contract's fields that are set to `request` in the form ParseStopContract reads.
+void WriteStopContract(const StopContract& contract, nlohmann::json& request);
+// The restart object ParseRestartPolicy reads (only the fields that are set).
+nlohmann::json RestartPolicyJson(const RestartPolicy& policy);
+
+// A restart policy with the agent's defaults and caps applied.
+struct RestartRule {
+  RestartWhen when = RestartWhen::kNever;
+  int64_t max = 0;  // 0: no limit
+  std::chrono::milliseconds backoff_initial{0};
+  std::chrono::milliseconds backoff_max{0};
+};
+// `policy` under `container`'s defaults; its max and its waits no larger
+// than the agent's caps allow.
+RestartRule ResolveRestart(const RestartPolicy& policy, const ContainerConfig& container);
+
+// The wait before the restart that follows `restarts` earlier ones: the
+// initial wait doubled once per earlier restart, at most backoff_max.
+std::chrono::milliseconds BackoffBefore(const RestartRule& rule, int64_t restarts);
+
+// How a kernel's container ended, as far as its policy cares.
+struct KernelEnd {
+  std::optional<int> exit_code;  // unset: not known (it could not be started)
+  bool out_of_memory = false;    // killed by the kernel's own memory limit
+  int64_t ended_at_ms = 0;       // when, in unix milliseconds
+  std::string why;               // "exited with code 1", "out of memory", "restart failed: ..."
+};
+
+// What the end of a kernel's container comes to.
+struct ExitOutcome {
+  bool restart = false;         // wait, then start it again
+  int64_t restart_at_ms = 0;    // when, if restart
+  std::string reason;           // the kernel's reason: end.why, or "restart limit reached"
+};
+
+// The decision for a kernel that has been restarted `restarts` times and
+// whose lifetime ends at `deadline_s` (unix seconds; unset: never), when
+// its container ends as `end` says, at `now_ms`: a restart when the rule
+// restarts such an end, the limit is not reached and the lifetime has not
+// run out; else the end, with the limit as its reason when that stopped it.
+ExitOutcome DecideOnExit(const RestartRule& rule, int64_t restarts, const KernelEnd& end,
+                         std::optional<int64_t> deadline_s, int64_t now_ms);
+
+}  // namespace slotd

@@ -1,0 +1,257 @@
+// Restart policies through the agent core and the in-memory FakeEngine: a
+// kernel that ends waits in BACKOFF holding its allocation, is started again
+// in its own container when its wait is over, records each restart in its
+// container's name, stops at its limit, and keeps all of it across a restart
+// of the agent. Times are passed in, so nothing sleeps.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "agent/agent.h"
+#include "agent/label_codec.h"
+#include "api/create_request.h"
+#include "common/units.h"
+#include "resources/device_kinds.h"
+#include "testing/fake_engine.h"
+#include "testing/temp_tree.h"
+
+namespace slotd {
+namespace {
+
+using nlohmann::json;
+using Method = FakeEngine::Method;
+
+// Agent "a1": cores 0-3, 1 GiB, a one-second stop timeout.
+Config RestartingAgentConfig(const std::string& scratch_root) {
+  Config config;
+  config.agent.id = "a1";
+  config.agent.node = "testnode";
+  config.resource.allowed_cores = {0, 1, 2, 3};
+  config.resource.allowed_cores_explicit = true;
+  config.resource.memory_size = kGiB;
+  config.resource.memory_size_explicit = true;
+  config.container.port_range_start = 30000;
+  config.container.port_range_end = 30009;
+  config.container.stop_timeout = std::chrono::seconds(1);
+  config.container.scratch_root = scratch_root;
+  config.container.allow_root = true;  // the fake's images run as root
+  return config;
+}
+
+// Kernel `id` on one core with restart policy `restart`; `extra` adds fields.
+CreateRequest RestartingKernel(const std::string& id, json restart, json extra = json::object()) {
+  json body = {{"kernel_id", id},
+               {"image", FakeEngine::kDefaultImage},
+               {"command", json::array({"sleep", "3600"})},
+               {"resources", {{"cpu", 1}}},
+               {"restart", std::move(restart)}};
+  body.update(extra);
+  Result<CreateRequest> req = ParseCreateRequest(body);
+  EXPECT_TRUE(req.ok()) << req.status().message();
+  return *req;
+}
+
+class AgentRestartTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Agent> NewAgent() {
+    auto plugins = MakePlugins(config_, HostFacts{});
+    EXPECT_TRUE(plugins.ok()) << plugins.status().message();
+    return std::make_unique<Agent>(config_, engine_, std::move(*plugins), hub_);
+  }
+
+  Kernel Create(const CreateRequest& request) {
+    auto out = agent_->CreateKernel(request);
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    return out.ok() ? out->kernel : Kernel{};
+  }
+
+  Kernel Get(const std::string& id, Agent* agent = nullptr) {
+    auto k = (agent ? agent : agent_.get())->GetKernel(id);
+    EXPECT_TRUE(k.ok()) << k.status().message();
+    return k.ok() ? *k : Kernel{};
+  }
+
+  // The kernel's container exits with `code` and the agent hears of it.
+  void Crash(const std::string& id, int code) {
+    Result<EngineEvent> died = engine_.KillBehindBack(Get(id).container_id, code);
+    ASSERT_TRUE(died.ok()) << died.status().message();
+    agent_->OnEngineEvent(*died);
+  }
+
+  // When the engine says the kernel's container ended, in unix milliseconds.
+  int64_t EndedAt(const std::string& id) { return engine_.Peek(Get(id).container_id)->finished_ms; }
+
+  uint64_t UsedCores() const { return agent_->DescribeResources()["cpu"]["used"].get<uint64_t>(); }
+
+  // The types of the events published since the last call.
+  std::vector<std::string> NewEvents() {
+    std::vector<std::string> types;
+    while (auto event = events_->Next(std::chrono::milliseconds(0))) types.push_back((*event)["type"]);
+    return types;
+  }
+
+  FakeEngine engine_;
+  EventHub hub_;
+  std::unique_ptr<EventHub::Subscription> events_ = hub_.Subscribe();
+  TempTree scratch_{"slotd-restart-scratch"};
+  Config config_ = RestartingAgentConfig(scratch_.root());
+  std::unique_ptr<Agent> agent_ = NewAgent();
+};
+
+TEST_F(AgentRestartTest, ACrashingKernelBacksOffHoldingItsCoresIsStartedAgainInItsOwnContainerAndStopsAtItsLimit) {
+  const Kernel created = Create(RestartingKernel(
+      "k1", {{"policy", "on-failure"}, {"max", 2}, {"backoff", {{"initial", "2s"}, {"max", "3s"}}}}));
+  NewEvents();
+  Crash("k1", 1);
+  Kernel k = Get("k1");
+  EXPECT_EQ(k.state(), KernelState::kBackoff);
+  EXPECT_EQ(k.exit_code, 1);
+  EXPECT_EQ(k.reason, "exited with code 1");
+  EXPECT_EQ(k.restarts, 0);
+  const int64_t first_due = EndedAt("k1") + 2'000;
+  EXPECT_EQ(k.next_restart_at_ms, first_due);
+  EXPECT_EQ(k.ToJson()["state"], "BACKOFF");
+  EXPECT_EQ(k.ToJson()["next_restart_at_ms"], first_due);
+  EXPECT_EQ(UsedCores(), 1u);  // no other kernel can take its core meanwhile
+  EXPECT_EQ(NewEvents(), std::vector<std::string>{"kernel_backoff"});
+
+  EXPECT_EQ(agent_->RestartDueKernels(first_due - 1), first_due);  // not yet
+  EXPECT_EQ(Get("k1").state(), KernelState::kBackoff);
+  EXPECT_EQ(engine_.CallCount(Method::kStart), 1);
+
+  EXPECT_EQ(agent_->RestartDueKernels(first_due), std::nullopt);
+  k = Get("k1");
+  EXPECT_EQ(k.state(), KernelState::kRunning);
+  EXPECT_EQ(k.restarts, 1);
+  EXPECT_EQ(k.container_id, created.container_id);
+  EXPECT_EQ(k.allocation, created.allocation);
+  EXPECT_EQ(k.exit_code, std::nullopt);
+  EXPECT_EQ(k.next_restart_at_ms, std::nullopt);
+  EXPECT_EQ(engine_.Peek(k.container_id)->name, ContainerName("a1", "k1", 1));
+  EXPECT_EQ(NewEvents(), std::vector<std::string>{"kernel_restarted"});
+
+  Crash("k1", 2);  // the wait doubles, up to its max
+  EXPECT_EQ(Get("k1").next_restart_at_ms, EndedAt("k1") + 3'000);
+  agent_->RestartDueKernels(EndedAt("k1") + 3'000);
+  EXPECT_EQ(Get("k1").restarts, 2);
+  EXPECT_EQ(engine_.Peek(created.container_id)->name, ContainerName("a1", "k1", 2));
+
+  Crash("k1", 3);
+  k = Get("k1");
+  EXPECT_EQ(k.state(), KernelState::kTerminated);
+  EXPECT_EQ(k.reason, "restart limit reached");
+  EXPECT_EQ(k.exit_code, 3);
+  EXPECT_EQ(UsedCores(), 0u);
+}
+
+TEST_F(AgentRestartTest, OnFailureKeepsACleanEndAndAlwaysRestartsIt) {
+  Create(RestartingKernel("once", {{"policy", "on-failure"}}));
+  Create(RestartingKernel("again", {{"policy", "always"}}));
+  Crash("once", 0);
+  Crash("again", 0);
+  EXPECT_EQ(Get("once").state(), KernelState::kTerminated);
+  EXPECT_EQ(Get("once").reason, "exited with code 0");
+  EXPECT_EQ(Get("again").state(), KernelState::kBackoff);
+  // [container] restart-backoff-initial: one second.
+  EXPECT_EQ(Get("again").next_restart_at_ms, EndedAt("again") + 1'000);
+}
+
+TEST_F(AgentRestartTest, AnAgentRestartedDuringABackoffKeepsTheCountAndTheWaitAndRestartsOnce) {
+  Create(RestartingKernel("k1", {{"policy", "always"}, {"backoff", {{"initial", "10s"}}}}));
+  Crash("k1", 1);
+  agent_->RestartDueKernels(EndedAt("k1") + 10'000);
+  ASSERT_EQ(Get("k1").restarts, 1);
+  Crash("k1", 1);
+  const int64_t due = EndedAt("k1") + 20'000;
+  ASSERT_EQ(Get("k1").next_restart_at_ms, due);
+
+  agent_.reset();  // the agent dies; the engine keeps the container, exited, under its new name
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  Kernel k = Get("k1");
+  EXPECT_EQ(k.state(), KernelState::kBackoff);
+  EXPECT_EQ(k.restarts, 1);
+  EXPECT_EQ(k.next_restart_at_ms, due);
+  EXPECT_EQ(UsedCores(), 1u);
+  const int starts = engine_.CallCount(Method::kStart);
+  EXPECT_EQ(agent_->RestartDueKernels(due - 1), due);
+  EXPECT_EQ(engine_.CallCount(Method::kStart), starts);
+  agent_->RestartDueKernels(due);
+  agent_->RestartDueKernels(due + 1);
+  EXPECT_EQ(engine_.CallCount(Method::kStart), starts + 1);
+  EXPECT_EQ(Get("k1").state(), KernelState::kRunning);
+  EXPECT_EQ(Get("k1").restarts, 2);
+}
+
+TEST_F(AgentRestartTest, ADeleteOrARunOutLifetimeWinsOverABackoff) {
+  Create(RestartingKernel("deleted", {{"policy", "always"}}));
+  Create(RestartingKernel("expired", {{"policy", "always"}}, {{"max_lifetime", "1h"}}));
+  Crash("deleted", 1);
+  Crash("expired", 1);
+  ASSERT_TRUE(agent_->DeleteKernel("deleted").ok());
+  EXPECT_EQ(agent_->GetKernel("deleted").status().code(), Status::Code::kNotFound);
+
+  const Kernel expired = Get("expired");
+  agent_->StopExpiredKernels(*expired.deadline);
+  EXPECT_EQ(Get("expired").state(), KernelState::kTerminated);
+  EXPECT_EQ(Get("expired").reason, "lifetime exceeded");
+  EXPECT_EQ(agent_->RestartDueKernels(expired.deadline.value() * 1000 + 60'000), std::nullopt);
+  EXPECT_EQ(Get("expired").state(), KernelState::kTerminated);
+  EXPECT_EQ(UsedCores(), 0u);
+}
+
+TEST_F(AgentRestartTest, ARestartThatCannotStartCountsAsAnEnd) {
+  Create(RestartingKernel("k1", {{"policy", "on-failure"}, {"max", 2}}));
+  Crash("k1", 1);
+  const int64_t due = *Get("k1").next_restart_at_ms;
+  engine_.FailNext(Method::kRename, Status::Unavailable("engine restarting"));
+  const int64_t now = due + 5;
+  agent_->RestartDueKernels(now);
+  Kernel k = Get("k1");
+  EXPECT_EQ(k.state(), KernelState::kBackoff);  // nothing was recorded: the same count, waiting again
+  EXPECT_EQ(k.restarts, 0);
+  EXPECT_EQ(k.next_restart_at_ms, now + 1'000);
+  EXPECT_NE(k.reason.find("restart failed: recording the restart"), std::string::npos) << k.reason;
+
+  engine_.FailNext(Method::kStart, Status::NotFound("no such image"));
+  agent_->RestartDueKernels(*k.next_restart_at_ms);
+  k = Get("k1");
+  EXPECT_EQ(k.state(), KernelState::kBackoff);
+  EXPECT_EQ(k.restarts, 1);  // renamed, so counted
+  EXPECT_EQ(k.reason, "restart failed: no such image");
+
+  engine_.FailNext(Method::kStart, Status::NotFound("no such image"));
+  agent_->RestartDueKernels(*k.next_restart_at_ms);
+  EXPECT_EQ(Get("k1").state(), KernelState::kTerminated);
+  EXPECT_EQ(Get("k1").reason, "restart limit reached");
+  EXPECT_EQ(UsedCores(), 0u);
+}
+
+TEST_F(AgentRestartTest, TheStopContractGoesToTheEngineAndAPreStopCommandRunsFirst) {
+  config_.container.stop_timeout = std::chrono::seconds(30);
+  agent_ = NewAgent();
+  const Kernel k = Create(RestartingKernel("k1", {{"policy", "never"}},
+                                           {{"stop_signal", "USR1"}, {"stop_timeout", "20s"},
+                                            {"pre_stop", {"sh", "-c", "echo bye"}}}));
+  std::optional<ContainerSpec> spec = engine_.SpecOf(k.container_id);
+  ASSERT_TRUE(spec);
+  EXPECT_EQ(spec->stop_signal, "SIGUSR1");
+  EXPECT_EQ(spec->stop_timeout_s, 20);
+  EXPECT_TRUE(spec->init);
+  ASSERT_TRUE(agent_->DeleteKernel("k1").ok());
+  EXPECT_EQ(engine_.CallCount(Method::kExec), 1);
+
+  Result<Agent::CreateOutcome> refused = agent_->CreateKernel(
+      RestartingKernel("k2", {{"policy", "never"}}, {{"stop_timeout", "31s"}}));
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("[container] stop-timeout = \"30s\""), std::string::npos)
+      << refused.status().message();
+  refused = agent_->CreateKernel(RestartingKernel("k3", {{"policy", "always"}, {"max", 11}}));
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("[container] restart-max = 10"), std::string::npos)
+      << refused.status().message();
+}
+
+}  // namespace
+}  // namespace slotd
