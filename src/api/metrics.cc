@@ -125,6 +125,9 @@ std::string RenderMetrics(const StatsSnapshot& snapshot, const MetricsFacts& fac
   out.Gauge("slotd_kernels_with_condition",
             "Running kernels whose container was paused or had its cpuset or memory changed outside slotd.", {},
             facts.kernels_with_condition);
+  for (const auto& [kernel_id, restarts] : facts.kernel_restarts)
+    out.Counter("slotd_kernel_restarts_total", "Times the kernel's restart policy started its container again.",
+                {{"kernel_id", kernel_id}}, static_cast<double>(restarts));
 
   for (const MetricsFacts::Device& device : facts.devices) {
     const prometheus::Labels labels = {{"plugin", device.plugin}, {"device", device.device}};

@@ -29,6 +29,9 @@ struct MetricsFacts {
   bool engine_reachable = false;  // as GET /health reports it
   bool draining = false;          // the agent takes no new kernels (POST /v1/agent/drain)
   int kernels_with_condition = 0;  // RUNNING kernels whose container was changed behind the agent's back
+  // Restarts by their restart policy, by kernel id, of the kernels that
+  // have a policy or were restarted.
+  std::map<std::string, int64_t> kernel_restarts;
   // The owned devices of plugins that watch health, with their health and drain.
   struct Device {
     std::string plugin;

@@ -12,6 +12,7 @@
 #include "api/create_request.h"
 #include "api/metrics.h"
 #include "api/responses.h"
+#include "agent/kernel_table.h"
 #include "common/relay.h"
 #include "common/version.h"
 #include "common/units.h"
@@ -90,9 +91,8 @@ json RegistrationJson(const Registration& r) {
 // Every kernel state, each with how many of `kernels` are in it.
 std::map<std::string, int> CountByState(const std::vector<Kernel>& kernels) {
   std::map<std::string, int> counts;
-  for (KernelState state : {KernelState::kPulling, KernelState::kPreparing, KernelState::kRunning, KernelState::kTerminating,
-                            KernelState::kTerminated, KernelState::kError})
-    counts[KernelStateName(state)] = 0;
+  for (KernelTable::Place place : KernelTable::Places())
+    if (place) counts[KernelStateName(*place)] = 0;
   for (const Kernel& kernel : kernels) ++counts[KernelStateName(kernel.state())];
   return counts;
 }
@@ -596,6 +596,8 @@ void ApiServer::Metrics(Exchange& ex) const {
   facts.kernels_by_state = CountByState(kernels);
   facts.kernels_with_condition = static_cast<int>(
       std::count_if(kernels.begin(), kernels.end(), [](const Kernel& k) { return !k.condition.empty(); }));
+  for (const Kernel& k : kernels)
+    if (k.request.restart.when != RestartWhen::kNever || k.restarts > 0) facts.kernel_restarts[k.id()] = k.restarts;
   facts.engine_reachable = agent_.EngineReachable();
   facts.draining = agent_.Draining().draining;
   facts.build = {kSlotdVersion, kSlotdCommit, label::kCurrentFormat};

@@ -50,8 +50,8 @@ int ReportBadAnswer(const Answer& answer, const AgentClient& agent) {
 // The API path of kernel `id` ("/v1/kernels/<id>"), the id escaped.
 std::string KernelPath(const std::string& id) { return "/v1/kernels/" + slotd::UrlEncode(id); }
 
-const std::vector<std::string> kKernelHeader = {"KERNEL",  "STATE", "EXIT",  "CORES",    "MEM",
-                                                "DEVICES", "PORTS", "IMAGE", "CONTAINER"};
+const std::vector<std::string> kKernelHeader = {"KERNEL", "STATE",   "RESTARTS", "EXIT",  "CORES",
+                                                "MEM",    "DEVICES", "PORTS",    "IMAGE", "CONTAINER"};
 
 // A kernel record (docs/api.md) as a row of kKernelHeader.
 std::vector<std::string> KernelRow(const AnswerField& k) {
@@ -66,6 +66,7 @@ std::vector<std::string> KernelRow(const AnswerField& k) {
     for (const auto& id : plugin.second.Elements()) devices += (devices.empty() ? "" : ",") + id.String();
   return {k["kernel_id"].String(),
           k["state"].String(),
+          k.Optional("restarts").Shown(),
           k["exit_code"].Shown(),
           cores.empty() ? "-" : slotd::FormatCoreList(cores),
           slotd::FormatSize(a["mem"].Count()),
@@ -159,6 +160,15 @@ Outcome<json> CreateRequest(const CreateArgs& args) {
   if (!args.scratch.empty()) body["resources"]["scratch"] = args.scratch;
   if (!args.max_lifetime.empty()) body["max_lifetime"] = args.max_lifetime;
   if (!args.pull.empty()) body["pull"] = args.pull;
+  if (!args.stop_signal.empty()) body["stop_signal"] = args.stop_signal;
+  if (!args.stop_timeout.empty()) body["stop_timeout"] = args.stop_timeout;
+  if (!args.pre_stop.empty()) body["pre_stop"] = {"sh", "-c", args.pre_stop};
+  if (!args.restart.empty() || args.restart_max > 0 || !args.restart_backoff.empty()) {
+    json restart = {{"policy", args.restart.empty() ? "on-failure" : args.restart}};
+    if (args.restart_max > 0) restart["max"] = args.restart_max;
+    if (!args.restart_backoff.empty()) restart["backoff"] = {{"initial", args.restart_backoff}};
+    body["restart"] = std::move(restart);
+  }
   return body;
 }
 

@@ -40,6 +40,12 @@ struct CreateArgs {
   std::string scratch;               // empty: the agent's [container] scratch-size
   std::string max_lifetime;          // empty: the agent's limit
   std::string pull;                  // empty: the agent's auto-pull
+  std::string stop_signal;           // empty: the image's, else SIGTERM
+  std::string stop_timeout;          // empty: the agent's [container] stop-timeout
+  std::string pre_stop;              // a shell command run before the stop signal; empty: none
+  std::string restart;               // never | on-failure | always; empty: never (on-failure with the two below)
+  int restart_max = 0;               // 0: the agent's [container] restart-max
+  std::string restart_backoff;       // the first wait; empty: the agent's
 };
 
 // `slotctl exec [-it] ID -- COMMAND...`.

@@ -93,6 +93,19 @@ Subcommand AddRun(CLI::App& app) {
   run->add_option("--pull", args->pull, "pull the image: digest (when its tag moved), tag (when missing), none; "
                                         "only stricter than the agent's [container] auto-pull")
       ->check(CLI::IsMember({"digest", "tag", "none"}));
+  run->add_option("--restart", args->restart,
+                  "start it again when its container ends: on-failure (a non-zero exit), always, never (default)")
+      ->check(CLI::IsMember({"never", "on-failure", "always"}));
+  run->add_option("--restart-max", args->restart_max,
+                  "the most restarts (default: the agent's [container] restart-max); implies --restart on-failure")
+      ->check(CLI::Range(1, 1'000'000));
+  run->add_option("--restart-backoff", args->restart_backoff,
+                  "the wait before the first restart, doubled for each later one, e.g. 5s (default: the agent's)");
+  run->add_option("--stop-signal", args->stop_signal, "the signal a stop sends first, e.g. SIGUSR1 (default SIGTERM)");
+  run->add_option("--stop-timeout", args->stop_timeout,
+                  "how long a stop waits before SIGKILL, e.g. 30s (default and most: the agent's [container] "
+                  "stop-timeout)");
+  run->add_option("--pre-stop", args->pre_stop, "a shell command run in the kernel before its stop signal");
   run->add_option("--device", args->devices, "SLOT=COUNT device request, SLOT one of the device slot types that slotctl info lists (<kind>.device, cuda.mig-<g>c<m>g), repeatable")
       ->allow_extra_args(false);
   CLI::Option* place_flag = run->add_flag(

@@ -290,7 +290,7 @@ void AgentProcess::WriteConfig() const {
                           "docker-host = \"" + (options_.docker_host.empty() ? DockerHost() : options_.docker_host) + "\"\n"
                           "port-range = [" + std::to_string(options_.port_first) + ", " +
                           std::to_string(options_.port_last) + "]\n"
-                          "stop-timeout = \"1s\"\n"
+                          "stop-timeout = \"" + options_.stop_timeout + "\"\n"
                           "auto-pull = \"" + options_.auto_pull + "\"\n"
                           "allow-root = " + (options_.allow_root ? "true" : "false") + "\n" + options_.container_toml +
                           "[resource.cpu]\n"

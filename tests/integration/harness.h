@@ -130,6 +130,7 @@ struct AgentOptions {
   // never pull unless they say so (a pull would reach past the loopback).
   std::string auto_pull = "none";
   bool allow_root = true;
+  std::string stop_timeout = "1s";  // container.stop-timeout: short, so that deletes are quick
   std::string container_toml; // lines added to the [container] section verbatim
   std::string extra_toml;     // appended verbatim
   std::string docker_host;    // container.docker-host; empty: $DOCKER_HOST

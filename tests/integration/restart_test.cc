@@ -1,0 +1,173 @@
+// Restart policies and the stop contract on the real engine, driven through
+// the real agent: a kernel whose PID 1 is killed comes back in its own
+// container with its own allocation until its limit, a back-off survives an
+// agent SIGKILL, and a stop sends the kernel's own signal after its pre_stop
+// command.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "integration/harness.h"
+
+namespace slotd::testing {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+// Polls GET /v1/kernels/{id} until `done` holds, up to `limit`; returns the last record.
+json PollKernelUntil(const AgentProcess& agent, const std::string& id, const std::function<bool(const json&)>& done,
+                     milliseconds limit = std::chrono::seconds(20)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  json k;
+  while (std::chrono::steady_clock::now() < until) {
+    k = agent.CallJson("GET", "/v1/kernels/" + id, nullptr, 200);
+    if (done(k)) return k;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ADD_FAILURE() << "kernel " << id << " did not get there in time: " << k.dump();
+  return k;
+}
+
+// Kills the host process that is PID 1 of the kernel's container with SIGKILL,
+// as a crash (or the kernel OOM killer) would.
+void KillPidOne(const json& kernel) {
+  Result<ContainerInfo> info = Engine().Inspect(kernel["container_id"].get<std::string>());
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  ASSERT_GT(info->pid, 0) << kernel.dump();
+  ASSERT_EQ(::kill(info->pid, SIGKILL), 0);
+}
+
+// A kernel on one core with container port 8080 that sleeps, restarted as `restart` says.
+json CrashingKernel(const std::string& id, json restart) {
+  json request = SleepKernel(id);
+  request["ports"] = {8080};
+  request["restart"] = std::move(restart);
+  return request;
+}
+
+TEST(Restart, AKernelWhosePidOneIsKilledComesBackWithItsAllocationUntilItsLimit) {
+  AgentProcess agent(TwoCoreAgent("crash"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const json created = agent.CreateKernel(
+      CrashingKernel("crash", {{"policy", "on-failure"}, {"max", 2}, {"backoff", {{"initial", "1s"}}}}));
+
+  for (int restart = 1; restart <= 2; ++restart) {
+    KillPidOne(agent.CallJson("GET", "/v1/kernels/crash", nullptr, 200));
+    const json waiting = PollKernelUntil(agent, "crash", [](const json& k) { return k["state"] == "BACKOFF"; });
+    EXPECT_EQ(waiting["exit_code"], 137) << waiting.dump();
+    EXPECT_EQ(waiting["reason"], "exited with code 137");
+    EXPECT_TRUE(waiting["next_restart_at_ms"].is_number()) << waiting.dump();
+    // While it waits its core and port are its own: no one else gets them.
+    EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["resources"]["cpu"]["used"], 1);
+    const json back = PollKernelUntil(agent, "crash", [&](const json& k) {
+      return k["state"] == "RUNNING" && k["restarts"] == restart;
+    });
+    EXPECT_EQ(back["container_id"], created["container_id"]);
+    EXPECT_EQ(back["allocations"], created["allocations"]);
+    EXPECT_EQ(back["ports"], created["ports"]);
+    Result<ContainerInfo> info = Engine().Inspect(created["container_id"].get<std::string>());
+    ASSERT_TRUE(info.ok());
+    EXPECT_TRUE(info->running);
+    EXPECT_EQ(info->name.rfind("slotd.r" + std::to_string(restart) + "-", 0), 0u) << info->name;
+  }
+  EXPECT_NE(agent.Call("GET", "/metrics").body.find("slotd_kernel_restarts_total{agent_id=\"" +
+                                                    agent.options().id + "\",kernel_id=\"crash\"} 2"),
+            std::string::npos);
+
+  KillPidOne(agent.CallJson("GET", "/v1/kernels/crash", nullptr, 200));
+  const json ended = PollKernelUntil(agent, "crash", [](const json& k) { return k["state"] == "TERMINATED"; });
+  EXPECT_EQ(ended["reason"], "restart limit reached");
+  EXPECT_EQ(ended["exit_code"], 137);
+  EXPECT_EQ(ended["restarts"], 2);
+  EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["resources"]["cpu"]["used"], 0);
+}
+
+TEST(Restart, AnAgentKilledDuringABackoffKeepsTheCountAndTheWaitAndRestartsItOnce) {
+  AgentProcess agent(TwoCoreAgent("backoff"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  agent.CreateKernel(CrashingKernel("job", {{"policy", "always"}, {"backoff", {{"initial", "1s"}, {"max", "4s"}}}}));
+  KillPidOne(agent.CallJson("GET", "/v1/kernels/job", nullptr, 200));
+  PollKernelUntil(agent, "job", [](const json& k) { return k["restarts"] == 1 && k["state"] == "RUNNING"; });
+  KillPidOne(agent.CallJson("GET", "/v1/kernels/job", nullptr, 200));
+  const json waiting = PollKernelUntil(agent, "job", [](const json& k) { return k["state"] == "BACKOFF"; });
+  ASSERT_EQ(waiting["restarts"], 1);
+
+  agent.Kill(SIGKILL);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const json adopted = agent.CallJson("GET", "/v1/kernels/job", nullptr, 200);
+  if (adopted["state"] == "BACKOFF") {  // the two-second wait may be over already
+    EXPECT_EQ(adopted["restarts"], 1);
+    EXPECT_EQ(adopted["next_restart_at_ms"], waiting["next_restart_at_ms"]);
+    EXPECT_EQ(adopted["exit_code"], 137);
+  }
+  const json back = PollKernelUntil(agent, "job", [](const json& k) { return k["state"] == "RUNNING"; });
+  EXPECT_EQ(back["restarts"], 2);
+  // Started once: it stays at two restarts while it runs.
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(agent.CallJson("GET", "/v1/kernels/job", nullptr, 200)["restarts"], 2);
+  agent.CallJson("DELETE", "/v1/kernels/job", nullptr, 200);
+}
+
+TEST(Restart, ADeleteDuringABackoffWinsAndACleanExitUnderOnFailureIsKept) {
+  AgentProcess agent(TwoCoreAgent("wins"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  agent.CreateKernel(CrashingKernel("waiting", {{"policy", "always"}, {"backoff", {{"initial", "1h"}}}}));
+  KillPidOne(agent.CallJson("GET", "/v1/kernels/waiting", nullptr, 200));
+  PollKernelUntil(agent, "waiting", [](const json& k) { return k["state"] == "BACKOFF"; });
+  const json deleted = agent.CallJson("DELETE", "/v1/kernels/waiting", nullptr, 200);
+  EXPECT_EQ(deleted["state"], "TERMINATED");
+  EXPECT_EQ(agent.Call("GET", "/v1/kernels/waiting").status, 404);
+
+  json done = SleepKernel("done");
+  done["command"] = {"sh", "-c", "sleep 1; exit 0"};
+  done["restart"] = {{"policy", "on-failure"}};
+  agent.CreateKernel(done);
+  const json ended = PollKernelUntil(agent, "done", [](const json& k) { return k["state"] == "TERMINATED"; });
+  EXPECT_EQ(ended["reason"], "exited with code 0");
+  EXPECT_EQ(ended["restarts"], 0);
+}
+
+TEST(StopContract, AStopRunsThePreStopCommandThenSendsTheKernelsOwnSignal) {
+  AgentOptions options = TwoCoreAgent("contract");
+  options.stop_timeout = "10s";
+  AgentProcess agent(options);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json request = SleepKernel("saver");
+  // The shell is not PID 1 (the engine's init is), so it gets the signal the init passes on.
+  request["command"] = {"sh", "-c",
+                        "trap 'echo usr1 >> /home/work/log; exit 0' USR1; "
+                        "echo started >> /home/work/log; while :; do sleep 0.1; done"};
+  request["stop_signal"] = "SIGUSR1";
+  request["stop_timeout"] = "5s";
+  request["pre_stop"] = {"sh", "-c", "echo pre-stop >> /home/work/log"};
+  request["max_lifetime"] = "2s";
+  agent.CreateKernel(request);
+  const json ended = PollKernelUntil(agent, "saver", [](const json& k) { return k["state"] == "TERMINATED"; });
+  EXPECT_EQ(ended["reason"], "lifetime exceeded");
+  EXPECT_EQ(ended["exit_code"], 0) << "SIGUSR1 was trapped, so no SIGKILL was needed";
+  std::ifstream log(agent.dir() + "/var/scratch/saver/log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_EQ(text.str(), "started\npre-stop\nusr1\n");
+  Result<ContainerInfo> info = Engine().Inspect(ended["container_id"].get<std::string>());
+  ASSERT_TRUE(info.ok());
+  agent.CallJson("DELETE", "/v1/kernels/saver", nullptr, 200);
+
+  json too_long = SleepKernel("patient");
+  too_long["stop_timeout"] = "2h";
+  HttpResponse refused = agent.Call("POST", "/v1/kernels", too_long.dump());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_NE(refused.body.find("stop_timeout: must be at most 1h"), std::string::npos) << refused.body;
+}
+
+}  // namespace
+}  // namespace slotd::testing
