@@ -22,6 +22,7 @@
 
 #include "agent/device_manager.h"
 #include "agent/event_hub.h"
+#include "agent/health_prober.h"
 #include "agent/image_gc.h"
 #include "agent/image_puller.h"
 #include "agent/image_user.h"
@@ -170,6 +171,24 @@ class Agent {
   };
   // Every RUNNING kernel that has a container, in kernel id order.
   std::vector<RunningKernel> RunningKernels() const EXCLUDES(mutex_);
+  // A RUNNING kernel with a health check, as the health keeper probes it.
+  struct HealthTarget {
+    std::string kernel_id;
+    std::string container_id;
+    HealthRule rule;
+    ProbeAddress address;  // where an HTTP or TCP check connects ([container] network decides)
+  };
+  // Every RUNNING kernel with a health check and a container that no call owns.
+  std::vector<HealthTarget> HealthTargets() const EXCLUDES(mutex_);
+  // Records one probe of `kernel_id`'s container `container_id` (unless the
+  // kernel moved on meanwhile): its health, the events kernel_ready,
+  // kernel_unhealthy and kernel_healthy, and, when it has just become
+  // unhealthy, what its on_unhealthy says: its container stopped and its
+  // end "unhealthy" (restart: as its restart policy says; stop: TERMINATED).
+  // Takes mutex_ itself; stops without it.
+  void RecordHealth(const std::string& kernel_id, const std::string& container_id, const ProbeResult& result,
+                    bool in_start_period) EXCLUDES(mutex_);
+
   // The plugins' device meters, in plugin order; plugins without measures
   // (mock, cpu, ...) have none. The same objects on every call.
   std::vector<std::shared_ptr<DeviceMeter>> DeviceMeters() const { return devices_.Meters(); }

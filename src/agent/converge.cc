@@ -37,9 +37,14 @@ reconcile::Step Agent::StepFor(const ContainerInfo& info, uint64_t list_seq) con
   return reconcile::DecideOnContainer(info, &known, forgotten_at, list_seq);
 }
 
-void Agent::Ended(const std::string& kernel_id, const KernelEnd& end) {
+void Agent::Ended(const std::string& kernel_id, const KernelEnd& what_ended) {
   const Kernel* k = table_.Find(kernel_id);
   if (!k) return;
+  KernelEnd end = what_ended;
+  if (!k->end_cause.empty()) {  // the agent ended it (an unhealthy kernel): that is its end
+    end.why = k->end_cause;
+    end.forced = true;
+  }
   const std::optional<int64_t> ended_at = end.ended_at_ms > 0 ? std::optional(end.ended_at_ms / 1000) : std::nullopt;
   const bool policy_applies = k->state() == KernelState::kRunning || k->state() == KernelState::kBackoff;
   if (!policy_applies) {

@@ -156,7 +156,7 @@ namespace {
 Status CheckKnownFields(const json& body) {
   static const std::vector<std::string> kKnown = {
       "kernel_id",    "session_id", "image", "command",     "env",          "resources", "ports",   "labels",
-      "max_lifetime", "mounts",     "pull",  "stop_signal", "stop_timeout", "pre_stop",  "restart"};
+      "max_lifetime", "mounts",     "pull",  "stop_signal", "stop_timeout", "pre_stop",  "restart", "health"};
   for (const auto& [key, value] : body.items()) {
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
       std::string known;
@@ -302,6 +302,9 @@ Result<CreateRequest> ParseRequestWithin(const json& body, const RequestLimits& 
   if (Status s = ParseUserLabels(body, limits, req); !s.ok()) return s;
   if (Status s = ParseStopContract(body, limits.command_args, limits.command_total, req.stop); !s.ok()) return s;
   if (Status s = ParseRestartPolicy(body, req.restart); !s.ok()) return s;
+  if (Status s = ParseHealthCheck(body, req.resources.ports, limits.command_args, limits.command_total, req.health);
+      !s.ok())
+    return s;
   return req;
 }
 
@@ -354,7 +357,9 @@ json Kernel::ToJson() const {
           {"terminated_at", terminated_at ? json(*terminated_at) : json(nullptr)},
           {"deadline", deadline ? json(*deadline) : json(nullptr)},
           {"restarts", restarts},
-          {"next_restart_at_ms", next_restart_at_ms ? json(*next_restart_at_ms) : json(nullptr)}};
+          {"next_restart_at_ms", next_restart_at_ms ? json(*next_restart_at_ms) : json(nullptr)},
+          {"ready", state_ == KernelState::kRunning && (!request.health || (health && health->ready))},
+          {"health", health ? health->ToJson() : json(nullptr)}};
 }
 
 std::string ContainerName(const std::string& agent_id, const std::string& kernel_id, int64_t restarts) {

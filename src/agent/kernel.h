@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/health_check.h"
 #include "agent/kernel_policy.h"
 #include "common/status.h"
 #include "config/choices.h"
@@ -76,6 +77,7 @@ struct CreateRequest {
   std::optional<PullPolicy> pull;
   StopContract stop;      // stop_signal, stop_timeout, pre_stop
   RestartPolicy restart;  // whether it is started again when its container ends
+  std::optional<HealthCheck> health;  // what the agent probes while it runs; unset: nothing
 
   // Two requests are the same (a repeat, not a conflict) exactly when equal.
   bool operator==(const CreateRequest&) const = default;
@@ -135,6 +137,13 @@ struct Kernel {
   int64_t restarts = 0;
   // While BACKOFF: when its restart policy starts it again, in unix milliseconds.
   std::optional<int64_t> next_restart_at_ms;
+  // Its health since its container last started, when its request has a
+  // check: set afresh (starting) each time it becomes RUNNING.
+  std::optional<HealthState> health;
+  // Why the agent is stopping its RUNNING container with no call owning it
+  // ("unhealthy"): the reason its end gets, a failure whatever its exit
+  // code; empty: none.
+  std::string end_cause;
   uint64_t container_seq = 0;  // the agent's mutation sequence when its container appeared
 
   const std::string& id() const { return request.kernel_id; }
@@ -145,7 +154,8 @@ struct Kernel {
   std::string Conditions() const;
   // The API form: kernel_id, session_id, agent_id, container_id, image,
   // command, state, exit_code, reason, allocations, ports, labels,
-  // created_at, terminated_at, deadline, restarts, next_restart_at_ms.
+  // created_at, terminated_at, deadline, restarts, next_restart_at_ms,
+  // ready (RUNNING and, with a check, passed one), health.
   nlohmann::json ToJson() const;
 
  private:

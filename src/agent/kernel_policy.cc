@@ -140,7 +140,7 @@ milliseconds BackoffBefore(const RestartRule& rule, int64_t restarts) {
 
 ExitOutcome DecideOnExit(const RestartRule& rule, int64_t restarts, const KernelEnd& end,
                          std::optional<int64_t> deadline_s, int64_t now_ms) {
-  const bool failed = end.out_of_memory || !end.exit_code || *end.exit_code != 0;
+  const bool failed = end.forced || end.out_of_memory || !end.exit_code || *end.exit_code != 0;
   const bool restarts_it =
       rule.when == RestartWhen::kAlways || (rule.when == RestartWhen::kOnFailure && failed);
   if (!restarts_it) return {false, 0, end.why};

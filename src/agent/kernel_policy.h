@@ -83,6 +83,7 @@ struct KernelEnd {
   bool out_of_memory = false;    // killed by the kernel's own memory limit
   int64_t ended_at_ms = 0;       // when, in unix milliseconds
   std::string why;               // "exited with code 1", "out of memory", "restart failed: ..."
+  bool forced = false;           // ended by the agent for a failure (unhealthy), whatever its exit code
 };
 
 // What the end of a kernel's container comes to.

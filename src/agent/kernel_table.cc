@@ -117,6 +117,11 @@ void KernelTable::Announce(const char* type, const Kernel& kernel, json extra) {
 }
 
 void KernelTable::Enter(Kernel& kernel, Transition transition, KernelState to, json extra) {
+  if (to == KernelState::kRunning && transition != T::kStopFailed) {
+    // Its container (re)started: its health is to be found again.
+    kernel.health = kernel.request.health ? std::optional<HealthState>(HealthState{}) : std::nullopt;
+    kernel.end_cause.clear();
+  }
   kernel.state_ = to;
   if (const char* event = RuleOf(transition).event) Announce(event, kernel, std::move(extra));
 }

@@ -50,6 +50,7 @@ json RequestLabel(const CreateRequest& request) {
   }
   WriteStopContract(request.stop, canonical);
   if (request.restart != RestartPolicy{}) canonical["restart"] = RestartPolicyJson(request.restart);
+  if (request.health) canonical["health"] = HealthCheckJson(*request.health);
   return canonical;
 }
 
@@ -102,7 +103,7 @@ Labels KernelLabels(const Kernel& kernel) {
 }
 
 int LabelFormatFor(const CreateRequest& request) {
-  if (request.stop != StopContract{} || request.restart != RestartPolicy{}) return 5;
+  if (request.stop != StopContract{} || request.restart != RestartPolicy{} || request.health) return 5;
   return request.resources.scratch_bytes ? 4 : 3;
 }
 

@@ -23,8 +23,9 @@ namespace slotd {
 // them, so nothing changes but the format.
 // Format 3 -> 4: the request may hold resources.scratch; a format 3
 // container has none, so nothing changes but the format.
-// Format 4 -> 5: the request may hold stop_signal, stop_timeout, pre_stop
-// and restart; a format 4 container has none, so nothing changes but the format.
+// Format 4 -> 5: the request may hold stop_signal, stop_timeout, pre_stop,
+// restart and health; a format 4 container has none, so nothing changes but
+// the format.
 // kFailedPrecondition naming the container and both formats when they were
 // written by a newer slotd: this version cannot know what they mean.
 Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name);
@@ -32,8 +33,9 @@ Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_
 // The label format a kernel with `request` is written in: the oldest that
 // holds all of it, so that an older slotd (after a downgrade) adopts every
 // kernel that uses nothing it lacks, and refuses one that does by its
-// format check, touching nothing. 5 for a request with a stop contract or a
-// restart policy, else 4 for one with resources.scratch, else 3.
+// format check, touching nothing. 5 for a request with a stop contract, a
+// restart policy or a health check, else 4 for one with resources.scratch,
+// else 3.
 int LabelFormatFor(const CreateRequest& request);
 
 // The labels a kernel's container carries (owner, ids, allocations,

@@ -7,7 +7,11 @@
 namespace slotd {
 
 Watcher::Watcher(Agent& agent, ContainerEngine& engine, std::chrono::milliseconds relist_interval, Clock& clock)
-    : agent_(agent), engine_(engine), relist_interval_(relist_interval), clock_(clock) {}
+    : agent_(agent),
+      engine_(engine),
+      relist_interval_(relist_interval),
+      clock_(clock),
+      health_keeper_(agent, engine, clock) {}
 
 Watcher::~Watcher() { Stop(); }
 
@@ -19,9 +23,11 @@ void Watcher::Start() {
   image_gc_thread_ = std::thread([this] { ImageGcLoop(); });
   health_thread_ = std::thread([this] { HealthLoop(); });
   restart_thread_ = std::thread([this] { RestartLoop(); });
+  health_keeper_.Start();
 }
 
 void Watcher::Stop() {
+  health_keeper_.Stop();
   {
     MutexLock lock(mutex_);
     stop_ = true;

@@ -12,7 +12,8 @@
 //    (it does nothing when no device's health changed);
 //  - the restarter runs Agent::RestartDueKernels when the next BACKOFF
 //    kernel is due, after every event and relist (which may have put one
-//    in BACKOFF), and at least every kRestartLookEvery.
+//    in BACKOFF), and at least every kRestartLookEvery;
+//  - the health keeper (HealthKeeper) probes the kernels' health checks.
 // Periods and backoff are waited on `clock`; the probe's deadline is real time.
 #pragma once
 
@@ -23,6 +24,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/health_keeper.h"
 #include "common/mutex.h"
 
 namespace slotd {
@@ -64,6 +66,7 @@ class Watcher {
   ContainerEngine& engine_;
   const std::chrono::milliseconds relist_interval_;
   Clock& clock_;
+  HealthKeeper health_keeper_;
 
   std::atomic<bool> stop_{false};
   Mutex mutex_;

@@ -457,6 +457,18 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "The longest a restart policy waits between two restarts of a kernel, unless the request says "
               "(`restart.backoff.max`).",
               {DurationRange(milliseconds(0), milliseconds(24 * 3'600'000))}),
+    MemberKey("health-interval", &ContainerConfig::health_interval, DurationType(),
+              "How often the agent probes a kernel's health check (`health` in its request) unless the request "
+              "says.",
+              {DurationRange(milliseconds(100), milliseconds(24 * 3'600'000))}),
+    // Each probe costs the agent (and, for exec checks, the engine) a round trip.
+    MemberKey("health-min-interval", &ContainerConfig::health_min_interval, DurationType(),
+              "The shortest interval between two probes of one kernel: a request asking for less gets this.",
+              {DurationRange(milliseconds(100), milliseconds(3'600'000))}),
+    MemberKey("health-timeout", &ContainerConfig::health_timeout, DurationType(),
+              "How long one probe may take before it counts as a failure, unless the request says (never more "
+              "than its interval).",
+              {DurationRange(milliseconds(100), milliseconds(3'600'000))}),
     // Fewer pids or log bytes than the minimums break ordinary kernels.
     MemberKey("pids-limit", &ContainerConfig::pids_limit, IntegerType(),
               "The most processes (and threads) one kernel may have at once, so that no kernel can exhaust the "

@@ -86,6 +86,9 @@ struct ContainerConfig {
   int64_t restart_max = 10;  // the default and the cap of a restart policy's max; 0: no limit
   std::chrono::milliseconds restart_backoff_initial{1'000};  // the first wait of a restart policy, unless it asks
   std::chrono::milliseconds restart_backoff_max{300'000};    // the longest wait, unless it asks
+  std::chrono::milliseconds health_interval{10'000};     // between two probes of a kernel, unless it asks
+  std::chrono::milliseconds health_min_interval{1'000};  // the shortest interval a kernel gets
+  std::chrono::milliseconds health_timeout{5'000};       // the longest one probe may take, unless it asks
   int64_t pids_limit = 4096;              // per kernel; 0: none
   uint64_t log_max_size = 50ull << 20;    // per log file of a kernel (two files kept); 0: the engine's default logging
   std::chrono::milliseconds max_lifetime{0};  // the longest a kernel may run from its creation; 0: no limit

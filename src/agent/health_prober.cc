@@ -1,0 +1,116 @@
+#include "agent/health_prober.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "common/http_client.h"
+
+namespace slotd {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// `text` cut to what a kernel's record keeps.
+std::string Bounded(std::string text) {
+  if (text.size() > kMaxHealthOutput) text.resize(kMaxHealthOutput);
+  return text;
+}
+
+// Connects a TCP socket to 127.0.0.1:port within `timeout`; OK or why not.
+Status TcpConnect(int port, milliseconds timeout) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::Internal(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  Status result = Status::Ok();
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    if (errno != EINPROGRESS) {
+      result = Status::Unavailable(std::string("connect: ") + std::strerror(errno));
+    } else {
+      pollfd p{fd, POLLOUT, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+      int error = 0;
+      socklen_t len = sizeof error;
+      if (ready == 0) {
+        result = Status::DeadlineExceeded("connect: no answer within " + std::to_string(timeout.count()) + " ms");
+      } else if (ready < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0 || error != 0) {
+        result = Status::Unavailable(std::string("connect: ") + std::strerror(error ? error : errno));
+      }
+    }
+  }
+  ::close(fd);
+  return result;
+}
+
+}  // namespace
+
+ProbeResult HealthProber::Probe(const HealthRule& rule, const std::string& container_id,
+                                const ProbeAddress& address) const {
+  if (rule.check.kind == ProbeKind::kExec) return Exec(rule, container_id);
+  if (address.kernel_netns) return ConnectInside(rule, container_id, address.port);
+  return Connect(rule, address.port);
+}
+
+ProbeResult HealthProber::Exec(const HealthRule& rule, const std::string& container_id) const {
+  // The engine counts whole seconds.
+  const auto timeout = std::chrono::seconds((rule.timeout.count() + 999) / 1000);
+  Result<ExecResult> ran = engine_.Exec(container_id, rule.check.command, timeout);
+  if (!ran.ok()) return {false, Bounded(ran.status().message())};
+  std::string output = ran->stdout_text + ran->stderr_text;
+  if (ran->exit_code != 0) output = "exit code " + std::to_string(ran->exit_code) + (output.empty() ? "" : ": ") + output;
+  return {ran->exit_code == 0, Bounded(std::move(output))};
+}
+
+ProbeResult HealthProber::Connect(const HealthRule& rule, int port) {
+  if (rule.check.kind == ProbeKind::kTcp) {
+    const Status connected = TcpConnect(port, rule.timeout);
+    return {connected.ok(), connected.ok() ? "" : Bounded("127.0.0.1:" + std::to_string(port) + ": " +
+                                                          connected.message())};
+  }
+  // The body is read and dropped: only the status counts, and a kernel may send anything.
+  const HttpClient client = HttpClient::Tcp("http://127.0.0.1:" + std::to_string(port));
+  Result<HttpResponse> answer =
+      client.RequestStreamed("GET", rule.check.path, "", rule.timeout, [](std::string_view) { return true; });
+  if (!answer.ok()) return {false, Bounded(answer.status().message())};
+  const bool passed = answer->status >= 200 && answer->status < 400;
+  return {passed, Bounded("GET " + rule.check.path + ": HTTP " + std::to_string(answer->status) +
+                          (passed || answer->body.empty() ? "" : ": " + answer->body))};
+}
+
+ProbeResult HealthProber::ConnectInside(const HealthRule& rule, const std::string& container_id, int port) const {
+  Result<ContainerInfo> info = engine_.Inspect(container_id);
+  if (!info.ok()) return {false, Bounded(info.status().message())};
+  if (info->pid <= 0) return {false, "the container is not running"};
+  const std::string ns_path = "/proc/" + std::to_string(info->pid) + "/ns/net";
+  const int ns = ::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (ns < 0)
+    return {false, Bounded("cannot open the kernel's network namespace " + ns_path + ": " + std::strerror(errno))};
+  // The thread that enters the namespace ends with the probe, so no other
+  // work of the agent ever runs inside a kernel's network.
+  ProbeResult result;
+  std::thread inside([&] {
+    if (::setns(ns, CLONE_NEWNET) != 0) {
+      result = {false, Bounded(std::string("cannot enter the kernel's network namespace (the agent needs "
+                                           "CAP_SYS_ADMIN for checks of kernels on network \"none\"): ") +
+                               std::strerror(errno))};
+      return;
+    }
+    result = Connect(rule, port);
+  });
+  inside.join();
+  ::close(ns);
+  return result;
+}
+
+}  // namespace slotd

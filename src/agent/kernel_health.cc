@@ -1,0 +1,78 @@
+// Agent, continued: the health of running kernels — which ones the health
+// keeper probes and where, and what each probe's result comes to.
+#include "agent/agent.h"
+
+#include <spdlog/spdlog.h>
+
+namespace slotd {
+
+using nlohmann::json;
+
+std::vector<Agent::HealthTarget> Agent::HealthTargets() const {
+  const std::string& network = config_.container.network;
+  MutexLock lock(mutex_);
+  std::vector<HealthTarget> targets;
+  for (const auto& [id, kernel] : table_.All()) {
+    if (!kernel.request.health || kernel.state() != KernelState::kRunning || kernel.container_id.empty() ||
+        table_.OwnedByACall(kernel))
+      continue;
+    HealthTarget target{id, kernel.container_id, ResolveHealth(*kernel.request.health, config_.container), {}};
+    const int port = kernel.request.health->port;
+    target.address = {port, network == "none"};
+    if (network == "bridge") {
+      for (const PortBinding& binding : kernel.allocation.ports)
+        if (binding.container_port == port) target.address.port = binding.host_port;
+    }
+    targets.push_back(std::move(target));
+  }
+  return targets;
+}
+
+void Agent::RecordHealth(const std::string& kernel_id, const std::string& container_id, const ProbeResult& result,
+                         bool in_start_period) {
+  std::vector<ToStop> to_stop;
+  std::optional<ToStop> to_end;  // stopped; its death decides the rest
+  {
+    MutexLock lock(mutex_);
+    Kernel* k = table_.Find(kernel_id);
+    if (!k || k->container_id != container_id || k->state() != KernelState::kRunning || !k->request.health ||
+        !k->health || table_.OwnedByACall(*k) || !k->end_cause.empty())
+      return;
+    const HealthRule rule = ResolveHealth(*k->request.health, config_.container);
+    const HealthChange change = RecordProbe(*k->health, rule, result.passed, result.output, in_start_period);
+    if (change.became_ready) {
+      spdlog::info("kernel {}: ready (its health check passed)", kernel_id);
+      table_.Announce("kernel_ready", *k);
+    }
+    if (change.became_healthy) {
+      spdlog::info("kernel {}: healthy again", kernel_id);
+      table_.Announce("kernel_healthy", *k);
+    }
+    if (!change.became_unhealthy) return;
+    const OnUnhealthy on_unhealthy = k->request.health->on_unhealthy;
+    spdlog::warn("kernel {}: unhealthy after {} failed checks: {} (on_unhealthy: {})", kernel_id, k->health->failing,
+                 k->health->last_failure, OnUnhealthyName(on_unhealthy));
+    table_.Announce("kernel_unhealthy", *k,
+                    {{"failing", k->health->failing}, {"last_failure", k->health->last_failure},
+                     {"on_unhealthy", OnUnhealthyName(on_unhealthy)}});
+    if (on_unhealthy == OnUnhealthy::kStop && table_.Stopping(kernel_id).ok()) {
+      to_stop.push_back({kernel_id, container_id, k->request.stop});
+    } else if (on_unhealthy == OnUnhealthy::kRestart) {
+      k->end_cause = "unhealthy";
+      to_end = ToStop{kernel_id, container_id, k->request.stop};
+    }
+  }
+  StopTerminating(to_stop, "unhealthy");
+  if (to_end) {
+    // Its "die" event (or the next relist) ends it: Ended reads end_cause.
+    const StopOutcome stop = StopContainer(to_end->container_id, to_end->contract);
+    if (!stop.stopped.ok() && stop.stopped.code() != Status::Code::kNotFound) {
+      spdlog::error("kernel {}: unhealthy, but its container could not be stopped: {}", kernel_id,
+                    stop.stopped.message());
+      MutexLock lock(mutex_);
+      if (Kernel* k = table_.Find(kernel_id); k && k->container_id == container_id) k->end_cause.clear();
+    }
+  }
+}
+
+}  // namespace slotd
