@@ -125,6 +125,12 @@ std::string RenderMetrics(const StatsSnapshot& snapshot, const MetricsFacts& fac
   out.Gauge("slotd_kernels_with_condition",
             "Running kernels whose container was paused or had its cpuset or memory changed outside slotd.", {},
             facts.kernels_with_condition);
+  for (const auto& [kernel_id, health] : facts.kernel_health) {
+    out.Gauge("slotd_kernel_ready", "Whether the kernel's health check has passed since its container started (1) or not (0).",
+              {{"kernel_id", kernel_id}}, health.ready ? 1 : 0);
+    out.Gauge("slotd_kernel_healthy", "Whether the kernel's health check says healthy (1) or starting or unhealthy (0).",
+              {{"kernel_id", kernel_id}}, health.healthy ? 1 : 0);
+  }
   for (const auto& [kernel_id, restarts] : facts.kernel_restarts)
     out.Counter("slotd_kernel_restarts_total", "Times the kernel's restart policy started its container again.",
                 {{"kernel_id", kernel_id}}, static_cast<double>(restarts));

@@ -32,6 +32,12 @@ struct MetricsFacts {
   // Restarts by their restart policy, by kernel id, of the kernels that
   // have a policy or were restarted.
   std::map<std::string, int64_t> kernel_restarts;
+  // The health of the RUNNING kernels that have a health check, by kernel id.
+  struct KernelHealth {
+    bool ready = false;
+    bool healthy = false;
+  };
+  std::map<std::string, KernelHealth> kernel_health;
   // The owned devices of plugins that watch health, with their health and drain.
   struct Device {
     std::string plugin;

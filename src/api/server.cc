@@ -598,6 +598,9 @@ void ApiServer::Metrics(Exchange& ex) const {
       std::count_if(kernels.begin(), kernels.end(), [](const Kernel& k) { return !k.condition.empty(); }));
   for (const Kernel& k : kernels)
     if (k.request.restart.when != RestartWhen::kNever || k.restarts > 0) facts.kernel_restarts[k.id()] = k.restarts;
+  for (const Kernel& k : kernels)
+    if (k.health && k.state() == KernelState::kRunning)
+      facts.kernel_health[k.id()] = {k.health->ready, k.health->status == HealthStatus::kHealthy};
   facts.engine_reachable = agent_.EngineReachable();
   facts.draining = agent_.Draining().draining;
   facts.build = {kSlotdVersion, kSlotdCommit, label::kCurrentFormat};

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
@@ -50,12 +51,13 @@ int ReportBadAnswer(const Answer& answer, const AgentClient& agent) {
 // The API path of kernel `id` ("/v1/kernels/<id>"), the id escaped.
 std::string KernelPath(const std::string& id) { return "/v1/kernels/" + slotd::UrlEncode(id); }
 
-const std::vector<std::string> kKernelHeader = {"KERNEL", "STATE",   "RESTARTS", "EXIT",  "CORES",
-                                                "MEM",    "DEVICES", "PORTS",    "IMAGE", "CONTAINER"};
+const std::vector<std::string> kKernelHeader = {"KERNEL", "STATE", "HEALTH",  "RESTARTS", "EXIT",     "CORES",
+                                                "MEM",    "DEVICES", "PORTS", "IMAGE", "CONTAINER"};
 
 // A kernel record (docs/api.md) as a row of kKernelHeader.
 std::vector<std::string> KernelRow(const AnswerField& k) {
   const AnswerField a = k["allocations"];
+  const AnswerField health = k.Optional("health");
   std::vector<int> cores;
   for (const auto& core : a["cpu"].Elements()) cores.push_back(static_cast<int>(core.Count(kMaxCore)));
   std::string ports;
@@ -66,6 +68,7 @@ std::vector<std::string> KernelRow(const AnswerField& k) {
     for (const auto& id : plugin.second.Elements()) devices += (devices.empty() ? "" : ",") + id.String();
   return {k["kernel_id"].String(),
           k["state"].String(),
+          health.raw().is_object() ? health["status"].Shown() : "-",
           k.Optional("restarts").Shown(),
           k["exit_code"].Shown(),
           cores.empty() ? "-" : slotd::FormatCoreList(cores),
@@ -112,6 +115,43 @@ int PrintKernel(const Answer& answer, const Options& options, const AgentClient&
   if (!answer.problem().empty()) return ReportBadAnswer(answer, agent);
   PrintTable(kKernelHeader, {row});
   return 0;
+}
+
+// Adds the health check of `args` (--health-cmd, --health-http, --health-tcp)
+// to `body`, the probed port to its ports; kUsage when more than one is given
+// or one is malformed. True when it added one.
+static Outcome<bool> AddHealthCheck(const CreateArgs& args, json& body) {
+  const int kinds = !args.health_cmd.empty() + !args.health_http.empty() + (args.health_tcp > 0);
+  if (kinds == 0) {
+    if (!args.health_interval.empty() || !args.on_unhealthy.empty())
+      return Failure{Exit::kUsage, "--health-interval and --on-unhealthy need a check: --health-cmd, --health-http "
+                                   "or --health-tcp"};
+    return false;
+  }
+  if (kinds > 1) return Failure{Exit::kUsage, "give one of --health-cmd, --health-http and --health-tcp"};
+  json health = json::object();
+  int port = 0;
+  if (!args.health_cmd.empty()) {
+    health["exec"] = {"sh", "-c", args.health_cmd};
+  } else if (args.health_tcp > 0) {
+    port = args.health_tcp;
+    health["tcp"] = {{"port", port}};
+  } else {
+    const size_t colon = args.health_http.find(':');
+    const std::string number = args.health_http.substr(0, colon);
+    char* end = nullptr;
+    const long n = std::strtol(number.c_str(), &end, 10);
+    if (number.empty() || *end != '\0' || n < 1 || n > 65535)
+      return Failure{Exit::kUsage, "--health-http \"" + args.health_http + "\": expected PORT or PORT:PATH, as in 8080:/healthz"};
+    port = static_cast<int>(n);
+    health["http"] = {{"port", port}, {"path", colon == std::string::npos ? "/" : args.health_http.substr(colon + 1)}};
+  }
+  if (!args.health_interval.empty()) health["interval"] = args.health_interval;
+  if (!args.on_unhealthy.empty()) health["on_unhealthy"] = args.on_unhealthy;
+  if (port > 0 && std::find(args.ports.begin(), args.ports.end(), port) == args.ports.end())
+    body["ports"].push_back(port);
+  body["health"] = std::move(health);
+  return true;
 }
 
 // The body of POST /v1/kernels for `args`; kUsage naming the option when one is malformed.
@@ -163,6 +203,7 @@ Outcome<json> CreateRequest(const CreateArgs& args) {
   if (!args.stop_signal.empty()) body["stop_signal"] = args.stop_signal;
   if (!args.stop_timeout.empty()) body["stop_timeout"] = args.stop_timeout;
   if (!args.pre_stop.empty()) body["pre_stop"] = {"sh", "-c", args.pre_stop};
+  if (Outcome<bool> health = AddHealthCheck(args, body); !health.ok()) return health.failure();
   if (!args.restart.empty() || args.restart_max > 0 || !args.restart_backoff.empty()) {
     json restart = {{"policy", args.restart.empty() ? "on-failure" : args.restart}};
     if (args.restart_max > 0) restart["max"] = args.restart_max;
@@ -242,7 +283,29 @@ int RunCreate(const CreateArgs& args, const Options& options, const AgentClient&
     answer = agent.Call("POST", "/v1/kernels", *request, kPullWait);
   }
   if (!answer.ok()) return Report(answer.failure());
-  return PrintKernel(*answer, options, agent);
+  if (!args.wait_ready) return PrintKernel(*answer, options, agent);
+  Outcome<Answer> ready = WaitReady(answer->Root()["kernel_id"].String(), agent);
+  if (!ready.ok()) return Report(ready.failure());
+  return PrintKernel(*ready, options, agent);
+}
+
+Outcome<Answer> WaitReady(const std::string& kernel_id, const AgentClient& agent) {
+  while (true) {
+    Outcome<Answer> answer = agent.Call("GET", KernelPath(kernel_id));
+    if (!answer.ok()) return answer;
+    const AnswerField k = answer->Root();
+    const std::string state = k["state"].String();
+    if (!answer->problem().empty()) return agent.BadAnswer(answer->request(), answer->problem());
+    if (k.Optional("ready").raw().is_boolean() && k["ready"].Bool()) return answer;
+    if (state == "TERMINATED" || state == "ERROR")
+      return Failure{Exit::kFailure, "kernel " + kernel_id + " is " + state + " (" + k["reason"].Shown() +
+                                         ") before it was ready"};
+    const AnswerField health = k.Optional("health");
+    if (health.raw().is_object() && health["status"].String() == "unhealthy")
+      return Failure{Exit::kFailure, "kernel " + kernel_id + " is unhealthy before it was ready; its last check: " +
+                                         health["last_failure"].Shown()};
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
 }
 
 int RunPull(const std::string& image, const Options& options, const AgentClient& agent) {

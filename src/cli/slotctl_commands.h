@@ -46,6 +46,12 @@ struct CreateArgs {
   std::string restart;               // never | on-failure | always; empty: never (on-failure with the two below)
   int restart_max = 0;               // 0: the agent's [container] restart-max
   std::string restart_backoff;       // the first wait; empty: the agent's
+  std::string health_cmd;            // a shell command whose exit code 0 means healthy
+  std::string health_http;           // PORT[:PATH]: an HTTP GET answered 2xx or 3xx means healthy
+  int health_tcp = 0;                // PORT: a TCP connect means healthy
+  std::string health_interval;       // empty: the agent's [container] health-interval
+  std::string on_unhealthy;          // none | restart | stop; empty: none
+  bool wait_ready = false;           // return once the kernel is ready (or fail naming why it is not)
 };
 
 // `slotctl exec [-it] ID -- COMMAND...`.
@@ -138,6 +144,9 @@ void PrintJson(const nlohmann::json& value, int indent);
 int PrintKernel(const Answer& answer, const Options& options, const AgentClient& agent);
 // The body of POST /v1/kernels for `args`; kUsage naming the option when one is malformed.
 Outcome<nlohmann::json> CreateRequest(const CreateArgs& args);
+// Polls kernel `kernel_id` until it is ready, and returns its record then;
+// kFailure naming why when it ends or turns unhealthy first.
+Outcome<Answer> WaitReady(const std::string& kernel_id, const AgentClient& agent);
 
 // How a refreshing view runs: the time between frames, how many (0: until
 // interrupted), and whether each frame replaces the screen (a terminal

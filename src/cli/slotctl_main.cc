@@ -106,6 +106,19 @@ Subcommand AddRun(CLI::App& app) {
                   "how long a stop waits before SIGKILL, e.g. 30s (default and most: the agent's [container] "
                   "stop-timeout)");
   run->add_option("--pre-stop", args->pre_stop, "a shell command run in the kernel before its stop signal");
+  run->add_option("--health-cmd", args->health_cmd, "a health check: a shell command run in the kernel, exit 0 is healthy");
+  run->add_option("--health-http", args->health_http,
+                  "a health check: PORT[:PATH] answered 2xx or 3xx is healthy, e.g. 8080:/healthz (PORT is added "
+                  "to --port)");
+  run->add_option("--health-tcp", args->health_tcp, "a health check: PORT accepting a connection is healthy")
+      ->check(CLI::Range(1, 65535));
+  run->add_option("--health-interval", args->health_interval, "between two checks, e.g. 5s (default: the agent's)");
+  run->add_option("--on-unhealthy", args->on_unhealthy,
+                  "what an unhealthy kernel comes to: none (reported), restart (as its restart policy says), stop")
+      ->check(CLI::IsMember({"none", "restart", "stop"}));
+  run->add_flag("--wait-ready", args->wait_ready,
+                "return once the kernel is ready (RUNNING and, with a health check, passed one); fail naming the last "
+                "check when it turns unhealthy or ends first");
   run->add_option("--device", args->devices, "SLOT=COUNT device request, SLOT one of the device slot types that slotctl info lists (<kind>.device, cuda.mig-<g>c<m>g), repeatable")
       ->allow_extra_args(false);
   CLI::Option* place_flag = run->add_flag(

@@ -171,3 +171,62 @@ TEST(StopContract, AStopRunsThePreStopCommandThenSendsTheKernelsOwnSignal) {
 
 }  // namespace
 }  // namespace slotd::testing
+
+namespace slotd::testing {
+namespace {
+
+// A kernel serving /home/work/www with busybox httpd on container port 8080
+// (its own loopback: the test agents' network is "none"), checked over HTTP.
+json ServingKernel(const std::string& id, json health) {
+  json request = SleepKernel(id);
+  request["ports"] = {8080};
+  request["command"] = {"sh", "-c",
+                        "mkdir -p /home/work/www && echo ok > /home/work/www/healthz && "
+                        "exec httpd -f -p 8080 -h /home/work/www"};
+  request["health"] = std::move(health);
+  return request;
+}
+
+TEST(HealthCheck, AnHttpCheckMakesAKernelReadyThenUnhealthyAndItsStopEndsIt) {
+  AgentProcess agent(TwoCoreAgent("http-check"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  agent.CreateKernel(ServingKernel("web", {{"http", {{"port", 8080}, {"path", "/healthz"}}},
+                                           {"interval", "1s"},
+                                           {"failures", 2},
+                                           {"on_unhealthy", "stop"}}));
+  const json ready = PollKernelUntil(agent, "web", [](const json& k) { return k["ready"] == true; });
+  EXPECT_EQ(ready["health"]["status"], "healthy") << ready.dump();
+
+  RunIn(agent, "web", "rm /home/work/www/healthz");
+  const json ended = PollKernelUntil(agent, "web", [](const json& k) { return k["state"] == "TERMINATED"; });
+  EXPECT_EQ(ended["reason"], "unhealthy");
+  EXPECT_EQ(ended["ready"], false);
+  EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["resources"]["cpu"]["used"], 0);
+}
+
+TEST(HealthCheck, AnUnhealthyExecCheckRestartsTheKernelThroughItsRestartPolicy) {
+  AgentProcess agent(TwoCoreAgent("exec-check"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json request = SleepKernel("worker");
+  request["command"] = {"sh", "-c", "touch /tmp/alive; sleep 3600"};
+  request["health"] = {{"exec", {"test", "-f", "/tmp/alive"}},
+                       {"interval", "1s"},
+                       {"failures", 1},
+                       {"on_unhealthy", "restart"}};
+  request["restart"] = {{"policy", "on-failure"}, {"backoff", {{"initial", "1s"}}}};
+  agent.CreateKernel(request);
+  PollKernelUntil(agent, "worker", [](const json& k) { return k["ready"] == true; });
+
+  RunIn(agent, "worker", "rm /tmp/alive");
+  const json waiting = PollKernelUntil(agent, "worker", [](const json& k) { return k["state"] == "BACKOFF"; });
+  EXPECT_EQ(waiting["reason"], "unhealthy") << waiting.dump();
+  // The restart runs the command again, which makes the check pass.
+  const json back = PollKernelUntil(agent, "worker", [](const json& k) {
+    return k["state"] == "RUNNING" && k["restarts"] == 1 && k["ready"] == true;
+  });
+  EXPECT_EQ(back["health"]["status"], "healthy");
+  agent.CallJson("DELETE", "/v1/kernels/worker", nullptr, 200);
+}
+
+}  // namespace
+}  // namespace slotd::testing
