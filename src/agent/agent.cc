@@ -323,6 +323,53 @@ void Agent::StopTerminating(const std::vector<ToStop>& kernels, const std::strin
   }
 }
 
+void Agent::WarnKernels(int64_t now) {
+  struct Due {
+    std::string kernel_id;
+    std::string container_id;
+    std::string signal;
+  };
+  std::vector<Due> due;
+  {
+    MutexLock lock(mutex_);
+    for (const auto& [id, kernel] : table_.All()) {
+      const std::optional<StopWarning>& warn = kernel.request.stop.warn_before;
+      if (!warn || !kernel.deadline || kernel.warned || kernel.state() != KernelState::kRunning ||
+          table_.OwnedByACall(kernel))
+        continue;
+      if (*kernel.deadline * 1000 - warn->before.count() <= now * 1000) due.push_back({id, kernel.container_id, warn->signal});
+    }
+  }
+  for (const Due& d : due) {
+    {
+      std::lock_guard<std::mutex> naming(rename_mutex_);
+      int64_t restarts;
+      {
+        MutexLock lock(mutex_);
+        const Kernel* k = table_.Find(d.kernel_id);
+        if (!k || k->container_id != d.container_id || k->warned) continue;
+        restarts = k->restarts;
+      }
+      if (Status renamed = engine_.Rename(d.container_id, ContainerName(config_.agent.id, d.kernel_id, {restarts, true}));
+          !renamed.ok()) {
+        spdlog::warn("kernel {}: could not record its warning ({}); trying again", d.kernel_id, renamed.message());
+        continue;
+      }
+      MutexLock lock(mutex_);
+      Kernel* k = table_.Find(d.kernel_id);
+      if (!k || k->container_id != d.container_id) continue;
+      k->warned = true;
+      table_.Announce("kernel_warned", *k, {{"signal", d.signal}, {"deadline", *k->deadline}});
+    }
+    const Status sent = engine_.Kill(d.container_id, d.signal);
+    if (sent.ok()) {
+      spdlog::info("kernel {}: sent {}, its lifetime ends soon", d.kernel_id, d.signal);
+    } else {
+      spdlog::warn("kernel {}: could not send {}: {}", d.kernel_id, d.signal, sent.message());
+    }
+  }
+}
+
 std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
   struct Due {
     std::string kernel_id;
@@ -350,7 +397,17 @@ std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
   }
   for (const Due& d : due) {
     const int64_t restarts = d.restarts + 1;
-    const Status renamed = engine_.Rename(d.container_id, ContainerName(config_.agent.id, d.kernel_id, restarts));
+    Status renamed = Status::Ok();
+    {
+      std::lock_guard<std::mutex> naming(rename_mutex_);
+      bool warned;
+      {
+        MutexLock lock(mutex_);
+        const Kernel* k = table_.Find(d.kernel_id);
+        warned = k && k->warned;
+      }
+      renamed = engine_.Rename(d.container_id, ContainerName(config_.agent.id, d.kernel_id, {restarts, warned}));
+    }
     const Status started = renamed.ok() ? engine_.Start(d.container_id) : renamed.WithPrefix("recording the restart");
     MutexLock lock(mutex_);
     Kernel* k = table_.Find(d.kernel_id);

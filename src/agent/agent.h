@@ -108,6 +108,12 @@ class Agent {
   // kernel that a call holds waits for the next round, and one whose
   // container cannot be stopped stays as it was for the next.
   void StopExpiredKernels(int64_t now) EXCLUDES(mutex_);
+  // Sends each RUNNING kernel whose lifetime ends within its warn_before
+  // (its deadline minus `before` not after `now`, unix seconds) its warning
+  // signal, once: its container is renamed to record it first (so no agent
+  // restart sends it again), then signalled (kernel_warned). A kernel that
+  // a call holds, or whose rename fails, waits for the next round.
+  void WarnKernels(int64_t now) EXCLUDES(mutex_);
   // Starts again every BACKOFF kernel whose next_restart_at_ms is not after
   // `now_ms` and that nothing else acts on: renames its container to record
   // one more restart (ContainerName), then starts it: RUNNING
@@ -396,6 +402,10 @@ class Agent {
   std::vector<std::pair<std::string, std::string>> intruders_ GUARDED_BY(mutex_);  // (kernel, container) to stop
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
   std::condition_variable restart_done_;                   // with mutex_: a restart under way finished
+  // Held from reading a kernel's name marks to renaming its container, so
+  // that a restart and a warning never record over each other. Taken
+  // before mutex_, never inside it.
+  std::mutex rename_mutex_;
 
   std::atomic<int64_t> last_sync_ns_{-1};    // clock_ time of the last good relist or restore
   std::atomic<int64_t> last_answer_ns_{-1};  // clock_ time of the last answered round trip

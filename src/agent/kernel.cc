@@ -156,7 +156,8 @@ namespace {
 Status CheckKnownFields(const json& body) {
   static const std::vector<std::string> kKnown = {
       "kernel_id",    "session_id", "image", "command",     "env",          "resources", "ports",   "labels",
-      "max_lifetime", "mounts",     "pull",  "stop_signal", "stop_timeout", "pre_stop",  "restart", "health"};
+      "max_lifetime", "mounts",     "pull",  "stop_signal", "stop_timeout", "pre_stop",  "restart", "health",
+      "warn_before"};
   for (const auto& [key, value] : body.items()) {
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
       std::string known;
@@ -358,23 +359,37 @@ json Kernel::ToJson() const {
           {"deadline", deadline ? json(*deadline) : json(nullptr)},
           {"restarts", restarts},
           {"next_restart_at_ms", next_restart_at_ms ? json(*next_restart_at_ms) : json(nullptr)},
+          {"warned", warned},
           {"ready", state_ == KernelState::kRunning && (!request.health || (health && health->ready))},
           {"health", health ? health->ToJson() : json(nullptr)}};
 }
 
-std::string ContainerName(const std::string& agent_id, const std::string& kernel_id, int64_t restarts) {
-  const std::string prefix = restarts > 0 ? "slotd.r" + std::to_string(restarts) + "-" : "slotd-";
-  return prefix + std::to_string(agent_id.size()) + "-" + agent_id + "-" + kernel_id;
+std::string ContainerName(const std::string& agent_id, const std::string& kernel_id, NameMarks marks) {
+  std::string prefix = "slotd";
+  if (marks.restarts > 0 || marks.warned) {
+    prefix += ".";
+    if (marks.restarts > 0) prefix += "r" + std::to_string(marks.restarts);
+    if (marks.warned) prefix += "w";
+  }
+  return prefix + "-" + std::to_string(agent_id.size()) + "-" + agent_id + "-" + kernel_id;
 }
 
-int64_t RestartsInName(const std::string& name) {
-  constexpr std::string_view kPrefix = "slotd.r";
-  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return 0;
-  int64_t restarts = 0;
+NameMarks MarksInName(const std::string& name) {
+  constexpr std::string_view kPrefix = "slotd.";
+  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return {};
+  NameMarks marks;
   size_t i = kPrefix.size();
-  for (; i < name.size() && i < kPrefix.size() + 9 && name[i] >= '0' && name[i] <= '9'; ++i)
-    restarts = restarts * 10 + (name[i] - '0');
-  return i < name.size() && name[i] == '-' ? restarts : 0;
+  if (i < name.size() && name[i] == 'r') {
+    const size_t first = ++i;
+    for (; i < name.size() && i < first + 9 && name[i] >= '0' && name[i] <= '9'; ++i)
+      marks.restarts = marks.restarts * 10 + (name[i] - '0');
+    if (i == first) return {};
+  }
+  if (i < name.size() && name[i] == 'w') {
+    marks.warned = true;
+    ++i;
+  }
+  return i < name.size() && name[i] == '-' ? marks : NameMarks{};
 }
 
 }  // namespace slotd

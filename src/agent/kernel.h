@@ -132,9 +132,11 @@ struct Kernel {
   // unset while it runs, and when the engine does not say (it never started).
   std::optional<int64_t> terminated_at;
   std::optional<int64_t> deadline;  // unix seconds when its lifetime runs out; unset: never
-  // How many times its restart policy has started it again; the engine
-  // keeps it in the container's name (ContainerName).
+  // How many times its restart policy has started it again, and whether
+  // its warn_before signal was sent; the engine keeps both in the
+  // container's name (ContainerName).
   int64_t restarts = 0;
+  bool warned = false;
   // While BACKOFF: when its restart policy starts it again, in unix milliseconds.
   std::optional<int64_t> next_restart_at_ms;
   // Its health since its container last started, when its request has a
@@ -154,7 +156,7 @@ struct Kernel {
   std::string Conditions() const;
   // The API form: kernel_id, session_id, agent_id, container_id, image,
   // command, state, exit_code, reason, allocations, ports, labels,
-  // created_at, terminated_at, deadline, restarts, next_restart_at_ms,
+  // created_at, terminated_at, deadline, restarts, next_restart_at_ms, warned,
   // ready (RUNNING and, with a check, passed one), health.
   nlohmann::json ToJson() const;
 
@@ -168,13 +170,20 @@ struct Kernel {
 // agent id ends, so no two (agent, kernel) pairs share a name: agent "adv"
 // with kernel "a-k1" and agent "adv-a" with kernel "k1" get slotd-3-adv-a-k1
 // and slotd-5-adv-a-k1. The engine refuses a second container of one name.
-// A kernel its restart policy has started again `restarts` times is renamed
-// slotd.r<restarts>-<length>-<agent-id>-<kernel-id> before each restart: the
-// name is the engine's record of the count, which labels cannot hold (the
-// engine never changes a container's labels), and no kernel's first name
-// starts with "slotd.".
-std::string ContainerName(const std::string& agent_id, const std::string& kernel_id, int64_t restarts = 0);
-// The restarts a container's name records (ContainerName); 0 for any other name.
-int64_t RestartsInName(const std::string& name);
+// What the engine cannot hold in labels (it never changes a container's
+// labels) the agent records in the container's name: a kernel its restart
+// policy has started again, or that was sent its warn_before signal, is
+// renamed slotd.[r<restarts>][w]-<length>-<agent-id>-<kernel-id> before
+// each restart and before the signal. No kernel's first name starts with
+// "slotd.", and each rename is one call the engine applies or refuses whole.
+struct NameMarks {
+  int64_t restarts = 0;  // times its restart policy started it again
+  bool warned = false;   // its warn_before signal was sent
+
+  bool operator==(const NameMarks&) const = default;
+};
+std::string ContainerName(const std::string& agent_id, const std::string& kernel_id, NameMarks marks = {});
+// The marks a container's name records (ContainerName); none for any other name.
+NameMarks MarksInName(const std::string& name);
 
 }  // namespace slotd

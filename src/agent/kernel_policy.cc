@@ -69,6 +69,20 @@ Status ParseStopContract(const json& body, size_t max_args, size_t max_bytes, St
       return Refused("pre_stop", "too large: at most " + std::to_string(max_args) + " arguments of " +
                                  std::to_string(max_bytes >> 10) + " KiB in all");
   }
+  if (body.contains("warn_before")) {
+    const json& warn = body["warn_before"];
+    if (!warn.is_object() || !warn.contains("signal") || !warn.contains("before"))
+      return Refused("warn_before", "expected an object like {\"signal\": \"SIGUSR1\", \"before\": \"5m\"}");
+    for (const auto& [key, value] : warn.items())
+      if (key != "signal" && key != "before") return Refused("warn_before." + key, "unknown field; known: signal, before");
+    const json& signal = warn["signal"];
+    std::optional<std::string> name = signal.is_string() ? ParseSignalName(signal.get<std::string>()) : std::nullopt;
+    if (!name) return Refused("warn_before.signal", "expected a signal name: SIGUSR1, SIGUSR2, SIGTERM, SIGINT, ...");
+    Result<milliseconds> before = DurationField(warn["before"], "warn_before.before", kMaxBackoff);
+    if (!before.ok()) return before.status();
+    if (*before < std::chrono::seconds(1)) return Refused("warn_before.before", "must be at least 1s");
+    out.warn_before = StopWarning{*name, *before};
+  }
   return Status::Ok();
 }
 
@@ -110,6 +124,9 @@ void WriteStopContract(const StopContract& contract, json& request) {
   if (!contract.signal.empty()) request["stop_signal"] = contract.signal;
   if (contract.timeout) request["stop_timeout"] = FormatDuration(*contract.timeout);
   if (!contract.pre_stop.empty()) request["pre_stop"] = contract.pre_stop;
+  if (contract.warn_before)
+    request["warn_before"] = {{"signal", contract.warn_before->signal},
+                              {"before", FormatDuration(contract.warn_before->before)}};
 }
 
 json RestartPolicyJson(const RestartPolicy& policy) {

@@ -25,6 +25,14 @@ struct ContainerConfig;
 // that end it: HUP INT QUIT ABRT KILL USR1 USR2 ALRM TERM PWR WINCH.
 std::optional<std::string> ParseSignalName(std::string_view name);
 
+// A signal sent once, some time before a kernel's lifetime ends (Slurm's --signal).
+struct StopWarning {
+  std::string signal;                     // "SIGUSR1"
+  std::chrono::milliseconds before{0};    // how long before the end
+
+  bool operator==(const StopWarning&) const = default;
+};
+
 // How a kernel is stopped by the agent (deleted, out of lifetime, drained, ...).
 struct StopContract {
   std::string signal;  // "SIGUSR1"; empty: the image's STOPSIGNAL, else SIGTERM
@@ -32,6 +40,7 @@ struct StopContract {
   // unset: [container] stop-timeout, which also caps it.
   std::optional<std::chrono::seconds> timeout;
   std::vector<std::string> pre_stop;  // a command run in the kernel before the signal; empty: none
+  std::optional<StopWarning> warn_before;  // unset: no warning
 
   bool operator==(const StopContract&) const = default;
 };
@@ -50,9 +59,9 @@ struct RestartPolicy {
   bool operator==(const RestartPolicy&) const = default;
 };
 
-// Reads the request's stop_signal, stop_timeout ("30s", 0s to 1h) and
+// Reads the request's stop_signal, stop_timeout ("30s", 0s to 1h),
 // pre_stop (an array of strings, at most `max_args` of `max_bytes` in all)
-// into `out`. kInvalidArgument names the field.
+// and warn_before ({"signal": "SIGUSR1", "before": "5m"}, 1s to 24h) into `out`. kInvalidArgument names the field.
 Status ParseStopContract(const nlohmann::json& body, size_t max_args, size_t max_bytes, StopContract& out);
 // Reads the request's restart object into `out`: {"policy": ..., "max": N,
 // "backoff": {"initial": "1s", "max": "5m"}}. kInvalidArgument names the field.

@@ -160,7 +160,9 @@ Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
   kernel.container_id = info.id;
   kernel.allocation = std::move(*allocation);
   kernel.created_at = info.created_unix;
-  kernel.restarts = RestartsInName(info.name);
+  const NameMarks marks = MarksInName(info.name);
+  kernel.restarts = marks.restarts;
+  kernel.warned = marks.warned;
   if (auto deadline = labels->find(label::kDeadline); deadline != labels->end()) {
     const std::string& text = deadline->second;
     kernel.deadline = LabelNumber(text, 18);

@@ -102,6 +102,7 @@ void Watcher::ProbeLoop() {
 
 void Watcher::LifetimeLoop() {
   while (true) {
+    agent_.WarnKernels(clock_.UnixSeconds());
     agent_.StopExpiredKernels(clock_.UnixSeconds());
     MutexLock lock(mutex_);
     if (clock_.WaitFor(lock.native(), cv_, kLifetimeCheckEvery, [&] { return stop_.load(); })) return;

@@ -5,8 +5,9 @@
 //  - the relister runs Agent::Relist periodically and whenever asked;
 //  - the prober pings the engine every kProbeEvery, with that as its
 //    deadline, and tells the agent whether it answered (its health);
-//  - the lifetime keeper stops, every kLifetimeCheckEvery, the kernels
-//    whose max_lifetime has run out (Agent::StopExpiredKernels);
+//  - the lifetime keeper, every kLifetimeCheckEvery, warns the kernels
+//    whose lifetime ends within their warn_before (Agent::WarnKernels) and
+//    stops those whose max_lifetime has run out (Agent::StopExpiredKernels);
 //  - the image collector runs Agent::CollectImages every kImageGcEvery;
 //  - the health keeper runs Agent::ApplyDeviceHealth every kHealthLookEvery
 //    (it does nothing when no device's health changed);

@@ -169,6 +169,27 @@ TEST(StopContract, AStopRunsThePreStopCommandThenSendsTheKernelsOwnSignal) {
   EXPECT_NE(refused.body.find("stop_timeout: must be at most 1h"), std::string::npos) << refused.body;
 }
 
+TEST(StopContract, AKernelIsWarnedOnceBeforeItsLifetimeEnds) {
+  AgentProcess agent(TwoCoreAgent("warned"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json request = SleepKernel("job");
+  request["command"] = {"sh", "-c",
+                        "trap 'echo usr1 >> /home/work/log' USR1; trap 'echo term >> /home/work/log; exit 0' TERM; "
+                        "echo started >> /home/work/log; while :; do sleep 0.1; done"};
+  request["max_lifetime"] = "4s";
+  request["warn_before"] = {{"signal", "SIGUSR1"}, {"before", "2s"}};
+  agent.CreateKernel(request);
+  const json warned = PollKernelUntil(agent, "job", [](const json& k) { return k["warned"] == true; });
+  EXPECT_EQ(warned["state"], "RUNNING");
+  const json ended = PollKernelUntil(agent, "job", [](const json& k) { return k["state"] == "TERMINATED"; });
+  EXPECT_EQ(ended["reason"], "lifetime exceeded");
+  std::ifstream log(agent.dir() + "/var/scratch/job/log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_EQ(text.str(), "started\nusr1\nterm\n");
+  agent.CallJson("DELETE", "/v1/kernels/job", nullptr, 200);
+}
+
 }  // namespace
 }  // namespace slotd::testing
 

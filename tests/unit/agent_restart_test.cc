@@ -128,14 +128,14 @@ TEST_F(AgentRestartTest, ACrashingKernelBacksOffHoldingItsCoresIsStartedAgainInI
   EXPECT_EQ(k.allocation, created.allocation);
   EXPECT_EQ(k.exit_code, std::nullopt);
   EXPECT_EQ(k.next_restart_at_ms, std::nullopt);
-  EXPECT_EQ(engine_.Peek(k.container_id)->name, ContainerName("a1", "k1", 1));
+  EXPECT_EQ(engine_.Peek(k.container_id)->name, ContainerName("a1", "k1", {1, false}));
   EXPECT_EQ(NewEvents(), std::vector<std::string>{"kernel_restarted"});
 
   Crash("k1", 2);  // the wait doubles, up to its max
   EXPECT_EQ(Get("k1").next_restart_at_ms, EndedAt("k1") + 3'000);
   agent_->RestartDueKernels(EndedAt("k1") + 3'000);
   EXPECT_EQ(Get("k1").restarts, 2);
-  EXPECT_EQ(engine_.Peek(created.container_id)->name, ContainerName("a1", "k1", 2));
+  EXPECT_EQ(engine_.Peek(created.container_id)->name, ContainerName("a1", "k1", {2, false}));
 
   Crash("k1", 3);
   k = Get("k1");
@@ -226,6 +226,28 @@ TEST_F(AgentRestartTest, ARestartThatCannotStartCountsAsAnEnd) {
   EXPECT_EQ(Get("k1").state(), KernelState::kTerminated);
   EXPECT_EQ(Get("k1").reason, "restart limit reached");
   EXPECT_EQ(UsedCores(), 0u);
+}
+
+TEST_F(AgentRestartTest, AWarningIsSentOnceBeforeTheLifetimeEndsAndAnAgentRestartDoesNotRepeatIt) {
+  const Kernel k = Create(RestartingKernel("k1", {{"policy", "never"}},
+                                           {{"max_lifetime", "1h"}, {"warn_before", {{"signal", "USR1"}, {"before", "5m"}}}}));
+  NewEvents();
+  agent_->WarnKernels(*k.deadline - 301);  // not yet
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 0);
+  agent_->WarnKernels(*k.deadline - 300);
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 1);
+  EXPECT_TRUE(Get("k1").warned);
+  EXPECT_EQ(engine_.Peek(k.container_id)->name, ContainerName("a1", "k1", {0, true}));
+  EXPECT_EQ(NewEvents(), std::vector<std::string>{"kernel_warned"});
+  agent_->WarnKernels(*k.deadline - 100);
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "once";
+
+  agent_.reset();
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  EXPECT_TRUE(Get("k1").warned);
+  agent_->WarnKernels(*k.deadline - 10);
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "not again after a restart of the agent";
 }
 
 TEST_F(AgentRestartTest, TheStopContractGoesToTheEngineAndAPreStopCommandRunsFirst) {

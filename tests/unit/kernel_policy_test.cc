@@ -24,10 +24,13 @@ TEST(KernelPolicy, SignalsAreReadWithOrWithoutTheirPrefixAndNothingElse) {
 
 TEST(KernelPolicy, AStopContractReadsBackAsItWasWritten) {
   StopContract contract;
-  ASSERT_TRUE(ParseStopContract(
-                  {{"stop_signal", "INT"}, {"stop_timeout", "30s"}, {"pre_stop", {"sh", "-c", "sync"}}}, 16, 1024,
-                  contract)
+  ASSERT_TRUE(ParseStopContract({{"stop_signal", "INT"},
+                                 {"stop_timeout", "30s"},
+                                 {"pre_stop", {"sh", "-c", "sync"}},
+                                 {"warn_before", {{"signal", "USR1"}, {"before", "5m"}}}},
+                                16, 1024, contract)
                   .ok());
+  EXPECT_EQ(contract.warn_before, (StopWarning{"SIGUSR1", std::chrono::minutes(5)}));
   EXPECT_EQ(contract.signal, "SIGINT");
   EXPECT_EQ(contract.timeout, std::chrono::seconds(30));
   EXPECT_EQ(contract.pre_stop, (std::vector<std::string>{"sh", "-c", "sync"}));
@@ -53,6 +56,11 @@ TEST(KernelPolicy, ABadStopContractIsRefusedNamingItsField) {
       {{{"pre_stop", "sync"}}, "pre_stop: "},
       {{{"pre_stop", {"a", 1}}}, "pre_stop: "},
       {{{"pre_stop", {"a", "b", "c"}}}, "pre_stop: too large"},
+      {{{"warn_before", "5m"}}, "warn_before: expected an object"},
+      {{{"warn_before", {{"signal", "USR1"}}}}, "warn_before: expected an object"},
+      {{{"warn_before", {{"signal", "BOOM"}, {"before", "5m"}}}}, "warn_before.signal: "},
+      {{{"warn_before", {{"signal", "USR1"}, {"before", "500ms"}}}}, "warn_before.before: must be at least 1s"},
+      {{{"warn_before", {{"signal", "USR1"}, {"before", "5m"}, {"repeat", true}}}}, "warn_before.repeat: unknown"},
   };
   for (const Case& c : cases) {
     StopContract contract;
@@ -179,13 +187,19 @@ TEST(KernelPolicy, WhatAnEndComesToUnderEachPolicy) {
   }
 }
 
-TEST(KernelPolicy, AContainersNameRecordsItsRestartsAndNoFirstNameReadsAsARestart) {
+TEST(KernelPolicy, AContainersNameRecordsItsMarksAndNoFirstNameReadsAsMarked) {
   EXPECT_EQ(ContainerName("gpu1-a", "k-0001"), "slotd-6-gpu1-a-k-0001");
-  EXPECT_EQ(ContainerName("gpu1-a", "k-0001", 3), "slotd.r3-6-gpu1-a-k-0001");
+  EXPECT_EQ(ContainerName("gpu1-a", "k-0001", {3, false}), "slotd.r3-6-gpu1-a-k-0001");
+  EXPECT_EQ(ContainerName("gpu1-a", "k-0001", {0, true}), "slotd.w-6-gpu1-a-k-0001");
+  EXPECT_EQ(ContainerName("gpu1-a", "k-0001", {12, true}), "slotd.r12w-6-gpu1-a-k-0001");
   for (int64_t restarts : {0, 1, 9, 10, 12345})
-    EXPECT_EQ(RestartsInName(ContainerName("a", "slotd.r4-x", restarts)), restarts);
-  for (const char* other : {"slotd-1-a-k", "slotd.r-1-a-k", "slotd.rx-1-a-k", "slotd.r3", "web", ""})
-    EXPECT_EQ(RestartsInName(other), 0) << other;
+    for (bool warned : {false, true}) {
+      const NameMarks marks{restarts, warned};
+      EXPECT_EQ(MarksInName(ContainerName("a", "slotd.r4w-x", marks)), marks) << restarts << warned;
+    }
+  for (const char* other : {"slotd-1-a-k", "slotd.r-1-a-k", "slotd.rx-1-a-k", "slotd.r3", "slotd.w", "slotd.x-1-a-k",
+                            "web", ""})
+    EXPECT_EQ(MarksInName(other), NameMarks{}) << other;
 }
 
 }  // namespace

@@ -520,7 +520,7 @@ TEST(LabelFormat, AKernelWithAStopContractOrARestartPolicyIsWrittenInFormat5AndR
   kernel.request.restart = RestartPolicy{RestartWhen::kOnFailure, 4, std::chrono::milliseconds(500), std::nullopt};
   ContainerInfo info = RecordedContainer(3);
   info.labels = KernelLabels(kernel);
-  info.name = ContainerName("fixture-a", "k-fixture", 3);  // restarted three times by its policy
+  info.name = ContainerName("fixture-a", "k-fixture", {3, false});  // restarted three times by its policy
   EXPECT_EQ(info.labels.at(label::kFormat), "5");
   Result<Kernel> reread = KernelFromContainer(info);
   ASSERT_TRUE(reread.ok()) << reread.status().message();
