@@ -292,18 +292,25 @@ Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
 }
 
 void Agent::StopExpiredKernels(int64_t now) {
-  std::vector<ToStop> expired;
+  std::vector<ToStop> expired, drained;
+  const int64_t drain_deadline = drain_deadline_;
   {
     MutexLock lock(mutex_);
     for (const auto& [id, kernel] : table_.All()) {
       const bool live = kernel.state() == KernelState::kRunning || kernel.state() == KernelState::kBackoff;
-      if (kernel.deadline && *kernel.deadline <= now && live && !table_.OwnedByACall(kernel))
+      if (!live || table_.OwnedByACall(kernel)) continue;
+      if (kernel.deadline && *kernel.deadline <= now) {
         expired.push_back({id, kernel.container_id, kernel.request.stop});
+      } else if (drain_deadline > 0 && drain_deadline <= now) {
+        drained.push_back({id, kernel.container_id, kernel.request.stop});
+      }
     }
     // Each is ours until stopped, as in DeleteKernel.
     for (const ToStop& k : expired) (void)table_.Stopping(k.kernel_id);
+    for (const ToStop& k : drained) (void)table_.Stopping(k.kernel_id);
   }
   StopTerminating(expired, "lifetime exceeded");
+  StopTerminating(drained, "drained");
 }
 
 void Agent::StopTerminating(const std::vector<ToStop>& kernels, const std::string& reason) {
@@ -323,6 +330,14 @@ void Agent::StopTerminating(const std::vector<ToStop>& kernels, const std::strin
   }
 }
 
+Result<Agent::Drain> Agent::SetDraining(bool drain, std::optional<std::chrono::milliseconds> within) {
+  std::optional<int64_t> deadline;
+  if (within) deadline = clock_.UnixSeconds() + (within->count() + 999) / 1000;
+  Result<Drain> now = devices_.SetDraining(drain, deadline);
+  if (now.ok()) drain_deadline_ = now->deadline.value_or(0);
+  return now;
+}
+
 void Agent::WarnKernels(int64_t now) {
   struct Due {
     std::string kernel_id;
@@ -330,14 +345,14 @@ void Agent::WarnKernels(int64_t now) {
     std::string signal;
   };
   std::vector<Due> due;
+  const bool drain_ends = drain_deadline_ > 0;
   {
     MutexLock lock(mutex_);
     for (const auto& [id, kernel] : table_.All()) {
+      if (kernel.warned || kernel.state() != KernelState::kRunning || table_.OwnedByACall(kernel)) continue;
       const std::optional<StopWarning>& warn = kernel.request.stop.warn_before;
-      if (!warn || !kernel.deadline || kernel.warned || kernel.state() != KernelState::kRunning ||
-          table_.OwnedByACall(kernel))
-        continue;
-      if (*kernel.deadline * 1000 - warn->before.count() <= now * 1000) due.push_back({id, kernel.container_id, warn->signal});
+      const bool lifetime_ends = warn && kernel.deadline && *kernel.deadline * 1000 - warn->before.count() <= now * 1000;
+      if (lifetime_ends || drain_ends) due.push_back({id, kernel.container_id, warn ? warn->signal : "SIGTERM"});
     }
   }
   for (const Due& d : due) {
@@ -378,6 +393,7 @@ std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
   };
   std::vector<Due> due;
   std::optional<int64_t> next;
+  if (drain_deadline_ > 0) return next;  // a drain with a deadline wins: they wait for it
   auto note_next = [&](const Kernel& kernel) {
     if (kernel.state() == KernelState::kBackoff && kernel.next_restart_at_ms)
       next = std::min(next.value_or(*kernel.next_restart_at_ms), *kernel.next_restart_at_ms);

@@ -103,14 +103,16 @@ class Agent {
   // had terminated; kResourceExhausted if it was given away meanwhile).
   Result<Kernel> RestartKernel(const std::string& kernel_id);
   // Stops every RUNNING or BACKOFF kernel whose deadline (unix seconds) is
-  // not after `now`: its container is stopped and it becomes TERMINATED with
-  // reason "lifetime exceeded" (its resources freed, an event emitted); a
+  // not after `now`, or every one once the drain's deadline is not after
+  // `now`: its container is stopped as its stop contract says and it becomes
+  // TERMINATED with reason "lifetime exceeded" (or "drained") (its resources freed, an event emitted); a
   // kernel that a call holds waits for the next round, and one whose
   // container cannot be stopped stays as it was for the next.
   void StopExpiredKernels(int64_t now) EXCLUDES(mutex_);
   // Sends each RUNNING kernel whose lifetime ends within its warn_before
-  // (its deadline minus `before` not after `now`, unix seconds) its warning
-  // signal, once: its container is renamed to record it first (so no agent
+  // (its deadline minus `before` not after `now`, unix seconds), and every
+  // RUNNING kernel while a drain with a deadline runs, its warning signal
+  // (SIGTERM for a drained kernel without warn_before), once: its container is renamed to record it first (so no agent
   // restart sends it again), then signalled (kernel_warned). A kernel that
   // a call holds, or whose rename fails, waits for the next round.
   void WarnKernels(int64_t now) EXCLUDES(mutex_);
@@ -157,9 +159,14 @@ class Agent {
   using DeviceState = DeviceManager::DeviceState;
   Result<DeviceChange> DrainDevice(const std::string& name, bool drain) { return devices_.DrainDevice(name, drain); }
   Result<DeviceChange> ClearDevice(const std::string& name) { return devices_.ClearDevice(name); }
-  // While draining, CreateKernel is kUnavailable naming the drain.
+  // While draining, CreateKernel is kUnavailable naming the drain. A drain
+  // with a deadline (unix seconds) also warns each RUNNING kernel at once
+  // (its warn_before signal, else SIGTERM; WarnKernels), restarts none, and
+  // stops those still there at the deadline, TERMINATED "drained"
+  // (StopExpiredKernels).
   Drain Draining() const { return devices_.Draining(); }
-  Result<Drain> SetDraining(bool drain) { return devices_.SetDraining(drain); }
+  // `within`: how long from now until the deadline; unset: none (or the one set before).
+  Result<Drain> SetDraining(bool drain, std::optional<std::chrono::milliseconds> within = std::nullopt);
   std::vector<DeviceState> DeviceStates() const { return devices_.DeviceStates(); }
   // Brings the kernels in line with their devices' health when it changed
   // (cheap when it did not; DeviceManager::HealthChange reports the devices):
@@ -407,6 +414,7 @@ class Agent {
   // before mutex_, never inside it.
   std::mutex rename_mutex_;
 
+  std::atomic<int64_t> drain_deadline_{0};   // the drain's deadline (unix seconds) as devices_ holds it; 0: none
   std::atomic<int64_t> last_sync_ns_{-1};    // clock_ time of the last good relist or restore
   std::atomic<int64_t> last_answer_ns_{-1};  // clock_ time of the last answered round trip
   std::atomic<bool> engine_answered_{false}; // whether the latest round trip was answered

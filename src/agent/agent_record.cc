@@ -30,6 +30,7 @@ Result<AgentRecord> AgentRecord::Load(const std::string& path) {
   const JsonField root = reader.Root();
   record.draining = root.Optional("draining").Bool();
   record.draining_since = root.Optional("draining_since").Int();
+  if (root.Has("drain_deadline") && !root["drain_deadline"].IsNull()) record.drain_deadline = root["drain_deadline"].Int();
   for (const auto& [plugin, ids] : root.Optional("drained").Members())
     for (const JsonField& id : ids.Elements()) record.drained[plugin].insert(id.String());
   for (const auto& [plugin, ids] : root.Optional("owned").Members())
@@ -47,6 +48,7 @@ Status AgentRecord::Save(const std::string& path) const {
     for (const auto& [id, mark] : marks) marks_json[plugin][id] = {{"reason", mark.reason}, {"since", mark.since}};
   const json doc = {{"draining", draining},
                     {"draining_since", draining_since},
+                    {"drain_deadline", drain_deadline ? json(*drain_deadline) : json(nullptr)},
                     {"drained", drained},
                     {"marks", marks_json},
                     {"owned", owned}};

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ namespace slotd {
 struct AgentRecord {
   bool draining = false;          // the agent takes no new kernels
   int64_t draining_since = 0;     // unix seconds; 0 when not draining
+  std::optional<int64_t> drain_deadline;  // unix seconds when its kernels are stopped; unset: never
   std::map<std::string, std::set<std::string>> drained;              // plugin -> device ids
   std::map<std::string, std::map<std::string, DeviceMark>> marks;     // plugin -> device id -> mark
   std::map<std::string, std::vector<std::string>> owned;             // plugin -> device ids

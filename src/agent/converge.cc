@@ -51,8 +51,9 @@ void Agent::Ended(const std::string& kernel_id, const KernelEnd& what_ended) {
     (void)table_.Terminated(kernel_id, end.exit_code, end.why, ended_at);
     return;
   }
-  const ExitOutcome outcome = DecideOnExit(ResolveRestart(k->request.restart, config_.container), k->restarts, end,
-                                           k->deadline, clock_.UnixMillis());
+  ExitOutcome outcome = DecideOnExit(ResolveRestart(k->request.restart, config_.container), k->restarts, end,
+                                     k->deadline, clock_.UnixMillis());
+  if (drain_deadline_ > 0) outcome = {false, 0, end.why};  // a drain with a deadline wins over a restart
   if (outcome.restart) {
     (void)table_.BackOff(kernel_id, end.exit_code, outcome.reason, ended_at, outcome.restart_at_ms);
   } else {
@@ -401,6 +402,7 @@ Status Agent::Relist() { return Converge(/*at_start=*/false); }
 
 Status Agent::Restore() {
   devices_.Start();
+  drain_deadline_ = devices_.Draining().deadline.value_or(0);
   if (Status s = Converge(/*at_start=*/true); !s.ok()) return s;
   ApplyDeviceHealth();
   MutexLock lock(mutex_);

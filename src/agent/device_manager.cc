@@ -91,6 +91,7 @@ AgentRecord DeviceManager::CurrentRecord() const {
   AgentRecord record;
   record.draining = drain_.draining;
   record.draining_since = drain_.since;
+  record.drain_deadline = drain_.deadline;
   record.owned = owned_;
   {
     MutexLock lock(plugins_mutex_);
@@ -146,7 +147,7 @@ void DeviceManager::Start() {
   MutexLock lock(mutex_);
   record_ = before;
   record_on_disk_ = on_disk;  // a missing or unreadable record is written anew below
-  drain_ = Drain{before.draining, before.draining_since};
+  drain_ = Drain{before.draining, before.draining_since, before.draining ? before.drain_deadline : std::nullopt};
   if (drain_.draining)
     spdlog::warn("agent {} is draining (recorded in {}): it takes no new kernels until undrained", agent_id_,
                  record_path_);
@@ -180,20 +181,24 @@ DeviceManager::Drain DeviceManager::Draining() const {
   return drain_;
 }
 
-Result<DeviceManager::Drain> DeviceManager::SetDraining(bool drain) {
+Result<DeviceManager::Drain> DeviceManager::SetDraining(bool drain, std::optional<int64_t> deadline) {
   MutexLock lock(mutex_);
-  if (drain_.draining == drain) return drain_;
-  const Drain next = drain ? Drain{true, clock_.UnixSeconds()} : Drain{};
+  if (drain_.draining == drain && (!drain || !deadline || deadline == drain_.deadline)) return drain_;
+  Drain next = drain ? Drain{true, drain_.draining ? drain_.since : clock_.UnixSeconds(), deadline} : Drain{};
+  if (drain && !deadline) next.deadline = drain_.deadline;
   AgentRecord record = CurrentRecord();
   record.draining = next.draining;
   record.draining_since = next.since;
+  record.drain_deadline = next.deadline;
   if (Status s = WriteRecord(record); !s.ok())
     return s.WithPrefix(drain ? "the agent is not draining" : "the agent is still draining");
   drain_ = next;
   spdlog::info("agent {} {}", agent_id_, drain ? "is draining: it takes no new kernels" : "takes new kernels again");
-  hub_.Publish({{"type", drain ? "agent_drained" : "agent_undrained"},
+  json event = {{"type", drain ? "agent_drained" : "agent_undrained"},
                 {"agent_id", agent_id_},
-                {"time", clock_.UnixSeconds()}});
+                {"time", clock_.UnixSeconds()}};
+  if (drain) event["deadline"] = next.deadline ? json(*next.deadline) : json(nullptr);
+  hub_.Publish(event);
   return drain_;
 }
 

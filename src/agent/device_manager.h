@@ -48,13 +48,17 @@ class DeviceManager {
   struct Drain {
     bool draining = false;
     int64_t since = 0;  // unix seconds; 0 when not draining
+    // Unix seconds when the kernels still running are stopped ("drained");
+    // unset: they run on.
+    std::optional<int64_t> deadline;
   };
   Drain Draining() const EXCLUDES(mutex_);
   // Drains (`drain`) or opens the agent again; emits agent_drained /
-  // agent_undrained when that changes it. Returns the state now. Recorded
-  // in state.json first: when that cannot be written (kUnavailable naming
-  // the file), nothing changes.
-  Result<Drain> SetDraining(bool drain) EXCLUDES(mutex_);
+  // agent_undrained when that changes it. A drain with `deadline` (unix
+  // seconds) sets it, also on an agent that drains already (agent_drained
+  // again). Returns the state now. Recorded in state.json first: when that
+  // cannot be written (kUnavailable naming the file), nothing changes.
+  Result<Drain> SetDraining(bool drain, std::optional<int64_t> deadline = std::nullopt) EXCLUDES(mutex_);
 
   // The plugin and the device ids a drain or a clear acted on.
   struct DeviceChange {

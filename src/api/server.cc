@@ -304,14 +304,38 @@ void ApiServer::KernelStats(Exchange& ex, const std::string& kernel_id) const {
                        : ErrorResponse(kernel.status()));
 }
 
+// The drain's deadline that POST /v1/agent/drain's body asks for ({"deadline": "30m"}); unset: none.
+static Result<std::optional<std::chrono::milliseconds>> DrainDeadlineOf(const json& body) {
+  for (const auto& [key, value] : body.items())
+    if (key != "deadline") return Status::InvalidArgument(key + ": unknown field; known: deadline");
+  if (!body.contains("deadline")) return std::optional<std::chrono::milliseconds>();
+  const json& deadline = body["deadline"];
+  if (!deadline.is_string()) return Status::InvalidArgument("deadline: expected a duration like \"30m\"");
+  Result<std::chrono::milliseconds> within = ParseDuration(deadline.get<std::string>());
+  if (!within.ok()) return Status::InvalidArgument("deadline: " + within.status().message());
+  if (*within < std::chrono::seconds(1) || *within > std::chrono::hours(24 * 366))
+    return Status::InvalidArgument("deadline: must be from 1s to 8784h");
+  return std::optional<std::chrono::milliseconds>(*within);
+}
+
 void ApiServer::SetDraining(Exchange& ex, bool drain) {
-  const Result<Agent::Drain> now = agent_.SetDraining(drain);
+  std::optional<std::chrono::milliseconds> within;
+  if (drain) {
+    Result<json> body = ParseBody(ex.request());
+    if (!body.ok()) return ex.Reply(ErrorResponse(body.status()));
+    if (!body->is_object()) return ex.Reply(ErrorResponse(Status::InvalidArgument("request body: expected a JSON object")));
+    Result<std::optional<std::chrono::milliseconds>> asked = DrainDeadlineOf(*body);
+    if (!asked.ok()) return ex.Reply(ErrorResponse(asked.status()));
+    within = *asked;
+  }
+  const Result<Agent::Drain> now = agent_.SetDraining(drain, within);
   if (!now.ok()) {
     ex.Reply(ErrorResponse(now.status()));
     return;
   }
   ex.Reply(JsonResponse(200, {{"draining", now->draining},
-                              {"draining_since", now->draining ? json(now->since) : json(nullptr)}}));
+                              {"draining_since", now->draining ? json(now->since) : json(nullptr)},
+                              {"drain_deadline", now->deadline ? json(*now->deadline) : json(nullptr)}}));
 }
 
 namespace {
@@ -388,6 +412,7 @@ void ApiServer::DescribeAgent(Exchange& ex) const {
                               {"pid", static_cast<int>(::getpid())},
                               {"draining", drain.draining},
                               {"draining_since", drain.draining ? json(drain.since) : json(nullptr)},
+                              {"drain_deadline", drain.deadline ? json(*drain.deadline) : json(nullptr)},
                               {"etcd", registrar_ ? RegistrationJson(registrar_->State()) : json(nullptr)},
                               {"resources", agent_.DescribeResources()}}));
 }

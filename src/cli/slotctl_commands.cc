@@ -213,6 +213,14 @@ Outcome<json> CreateRequest(const CreateArgs& args) {
   return body;
 }
 
+// "draining since ..., kernels stopped at ...\n" of an agent record; "" when it is not draining.
+static std::string DrainLine(const AnswerField& a) {
+  if (!a.Optional("draining").raw().is_boolean() || !a["draining"].Bool()) return "";
+  std::string line = "draining since " + FormatTime(a["draining_since"].Count());
+  if (!a.Optional("drain_deadline").IsNull()) line += "; kernels still running at " + FormatTime(a["drain_deadline"].Count()) + " are stopped";
+  return line + "\n";
+}
+
 int RunInfo(const Options& options, const AgentClient& agent) {
   auto answer = agent.Call("GET", "/v1/agent");
   if (!answer.ok()) return Report(answer.failure());
@@ -221,7 +229,8 @@ int RunInfo(const Options& options, const AgentClient& agent) {
   const std::string head = "agent " + a["id"].Shown() + " on node " + a["node"].Shown() + " (version " +
                            a["version"].Shown() + ", pid " + a["pid"].Shown() + ")\n" + "api " +
                            a["api_address"].Shown() + ", socket " + a["unix_socket"].Shown() + ", ports " +
-                           a["port_range"].At(0).Shown() + "-" + a["port_range"].At(1).Shown() + "\n\n";
+                           a["port_range"].At(0).Shown() + "-" + a["port_range"].At(1).Shown() + "\n" +
+                           DrainLine(a) + "\n";
   std::vector<std::vector<std::string>> slot_rows, device_rows;
   for (const auto& resource : a["resources"].Members()) {
     const std::string& slot = resource.first;
@@ -371,11 +380,17 @@ int RunRemove(const std::vector<std::string>& kernel_ids, const Options& options
   return status;
 }
 
-int RunDrain(bool drain, bool wait, const Options& options, const AgentClient& agent) {
-  auto answer = agent.Call("POST", drain ? "/v1/agent/drain" : "/v1/agent/undrain");
+int RunDrain(bool drain, bool wait, const std::string& deadline, const Options& options, const AgentClient& agent) {
+  auto answer = deadline.empty() ? agent.Call("POST", drain ? "/v1/agent/drain" : "/v1/agent/undrain")
+                                 : agent.Call("POST", "/v1/agent/drain", {{"deadline", deadline}});
   if (!answer.ok()) return Report(answer.failure());
   if (options.json_output && !wait) return PrintJson(answer->body(), 2), 0;
-  if (!options.json_output) std::cout << (drain ? "draining: no new kernels" : "undrained: takes new kernels") << "\n";
+  if (!options.json_output) {
+    std::cout << (drain ? "draining: no new kernels" : "undrained: takes new kernels");
+    const AnswerField until = answer->Root().Optional("drain_deadline");
+    if (drain && !until.IsNull()) std::cout << "; kernels still running at " << FormatTime(until.Count()) << " are stopped";
+    std::cout << "\n";
+  }
   if (!wait) return 0;
   std::string last;
   while (true) {

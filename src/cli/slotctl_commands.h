@@ -116,7 +116,7 @@ int RunImages(const Options& options, const AgentClient& agent);
 int RunRemove(const std::vector<std::string>& kernel_ids, const Options& options, const AgentClient& agent);
 // `slotctl drain [--wait]` (`drain`) and `slotctl undrain`; with `wait`, polls
 // the kernels until none is PULLING, PREPARING, RUNNING or TERMINATING.
-int RunDrain(bool drain, bool wait, const Options& options, const AgentClient& agent);
+int RunDrain(bool drain, bool wait, const std::string& deadline, const Options& options, const AgentClient& agent);
 // `slotctl device drain|undrain|clear ID`: `action` is the route's last part.
 int RunDevice(const std::string& action, const std::string& device, const Options& options, const AgentClient& agent);
 int RunRestart(const std::string& kernel_id, const Options& options, const AgentClient& agent);

@@ -168,16 +168,23 @@ Subcommand AddDevice(CLI::App& app) {
 
 Subcommand AddDrain(CLI::App& app) {
   auto wait = std::make_shared<bool>(false);
+  auto deadline = std::make_shared<std::string>();
   CLI::App* drain = app.add_subcommand("drain", "close the agent to new kernels; its kernels run on");
-  drain->footer("New creates are answered 503 draining until `slotctl undrain`; kept across agent restarts.");
+  drain->footer("New creates are answered 503 draining until `slotctl undrain`; kept across agent restarts. With "
+                "--deadline, each running kernel is sent its warn_before signal (else SIGTERM) at once, none is "
+                "restarted, and those still there at the deadline are stopped (reason drained).");
   drain->add_flag("--wait", *wait, "then wait until none of the agent's kernels runs any more");
-  return {drain, [wait](const Options& o, const AgentClient& a) { return slotctl::RunDrain(true, *wait, o, a); },
+  drain->add_option("--deadline", *deadline, "stop the kernels still running after this long, e.g. 30m");
+  return {drain,
+          [wait, deadline](const Options& o, const AgentClient& a) {
+            return slotctl::RunDrain(true, *wait, *deadline, o, a);
+          },
           nullptr};
 }
 
 Subcommand AddUndrain(CLI::App& app) {
   CLI::App* undrain = app.add_subcommand("undrain", "open a drained agent to new kernels again");
-  return {undrain, [](const Options& o, const AgentClient& a) { return slotctl::RunDrain(false, false, o, a); },
+  return {undrain, [](const Options& o, const AgentClient& a) { return slotctl::RunDrain(false, false, "", o, a); },
           nullptr};
 }
 

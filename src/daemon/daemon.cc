@@ -125,7 +125,9 @@ AgentDocument FleetDocumentOf(const Agent& agent, const Config& config, const st
   doc.address = address;
   doc.version = kSlotdVersion;
   doc.scaling_group = config.agent.scaling_group;
-  doc.draining = agent.Draining().draining;
+  const Agent::Drain drain = agent.Draining();
+  doc.draining = drain.draining;
+  doc.drain_deadline = drain.deadline;
   doc.SetResources(agent.DescribeResources());
   doc.kernels = agent.ActiveKernels();
   return doc;

@@ -72,6 +72,7 @@ json AgentDocument::ToJson() const {
           {"version", version},
           {"scaling_group", scaling_group},
           {"draining", draining},
+          {"drain_deadline", drain_deadline ? json(*drain_deadline) : json(nullptr)},
           {"slots", slot_list},
           {"devices", device_list},
           {"kernels", kernels}};
@@ -91,6 +92,7 @@ Result<AgentDocument> AgentDocument::FromJson(std::string_view text) {
   doc.version = OptionalText(root.Optional("version"));
   doc.scaling_group = OptionalText(root.Optional("scaling_group"));
   doc.draining = root.Optional("draining").Bool();
+  if (!root.Optional("drain_deadline").IsNull()) doc.drain_deadline = root["drain_deadline"].Int();
   doc.kernels = root.Optional("kernels").Int();
   if (const JsonField slots = root.Optional("slots"); WithinEntries(slots)) {
     for (const auto& [name, use] : slots.Members()) {

@@ -53,6 +53,7 @@ struct AgentDocument {
   std::string version;
   std::string scaling_group;
   bool draining = false;
+  std::optional<int64_t> drain_deadline;  // unix seconds when its kernels are stopped; unset: none
   std::map<std::string, SlotUse> slots;  // "cpu", "mem", "ports", and one per device slot type
   std::vector<RegisteredDevice> devices;
   int64_t kernels = 0;  // kernels the agent holds (not yet terminated)

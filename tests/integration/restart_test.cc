@@ -190,6 +190,44 @@ TEST(StopContract, AKernelIsWarnedOnceBeforeItsLifetimeEnds) {
   agent.CallJson("DELETE", "/v1/kernels/job", nullptr, 200);
 }
 
+TEST(StopContract, ADrainWithADeadlineWarnsEachKernelAndStopsThoseLeftAtItEvenAcrossAnAgentKill) {
+  AgentProcess agent(TwoCoreAgent("deadline"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json stubborn = SleepKernel("stubborn");  // ignores SIGTERM: only the deadline's stop ends it
+  stubborn["command"] = {"sh", "-c",
+                         "trap 'echo term >> /home/work/log' TERM; while :; do sleep 0.1; done"};
+  agent.CreateKernel(stubborn);
+  json saver = SleepKernel("saver");
+  saver["command"] = {"sh", "-c", "trap 'echo usr1 >> /home/work/log' USR1; while :; do sleep 0.1; done"};
+  saver["warn_before"] = {{"signal", "SIGUSR1"}, {"before", "10m"}};
+  agent.CreateKernel(saver);
+
+  const json drained = agent.CallJson("POST", "/v1/agent/drain", {{"deadline", "5s"}}, 200);
+  ASSERT_TRUE(drained["drain_deadline"].is_number()) << drained.dump();
+  PollKernelUntil(agent, "stubborn", [](const json& k) { return k["warned"] == true; });
+  PollKernelUntil(agent, "saver", [](const json& k) { return k["warned"] == true; });
+
+  agent.Kill(SIGKILL);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const json after = agent.CallJson("GET", "/v1/agent", nullptr, 200);
+  EXPECT_EQ(after["draining"], true);
+  EXPECT_EQ(after["drain_deadline"], drained["drain_deadline"]);
+
+  for (const char* id : {"stubborn", "saver"}) {
+    const json ended = PollKernelUntil(agent, id, [](const json& k) { return k["state"] == "TERMINATED"; });
+    EXPECT_EQ(ended["reason"], "drained") << id;
+  }
+  auto log_of = [&](const std::string& id) {
+    std::ifstream log(agent.dir() + "/var/scratch/" + id + "/log");
+    std::stringstream text;
+    text << log.rdbuf();
+    return text.str();
+  };
+  EXPECT_EQ(log_of("stubborn").substr(0, 5), "term\n") << "SIGTERM at the drain's start, once, then at the deadline";
+  EXPECT_EQ(log_of("saver"), "usr1\n");
+  agent.CallJson("POST", "/v1/agent/undrain", nullptr, 200);
+}
+
 }  // namespace
 }  // namespace slotd::testing
 

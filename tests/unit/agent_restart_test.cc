@@ -250,6 +250,43 @@ TEST_F(AgentRestartTest, AWarningIsSentOnceBeforeTheLifetimeEndsAndAnAgentRestar
   EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "not again after a restart of the agent";
 }
 
+TEST_F(AgentRestartTest, ADrainWithADeadlineWarnsAtOnceRestartsNothingAndStopsWhatIsLeftAtTheDeadline) {
+  const Kernel warned = Create(RestartingKernel("warned", {{"policy", "always"}},
+                                                {{"warn_before", {{"signal", "USR1"}, {"before", "1m"}}}}));
+  const Kernel plain = Create(RestartingKernel("plain", {{"policy", "never"}}));
+  Create(RestartingKernel("waiting", {{"policy", "always"}}));
+  Crash("waiting", 1);
+  ASSERT_EQ(Get("waiting").state(), KernelState::kBackoff);
+
+  Result<Agent::Drain> drain = agent_->SetDraining(true, std::chrono::minutes(30));
+  ASSERT_TRUE(drain.ok()) << drain.status().message();
+  ASSERT_TRUE(drain->deadline);
+  const int64_t deadline = *drain->deadline;
+  agent_->WarnKernels(deadline - 1800);
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 2);  // each RUNNING kernel once: USR1 and, without warn_before, SIGTERM
+  EXPECT_TRUE(Get("warned").warned);
+  EXPECT_TRUE(Get("plain").warned);
+  agent_->WarnKernels(deadline - 1000);
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 2);
+
+  // The fake engine ends a container on any signal: a relist sees both
+  // ended, and under the drain neither is restarted, whatever its policy.
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_EQ(Get("warned").state(), KernelState::kTerminated);
+  EXPECT_EQ(Get("plain").state(), KernelState::kTerminated);
+  EXPECT_EQ(agent_->RestartDueKernels(EndedAt("waiting") + 3'600'000), std::nullopt);
+  EXPECT_EQ(Get("waiting").state(), KernelState::kBackoff);
+
+  agent_->StopExpiredKernels(deadline - 1);
+  EXPECT_EQ(Get("waiting").state(), KernelState::kBackoff);
+  agent_->StopExpiredKernels(deadline);
+  EXPECT_EQ(Get("waiting").state(), KernelState::kTerminated);
+  EXPECT_EQ(Get("waiting").reason, "drained");
+  EXPECT_EQ(UsedCores(), 0u);
+  (void)plain;
+  (void)warned;
+}
+
 TEST_F(AgentRestartTest, TheStopContractGoesToTheEngineAndAPreStopCommandRunsFirst) {
   config_.container.stop_timeout = std::chrono::seconds(30);
   agent_ = NewAgent();
