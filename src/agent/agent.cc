@@ -291,8 +291,15 @@ Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
   return final_record;
 }
 
+std::optional<int64_t> Agent::IdleEndMs(const Kernel& kernel) const {
+  if (!kernel.idle_since_ms || kernel.state() != KernelState::kRunning) return std::nullopt;
+  const IdleRule rule = ResolveIdle(kernel.request.idle, config_.container);
+  if (rule.idle_for.count() == 0) return std::nullopt;
+  return *kernel.idle_since_ms + rule.idle_for.count();
+}
+
 void Agent::StopExpiredKernels(int64_t now) {
-  std::vector<ToStop> expired, drained;
+  std::vector<ToStop> expired, drained, idle;
   const int64_t drain_deadline = drain_deadline_;
   {
     MutexLock lock(mutex_);
@@ -303,14 +310,18 @@ void Agent::StopExpiredKernels(int64_t now) {
         expired.push_back({id, kernel.container_id, kernel.request.stop});
       } else if (drain_deadline > 0 && drain_deadline <= now) {
         drained.push_back({id, kernel.container_id, kernel.request.stop});
+      } else if (const std::optional<int64_t> idle_end = IdleEndMs(kernel); idle_end && *idle_end <= now * 1000) {
+        idle.push_back({id, kernel.container_id, kernel.request.stop});
       }
     }
     // Each is ours until stopped, as in DeleteKernel.
     for (const ToStop& k : expired) (void)table_.Stopping(k.kernel_id);
     for (const ToStop& k : drained) (void)table_.Stopping(k.kernel_id);
+    for (const ToStop& k : idle) (void)table_.Stopping(k.kernel_id);
   }
   StopTerminating(expired, "lifetime exceeded");
   StopTerminating(drained, "drained");
+  StopTerminating(idle, "idle");
 }
 
 void Agent::StopTerminating(const std::vector<ToStop>& kernels, const std::string& reason) {
@@ -343,16 +354,26 @@ void Agent::WarnKernels(int64_t now) {
     std::string kernel_id;
     std::string container_id;
     std::string signal;
+    int64_t ends_at;  // unix seconds: the end it warns of (its lifetime's, its idle window's or the drain's)
   };
   std::vector<Due> due;
-  const bool drain_ends = drain_deadline_ > 0;
+  const int64_t drain_deadline = drain_deadline_;
   {
     MutexLock lock(mutex_);
     for (const auto& [id, kernel] : table_.All()) {
       if (kernel.warned || kernel.state() != KernelState::kRunning || table_.OwnedByACall(kernel)) continue;
       const std::optional<StopWarning>& warn = kernel.request.stop.warn_before;
       const bool lifetime_ends = warn && kernel.deadline && *kernel.deadline * 1000 - warn->before.count() <= now * 1000;
-      if (lifetime_ends || drain_ends) due.push_back({id, kernel.container_id, warn ? warn->signal : "SIGTERM"});
+      const std::optional<int64_t> idle_end = IdleEndMs(kernel);
+      const bool idle_ends = warn && idle_end && *idle_end - warn->before.count() <= now * 1000;
+      const std::string signal = warn ? warn->signal : "SIGTERM";
+      if (lifetime_ends) {
+        due.push_back({id, kernel.container_id, signal, *kernel.deadline});
+      } else if (idle_ends) {
+        due.push_back({id, kernel.container_id, signal, (*idle_end + 999) / 1000});
+      } else if (drain_deadline > 0) {
+        due.push_back({id, kernel.container_id, signal, drain_deadline});
+      }
     }
   }
   for (const Due& d : due) {
@@ -374,7 +395,7 @@ void Agent::WarnKernels(int64_t now) {
       Kernel* k = table_.Find(d.kernel_id);
       if (!k || k->container_id != d.container_id) continue;
       k->warned = true;
-      table_.Announce("kernel_warned", *k, {{"signal", d.signal}, {"deadline", *k->deadline}});
+      table_.Announce("kernel_warned", *k, {{"signal", d.signal}, {"deadline", d.ends_at}});
     }
     const Status sent = engine_.Kill(d.container_id, d.signal);
     if (sent.ok()) {

@@ -202,6 +202,24 @@ class Agent {
   void RecordHealth(const std::string& kernel_id, const std::string& container_id, const ProbeResult& result,
                     bool in_start_period) EXCLUDES(mutex_);
 
+  // How busy a RUNNING kernel was over the last stats interval.
+  struct KernelActivity {
+    std::string kernel_id;
+    std::string container_id;
+    double cpu_percent = 0;             // of one core (two busy cores: 200)
+    std::optional<double> gpu_percent;  // the busiest device it holds, where a meter measures; unset: none measured
+    int64_t at_ms = 0;                  // when measured, unix milliseconds
+  };
+  // Brings each RUNNING kernel's idle window (idle_since_ms) up to date with
+  // `activity`, as its idle rule says (ResolveIdle): below both marks and
+  // with no interactive exec open nor any exec in the last two stats
+  // intervals, its window starts (kernel_idle) or goes on; otherwise it
+  // ends. StopExpiredKernels stops a kernel whose window has lasted its
+  // `for` ("idle"); WarnKernels warns it `before` that.
+  void NoteActivity(const std::vector<KernelActivity>& activity) EXCLUDES(mutex_);
+  // An interactive exec of `kernel_id` (ExecInteractive) ended.
+  void InteractiveExecEnded(const std::string& kernel_id) EXCLUDES(mutex_);
+
   // The plugins' device meters, in plugin order; plugins without measures
   // (mock, cpu, ...) have none. The same objects on every call.
   std::vector<std::shared_ptr<DeviceMeter>> DeviceMeters() const { return devices_.Meters(); }
@@ -289,6 +307,12 @@ class Agent {
   // mounts, resolved (ResolveMounts).
   Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel,
                                         const std::string& image_user, const std::vector<ResolvedMount>& mounts);
+  // Records an exec of `kernel_id` now (it is not idle): `opened` +1 when an
+  // interactive exec starts, -1 when it ends, 0 for a one-shot exec.
+  void NoteExec(const std::string& kernel_id, int opened) EXCLUDES(mutex_);
+  // When `kernel`'s idle window ends (unix milliseconds): its idle_since_ms
+  // plus its idle rule's `for`; unset while it is not idle.
+  std::optional<int64_t> IdleEndMs(const Kernel& kernel) const;
   // The container of `kernel_id` when it is RUNNING; else kNotFound or
   // kFailedPrecondition saying why an exec cannot run.
   Result<std::string> RunningContainer(const std::string& kernel_id) const;

@@ -157,7 +157,7 @@ Status CheckKnownFields(const json& body) {
   static const std::vector<std::string> kKnown = {
       "kernel_id",    "session_id", "image", "command",     "env",          "resources", "ports",   "labels",
       "max_lifetime", "mounts",     "pull",  "stop_signal", "stop_timeout", "pre_stop",  "restart", "health",
-      "warn_before"};
+      "warn_before", "idle"};
   for (const auto& [key, value] : body.items()) {
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
       std::string known;
@@ -306,6 +306,7 @@ Result<CreateRequest> ParseRequestWithin(const json& body, const RequestLimits& 
   if (Status s = ParseHealthCheck(body, req.resources.ports, limits.command_args, limits.command_total, req.health);
       !s.ok())
     return s;
+  if (Status s = ParseIdlePolicy(body, req.idle); !s.ok()) return s;
   return req;
 }
 
@@ -360,6 +361,7 @@ json Kernel::ToJson() const {
           {"restarts", restarts},
           {"next_restart_at_ms", next_restart_at_ms ? json(*next_restart_at_ms) : json(nullptr)},
           {"warned", warned},
+          {"idle_since_ms", idle_since_ms ? json(*idle_since_ms) : json(nullptr)},
           {"ready", state_ == KernelState::kRunning && (!request.health || (health && health->ready))},
           {"health", health ? health->ToJson() : json(nullptr)}};
 }

@@ -78,6 +78,7 @@ struct CreateRequest {
   StopContract stop;      // stop_signal, stop_timeout, pre_stop
   RestartPolicy restart;  // whether it is started again when its container ends
   std::optional<HealthCheck> health;  // what the agent probes while it runs; unset: nothing
+  std::optional<IdlePolicy> idle;     // when it counts as idle; unset: as [container] idle-for says
 
   // Two requests are the same (a repeat, not a conflict) exactly when equal.
   bool operator==(const CreateRequest&) const = default;
@@ -142,6 +143,12 @@ struct Kernel {
   // Its health since its container last started, when its request has a
   // check: set afresh (starting) each time it becomes RUNNING.
   std::optional<HealthState> health;
+  // Since when (unix milliseconds) it has been idle without a break, as its
+  // idle rule says; unset: busy, or not measured yet. Not recorded: an agent
+  // restart starts the window again.
+  std::optional<int64_t> idle_since_ms;
+  int64_t last_exec_ms = 0;  // when an exec in it last started or ended
+  int open_execs = 0;        // interactive execs in it now
   // Why the agent is stopping its RUNNING container with no call owning it
   // ("unhealthy"): the reason its end gets, a failure whatever its exit
   // code; empty: none.

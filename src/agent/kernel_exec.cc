@@ -26,14 +26,30 @@ Result<ExecResult> Agent::Exec(const std::string& kernel_id, const std::vector<s
                                std::chrono::seconds timeout) {
   Result<std::string> container = RunningContainer(kernel_id);
   if (!container.ok()) return container.status();
-  return engine_.Exec(*container, command, timeout);
+  NoteExec(kernel_id, 0);
+  Result<ExecResult> ran = engine_.Exec(*container, command, timeout);
+  NoteExec(kernel_id, 0);
+  return ran;
 }
+
+void Agent::NoteExec(const std::string& kernel_id, int opened) {
+  MutexLock lock(mutex_);
+  if (Kernel* k = table_.Find(kernel_id)) {
+    k->last_exec_ms = clock_.UnixMillis();
+    k->open_execs = std::max(0, k->open_execs + opened);
+    k->idle_since_ms.reset();
+  }
+}
+
+void Agent::InteractiveExecEnded(const std::string& kernel_id) { NoteExec(kernel_id, -1); }
 
 Result<ExecSession> Agent::ExecInteractive(const std::string& kernel_id, const std::vector<std::string>& command,
                                            int rows, int cols) {
   Result<std::string> container = RunningContainer(kernel_id);
   if (!container.ok()) return container.status();
-  return engine_.ExecInteractive(*container, command, rows, cols);
+  Result<ExecSession> session = engine_.ExecInteractive(*container, command, rows, cols);
+  if (session.ok()) NoteExec(kernel_id, 1);  // InteractiveExecEnded takes it back
+  return session;
 }
 
 Result<ExecInfo> Agent::InspectExec(const std::string& kernel_id, const std::string& exec_id) {

@@ -1,5 +1,6 @@
 // Agent, continued: the health of running kernels — which ones the health
-// keeper probes and where, and what each probe's result comes to.
+// keeper probes and where, what each probe's result comes to — and their
+// activity: when a kernel counts as idle.
 #include "agent/agent.h"
 
 #include <spdlog/spdlog.h>
@@ -72,6 +73,29 @@ void Agent::RecordHealth(const std::string& kernel_id, const std::string& contai
       MutexLock lock(mutex_);
       if (Kernel* k = table_.Find(kernel_id); k && k->container_id == container_id) k->end_cause.clear();
     }
+  }
+}
+
+void Agent::NoteActivity(const std::vector<KernelActivity>& activity) {
+  const int64_t recent_ms = 2 * config_.container.stats_interval.count();
+  MutexLock lock(mutex_);
+  for (const KernelActivity& a : activity) {
+    Kernel* k = table_.Find(a.kernel_id);
+    if (!k || k->container_id != a.container_id || k->state() != KernelState::kRunning) continue;
+    const IdleRule rule = ResolveIdle(k->request.idle, config_.container);
+    if (rule.idle_for.count() == 0) continue;
+    const double cores = std::max<size_t>(1, k->allocation.cores.size());
+    const bool busy = a.cpu_percent / 100.0 / cores >= rule.cpu_below ||
+                      (a.gpu_percent && *a.gpu_percent / 100.0 >= rule.gpu_below) || k->open_execs > 0 ||
+                      a.at_ms - k->last_exec_ms < recent_ms;
+    if (busy) {
+      k->idle_since_ms.reset();
+      continue;
+    }
+    if (k->idle_since_ms) continue;
+    k->idle_since_ms = a.at_ms;
+    spdlog::info("kernel {}: idle; stopped after {} ms more unless it gets busy", a.kernel_id, rule.idle_for.count());
+    table_.Announce("kernel_idle", *k, {{"idle_since_ms", a.at_ms}, {"stop_at_ms", a.at_ms + rule.idle_for.count()}});
   }
 }
 

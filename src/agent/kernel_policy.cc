@@ -139,6 +139,48 @@ json RestartPolicyJson(const RestartPolicy& policy) {
   return out;
 }
 
+Status ParseIdlePolicy(const json& body, std::optional<IdlePolicy>& out) {
+  if (!body.contains("idle")) return Status::Ok();
+  const json& idle = body["idle"];
+  if (!idle.is_object()) return Refused("idle", "expected an object like {\"for\": \"30m\", \"cpu_below\": 0.05}");
+  IdlePolicy policy;
+  for (const auto& [key, value] : idle.items()) {
+    const std::string field = "idle." + key;
+    if (key == "for") {
+      Result<milliseconds> d = DurationField(value, field, milliseconds(366ll * 24 * 3'600'000));
+      if (!d.ok()) return d.status();
+      if (*d < std::chrono::seconds(1)) return Refused(field, "must be at least 1s");
+      policy.idle_for = *d;
+    } else if (key == "cpu_below" || key == "gpu_below") {
+      if (!value.is_number() || value.get<double>() < 0 || value.get<double>() > 1)
+        return Refused(field, "expected a fraction from 0 to 1 of what the kernel holds, e.g. 0.05");
+      (key == "cpu_below" ? policy.cpu_below : policy.gpu_below) = value.get<double>();
+    } else {
+      return Refused(field, "unknown field; known: for, cpu_below, gpu_below");
+    }
+  }
+  out = policy;
+  return Status::Ok();
+}
+
+json IdlePolicyJson(const IdlePolicy& policy) {
+  json out = json::object();
+  if (policy.idle_for) out["for"] = FormatDuration(*policy.idle_for);
+  if (policy.cpu_below) out["cpu_below"] = *policy.cpu_below;
+  if (policy.gpu_below) out["gpu_below"] = *policy.gpu_below;
+  return out;
+}
+
+IdleRule ResolveIdle(const std::optional<IdlePolicy>& policy, const ContainerConfig& container) {
+  IdleRule rule;
+  const milliseconds cap = container.idle_for;
+  rule.idle_for = policy && policy->idle_for ? *policy->idle_for : cap;
+  if (cap.count() > 0 && rule.idle_for > cap) rule.idle_for = cap;
+  rule.cpu_below = policy && policy->cpu_below ? *policy->cpu_below : container.idle_cpu_below_percent / 100.0;
+  rule.gpu_below = policy && policy->gpu_below ? *policy->gpu_below : container.idle_gpu_below_percent / 100.0;
+  return rule;
+}
+
 RestartRule ResolveRestart(const RestartPolicy& policy, const ContainerConfig& container) {
   RestartRule rule;
   rule.when = policy.when;

@@ -49,6 +49,28 @@ struct StopContract {
 enum class RestartWhen { kNever, kOnFailure, kAlways };
 const char* RestartWhenName(RestartWhen when);  // "never", "on-failure", "always"
 
+// When a kernel counts as idle, and for how long before it is stopped ("idle").
+struct IdlePolicy {
+  std::optional<std::chrono::milliseconds> idle_for;  // unset: [container] idle-for, which also caps it
+  std::optional<double> cpu_below;  // a fraction of its cores; unset: [container] idle-cpu-below
+  std::optional<double> gpu_below;  // a fraction of its devices, where a meter measures them; unset: idle-gpu-below
+
+  bool operator==(const IdlePolicy&) const = default;
+};
+// Reads the request's idle object into `out` (unset when absent):
+// {"for": "30m", "cpu_below": 0.05, "gpu_below": 0.05}. kInvalidArgument names the field.
+Status ParseIdlePolicy(const nlohmann::json& body, std::optional<IdlePolicy>& out);
+// The idle object ParseIdlePolicy reads (only the fields that are set).
+nlohmann::json IdlePolicyJson(const IdlePolicy& policy);
+// An idle policy with the agent's defaults and cap applied; `idle_for` 0: never idle.
+struct IdleRule {
+  std::chrono::milliseconds idle_for{0};
+  double cpu_below = 0;
+  double gpu_below = 0;
+};
+// `policy` (unset: the request has none) under `container`'s defaults and cap.
+IdleRule ResolveIdle(const std::optional<IdlePolicy>& policy, const ContainerConfig& container);
+
 // A request's restart policy.
 struct RestartPolicy {
   RestartWhen when = RestartWhen::kNever;

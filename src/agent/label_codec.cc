@@ -51,6 +51,7 @@ json RequestLabel(const CreateRequest& request) {
   WriteStopContract(request.stop, canonical);
   if (request.restart != RestartPolicy{}) canonical["restart"] = RestartPolicyJson(request.restart);
   if (request.health) canonical["health"] = HealthCheckJson(*request.health);
+  if (request.idle) canonical["idle"] = IdlePolicyJson(*request.idle);
   return canonical;
 }
 
@@ -103,7 +104,7 @@ Labels KernelLabels(const Kernel& kernel) {
 }
 
 int LabelFormatFor(const CreateRequest& request) {
-  if (request.stop != StopContract{} || request.restart != RestartPolicy{} || request.health) return 5;
+  if (request.stop != StopContract{} || request.restart != RestartPolicy{} || request.health || request.idle) return 5;
   return request.resources.scratch_bytes ? 4 : 3;
 }
 

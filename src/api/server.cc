@@ -516,6 +516,7 @@ void ApiServer::ExecInteractive(Exchange& ex, const std::string& kernel_id, cons
     ::close(client);
   }
   ::close(session->fd);
+  agent_.InteractiveExecEnded(kernel_id);
   if (end == RelayEnd::kRemoteEnded) return;  // the command ended
   // Its client is gone (or the agent stops): the command would be left behind, counting against the kernel's pids.
   if (Status ended = agent_.HangUpExec(kernel_id, session->exec_id, kHangUpGrace); !ended.ok())

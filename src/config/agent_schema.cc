@@ -457,6 +457,19 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "The longest a restart policy waits between two restarts of a kernel, unless the request says "
               "(`restart.backoff.max`).",
               {DurationRange(milliseconds(0), milliseconds(24 * 3'600'000))}),
+    MemberKey("idle-for", &ContainerConfig::idle_for, DurationType(),
+              "How long a kernel may stay idle (below `idle-cpu-below` of its cores and `idle-gpu-below` of its "
+              "measured devices, with no exec) before the agent stops it (`TERMINATED`, reason `idle`): the "
+              "default of a request's `idle.for` and its cap. 0: kernels that do not ask are never reclaimed.",
+              {DurationRange(milliseconds(0), milliseconds(366ll * 24 * 3'600'000))}),
+    MemberKey("idle-cpu-below", &ContainerConfig::idle_cpu_below_percent, IntegerType(),
+              "The CPU use, in percent of the cores a kernel holds, below which it counts as idle, unless the "
+              "request says (`idle.cpu_below`, a fraction).",
+              {IntegerRange(0, 100)}),
+    MemberKey("idle-gpu-below", &ContainerConfig::idle_gpu_below_percent, IntegerType(),
+              "The utilization, in percent, below which each device a kernel holds counts as idle, where a meter "
+              "measures it, unless the request says (`idle.gpu_below`, a fraction).",
+              {IntegerRange(0, 100)}),
     MemberKey("health-interval", &ContainerConfig::health_interval, DurationType(),
               "How often the agent probes a kernel's health check (`health` in its request) unless the request "
               "says.",

@@ -86,6 +86,9 @@ struct ContainerConfig {
   int64_t restart_max = 10;  // the default and the cap of a restart policy's max; 0: no limit
   std::chrono::milliseconds restart_backoff_initial{1'000};  // the first wait of a restart policy, unless it asks
   std::chrono::milliseconds restart_backoff_max{300'000};    // the longest wait, unless it asks
+  std::chrono::milliseconds idle_for{0};  // the default and the cap of a kernel's idle window; 0: none
+  int64_t idle_cpu_below_percent = 5;     // a kernel below this percent of its cores is idle, unless it says
+  int64_t idle_gpu_below_percent = 5;     // and below this percent of its devices, where they are measured
   std::chrono::milliseconds health_interval{10'000};     // between two probes of a kernel, unless it asks
   std::chrono::milliseconds health_min_interval{1'000};  // the shortest interval a kernel gets
   std::chrono::milliseconds health_timeout{5'000};       // the longest one probe may take, unless it asks

@@ -115,6 +115,24 @@ std::vector<StatsTarget> StatsTargetsOf(const Agent& agent) {
   return targets;
 }
 
+// How busy each measured kernel of `snapshot` was: its CPU and the busiest
+// measured device it holds (the agent's idle windows).
+std::vector<Agent::KernelActivity> ActivityOf(const StatsSnapshot& snapshot) {
+  std::map<std::pair<std::string, std::string>, double> utilization;  // (plugin, device) -> percent
+  for (const DeviceStats& d : snapshot.agent.devices)
+    if (d.measured) utilization[{d.plugin, d.device}] = d.utilization_percent;
+  std::vector<Agent::KernelActivity> activity;
+  for (const auto& [id, k] : snapshot.kernels) {
+    if (!k.cpu_percent) continue;  // a first sample says nothing of the last interval
+    Agent::KernelActivity a{id, k.container_id, *k.cpu_percent, std::nullopt, k.sampled_at_ms};
+    for (const KernelDeviceUse& use : k.devices)
+      if (auto it = utilization.find({use.plugin, use.device}); it != utilization.end())
+        a.gpu_percent = std::max(a.gpu_percent.value_or(0), it->second);
+    activity.push_back(std::move(a));
+  }
+  return activity;
+}
+
 // The agent as its etcd registration shows it, with `address` ("host:port")
 // as its API address: ids, drain, each slot's capacity/used/free, the
 // devices' health, and the kernels not yet ended.
@@ -164,6 +182,7 @@ Status Serve(const Config& config, ContainerEngine& engine, std::vector<std::uni
   stats.cores = config.resource.allowed_cores;
   stats.memory_share_bytes = config.resource.memory_size;
   stats.unmetered_devices = agent.UnmeteredDevices();
+  stats.on_sweep = [&agent](const StatsSnapshot& snapshot) { agent.NoteActivity(ActivityOf(snapshot)); };
   StatsCollector collector(stats, [&agent] { return StatsTargetsOf(agent); }, engine, agent.DeviceMeters());
 
   http::ServerOptions limits;

@@ -314,6 +314,7 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
     MutexLock lock(latest_mutex_);
     latest_ = published;
   }
+  if (options_.on_sweep) options_.on_sweep(*published);
   return published;
 }
 

@@ -69,6 +69,9 @@ class StatsCollector {
     // in every snapshot as not measured, with no error.
     std::map<std::string, std::vector<std::string>> unmetered_devices;
     std::string root = "/";                         // where proc/ and sys/fs/cgroup/ are (tests: a fake tree)
+    // Called with each sweep's snapshot once it is published, from the
+    // sweeping thread (the agent's idle tracking); unset: nothing.
+    std::function<void(const StatsSnapshot&)> on_sweep;
   };
 
   // `targets` returns the agent's running kernels (called once per sweep,

@@ -228,6 +228,27 @@ TEST(StopContract, ADrainWithADeadlineWarnsEachKernelAndStopsThoseLeftAtItEvenAc
   agent.CallJson("POST", "/v1/agent/undrain", nullptr, 200);
 }
 
+TEST(Idle, AnIdleKernelIsReclaimedWhileABusyOneIsKept) {
+  AgentProcess agent(TwoCoreAgent("idle", "stats-interval = \"250ms\"\n"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json sleeper = SleepKernel("sleeper");
+  sleeper["idle"] = {{"for", "2s"}, {"cpu_below", 0.05}};
+  agent.CreateKernel(sleeper);
+  json worker = SleepKernel("worker");
+  worker["command"] = {"sh", "-c", "while :; do :; done"};
+  worker["idle"] = {{"for", "2s"}, {"cpu_below", 0.05}};
+  agent.CreateKernel(worker);
+
+  const json idle = PollKernelUntil(agent, "sleeper", [](const json& k) { return k["idle_since_ms"].is_number(); });
+  EXPECT_EQ(idle["state"], "RUNNING");
+  const json ended = PollKernelUntil(agent, "sleeper", [](const json& k) { return k["state"] == "TERMINATED"; });
+  EXPECT_EQ(ended["reason"], "idle");
+  const json kept = agent.CallJson("GET", "/v1/kernels/worker", nullptr, 200);
+  EXPECT_EQ(kept["state"], "RUNNING");
+  EXPECT_TRUE(kept["idle_since_ms"].is_null()) << kept.dump();
+  agent.CallJson("DELETE", "/v1/kernels/worker", nullptr, 200);
+}
+
 }  // namespace
 }  // namespace slotd::testing
 

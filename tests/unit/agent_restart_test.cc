@@ -287,6 +287,48 @@ TEST_F(AgentRestartTest, ADrainWithADeadlineWarnsAtOnceRestartsNothingAndStopsWh
   (void)warned;
 }
 
+TEST_F(AgentRestartTest, AnIdleKernelIsWarnedAndStoppedWhileABusyOneAndOneWithAnExecAreKept) {
+  const json idle = {{"idle", {{"for", "10m"}, {"cpu_below", 0.05}}}};
+  const Kernel sleepy = Create(RestartingKernel("sleepy", {{"policy", "always"}},
+                                                {{"idle", idle["idle"]}, {"warn_before", {{"signal", "USR1"}, {"before", "1m"}}}}));
+  const Kernel busy = Create(RestartingKernel("busy", {{"policy", "never"}}, idle));
+  const Kernel shell = Create(RestartingKernel("shell", {{"policy", "never"}}, idle));
+  const Kernel plain = Create(RestartingKernel("plain", {{"policy", "never"}}));  // [container] idle-for is 0: never idle
+  NewEvents();
+  constexpr int64_t kT0 = 1'800'000'000'000;
+  auto sweep = [&](int64_t at_ms) {
+    agent_->NoteActivity({{"sleepy", sleepy.container_id, 1.0, std::nullopt, at_ms},
+                          {"busy", busy.container_id, 60.0, std::nullopt, at_ms},
+                          {"shell", shell.container_id, 0.0, std::nullopt, at_ms},
+                          {"plain", plain.container_id, 0.0, std::nullopt, at_ms}});
+  };
+  ASSERT_TRUE(agent_->ExecInteractive("shell", {"sh"}, 24, 80).ok());  // open: not idle
+  sweep(kT0);
+  EXPECT_EQ(Get("sleepy").idle_since_ms, kT0);
+  EXPECT_EQ(Get("busy").idle_since_ms, std::nullopt);
+  EXPECT_EQ(Get("shell").idle_since_ms, std::nullopt);
+  EXPECT_EQ(Get("plain").idle_since_ms, std::nullopt);
+  EXPECT_EQ(NewEvents(), std::vector<std::string>{"kernel_idle"});
+  sweep(kT0 + 1000);
+  EXPECT_EQ(Get("sleepy").idle_since_ms, kT0) << "the window goes on";
+
+  agent_->WarnKernels(kT0 / 1000 + 600 - 61);
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 0);
+  agent_->WarnKernels(kT0 / 1000 + 600 - 60);
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "its warn_before, a minute before the window ends";
+  agent_->WarnKernels(kT0 / 1000 + 600 - 30);
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "once";
+
+  agent_->StopExpiredKernels(kT0 / 1000 + 599);
+  EXPECT_EQ(Get("sleepy").state(), KernelState::kRunning);
+  agent_->StopExpiredKernels(kT0 / 1000 + 600);
+  EXPECT_EQ(Get("sleepy").state(), KernelState::kTerminated);
+  EXPECT_EQ(Get("sleepy").reason, "idle");
+  EXPECT_EQ(Get("busy").state(), KernelState::kRunning);
+  EXPECT_EQ(Get("shell").state(), KernelState::kRunning);
+  EXPECT_EQ(Get("plain").state(), KernelState::kRunning);
+}
+
 TEST_F(AgentRestartTest, TheStopContractGoesToTheEngineAndAPreStopCommandRunsFirst) {
   config_.container.stop_timeout = std::chrono::seconds(30);
   agent_ = NewAgent();

@@ -374,7 +374,7 @@ TEST(ConfigTest, UnknownKeyListsTheKnownKeysOfItsSection) {
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nports = [1, 2]\n"),
             "agent.toml:4: container.ports: unknown key; known keys of [container]: docker-host, port-range, "
             "network, stats-type, stats-interval, stop-timeout, init, restart-max, restart-backoff-initial, restart-backoff-max, "
-            "health-interval, health-min-interval, health-timeout, "
+            "idle-for, idle-cpu-below, idle-gpu-below, health-interval, health-min-interval, health-timeout, "
             "pids-limit, log-max-size, max-lifetime, scratch-root, "
             "scratch-type, scratch-size, scratch-min-free, ulimits, mount-allow, kernel-uid, kernel-gid, allow-root, auto-pull, "
             "registry-auth-file, pull-timeout, pull-stall-timeout, image-gc-high, image-gc-low");
