@@ -144,8 +144,8 @@ struct Kernel {
   // check: set afresh (starting) each time it becomes RUNNING.
   std::optional<HealthState> health;
   // Since when (unix milliseconds) it has been idle without a break, as its
-  // idle rule says; unset: busy, or not measured yet. Not recorded: an agent
-  // restart starts the window again.
+  // idle rule says; unset: busy, or not measured yet since its container
+  // last started. Not recorded: an agent restart starts the window again.
   std::optional<int64_t> idle_since_ms;
   int64_t last_exec_ms = 0;  // when an exec in it last started or ended
   int open_execs = 0;        // interactive execs in it now

@@ -120,6 +120,7 @@ void KernelTable::Enter(Kernel& kernel, Transition transition, KernelState to, j
   if (to == KernelState::kRunning && transition != T::kStopFailed) {
     // Its container (re)started: its health is to be found again.
     kernel.health = kernel.request.health ? std::optional<HealthState>(HealthState{}) : std::nullopt;
+    kernel.idle_since_ms.reset();
     kernel.end_cause.clear();
   }
   kernel.state_ = to;
