@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/kernel_policy.h"
 #include "common/units.h"
 #include "config/config.h"
 
@@ -45,17 +46,9 @@ Status ParseProbe(const json& health, const std::vector<int>& ports, size_t max_
   const int kinds = health.contains("exec") + health.contains("http") + health.contains("tcp");
   if (kinds != 1) return Status::InvalidArgument("health: expected exactly one of exec, http and tcp");
   if (health.contains("exec")) {
-    const json& command = health["exec"];
-    if (!command.is_array() || command.empty()) return HealthRefused("exec", "expected a non-empty array of strings");
-    size_t total = 0;
-    for (const json& arg : command) {
-      if (!arg.is_string()) return HealthRefused("exec", "expected a non-empty array of strings");
-      total += arg.get_ref<const std::string&>().size();
-      check.command.push_back(arg.get<std::string>());
-    }
-    if (check.command.size() > max_args || total > max_bytes)
-      return HealthRefused("exec", "too large: at most " + std::to_string(max_args) + " arguments of " +
-                                       std::to_string(max_bytes >> 10) + " KiB in all");
+    Result<std::vector<std::string>> command = ParseCommandField(health["exec"], "health.exec", max_args, max_bytes);
+    if (!command.ok()) return command.status();
+    check.command = std::move(*command);
     check.kind = ProbeKind::kExec;
   } else if (health.contains("http")) {
     const json& http = health["http"];

@@ -40,6 +40,22 @@ std::optional<std::string> ParseSignalName(std::string_view name) {
   return std::nullopt;
 }
 
+Result<std::vector<std::string>> ParseCommandField(const json& value, const std::string& field, size_t max_args,
+                                                   size_t max_bytes) {
+  if (!value.is_array() || value.empty()) return Refused(field, "expected a command: a non-empty array of strings");
+  std::vector<std::string> command;
+  size_t total = 0;
+  for (const json& arg : value) {
+    if (!arg.is_string()) return Refused(field, "expected a command: a non-empty array of strings");
+    total += arg.get_ref<const std::string&>().size();
+    command.push_back(arg.get<std::string>());
+  }
+  if (command.size() > max_args || total > max_bytes)
+    return Refused(field, "too large: at most " + std::to_string(max_args) + " arguments of " +
+                              std::to_string(max_bytes >> 10) + " KiB in all");
+  return command;
+}
+
 const char* RestartWhenName(RestartWhen when) { return kRestartWords[static_cast<int>(when)]; }
 
 Status ParseStopContract(const json& body, size_t max_args, size_t max_bytes, StopContract& out) {
@@ -57,17 +73,9 @@ Status ParseStopContract(const json& body, size_t max_args, size_t max_bytes, St
     out.timeout = std::chrono::duration_cast<std::chrono::seconds>(*timeout);
   }
   if (body.contains("pre_stop")) {
-    const json& command = body["pre_stop"];
-    if (!command.is_array() || command.empty()) return Refused("pre_stop", "expected a command: a non-empty array of strings");
-    size_t total = 0;
-    for (const json& arg : command) {
-      if (!arg.is_string()) return Refused("pre_stop", "expected a command: a non-empty array of strings");
-      total += arg.get_ref<const std::string&>().size();
-      out.pre_stop.push_back(arg.get<std::string>());
-    }
-    if (out.pre_stop.size() > max_args || total > max_bytes)
-      return Refused("pre_stop", "too large: at most " + std::to_string(max_args) + " arguments of " +
-                                 std::to_string(max_bytes >> 10) + " KiB in all");
+    Result<std::vector<std::string>> command = ParseCommandField(body["pre_stop"], "pre_stop", max_args, max_bytes);
+    if (!command.ok()) return command.status();
+    out.pre_stop = std::move(*command);
   }
   if (body.contains("warn_before")) {
     const json& warn = body["warn_before"];

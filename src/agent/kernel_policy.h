@@ -33,6 +33,12 @@ struct StopWarning {
   bool operator==(const StopWarning&) const = default;
 };
 
+// A command of a request at `field` (pre_stop, health.exec): a non-empty
+// array of strings, at most `max_args` of `max_bytes` in all; the refusal
+// names the field.
+Result<std::vector<std::string>> ParseCommandField(const nlohmann::json& value, const std::string& field,
+                                                   size_t max_args, size_t max_bytes);
+
 // How a kernel is stopped by the agent (deleted, out of lifetime, drained, ...).
 struct StopContract {
   std::string signal;  // "SIGUSR1"; empty: the image's STOPSIGNAL, else SIGTERM

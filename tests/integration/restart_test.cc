@@ -37,6 +37,14 @@ json PollKernelUntil(const AgentProcess& agent, const std::string& id, const std
   return k;
 }
 
+// What kernel `kernel_id` of `agent` wrote to /home/work/log (its scratch on the host).
+std::string ScratchLog(const AgentProcess& agent, const std::string& kernel_id) {
+  std::ifstream log(agent.dir() + "/var/scratch/" + kernel_id + "/log");
+  std::stringstream text;
+  text << log.rdbuf();
+  return text.str();
+}
+
 // Kills the host process that is PID 1 of the kernel's container with SIGKILL,
 // as a crash (or the kernel OOM killer) would.
 void KillPidOne(const json& kernel) {
@@ -154,12 +162,7 @@ TEST(StopContract, AStopRunsThePreStopCommandThenSendsTheKernelsOwnSignal) {
   const json ended = PollKernelUntil(agent, "saver", [](const json& k) { return k["state"] == "TERMINATED"; });
   EXPECT_EQ(ended["reason"], "lifetime exceeded");
   EXPECT_EQ(ended["exit_code"], 0) << "SIGUSR1 was trapped, so no SIGKILL was needed";
-  std::ifstream log(agent.dir() + "/var/scratch/saver/log");
-  std::stringstream text;
-  text << log.rdbuf();
-  EXPECT_EQ(text.str(), "started\npre-stop\nusr1\n");
-  Result<ContainerInfo> info = Engine().Inspect(ended["container_id"].get<std::string>());
-  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(ScratchLog(agent, "saver"), "started\npre-stop\nusr1\n");
   agent.CallJson("DELETE", "/v1/kernels/saver", nullptr, 200);
 
   json too_long = SleepKernel("patient");
@@ -183,10 +186,7 @@ TEST(StopContract, AKernelIsWarnedOnceBeforeItsLifetimeEnds) {
   EXPECT_EQ(warned["state"], "RUNNING");
   const json ended = PollKernelUntil(agent, "job", [](const json& k) { return k["state"] == "TERMINATED"; });
   EXPECT_EQ(ended["reason"], "lifetime exceeded");
-  std::ifstream log(agent.dir() + "/var/scratch/job/log");
-  std::stringstream text;
-  text << log.rdbuf();
-  EXPECT_EQ(text.str(), "started\nusr1\nterm\n");
+  EXPECT_EQ(ScratchLog(agent, "job"), "started\nusr1\nterm\n");
   agent.CallJson("DELETE", "/v1/kernels/job", nullptr, 200);
 }
 
@@ -217,14 +217,8 @@ TEST(StopContract, ADrainWithADeadlineWarnsEachKernelAndStopsThoseLeftAtItEvenAc
     const json ended = PollKernelUntil(agent, id, [](const json& k) { return k["state"] == "TERMINATED"; });
     EXPECT_EQ(ended["reason"], "drained") << id;
   }
-  auto log_of = [&](const std::string& id) {
-    std::ifstream log(agent.dir() + "/var/scratch/" + id + "/log");
-    std::stringstream text;
-    text << log.rdbuf();
-    return text.str();
-  };
-  EXPECT_EQ(log_of("stubborn").substr(0, 5), "term\n") << "SIGTERM at the drain's start, once, then at the deadline";
-  EXPECT_EQ(log_of("saver"), "usr1\n");
+  EXPECT_EQ(ScratchLog(agent, "stubborn").substr(0, 5), "term\n") << "SIGTERM at the drain's start, once, then at the deadline";
+  EXPECT_EQ(ScratchLog(agent, "saver"), "usr1\n");
   agent.CallJson("POST", "/v1/agent/undrain", nullptr, 200);
 }
 
