@@ -23,6 +23,8 @@ constexpr std::chrono::seconds kLineEvery{1};
 constexpr int kBarWidth = 30;
 // A line of the event stream longer than this is no event of ours.
 constexpr size_t kMaxLine = 1u << 20;
+// How long the watch waits for a pull's last event once the call is answered.
+constexpr std::chrono::seconds kLastEventWait{2};
 
 }  // namespace
 
@@ -58,16 +60,23 @@ PullProgressWatch::PullProgressWatch(const AgentClient& agent, std::string image
     auto on_connected = [this] {
       std::lock_guard<std::mutex> lock(mutex_);
       connected_ = true;
-      connected_cv_.notify_all();
+      changed_cv_.notify_all();
     };
     agent.Stream("/v1/events", [this](std::string_view chunk) { return Take(chunk), true; }, &stop_, on_connected);
-    on_connected();  // failed or ended: nobody waits for it any more
+    std::lock_guard<std::mutex> lock(mutex_);  // failed or ended: nobody waits for it any more
+    connected_ = true;
+    pull_open_ = false;
+    changed_cv_.notify_all();
   });
   std::unique_lock<std::mutex> lock(mutex_);
-  connected_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return connected_; });
+  changed_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return connected_; });
 }
 
 PullProgressWatch::~PullProgressWatch() {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_cv_.wait_for(lock, kLastEventWait, [this] { return !pull_open_; });
+  }
   stop_ = true;
   if (follower_.joinable()) follower_.join();
   if (drawn_) std::cerr << "\n";
@@ -95,6 +104,11 @@ void PullProgressWatch::Take(std::string_view chunk) {
 
 void PullProgressWatch::Show(const PullEvent& event) {
   const bool last = event.state != "pulling";
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pull_open_ = !last;
+    changed_cv_.notify_all();
+  }
   const std::string text = FormatPullProgress(image_, event, terminal_);
   if (terminal_) {
     std::cerr << "\r\033[K" << text << (last ? "\n" : "") << std::flush;

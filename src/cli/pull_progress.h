@@ -37,7 +37,9 @@ class PullProgressWatch {
   // event of a call made next is missed. Shows nothing when `enabled` is
   // false. `agent` must outlive the watch.
   PullProgressWatch(const AgentClient& agent, std::string image, bool enabled);
-  // Stops following; ends a bar drawn in place with its line.
+  // Waits (up to two seconds) for the last event of a pull it has seen begin,
+  // since the agent's answer may come before that event does; then stops
+  // following and ends a bar drawn in place with its line.
   ~PullProgressWatch();
 
   PullProgressWatch(const PullProgressWatch&) = delete;
@@ -52,8 +54,9 @@ class PullProgressWatch {
   const bool terminal_;  // stderr is a terminal: redraw in place
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
-  std::condition_variable connected_cv_;
+  std::condition_variable changed_cv_;  // connected_ or pull_open_ changed
   bool connected_ = false;  // guarded by mutex_
+  bool pull_open_ = false;  // a pull was seen begin and not end, and the stream goes on; guarded by mutex_
   std::string pending_;     // the stream read, not yet a whole line; the follower thread's alone
   bool drawn_ = false;      // a bar is on the terminal's last line; the follower thread's alone
   std::chrono::steady_clock::time_point last_line_;  // the last plain line; the follower thread's alone

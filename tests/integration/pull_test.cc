@@ -54,6 +54,16 @@ size_t Occurrences(const std::string& haystack, const std::string& text) {
   return n;
 }
 
+// Sends the agent SIGHUP and waits until it has read its credentials again.
+void ReadCredentialsAgain(const AgentProcess& agent) {
+  const std::string done = "SIGHUP: read the registry credentials again";
+  const size_t before = Occurrences(agent.log(), done);
+  ::kill(agent.pid(), SIGHUP);
+  for (int i = 0; i < 100 && Occurrences(agent.log(), done) == before; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_GT(Occurrences(agent.log(), done), before) << agent.log();
+}
+
 // Nothing of a refused create stays: no kernel, nothing used.
 void ExpectNothingHeld(const AgentProcess& agent) {
   EXPECT_EQ(agent.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size(), 0u);
@@ -150,13 +160,8 @@ TEST(Pull, MissingOrWrongCredentialsAndUnknownImagesAreRefusedNamingTheRegistry)
 
   // The right password, read again on SIGHUP.
   registry.WriteAuthFile(dir.path() + "/auth.json", kUser, kPassword);
-  ::kill(agent.pid(), SIGHUP);
-  HttpResponse right;
-  for (int i = 0; i < 50; ++i) {
-    right = agent.Call("POST", "/v1/kernels", Kernel("k", image).dump());
-    if (right.status != 403) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  ReadCredentialsAgain(agent);
+  HttpResponse right = agent.Call("POST", "/v1/kernels", Kernel("k", image).dump());
   EXPECT_EQ(right.status, 201) << right.body;
   agent.CallJson("DELETE", "/v1/kernels/k", nullptr, 200);
 
@@ -165,14 +170,9 @@ TEST(Pull, MissingOrWrongCredentialsAndUnknownImagesAreRefusedNamingTheRegistry)
   EXPECT_NE(unknown.body.find("is not in registry " + registry.host()), std::string::npos) << unknown.body;
 
   WriteFile(dir.path() + "/auth.json", "{\"auths\": {}}");
-  ::kill(agent.pid(), SIGHUP);
-  (void)Engine().RemoveImage(ImageId(image));
-  HttpResponse none;
-  for (int i = 0; i < 50; ++i) {
-    none = agent.Call("POST", "/v1/kernels", Kernel("n", image).dump());
-    if (none.status == 403 && none.body.find("wants credentials") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  ReadCredentialsAgain(agent);
+  ASSERT_TRUE(Engine().RemoveImage(ImageId(image)).ok());
+  HttpResponse none = agent.Call("POST", "/v1/kernels", Kernel("n", image).dump());
   EXPECT_EQ(none.status, 403) << none.body;
   EXPECT_NE(none.body.find("registry-auth-file has none for it"), std::string::npos) << none.body;
   ExpectNothingHeld(agent);
