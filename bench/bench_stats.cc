@@ -14,11 +14,7 @@
 // The 100 containers are made directly through the engine exactly as the
 // agent would write them (see bench_restart: no cpu core each, because the
 // cpu plugin hands out whole exclusive cores), and the agent adopts them.
-#include <unistd.h>
-
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "common.h"
@@ -30,47 +26,6 @@ constexpr int kKernels = 100;
 constexpr char kMemory[] = "16m";
 constexpr int kSweeps = 10;                                  // agent sweeps sampled
 constexpr auto kFootprintWindow = std::chrono::seconds(20);  // CPU is averaged over this
-
-// Resident memory of process `pid` in bytes (VmRSS of /proc/<pid>/status).
-uint64_t ResidentBytes(pid_t pid) {
-  const long kib = testing::ProcStatusField(pid, "VmRSS");
-  if (kib < 0) throw BenchFailure("no VmRSS in /proc/" + std::to_string(pid) + "/status");
-  return static_cast<uint64_t>(kib) * 1024;
-}
-
-// CPU seconds (user + system) process `pid` has used, from /proc/<pid>/stat.
-double CpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t paren = text.rfind(')');  // the command name may hold spaces
-  if (paren == std::string::npos) throw BenchFailure("cannot parse /proc/" + std::to_string(pid) + "/stat");
-  std::istringstream fields(text.substr(paren + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; fields >> field; ++i) {  // field 3 is the state
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) {
-      stime = std::stoull(field);
-      break;
-    }
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-// Prints and returns the agent's footprint over kFootprintWindow: resident
-// MiB at the end, and percent of one core.
-std::pair<double, double> Footprint(const testing::AgentProcess& agent, const std::string& label) {
-  const double cpu_start = CpuSeconds(agent.pid());
-  const auto start = Clock::now();
-  std::this_thread::sleep_for(kFootprintWindow);
-  const double cpu = CpuSeconds(agent.pid()) - cpu_start;
-  const double wall_s = Millis(start, Clock::now()) / 1000.0;
-  const double rss_mib = static_cast<double>(ResidentBytes(agent.pid())) / (1 << 20);
-  const double core_percent = 100.0 * cpu / wall_s;
-  std::printf("  footprint %-12s resident %6.1f MiB   cpu %5.2f %% of one core (%.2f s over %.0f s)\n", label.c_str(),
-              rss_mib, core_percent, cpu, wall_s);
-  return {rss_mib, core_percent};
-}
 
 // Polls GET /v1/stats until `count` distinct sweeps that each saw all kernels
 // have been seen; returns their durations in milliseconds.
@@ -115,7 +70,7 @@ void Run(const std::string& agent_id) {
   testing::AgentProcess agent(options);
   PrintHeader("bench_stats", agent.options());
   StartAgent(agent);
-  const auto idle = Footprint(agent, "0 kernels");
+  const Usage idle = MeasureUsage(agent.pid(), "0 kernels", kFootprintWindow);
 
   CreateCorelessKernels(agent_id, "s", kKernels, kMemory);
   PollUntil([&] { return CallAgent(agent, "GET", "/v1/kernels", nullptr, 200)["kernels"].size() == kKernels; },
@@ -123,7 +78,7 @@ void Run(const std::string& agent_id) {
   std::printf("  %d owned kernels running (16m each, no cpu core); stats-interval 1s, stats-type cgroup\n", kKernels);
 
   const Samples sweeps = AgentSweeps(agent, kSweeps);
-  const auto busy = Footprint(agent, "100 kernels");
+  const Usage busy = MeasureUsage(agent.pid(), "100 kernels", kFootprintWindow);
   std::printf("  engine route: GET /containers/{id}/stats?stream=false for %d containers, one after another...\n",
               kKernels);
   std::fflush(stdout);
@@ -133,9 +88,9 @@ void Run(const std::string& agent_id) {
   std::printf("  %-52s %10.1f ms  (%.1f ms per container)\n", "engine: stats of the same 100 containers", engine_ms,
               engine_ms / kKernels);
   PrintRatio("engine/agent sweep (median)", engine_ms / sweeps.Median(), ">= 1000, sweep < 10 ms");
-  std::printf("  footprint with 0 kernels: %.1f MiB resident, %.2f %% of one core\n", idle.first, idle.second);
+  std::printf("  footprint with 0 kernels: %.1f MiB resident, %.2f %% of one core\n", idle.resident_mib, idle.core_percent);
   std::printf("  footprint with 100 kernels: %.1f MiB resident (target < 30), %.2f %% of one core (target < 2)\n",
-              busy.first, busy.second);
+              busy.resident_mib, busy.core_percent);
 }
 
 }  // namespace

@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "common/units.h"
@@ -73,6 +75,42 @@ long OpenFiles(pid_t pid) {
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
     ++n;
   return n;
+}
+
+uint64_t ResidentBytes(pid_t pid) {
+  const long kib = testing::ProcStatusField(pid, "VmRSS");
+  if (kib < 0) throw BenchFailure("no VmRSS in /proc/" + std::to_string(pid) + "/status");
+  return static_cast<uint64_t>(kib) * 1024;
+}
+
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');  // the command name may hold spaces
+  if (paren == std::string::npos) throw BenchFailure("cannot parse /proc/" + std::to_string(pid) + "/stat");
+  std::istringstream fields(text.substr(paren + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; fields >> field; ++i) {  // field 3 is the state
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) {
+      stime = std::stoull(field);
+      break;
+    }
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+Usage MeasureUsage(pid_t pid, const std::string& label, std::chrono::seconds window) {
+  const double cpu_start = CpuSeconds(pid);
+  const auto start = Clock::now();
+  std::this_thread::sleep_for(window);
+  const double cpu = CpuSeconds(pid) - cpu_start;
+  const double wall_s = Millis(start, Clock::now()) / 1000.0;
+  const Usage usage{static_cast<double>(ResidentBytes(pid)) / (1 << 20), 100.0 * cpu / wall_s};
+  std::printf("  footprint %-12s resident %6.1f MiB   cpu %5.2f %% of one core (%.2f s over %.0f s)\n", label.c_str(),
+              usage.resident_mib, usage.core_percent, cpu, wall_s);
+  return usage;
 }
 
 void PrintSamples(const std::string& label, const Samples& samples) {
@@ -184,13 +222,18 @@ ContainerSpec KernelContainerSpec(const std::string& owner, const CreateRequest&
 }
 
 void CreateCorelessKernels(const std::string& owner, const std::string& prefix, int count, const std::string& mem) {
+  CreateCorelessKernels(owner, prefix, count, [&mem](const std::string& id) { return KernelRequestBody(id, mem); });
+}
+
+void CreateCorelessKernels(const std::string& owner, const std::string& prefix, int count,
+                           const std::function<nlohmann::json(const std::string&)>& body) {
   DockerEngine& engine = testing::Engine();
   const int digits = count > 100 ? 3 : 2;
   for (int i = 0; i < count; ++i) {
     ThrowIfInterrupted();
     char kernel_id[64];
     std::snprintf(kernel_id, sizeof kernel_id, "%s-%0*d", prefix.c_str(), digits, i);
-    CreateRequest request = Check(ParseCreateRequest(KernelRequestBody(kernel_id, mem)), "the create request");
+    CreateRequest request = Check(ParseCreateRequest(body(kernel_id)), "the create request");
     Allocation allocation;  // no cores
     allocation.mem_bytes = request.resources.mem_bytes;
     ContainerSpec spec = KernelContainerSpec(owner, request, allocation);

@@ -73,6 +73,22 @@ class Samples {
 // The number of entries of /proc/<pid>/fd: the files `pid` has open.
 long OpenFiles(pid_t pid);
 
+// Resident memory of process `pid` in bytes (VmRSS of /proc/<pid>/status).
+uint64_t ResidentBytes(pid_t pid);
+
+// CPU seconds (user + system) process `pid` has used, from /proc/<pid>/stat.
+double CpuSeconds(pid_t pid);
+
+// What a process costs: its resident memory at the end of a window, and the
+// CPU it used over that window, in percent of one core.
+struct Usage {
+  double resident_mib = 0;
+  double core_percent = 0;
+};
+
+// Watches `pid` for `window`; prints "footprint <label> ..." and returns it.
+Usage MeasureUsage(pid_t pid, const std::string& label, std::chrono::seconds window);
+
 // Prints one line: the label, then median and p90 in milliseconds, and n.
 void PrintSamples(const std::string& label, const Samples& samples);
 
@@ -129,6 +145,10 @@ ContainerSpec KernelContainerSpec(const std::string& owner, const CreateRequest&
 // cpu 1, as every valid request does; restore claims what the allocation
 // label holds, an empty cpu list. Ids are <prefix>-00 .. (3 digits from 100 kernels).
 void CreateCorelessKernels(const std::string& owner, const std::string& prefix, int count, const std::string& mem);
+// As CreateCorelessKernels above, with kernel <prefix>-NN's request made by
+// `body` from its id instead (its "resources" cpu is ignored likewise).
+void CreateCorelessKernels(const std::string& owner, const std::string& prefix, int count,
+                           const std::function<nlohmann::json(const std::string&)>& body);
 
 // Spawns the (stopped) `agent` with Start() on another thread and calls
 // `ready` every millisecond from the spawn until it returns true; returns the

@@ -157,6 +157,7 @@ json HealthState::ToJson() const {
 HealthChange RecordProbe(HealthState& state, const HealthRule& rule, bool passed, const std::string& output,
                          bool in_start_period) {
   HealthChange change;
+  ++state.checks;
   if (passed) {
     state.failing = 0;
     ++state.passing;

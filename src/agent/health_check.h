@@ -76,6 +76,7 @@ struct HealthState {
   bool ready = false;  // a probe has passed
   int failing = 0;     // consecutive failures counted
   int passing = 0;     // consecutive passes
+  int64_t checks = 0;  // probes recorded since its container started, passed or failed
   std::string last_failure;  // the last failed probe's output, at most kMaxHealthOutput bytes
 
   nlohmann::json ToJson() const;  // {"status", "failing", "last_failure"}

@@ -12,7 +12,8 @@ HealthKeeper::~HealthKeeper() { Stop(); }
 
 void HealthKeeper::Start() {
   scheduler_ = std::thread([this] { ScheduleLoop(); });
-  for (size_t i = 0; i < kWorkers; ++i) workers_.emplace_back([this] { WorkLoop(); });
+  for (size_t i = 0; i < kExecWorkers; ++i) workers_.emplace_back([this] { WorkLoop(kExecLane); });
+  for (size_t i = 0; i < kConnectWorkers; ++i) workers_.emplace_back([this] { WorkLoop(kConnectLane); });
 }
 
 void HealthKeeper::Stop() {
@@ -20,11 +21,16 @@ void HealthKeeper::Stop() {
     MutexLock lock(mutex_);
     stop_ = true;
   }
-  cv_.notify_all();
+  schedule_cv_.notify_all();
+  for (auto& cv : work_cv_) cv.notify_all();
   if (scheduler_.joinable()) scheduler_.join();
   for (std::thread& worker : workers_)
     if (worker.joinable()) worker.join();
   workers_.clear();
+}
+
+HealthKeeper::Lane HealthKeeper::LaneOf(const HealthRule& rule) {
+  return rule.check.kind == ProbeKind::kExec ? kExecLane : kConnectLane;
 }
 
 Clock::TimePoint HealthKeeper::QueueDue(const std::vector<Agent::HealthTarget>& targets, Clock::TimePoint now) {
@@ -33,17 +39,25 @@ Clock::TimePoint HealthKeeper::QueueDue(const std::vector<Agent::HealthTarget>& 
   for (const Agent::HealthTarget& target : targets) {
     present.insert(target.kernel_id);
     Tracked& tracked = tracked_[target.kernel_id];
-    if (tracked.container_id != target.container_id) tracked = {target.container_id, now, now, false};
+    if (tracked.container_id != target.container_id) {
+      if (!tracked.container_id.empty()) prober_.Forget(tracked.container_id);
+      tracked = {target.container_id, now, now, false};
+    }
     if (!tracked.in_flight && tracked.next_due <= now) {
       tracked.in_flight = true;
       tracked.next_due = now + target.rule.interval;
-      queue_.push_back({target, now - tracked.first_seen < target.rule.start_period});
-      cv_.notify_all();
+      const Lane lane = LaneOf(target.rule);
+      queue_[lane].push_back({target, now - tracked.first_seen < target.rule.start_period});
+      work_cv_[lane].notify_one();
     }
     if (!tracked.in_flight) next = std::min(next, tracked.next_due);
   }
   // A kernel that is not RUNNING (ended, backing off, gone) starts afresh when it runs again.
-  std::erase_if(tracked_, [&](const auto& entry) { return !present.count(entry.first) && !entry.second.in_flight; });
+  std::erase_if(tracked_, [&](const auto& entry) {
+    const bool gone = !present.count(entry.first) && !entry.second.in_flight;
+    if (gone) prober_.Forget(entry.second.container_id);
+    return gone;
+  });
   return next;
 }
 
@@ -52,31 +66,34 @@ void HealthKeeper::ScheduleLoop() {
     const std::vector<Agent::HealthTarget> targets = agent_.HealthTargets();
     MutexLock lock(mutex_);
     if (stop_) return;
-    const Clock::TimePoint next = QueueDue(targets, clock_.Now());
-    probe_done_ = false;
-    clock_.WaitUntil(lock.native(), cv_, next, [&]() REQUIRES(mutex_) { return stop_ || probe_done_; });
+    wake_at_ = QueueDue(targets, clock_.Now());
+    sooner_ = false;
+    clock_.WaitUntil(lock.native(), schedule_cv_, wake_at_, [&]() REQUIRES(mutex_) { return stop_ || sooner_; });
     if (stop_) return;
   }
 }
 
-void HealthKeeper::WorkLoop() {
+void HealthKeeper::WorkLoop(Lane lane) {
   while (true) {
     Job job;
     {
       MutexLock lock(mutex_);
-      mutex_.Wait(cv_, [&]() REQUIRES(mutex_) { return stop_ || !queue_.empty(); });
+      mutex_.Wait(work_cv_[lane], [&]() REQUIRES(mutex_) { return stop_ || !queue_[lane].empty(); });
       if (stop_) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
+      job = std::move(queue_[lane].front());
+      queue_[lane].pop_front();
     }
     const Agent::HealthTarget& t = job.target;
     const ProbeResult result = prober_.Probe(t.rule, t.container_id, t.address);
     agent_.RecordHealth(t.kernel_id, t.container_id, result, job.in_start_period);
     MutexLock lock(mutex_);
-    if (auto it = tracked_.find(t.kernel_id); it != tracked_.end() && it->second.container_id == t.container_id)
-      it->second.in_flight = false;
-    probe_done_ = true;
-    cv_.notify_all();  // the scheduler may have a due time for it now
+    auto it = tracked_.find(t.kernel_id);
+    if (it == tracked_.end() || it->second.container_id != t.container_id) continue;
+    it->second.in_flight = false;
+    if (it->second.next_due < wake_at_) {  // the scheduler would look too late for its next probe
+      sooner_ = true;
+      schedule_cv_.notify_one();
+    }
   }
 }
 

@@ -1,10 +1,12 @@
 // HealthKeeper: probes the health checks of the agent's RUNNING kernels on
 // time. One scheduler thread asks the agent which kernels have a check
 // (Agent::HealthTargets), keeps when each is next due, and hands due probes
-// to a fixed pool of kWorkers threads, which run them (HealthProber) and
-// give each result to the agent (Agent::RecordHealth). A kernel has at most
-// one probe in flight; a probe that hangs holds one worker at most its
-// timeout, which is never longer than its interval.
+// to fixed pools of worker threads, which run them (HealthProber) and give
+// each result to the agent (Agent::RecordHealth). Exec checks have a pool
+// of their own: the engine runs only so many execs at a time, and checks it
+// holds up never delay the HTTP and TCP checks, which only connect. A
+// kernel has at most one probe in flight; a probe that hangs holds one
+// worker at most its timeout, which is never longer than its interval.
 //
 // Times are waited on `clock`; a kernel's start period counts from when the
 // keeper first sees it RUNNING in its container.
@@ -34,7 +36,8 @@ class HealthKeeper {
   void Start();
   void Stop();
 
-  static constexpr size_t kWorkers = 8;
+  static constexpr size_t kExecWorkers = 4;     // threads running exec checks
+  static constexpr size_t kConnectWorkers = 8;  // threads running HTTP and TCP checks
   // How often the scheduler looks for kernels that started or ended.
   static constexpr std::chrono::milliseconds kLookEvery{200};
 
@@ -51,22 +54,27 @@ class HealthKeeper {
     Agent::HealthTarget target;
     bool in_start_period = false;
   };
+  // Which pool runs a probe.
+  enum Lane : size_t { kExecLane = 0, kConnectLane = 1 };
+  static Lane LaneOf(const HealthRule& rule);
 
   void ScheduleLoop();
-  void WorkLoop();
+  void WorkLoop(Lane lane);
   // Queues the probes of `targets` that are due at `now`; returns when the next one is due.
   Clock::TimePoint QueueDue(const std::vector<Agent::HealthTarget>& targets, Clock::TimePoint now) REQUIRES(mutex_);
 
   Agent& agent_;
-  const HealthProber prober_;
+  HealthProber prober_;
   Clock& clock_;
 
   Mutex mutex_;
-  std::condition_variable cv_;  // with mutex_: a job queued, a probe done, or stop
+  std::condition_variable schedule_cv_;  // with mutex_: a probe due sooner than wake_at_, or stop
+  std::condition_variable work_cv_[2];   // with mutex_, by lane: a job queued, or stop
   bool stop_ GUARDED_BY(mutex_) = false;
-  bool probe_done_ GUARDED_BY(mutex_) = false;  // a probe ended since the scheduler last looked
+  bool sooner_ GUARDED_BY(mutex_) = false;  // a probe ended that is due again before wake_at_
+  Clock::TimePoint wake_at_ GUARDED_BY(mutex_);  // when the scheduler looks next
   std::map<std::string, Tracked> tracked_ GUARDED_BY(mutex_);  // by kernel id
-  std::deque<Job> queue_ GUARDED_BY(mutex_);
+  std::deque<Job> queue_[2] GUARDED_BY(mutex_);  // by lane
   std::thread scheduler_;
   std::vector<std::thread> workers_;
 };

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -55,8 +56,21 @@ Status TcpConnect(int port, milliseconds timeout) {
 
 }  // namespace
 
+HealthProber::~HealthProber() {
+  MutexLock lock(netns_mutex_);
+  for (const auto& [id, held] : netns_) ::close(held.fd);
+}
+
+void HealthProber::Forget(const std::string& container_id) {
+  MutexLock lock(netns_mutex_);
+  auto it = netns_.find(container_id);
+  if (it == netns_.end()) return;
+  ::close(it->second.fd);
+  netns_.erase(it);
+}
+
 ProbeResult HealthProber::Probe(const HealthRule& rule, const std::string& container_id,
-                                const ProbeAddress& address) const {
+                                const ProbeAddress& address) {
   if (rule.check.kind == ProbeKind::kExec) return Exec(rule, container_id);
   if (address.kernel_netns) return ConnectInside(rule, container_id, address.port);
   return Connect(rule, address.port);
@@ -88,14 +102,41 @@ ProbeResult HealthProber::Connect(const HealthRule& rule, int port) {
                           (passed || answer->body.empty() ? "" : ": " + answer->body))};
 }
 
-ProbeResult HealthProber::ConnectInside(const HealthRule& rule, const std::string& container_id, int port) const {
+int HealthProber::NetnsOf(const std::string& container_id, std::string& why) {
+  {
+    MutexLock lock(netns_mutex_);
+    auto it = netns_.find(container_id);
+    if (it != netns_.end()) {
+      // The namespace held stays alive, so no other namespace has its inode;
+      // a PID that ended, or was reused, names another or none.
+      struct stat now {};
+      const std::string path = "/proc/" + std::to_string(it->second.pid) + "/ns/net";
+      if (::stat(path.c_str(), &now) == 0 && now.st_ino == it->second.inode) return ::dup(it->second.fd);
+      ::close(it->second.fd);
+      netns_.erase(it);
+    }
+  }
   Result<ContainerInfo> info = engine_.Inspect(container_id);
-  if (!info.ok()) return {false, Bounded(info.status().message())};
-  if (info->pid <= 0) return {false, "the container is not running"};
-  const std::string ns_path = "/proc/" + std::to_string(info->pid) + "/ns/net";
-  const int ns = ::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (ns < 0)
-    return {false, Bounded("cannot open the kernel's network namespace " + ns_path + ": " + std::strerror(errno))};
+  if (!info.ok()) return why = info.status().message(), -1;
+  if (info->pid <= 0) return why = "the container is not running", -1;
+  const std::string path = "/proc/" + std::to_string(info->pid) + "/ns/net";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat opened {};
+  if (fd < 0 || ::fstat(fd, &opened) != 0) {
+    why = "cannot open the kernel's network namespace " + path + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  MutexLock lock(netns_mutex_);
+  auto [it, added] = netns_.try_emplace(container_id, HeldNetns{info->pid, fd, opened.st_ino});
+  if (!added) ::close(fd);  // another probe of it opened one meanwhile: keep that one
+  return ::dup(it->second.fd);
+}
+
+ProbeResult HealthProber::ConnectInside(const HealthRule& rule, const std::string& container_id, int port) {
+  std::string why;
+  const int ns = NetnsOf(container_id, why);
+  if (ns < 0) return {false, Bounded(why)};
   // The thread that enters the namespace ends with the probe, so no other
   // work of the agent ever runs inside a kernel's network.
   ProbeResult result;

@@ -12,12 +12,20 @@
 // from systemd timers, which a node may not have), timing to the
 // millisecond, and each result goes straight into the kernel's lifecycle.
 //
-// Thread-safe: each Probe call is independent.
+// A kernel's network namespace is opened once per start of its container
+// and kept open until the kernel is forgotten, so that a probe does not ask
+// the engine for the container's PID each time.
+//
+// Thread-safe: probes of different containers may run at once.
 #pragma once
 
+#include <sys/types.h>
+
+#include <map>
 #include <string>
 
 #include "agent/health_check.h"
+#include "common/mutex.h"
 #include "engine/container_engine.h"
 
 namespace slotd {
@@ -37,19 +45,39 @@ struct ProbeResult {
 class HealthProber {
  public:
   explicit HealthProber(ContainerEngine& engine) : engine_(engine) {}
+  ~HealthProber();  // closes the namespaces it holds
+
+  HealthProber(const HealthProber&) = delete;
+  HealthProber& operator=(const HealthProber&) = delete;
 
   // Probes container `container_id` as `rule` says, within rule.timeout.
-  ProbeResult Probe(const HealthRule& rule, const std::string& container_id, const ProbeAddress& address) const;
+  ProbeResult Probe(const HealthRule& rule, const std::string& container_id, const ProbeAddress& address);
+  // Closes what it holds of `container_id` (its network namespace).
+  void Forget(const std::string& container_id) EXCLUDES(netns_mutex_);
 
  private:
+  // A kernel's network namespace, held open, and the PID it was opened
+  // through: /proc/<pid>/ns/net still names it while that process lives.
+  struct HeldNetns {
+    pid_t pid = 0;
+    int fd = -1;
+    ino_t inode = 0;
+  };
+  // A duplicate of the held namespace of `container_id` (the caller closes
+  // it), opened anew through the engine's PID 1 when none is held or the
+  // one held is no longer the container's; -1 with `why` when it cannot.
+  int NetnsOf(const std::string& container_id, std::string& why) EXCLUDES(netns_mutex_);
+
   ProbeResult Exec(const HealthRule& rule, const std::string& container_id) const;
   // HTTP GET or TCP connect to 127.0.0.1:port in this thread's network namespace.
   static ProbeResult Connect(const HealthRule& rule, int port);
   // Connect from a thread that first enters the network namespace of the
   // container's PID 1.
-  ProbeResult ConnectInside(const HealthRule& rule, const std::string& container_id, int port) const;
+  ProbeResult ConnectInside(const HealthRule& rule, const std::string& container_id, int port);
 
   ContainerEngine& engine_;
+  Mutex netns_mutex_;
+  std::map<std::string, HeldNetns> netns_ GUARDED_BY(netns_mutex_);  // by container id
 };
 
 }  // namespace slotd

@@ -72,6 +72,8 @@ std::optional<std::string> KernelIdOfEvent(const EngineEvent& event, const std::
   return kid->second;
 }
 
+const std::vector<std::string> kEventActions = {"create", "start", "die", "oom", "update", "pause", "unpause", "destroy"};
+
 EventStep DecideOnEvent(const EngineEvent& event, const Known* known) {
   const std::string& action = event.action;
   if (!known) return action == "create" || action == "start" ? EventStep::kRelist : EventStep::kNothing;

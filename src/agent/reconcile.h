@@ -87,6 +87,10 @@ enum class EventStep {
 // other event (another owner's, not a container's, no kernel id).
 std::optional<std::string> KernelIdOfEvent(const EngineEvent& event, const std::string& agent_id);
 
+// The actions DecideOnEvent acts on: the agent asks the engine for these
+// alone (not, say, the three events of each exec).
+extern const std::vector<std::string> kEventActions;
+
 // The step for an event naming a kernel (see KernelIdOfEvent); `known` is
 // that kernel or nullptr.
 EventStep DecideOnEvent(const EngineEvent& event, const Known* known);

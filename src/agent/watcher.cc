@@ -55,7 +55,7 @@ void Watcher::ReadEvents() {
   std::chrono::milliseconds backoff = kFirstBackoff;
   while (!stop_) {
     Status s = engine_.StreamEvents(
-        filter,
+        filter, reconcile::kEventActions,
         [&] {
           backoff = kFirstBackoff;
           RequestRelist();  // covers whatever happened while the stream was down

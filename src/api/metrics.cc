@@ -130,6 +130,9 @@ std::string RenderMetrics(const StatsSnapshot& snapshot, const MetricsFacts& fac
               {{"kernel_id", kernel_id}}, health.ready ? 1 : 0);
     out.Gauge("slotd_kernel_healthy", "Whether the kernel's health check says healthy (1) or starting or unhealthy (0).",
               {{"kernel_id", kernel_id}}, health.healthy ? 1 : 0);
+    out.Counter("slotd_kernel_health_checks_total",
+                "Health checks of the kernel since its container started, passed or failed.",
+                {{"kernel_id", kernel_id}}, static_cast<double>(health.checks));
   }
   for (const auto& [kernel_id, restarts] : facts.kernel_restarts)
     out.Counter("slotd_kernel_restarts_total", "Times the kernel's restart policy started its container again.",

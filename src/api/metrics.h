@@ -36,6 +36,7 @@ struct MetricsFacts {
   struct KernelHealth {
     bool ready = false;
     bool healthy = false;
+    int64_t checks = 0;  // probes since its container started
   };
   std::map<std::string, KernelHealth> kernel_health;
   // The owned devices of plugins that watch health, with their health and drain.

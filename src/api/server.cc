@@ -626,7 +626,7 @@ void ApiServer::Metrics(Exchange& ex) const {
     if (k.request.restart.when != RestartWhen::kNever || k.restarts > 0) facts.kernel_restarts[k.id()] = k.restarts;
   for (const Kernel& k : kernels)
     if (k.health && k.state() == KernelState::kRunning)
-      facts.kernel_health[k.id()] = {k.health->ready, k.health->status == HealthStatus::kHealthy};
+      facts.kernel_health[k.id()] = {k.health->ready, k.health->status == HealthStatus::kHealthy, k.health->checks};
   facts.engine_reachable = agent_.EngineReachable();
   facts.draining = agent_.Draining().draining;
   facts.build = {kSlotdVersion, kSlotdCommit, label::kCurrentFormat};

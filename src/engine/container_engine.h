@@ -278,11 +278,12 @@ class ContainerEngine {
   // Removes the named volume; kNotFound when there is none, kConflict while a container uses it.
   virtual Status RemoveVolume(const std::string& name) = 0;
 
-  // Streams events matching `label_filters` (and type=container), calling
-  // `on_event` for each, from the moment the stream is connected (on_connected
-  // is called then). Blocks until `stop` becomes true (returns OK) or the
+  // Streams events matching `label_filters` (and type=container) whose
+  // action is one of `actions` (any action when empty), calling `on_event`
+  // for each, from the moment the stream is connected (on_connected is
+  // called then). Blocks until `stop` becomes true (returns OK) or the
   // stream breaks (returns kUnavailable). Does not reconnect; the caller does.
-  virtual Status StreamEvents(const std::vector<std::string>& label_filters,
+  virtual Status StreamEvents(const std::vector<std::string>& label_filters, const std::vector<std::string>& actions,
                               const std::function<void()>& on_connected,
                               const std::function<void(const EngineEvent&)>& on_event,
                               const std::atomic<bool>& stop) = 0;

@@ -270,6 +270,10 @@ TEST(HealthCheck, AnHttpCheckMakesAKernelReadyThenUnhealthyAndItsStopEndsIt) {
                                            {"on_unhealthy", "stop"}}));
   const json ready = PollKernelUntil(agent, "web", [](const json& k) { return k["ready"] == true; });
   EXPECT_EQ(ready["health"]["status"], "healthy") << ready.dump();
+  const std::string metrics = agent.Call("GET", "/metrics").body;
+  EXPECT_NE(metrics.find("slotd_kernel_health_checks_total{agent_id=\"" + agent.options().id + "\",kernel_id=\"web\"}"),
+            std::string::npos)
+      << metrics;
 
   RunIn(agent, "web", "rm /home/work/www/healthz");
   const json ended = PollKernelUntil(agent, "web", [](const json& k) { return k["state"] == "TERMINATED"; });

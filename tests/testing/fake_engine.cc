@@ -83,7 +83,8 @@ EngineEvent FakeEngine::Emit(const Container& c, const std::string& action, std:
   if (events_.size() == kEventLogSize) events_.pop_front();
   events_.push_back(event);
   for (Subscriber* sub : subscribers_) {
-    if (Matches(c.info.labels, sub->filters)) sub->pending.push_back(event);
+    const bool wanted = sub->actions.empty() || std::count(sub->actions.begin(), sub->actions.end(), action) > 0;
+    if (wanted && Matches(c.info.labels, sub->filters)) sub->pending.push_back(event);
   }
   events_cv_.notify_all();
   return event;
@@ -364,12 +365,13 @@ Status FakeEngine::StreamLogs(const std::string& id, int tail, bool, const std::
   return Status::Ok();
 }
 
-Status FakeEngine::StreamEvents(const std::vector<std::string>& label_filters,
+Status FakeEngine::StreamEvents(const std::vector<std::string>& label_filters, const std::vector<std::string>& actions,
                                 const std::function<void()>& on_connected,
                                 const std::function<void(const EngineEvent&)>& on_event,
                                 const std::atomic<bool>& stop) {
   Subscriber sub;
   sub.filters = label_filters;
+  sub.actions = actions;
   {
     MutexLock lock(mutex_);
     if (Status s = Enter(Method::kStreamEvents); !s.ok()) return s;

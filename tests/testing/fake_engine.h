@@ -121,7 +121,8 @@ class FakeEngine : public ContainerEngine {
   // lock held) for each event emitted from then on whose container matches
   // `label_filters`, until `stop` is set (checked at least every 10 ms);
   // returns OK then.
-  Status StreamEvents(const std::vector<std::string>& label_filters, const std::function<void()>& on_connected,
+  Status StreamEvents(const std::vector<std::string>& label_filters, const std::vector<std::string>& actions,
+                      const std::function<void()>& on_connected,
                       const std::function<void(const EngineEvent&)>& on_event,
                       const std::atomic<bool>& stop) override;
 
@@ -209,6 +210,7 @@ class FakeEngine : public ContainerEngine {
   // One open StreamEvents call.
   struct Subscriber {
     std::vector<std::string> filters;
+    std::vector<std::string> actions;  // empty: any
     std::deque<EngineEvent> pending;
   };
 

@@ -1228,7 +1228,7 @@ TEST_F(AgentTest, OwnerFilteredStreamCarriesOnlyThisAgentsEvents) {
   std::vector<EngineEvent> seen;  // written by the stream thread until ours_died is set
   std::thread reader([&] {
     engine_.StreamEvents(
-        {"ai.backend.owner=a1"}, [&] { connected.set_value(); },
+        {"ai.backend.owner=a1"}, reconcile::kEventActions, [&] { connected.set_value(); },
         [&](const EngineEvent& e) {
           seen.push_back(e);
           agent_->OnEngineEvent(e);

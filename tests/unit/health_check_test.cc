@@ -116,6 +116,7 @@ TEST(HealthCheckSpec, ProbeResultsMakeAKernelReadyUnhealthyAndHealthyAgain) {
     EXPECT_EQ(state.status, step.status) << i;
     EXPECT_EQ(state.ready, step.ready) << i;
     EXPECT_EQ(state.failing, step.failing) << i;
+    EXPECT_EQ(state.checks, static_cast<int64_t>(i + 1)) << i;  // every probe counts, in the start period too
     const std::string got = change.became_ready ? "ready"
                             : change.became_healthy ? "healthy"
                             : change.became_unhealthy ? "unhealthy"

@@ -551,11 +551,13 @@ Status DockerEngine::StreamLogs(const std::string& id, int tail, bool follow, co
 }
 
 Status DockerEngine::StreamEvents(const std::vector<std::string>& label_filters,
+                                  const std::vector<std::string>& actions,
                                   const std::function<void()>& on_connected,
                                   const std::function<void(const EngineEvent&)>& on_event,
                                   const std::atomic<bool>& stop) {
-  const std::string path = std::string(kApi) + "/events?filters=" +
-                           LabelFilters(label_filters, {{"type", json::array({"container"})}});
+  json extra = {{"type", json::array({"container"})}};
+  if (!actions.empty()) extra["event"] = actions;
+  const std::string path = std::string(kApi) + "/events?filters=" + LabelFilters(label_filters, std::move(extra));
   LineSplitter lines;
   bool overlong = false;
   auto on_chunk = [&](std::string_view chunk) {

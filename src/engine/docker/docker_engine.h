@@ -80,7 +80,7 @@ class DockerEngine : public ContainerEngine {
   Result<std::vector<VolumeInfo>> ListVolumes(const std::vector<std::string>& label_filters) override;
   Status RemoveVolume(const std::string& name) override;
   // `action` is kept as the engine sends it ("exec_start: sh -c ..." too).
-  Status StreamEvents(const std::vector<std::string>& label_filters,
+  Status StreamEvents(const std::vector<std::string>& label_filters, const std::vector<std::string>& actions,
                       const std::function<void()>& on_connected,
                       const std::function<void(const EngineEvent&)>& on_event,
                       const std::atomic<bool>& stop) override;
