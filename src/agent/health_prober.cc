@@ -10,7 +10,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <thread>
+#include <cstdlib>
+
+#include <spdlog/spdlog.h>
 
 #include "common/http_client.h"
 
@@ -26,9 +28,10 @@ std::string Bounded(std::string text) {
   return text;
 }
 
-// Connects a TCP socket to 127.0.0.1:port within `timeout`; OK or why not.
-Status TcpConnect(int port, milliseconds timeout) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+// Connects a TCP socket, made by `open_socket`, to 127.0.0.1:port within
+// `timeout`; OK or why not.
+Status TcpConnect(int port, milliseconds timeout, const HttpClient::SocketOpener& open_socket) {
+  const int fd = open_socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
   if (fd < 0) return Status::Internal(std::string("socket: ") + std::strerror(errno));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -54,9 +57,16 @@ Status TcpConnect(int port, milliseconds timeout) {
   return result;
 }
 
+// socket(2), close-on-exec.
+int PlainSocket(int domain, int type, int protocol) { return ::socket(domain, type | SOCK_CLOEXEC, protocol); }
+
 }  // namespace
 
+HealthProber::HealthProber(ContainerEngine& engine)
+    : engine_(engine), own_netns_(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) {}
+
 HealthProber::~HealthProber() {
+  if (own_netns_ >= 0) ::close(own_netns_);
   MutexLock lock(netns_mutex_);
   for (const auto& [id, held] : netns_) ::close(held.fd);
 }
@@ -73,7 +83,7 @@ ProbeResult HealthProber::Probe(const HealthRule& rule, const std::string& conta
                                 const ProbeAddress& address) {
   if (rule.check.kind == ProbeKind::kExec) return Exec(rule, container_id);
   if (address.kernel_netns) return ConnectInside(rule, container_id, address.port);
-  return Connect(rule, address.port);
+  return Connect(rule, address.port, PlainSocket);
 }
 
 ProbeResult HealthProber::Exec(const HealthRule& rule, const std::string& container_id) const {
@@ -86,14 +96,15 @@ ProbeResult HealthProber::Exec(const HealthRule& rule, const std::string& contai
   return {ran->exit_code == 0, Bounded(std::move(output))};
 }
 
-ProbeResult HealthProber::Connect(const HealthRule& rule, int port) {
+ProbeResult HealthProber::Connect(const HealthRule& rule, int port, const HttpClient::SocketOpener& open_socket) {
   if (rule.check.kind == ProbeKind::kTcp) {
-    const Status connected = TcpConnect(port, rule.timeout);
+    const Status connected = TcpConnect(port, rule.timeout, open_socket);
     return {connected.ok(), connected.ok() ? "" : Bounded("127.0.0.1:" + std::to_string(port) + ": " +
                                                           connected.message())};
   }
   // The body is read and dropped: only the status counts, and a kernel may send anything.
-  const HttpClient client = HttpClient::Tcp("http://127.0.0.1:" + std::to_string(port));
+  HttpClient client = HttpClient::Tcp("http://127.0.0.1:" + std::to_string(port));
+  client.SetSocketOpener(open_socket);
   Result<HttpResponse> answer =
       client.RequestStreamed("GET", rule.check.path, "", rule.timeout, [](std::string_view) { return true; });
   if (!answer.ok()) return {false, Bounded(answer.status().message())};
@@ -137,21 +148,37 @@ ProbeResult HealthProber::ConnectInside(const HealthRule& rule, const std::strin
   std::string why;
   const int ns = NetnsOf(container_id, why);
   if (ns < 0) return {false, Bounded(why)};
-  // The thread that enters the namespace ends with the probe, so no other
-  // work of the agent ever runs inside a kernel's network.
-  ProbeResult result;
-  std::thread inside([&] {
-    if (::setns(ns, CLONE_NEWNET) != 0) {
-      result = {false, Bounded(std::string("cannot enter the kernel's network namespace (the agent needs "
-                                           "CAP_SYS_ADMIN for checks of kernels on network \"none\"): ") +
-                               std::strerror(errno))};
-      return;
-    }
-    result = Connect(rule, port);
-  });
-  inside.join();
+  std::string failure;
+  const auto open_inside = [&](int domain, int type, int protocol) {
+    return SocketInNetns(ns, domain, type, protocol, failure);
+  };
+  ProbeResult result = Connect(rule, port, open_inside);
   ::close(ns);
+  if (!failure.empty()) result = {false, Bounded(failure)};
   return result;
+}
+
+int HealthProber::SocketInNetns(int ns, int domain, int type, int protocol, std::string& why) const {
+  if (own_netns_ < 0) {
+    why = "cannot check kernels on network \"none\": the agent could not open its own network namespace";
+    return -1;
+  }
+  if (::setns(ns, CLONE_NEWNET) != 0) {
+    why = std::string("cannot enter the kernel's network namespace (the agent needs CAP_SYS_ADMIN for checks of "
+                      "kernels on network \"none\"): ") +
+          std::strerror(errno);
+    return -1;
+  }
+  const int fd = ::socket(domain, type | SOCK_CLOEXEC, protocol);
+  const int socket_errno = errno;
+  if (::setns(own_netns_, CLONE_NEWNET) != 0) {
+    // This thread would go on inside a kernel's network: never.
+    spdlog::critical("health check: cannot go back to the agent's network namespace: {}; stopping the agent",
+                     std::strerror(errno));
+    std::abort();
+  }
+  if (fd < 0) why = std::string("socket in the kernel's network namespace: ") + std::strerror(socket_errno);
+  return fd;
 }
 
 }  // namespace slotd

@@ -4,8 +4,9 @@
 // kernel has a network of its own the engine publishes from (bridge), the
 // container port itself when it shares the host's network (host), and the
 // container port on the kernel's own loopback, inside its network namespace,
-// when it has no network (none): the agent enters that namespace from a
-// thread of its own, so no kernel needs a network for its check.
+// when it has no network (none): the socket is made in that namespace (the
+// prober's thread enters it for that call alone), so no kernel needs a
+// network for its check and nothing else of the agent runs in it.
 //
 // The agent, not the engine, runs every check (Docker's HEALTHCHECK is not
 // used): the same checks on every engine (Podman runs its health checks
@@ -25,6 +26,7 @@
 #include <string>
 
 #include "agent/health_check.h"
+#include "common/http_client.h"
 #include "common/mutex.h"
 #include "engine/container_engine.h"
 
@@ -44,7 +46,8 @@ struct ProbeResult {
 
 class HealthProber {
  public:
-  explicit HealthProber(ContainerEngine& engine) : engine_(engine) {}
+  // Opens the agent's own network namespace, to come back to.
+  explicit HealthProber(ContainerEngine& engine);
   ~HealthProber();  // closes the namespaces it holds
 
   HealthProber(const HealthProber&) = delete;
@@ -69,13 +72,19 @@ class HealthProber {
   int NetnsOf(const std::string& container_id, std::string& why) EXCLUDES(netns_mutex_);
 
   ProbeResult Exec(const HealthRule& rule, const std::string& container_id) const;
-  // HTTP GET or TCP connect to 127.0.0.1:port in this thread's network namespace.
-  static ProbeResult Connect(const HealthRule& rule, int port);
-  // Connect from a thread that first enters the network namespace of the
-  // container's PID 1.
+  // HTTP GET or TCP connect to 127.0.0.1:port on a socket `open_socket` makes.
+  static ProbeResult Connect(const HealthRule& rule, int port, const HttpClient::SocketOpener& open_socket);
+  // Connect on a socket made in the container's network namespace.
   ProbeResult ConnectInside(const HealthRule& rule, const std::string& container_id, int port);
+  // A socket made in network namespace `ns`: this thread enters it for the
+  // socket(2) call alone and goes back at once (a socket keeps the namespace
+  // it was made in, so all the rest runs in the agent's own). Should it fail
+  // to go back, the agent aborts rather than run anything in a kernel's
+  // network. -1 with `why` when it cannot.
+  int SocketInNetns(int ns, int domain, int type, int protocol, std::string& why) const;
 
   ContainerEngine& engine_;
+  const int own_netns_;  // the agent's network namespace; -1 when it could not be opened
   Mutex netns_mutex_;
   std::map<std::string, HeldNetns> netns_ GUARDED_BY(netns_mutex_);  // by container id
 };

@@ -52,6 +52,13 @@ class HttpClient {
   // Sends "Authorization: Bearer <token>" with every later call; empty: none.
   void SetBearerToken(std::string token);
 
+  // Makes the socket of a connection: (domain, type, protocol) as socket(2)
+  // takes them; returns the descriptor, or -1 when it cannot.
+  using SocketOpener = std::function<int(int domain, int type, int protocol)>;
+  // Request and RequestStreamed make their sockets with `opener` instead of
+  // socket(2) (say, in another network namespace); the client closes them.
+  void SetSocketOpener(SocketOpener opener);
+
   // Where this client connects, for messages: "unix socket /run/x.sock" or
   // the base URL.
   const std::string& Describe() const { return description_; }
@@ -113,6 +120,7 @@ class HttpClient {
   std::string target_;
   std::string description_;  // see Describe()
   std::string bearer_token_;
+  SocketOpener socket_opener_;  // empty: socket(2)
 };
 
 // Maps an HTTP error status to a Status carrying `message`: 400 ->
