@@ -289,7 +289,10 @@ int RunPlaced(const CreateArgs& args, const PlaceArgs& place, const Options& opt
       if (answer.ok()) {
         std::cerr << "slotctl: placed on agent " << chosen.id << " (node " << chosen.node << ", " << chosen.address
                   << ")\n";
-        return PrintKernel(*answer, options, *agent);
+        if (!args.wait_ready) return PrintKernel(*answer, options, *agent);
+        Outcome<Answer> ready = WaitReady(answer->Root()["kernel_id"].String(), *agent);
+        if (!ready.ok()) return Report(ready.failure());
+        return PrintKernel(*ready, options, *agent);
       }
       // Full since it wrote its document, draining since, or not reached at all: the next agent.
       const Failure& refusal = answer.failure();

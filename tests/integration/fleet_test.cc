@@ -255,17 +255,25 @@ TEST(Fleet, PlaceSpreadsABurstSkipsDrainedAgentsAndSaysWhenTheFleetIsFull) {
   ASSERT_EQ(Slotctl({"--socket", c.socket_path(), "drain"}).exit_code, 0);
   ASSERT_TRUE(Eventually([&] { return Registered(etcd)[c.options().id].draining; }));
 
-  auto place = [&](const std::string& id) {
-    return Slotctl({"--token-file", a.dir() + "/token", "run", "--place", "--etcd", etcd.url(), "--namespace",
-                    kNamespace, "--id", id, "--cpu", "1", "--mem", "64m", kTestImage, "--", "sleep", "3600"});
+  // With --wait-ready, a kernel whose check passes only after two seconds.
+  auto place = [&](const std::string& id, bool wait_ready = false) {
+    std::vector<std::string> args = {"--token-file", a.dir() + "/token", "run", "--place", "--etcd", etcd.url(),
+                                     "--namespace", kNamespace, "--id", id, "--cpu", "1", "--mem", "64m"};
+    if (wait_ready) args.insert(args.end(), {"--wait-ready", "--health-cmd", "test -f /tmp/up"});
+    args.insert(args.end(), {kTestImage, "--", "sh", "-c", "sleep 2 && touch /tmp/up && exec sleep 3600"});
+    return Slotctl(args);
   };
   std::vector<std::future<CommandResult>> burst;
-  for (int i = 0; i < 4; ++i) burst.push_back(std::async(std::launch::async, place, "burst" + std::to_string(i)));
+  for (int i = 0; i < 4; ++i)
+    burst.push_back(std::async(std::launch::async, place, "burst" + std::to_string(i), i == 0));
   for (auto& placed : burst) {
     CommandResult result = placed.get();
     EXPECT_EQ(result.exit_code, 0) << result.err;  // no 422 reaches the user while there is room
     EXPECT_NE(result.err.find("placed on agent"), std::string::npos) << result.err;
   }
+  const HttpResponse on_a = a.Call("GET", "/v1/kernels/burst0");
+  const json waited = json::parse(on_a.status == 200 ? on_a.body : b.Call("GET", "/v1/kernels/burst0").body);
+  EXPECT_EQ(waited["ready"], true) << "run --place --wait-ready returned before the kernel was ready: " << waited.dump();
   EXPECT_EQ(a.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size(), 2u);
   EXPECT_EQ(b.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size(), 2u);
   EXPECT_EQ(c.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size(), 0u);

@@ -22,14 +22,14 @@ namespace {
 using nlohmann::json;
 using Method = FakeEngine::Method;
 
-// Agent "a1": cores 0-3, 1 GiB, a one-second stop timeout.
+// Agent "a1": cores 0-4, 2 GiB, a one-second stop timeout.
 Config RestartingAgentConfig(const std::string& scratch_root) {
   Config config;
   config.agent.id = "a1";
   config.agent.node = "testnode";
-  config.resource.allowed_cores = {0, 1, 2, 3};
+  config.resource.allowed_cores = {0, 1, 2, 3, 4};
   config.resource.allowed_cores_explicit = true;
-  config.resource.memory_size = kGiB;
+  config.resource.memory_size = 2 * kGiB;
   config.resource.memory_size_explicit = true;
   config.container.port_range_start = 30000;
   config.container.port_range_end = 30009;
@@ -288,19 +288,21 @@ TEST_F(AgentRestartTest, ADrainWithADeadlineWarnsAtOnceRestartsNothingAndStopsWh
 }
 
 TEST_F(AgentRestartTest, AnIdleKernelIsWarnedAndStoppedWhileABusyOneAndOneWithAnExecAreKept) {
-  const json idle = {{"idle", {{"for", "10m"}, {"cpu_below", 0.05}}}};
+  const json idle = {{"idle", {{"for", "10m"}, {"cpu_below", 0.05}, {"gpu_below", 0.10}}}};
   const Kernel sleepy = Create(RestartingKernel("sleepy", {{"policy", "always"}},
                                                 {{"idle", idle["idle"]}, {"warn_before", {{"signal", "USR1"}, {"before", "1m"}}}}));
   const Kernel busy = Create(RestartingKernel("busy", {{"policy", "never"}}, idle));
   const Kernel shell = Create(RestartingKernel("shell", {{"policy", "never"}}, idle));
   const Kernel plain = Create(RestartingKernel("plain", {{"policy", "never"}}));  // [container] idle-for is 0: never idle
+  const Kernel trainer = Create(RestartingKernel("trainer", {{"policy", "never"}}, idle));  // its GPU is busy
   NewEvents();
   constexpr int64_t kT0 = 1'800'000'000'000;
   auto sweep = [&](int64_t at_ms) {
     agent_->NoteActivity({{"sleepy", sleepy.container_id, 1.0, std::nullopt, at_ms},
                           {"busy", busy.container_id, 60.0, std::nullopt, at_ms},
                           {"shell", shell.container_id, 0.0, std::nullopt, at_ms},
-                          {"plain", plain.container_id, 0.0, std::nullopt, at_ms}});
+                          {"plain", plain.container_id, 0.0, std::nullopt, at_ms},
+                          {"trainer", trainer.container_id, 0.5, 10.0, at_ms}});  // 10 %: at the mark, not below
   };
   ASSERT_TRUE(agent_->ExecInteractive("shell", {"sh"}, 24, 80).ok());  // open: not idle
   sweep(kT0);
@@ -308,6 +310,7 @@ TEST_F(AgentRestartTest, AnIdleKernelIsWarnedAndStoppedWhileABusyOneAndOneWithAn
   EXPECT_EQ(Get("busy").idle_since_ms, std::nullopt);
   EXPECT_EQ(Get("shell").idle_since_ms, std::nullopt);
   EXPECT_EQ(Get("plain").idle_since_ms, std::nullopt);
+  EXPECT_EQ(Get("trainer").idle_since_ms, std::nullopt);
   EXPECT_EQ(NewEvents(), std::vector<std::string>{"kernel_idle"});
   sweep(kT0 + 1000);
   EXPECT_EQ(Get("sleepy").idle_since_ms, kT0) << "the window goes on";
@@ -327,6 +330,7 @@ TEST_F(AgentRestartTest, AnIdleKernelIsWarnedAndStoppedWhileABusyOneAndOneWithAn
   EXPECT_EQ(Get("busy").state(), KernelState::kRunning);
   EXPECT_EQ(Get("shell").state(), KernelState::kRunning);
   EXPECT_EQ(Get("plain").state(), KernelState::kRunning);
+  EXPECT_EQ(Get("trainer").state(), KernelState::kRunning);
 }
 
 TEST_F(AgentRestartTest, TheStopContractGoesToTheEngineAndAPreStopCommandRunsFirst) {
