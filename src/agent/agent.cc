@@ -315,9 +315,8 @@ void Agent::StopExpiredKernels(int64_t now) {
       }
     }
     // Each is ours until stopped, as in DeleteKernel.
-    for (const ToStop& k : expired) (void)table_.Stopping(k.kernel_id);
-    for (const ToStop& k : drained) (void)table_.Stopping(k.kernel_id);
-    for (const ToStop& k : idle) (void)table_.Stopping(k.kernel_id);
+    for (const std::vector<ToStop>* stopping : {&expired, &drained, &idle})
+      for (const ToStop& k : *stopping) (void)table_.Stopping(k.kernel_id);
   }
   StopTerminating(expired, "lifetime exceeded");
   StopTerminating(drained, "drained");
@@ -355,6 +354,7 @@ void Agent::WarnKernels(int64_t now) {
     std::string container_id;
     std::string signal;
     int64_t ends_at;  // unix seconds: the end it warns of (its lifetime's, its idle window's or the drain's)
+    const char* end;  // which end that is, for the log
   };
   std::vector<Due> due;
   const int64_t drain_deadline = drain_deadline_;
@@ -368,11 +368,11 @@ void Agent::WarnKernels(int64_t now) {
       const bool idle_ends = warn && idle_end && *idle_end - warn->before.count() <= now * 1000;
       const std::string signal = warn ? warn->signal : "SIGTERM";
       if (lifetime_ends) {
-        due.push_back({id, kernel.container_id, signal, *kernel.deadline});
+        due.push_back({id, kernel.container_id, signal, *kernel.deadline, "its lifetime"});
       } else if (idle_ends) {
-        due.push_back({id, kernel.container_id, signal, (*idle_end + 999) / 1000});
+        due.push_back({id, kernel.container_id, signal, (*idle_end + 999) / 1000, "its idle window"});
       } else if (drain_deadline > 0) {
-        due.push_back({id, kernel.container_id, signal, drain_deadline});
+        due.push_back({id, kernel.container_id, signal, drain_deadline, "the drain's deadline"});
       }
     }
   }
@@ -399,7 +399,7 @@ void Agent::WarnKernels(int64_t now) {
     }
     const Status sent = engine_.Kill(d.container_id, d.signal);
     if (sent.ok()) {
-      spdlog::info("kernel {}: sent {}, its lifetime ends soon", d.kernel_id, d.signal);
+      spdlog::info("kernel {}: sent {}: {} ends at {} (unix seconds)", d.kernel_id, d.signal, d.end, d.ends_at);
     } else {
       spdlog::warn("kernel {}: could not send {}: {}", d.kernel_id, d.signal, sent.message());
     }

@@ -21,16 +21,6 @@ Status HealthRefused(const std::string& field, const std::string& what) {
   return Status::InvalidArgument("health." + field + ": " + what);
 }
 
-// A duration of `health` from `least` to a day, or the refusal naming it.
-Result<milliseconds> HealthDuration(const json& value, const std::string& field, milliseconds least) {
-  if (!value.is_string()) return HealthRefused(field, "expected a duration like \"10s\" or \"500ms\"");
-  Result<milliseconds> duration = ParseDuration(value.get<std::string>());
-  if (!duration.ok()) return HealthRefused(field, duration.status().message());
-  if (*duration < least || *duration > kMaxHealthPeriod)
-    return HealthRefused(field, "must be from " + FormatDuration(least) + " to " + FormatDuration(kMaxHealthPeriod));
-  return *duration;
-}
-
 // A container port of `probe` that the request publishes.
 Result<int> ProbePort(const json& probe, const std::string& field, const std::vector<int>& ports) {
   if (!probe.contains("port") || !probe["port"].is_number_integer())
@@ -99,7 +89,9 @@ Status ParseHealthCheck(const json& body, const std::vector<int>& ports, size_t 
   for (const auto& [key, value] : health.items()) {
     if (key == "exec" || key == "http" || key == "tcp") continue;
     if (key == "interval" || key == "timeout" || key == "start_period") {
-      Result<milliseconds> d = HealthDuration(value, key, key == "start_period" ? milliseconds(0) : milliseconds(100));
+      Result<milliseconds> d = ParseDurationField(value, "health." + key,
+                                                  key == "start_period" ? milliseconds(0) : milliseconds(100),
+                                                  kMaxHealthPeriod);
       if (!d.ok()) return d.status();
       (key == "interval" ? check.interval : key == "timeout" ? check.timeout : check.start_period) = *d;
     } else if (key == "failures" || key == "successes") {

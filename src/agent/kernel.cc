@@ -234,12 +234,9 @@ Status ParseEnv(const json& body, const RequestLimits& limits, CreateRequest& re
 // Reads max_lifetime (1s to limits.max_lifetime) and pull into `req`.
 Status ParseLifetimeAndPull(const json& body, const RequestLimits& limits, CreateRequest& req) {
   if (body.contains("max_lifetime")) {
-    const json& lifetime = body["max_lifetime"];
-    if (!lifetime.is_string()) return Bad("max_lifetime", "expected a duration like \"2h\", \"30m\" or \"90s\"");
-    Result<std::chrono::milliseconds> duration = ParseDuration(lifetime.get<std::string>());
-    if (!duration.ok()) return Bad("max_lifetime", duration.status().message());
-    if (*duration < std::chrono::seconds(1) || *duration > limits.max_lifetime)
-      return Bad("max_lifetime", "must be from 1s to " + FormatDuration(limits.max_lifetime));
+    Result<std::chrono::milliseconds> duration =
+        ParseDurationField(body["max_lifetime"], "max_lifetime", std::chrono::seconds(1), limits.max_lifetime);
+    if (!duration.ok()) return duration.status();
     req.max_lifetime = *duration;
   }
   if (body.contains("pull")) {

@@ -16,22 +16,25 @@ namespace {
 constexpr std::array<const char*, 11> kSignals = {"HUP", "INT",  "QUIT", "ABRT", "KILL", "USR1",
                                                   "USR2", "ALRM", "TERM", "PWR",  "WINCH"};
 constexpr milliseconds kMaxStopTimeout{3'600'000};
-constexpr milliseconds kMaxBackoff{24 * 3'600'000};
+constexpr milliseconds kDay{24 * 3'600'000};  // the longest back-off and warning
+constexpr milliseconds kMaxIdleFor{366ll * 24 * 3'600'000};
 
 Status Refused(const std::string& field, const std::string& what) { return Status::InvalidArgument(field + ": " + what); }
-
-// A duration field from 0 to `most`, or the refusal naming `field`.
-Result<milliseconds> DurationField(const json& value, const std::string& field, milliseconds most) {
-  if (!value.is_string()) return Refused(field, "expected a duration like \"30s\" or \"5m\"");
-  Result<milliseconds> duration = ParseDuration(value.get<std::string>());
-  if (!duration.ok()) return Refused(field, duration.status().message());
-  if (*duration > most) return Refused(field, "must be at most " + FormatDuration(most));
-  return *duration;
-}
 
 const char* kRestartWords[] = {"never", "on-failure", "always"};
 
 }  // namespace
+
+Result<milliseconds> ParseDurationField(const json& value, const std::string& field, milliseconds least,
+                                        milliseconds most) {
+  if (!value.is_string()) return Refused(field, "expected a duration like \"90s\", \"30m\" or \"2h\"");
+  Result<milliseconds> duration = ParseDuration(value.get<std::string>());
+  if (!duration.ok()) return Refused(field, duration.status().message());
+  if (*duration < least || *duration > most)
+    return Refused(field, least.count() > 0 ? "must be from " + FormatDuration(least) + " to " + FormatDuration(most)
+                                            : "must be at most " + FormatDuration(most));
+  return *duration;
+}
 
 std::optional<std::string> ParseSignalName(std::string_view name) {
   if (name.substr(0, 3) == "SIG") name.remove_prefix(3);
@@ -67,7 +70,8 @@ Status ParseStopContract(const json& body, size_t max_args, size_t max_bytes, St
     out.signal = *name;
   }
   if (body.contains("stop_timeout")) {
-    Result<milliseconds> timeout = DurationField(body["stop_timeout"], "stop_timeout", kMaxStopTimeout);
+    Result<milliseconds> timeout =
+        ParseDurationField(body["stop_timeout"], "stop_timeout", milliseconds(0), kMaxStopTimeout);
     if (!timeout.ok()) return timeout.status();
     if (timeout->count() % 1000 != 0) return Refused("stop_timeout", "must be whole seconds");
     out.timeout = std::chrono::duration_cast<std::chrono::seconds>(*timeout);
@@ -86,9 +90,8 @@ Status ParseStopContract(const json& body, size_t max_args, size_t max_bytes, St
     const json& signal = warn["signal"];
     std::optional<std::string> name = signal.is_string() ? ParseSignalName(signal.get<std::string>()) : std::nullopt;
     if (!name) return Refused("warn_before.signal", "expected a signal name: SIGUSR1, SIGUSR2, SIGTERM, SIGINT, ...");
-    Result<milliseconds> before = DurationField(warn["before"], "warn_before.before", kMaxBackoff);
+    Result<milliseconds> before = ParseDurationField(warn["before"], "warn_before.before", std::chrono::seconds(1), kDay);
     if (!before.ok()) return before.status();
-    if (*before < std::chrono::seconds(1)) return Refused("warn_before.before", "must be at least 1s");
     out.warn_before = StopWarning{*name, *before};
   }
   return Status::Ok();
@@ -114,7 +117,7 @@ Status ParseRestartPolicy(const json& body, RestartPolicy& out) {
       if (!value.is_object()) return Refused(field, "expected an object like {\"initial\": \"1s\", \"max\": \"5m\"}");
       for (const auto& [name, wait] : value.items()) {
         if (name != "initial" && name != "max") return Refused(field + "." + name, "unknown field; known: initial, max");
-        Result<milliseconds> duration = DurationField(wait, field + "." + name, kMaxBackoff);
+        Result<milliseconds> duration = ParseDurationField(wait, field + "." + name, milliseconds(0), kDay);
         if (!duration.ok()) return duration.status();
         (name == "initial" ? out.backoff_initial : out.backoff_max) = *duration;
       }
@@ -155,9 +158,8 @@ Status ParseIdlePolicy(const json& body, std::optional<IdlePolicy>& out) {
   for (const auto& [key, value] : idle.items()) {
     const std::string field = "idle." + key;
     if (key == "for") {
-      Result<milliseconds> d = DurationField(value, field, milliseconds(366ll * 24 * 3'600'000));
+      Result<milliseconds> d = ParseDurationField(value, field, std::chrono::seconds(1), kMaxIdleFor);
       if (!d.ok()) return d.status();
-      if (*d < std::chrono::seconds(1)) return Refused(field, "must be at least 1s");
       policy.idle_for = *d;
     } else if (key == "cpu_below" || key == "gpu_below") {
       if (!value.is_number() || value.get<double>() < 0 || value.get<double>() > 1)
@@ -201,7 +203,7 @@ RestartRule ResolveRestart(const RestartPolicy& policy, const ContainerConfig& c
 
 milliseconds BackoffBefore(const RestartRule& rule, int64_t restarts) {
   milliseconds wait = rule.backoff_initial;
-  for (int64_t i = 0; i < restarts && wait < rule.backoff_max; ++i) wait *= 2;
+  for (int64_t i = 0; i < restarts && wait.count() > 0 && wait < rule.backoff_max; ++i) wait *= 2;
   return std::min(wait, rule.backoff_max);
 }
 

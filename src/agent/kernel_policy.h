@@ -33,6 +33,12 @@ struct StopWarning {
   bool operator==(const StopWarning&) const = default;
 };
 
+// A duration of a request at `field` ("90s", "30m", "2h"), from `least` to
+// `most`; the refusal names the field and the range ("must be at most 1h",
+// "must be from 1s to 24h").
+Result<std::chrono::milliseconds> ParseDurationField(const nlohmann::json& value, const std::string& field,
+                                                     std::chrono::milliseconds least, std::chrono::milliseconds most);
+
 // A command of a request at `field` (pre_stop, health.exec): a non-empty
 // array of strings, at most `max_args` of `max_bytes` in all; the refusal
 // names the field.

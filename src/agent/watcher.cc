@@ -33,6 +33,7 @@ void Watcher::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  restart_cv_.notify_all();
   if (events_thread_.joinable()) events_thread_.join();
   if (relist_thread_.joinable()) relist_thread_.join();
   if (probe_thread_.joinable()) probe_thread_.join();
@@ -123,7 +124,7 @@ void Watcher::LookForRestarts() {
     MutexLock lock(mutex_);
     restart_look_requested_ = true;
   }
-  cv_.notify_all();
+  restart_cv_.notify_one();
 }
 
 void Watcher::RestartLoop() {
@@ -133,7 +134,7 @@ void Watcher::RestartLoop() {
     if (next_ms) wait = std::min(wait, Clock::Duration(std::chrono::milliseconds(
                                            std::max<int64_t>(0, *next_ms - clock_.UnixMillis()))));
     MutexLock lock(mutex_);
-    clock_.WaitFor(lock.native(), cv_, wait,
+    clock_.WaitFor(lock.native(), restart_cv_, wait,
                    [&]() REQUIRES(mutex_) { return stop_.load() || restart_look_requested_; });
     if (stop_) return;
     restart_look_requested_ = false;

@@ -71,7 +71,8 @@ class Watcher {
 
   std::atomic<bool> stop_{false};
   Mutex mutex_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;          // with mutex_: a relist asked for, or stop
+  std::condition_variable restart_cv_;  // with mutex_: a look for due restarts asked for, or stop
   bool relist_requested_ GUARDED_BY(mutex_) = false;
   bool restart_look_requested_ GUARDED_BY(mutex_) = false;
   std::thread events_thread_;

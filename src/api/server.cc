@@ -309,12 +309,9 @@ static Result<std::optional<std::chrono::milliseconds>> DrainDeadlineOf(const js
   for (const auto& [key, value] : body.items())
     if (key != "deadline") return Status::InvalidArgument(key + ": unknown field; known: deadline");
   if (!body.contains("deadline")) return std::optional<std::chrono::milliseconds>();
-  const json& deadline = body["deadline"];
-  if (!deadline.is_string()) return Status::InvalidArgument("deadline: expected a duration like \"30m\"");
-  Result<std::chrono::milliseconds> within = ParseDuration(deadline.get<std::string>());
-  if (!within.ok()) return Status::InvalidArgument("deadline: " + within.status().message());
-  if (*within < std::chrono::seconds(1) || *within > std::chrono::hours(24 * 366))
-    return Status::InvalidArgument("deadline: must be from 1s to 8784h");
+  Result<std::chrono::milliseconds> within =
+      ParseDurationField(body["deadline"], "deadline", std::chrono::seconds(1), std::chrono::hours(24 * 366));
+  if (!within.ok()) return within.status();
   return std::optional<std::chrono::milliseconds>(*within);
 }
 
@@ -622,11 +619,11 @@ void ApiServer::Metrics(Exchange& ex) const {
   facts.kernels_by_state = CountByState(kernels);
   facts.kernels_with_condition = static_cast<int>(
       std::count_if(kernels.begin(), kernels.end(), [](const Kernel& k) { return !k.condition.empty(); }));
-  for (const Kernel& k : kernels)
+  for (const Kernel& k : kernels) {
     if (k.request.restart.when != RestartWhen::kNever || k.restarts > 0) facts.kernel_restarts[k.id()] = k.restarts;
-  for (const Kernel& k : kernels)
     if (k.health && k.state() == KernelState::kRunning)
       facts.kernel_health[k.id()] = {k.health->ready, k.health->status == HealthStatus::kHealthy, k.health->checks};
+  }
   facts.engine_reachable = agent_.EngineReachable();
   facts.draining = agent_.Draining().draining;
   facts.build = {kSlotdVersion, kSlotdCommit, label::kCurrentFormat};

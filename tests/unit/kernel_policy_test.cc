@@ -59,7 +59,7 @@ TEST(KernelPolicy, ABadStopContractIsRefusedNamingItsField) {
       {{{"warn_before", "5m"}}, "warn_before: expected an object"},
       {{{"warn_before", {{"signal", "USR1"}}}}, "warn_before: expected an object"},
       {{{"warn_before", {{"signal", "BOOM"}, {"before", "5m"}}}}, "warn_before.signal: "},
-      {{{"warn_before", {{"signal", "USR1"}, {"before", "500ms"}}}}, "warn_before.before: must be at least 1s"},
+      {{{"warn_before", {{"signal", "USR1"}, {"before", "500ms"}}}}, "warn_before.before: must be from 1s to 24h"},
       {{{"warn_before", {{"signal", "USR1"}, {"before", "5m"}, {"repeat", true}}}}, "warn_before.repeat: unknown"},
   };
   for (const Case& c : cases) {
