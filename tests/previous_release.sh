@@ -49,8 +49,12 @@ if deb=$(cached); then
   exit 0
 fi
 
+# Holding the lock, no other build runs: what a killed one left is removed.
+rm -rf "$cache/$commit".building.*
 work=$(mktemp -d "$cache/$commit.building.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# Signals are ignored while it is removed (rm too inherits that), so a
+# second one cannot leave half of it.
+trap 'trap "" TERM INT; rm -rf "$work"' EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 # A clone, not an archive: the release's build records its commit (git describe).
