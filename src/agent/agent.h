@@ -188,6 +188,7 @@ class Agent {
   struct HealthTarget {
     std::string kernel_id;
     std::string container_id;
+    uint64_t run = 0;  // Kernel::runs: another value is another start, and another start period
     HealthRule rule;
     ProbeAddress address;  // where an HTTP or TCP check connects ([container] network decides)
   };

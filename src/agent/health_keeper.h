@@ -1,6 +1,6 @@
 // HealthKeeper: probes the health checks of the agent's RUNNING kernels on
 // time. One scheduler thread asks the agent which kernels have a check
-// (Agent::HealthTargets), keeps when each is next due, and hands due probes
+// (Agent::HealthTargets, every kLookEvery), keeps when each is next due, and hands due probes
 // to fixed pools of worker threads, which run them (HealthProber) and give
 // each result to the agent (Agent::RecordHealth). Exec checks have a pool
 // of their own: the engine runs only so many execs at a time, and checks it
@@ -9,7 +9,7 @@
 // worker at most its timeout, which is never longer than its interval.
 //
 // Times are waited on `clock`; a kernel's start period counts from when the
-// keeper first sees it RUNNING in its container.
+// keeper first sees it RUNNING after a start of its container.
 #pragma once
 
 #include <condition_variable>
@@ -45,6 +45,7 @@ class HealthKeeper {
   // One kernel's schedule.
   struct Tracked {
     std::string container_id;
+    uint64_t run = 0;  // HealthTarget::run when first seen
     Clock::TimePoint first_seen;
     Clock::TimePoint next_due;
     bool in_flight = false;
@@ -60,8 +61,12 @@ class HealthKeeper {
 
   void ScheduleLoop();
   void WorkLoop(Lane lane);
-  // Queues the probes of `targets` that are due at `now`; returns when the next one is due.
-  Clock::TimePoint QueueDue(const std::vector<Agent::HealthTarget>& targets, Clock::TimePoint now) REQUIRES(mutex_);
+  // Queues the probes of `targets` that are due at `now`; returns when the
+  // next one is due, or `next_look` if sooner. With `fresh` (the agent's
+  // targets as of now) also forgets the kernels that are no longer among
+  // them; without, `targets` are those of the last fresh call.
+  Clock::TimePoint QueueDue(const std::vector<Agent::HealthTarget>& targets, bool fresh, Clock::TimePoint now,
+                            Clock::TimePoint next_look) REQUIRES(mutex_);
 
   Agent& agent_;
   HealthProber prober_;
@@ -74,6 +79,9 @@ class HealthKeeper {
   bool sooner_ GUARDED_BY(mutex_) = false;  // a probe ended that is due again before wake_at_
   Clock::TimePoint wake_at_ GUARDED_BY(mutex_);  // when the scheduler looks next
   std::map<std::string, Tracked> tracked_ GUARDED_BY(mutex_);  // by kernel id
+  // The entries of tracked_ for the targets of the scheduler's last look, in
+  // their order: a wake between looks finds each without a search.
+  std::vector<Tracked*> slots_ GUARDED_BY(mutex_);
   std::deque<Job> queue_[2] GUARDED_BY(mutex_);  // by lane
   std::thread scheduler_;
   std::vector<std::thread> workers_;

@@ -154,6 +154,9 @@ struct Kernel {
   // code; empty: none.
   std::string end_cause;
   uint64_t container_seq = 0;  // the agent's mutation sequence when its container appeared
+  // How many times it has become RUNNING (its container started, also again
+  // in the same container) since this agent knows it; not recorded.
+  uint64_t runs = 0;
 
   const std::string& id() const { return request.kernel_id; }
   // Where it is in its lifecycle. Only KernelTable's transitions change it.

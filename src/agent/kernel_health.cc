@@ -17,7 +17,7 @@ std::vector<Agent::HealthTarget> Agent::HealthTargets() const {
     if (!kernel.request.health || kernel.state() != KernelState::kRunning || kernel.container_id.empty() ||
         table_.OwnedByACall(kernel))
       continue;
-    HealthTarget target{id, kernel.container_id, ResolveHealth(*kernel.request.health, config_.container), {}};
+    HealthTarget target{id, kernel.container_id, kernel.runs, ResolveHealth(*kernel.request.health, config_.container), {}};
     const int port = kernel.request.health->port;
     target.address = {port, network == "none"};
     if (network == "bridge") {
@@ -49,13 +49,22 @@ void Agent::RecordHealth(const std::string& kernel_id, const std::string& contai
       spdlog::info("kernel {}: healthy again", kernel_id);
       table_.Announce("kernel_healthy", *k);
     }
-    if (!change.became_unhealthy) return;
     const OnUnhealthy on_unhealthy = k->request.health->on_unhealthy;
-    spdlog::warn("kernel {}: unhealthy after {} failed checks: {} (on_unhealthy: {})", kernel_id, k->health->failing,
-                 k->health->last_failure, OnUnhealthyName(on_unhealthy));
-    table_.Announce("kernel_unhealthy", *k,
-                    {{"failing", k->health->failing}, {"last_failure", k->health->last_failure},
-                     {"on_unhealthy", OnUnhealthyName(on_unhealthy)}});
+    // A kernel still unhealthy after its stop failed (it is RUNNING again)
+    // is stopped again at its next failed check.
+    const bool again = !change.became_unhealthy && !result.passed && !in_start_period &&
+                       k->health->status == HealthStatus::kUnhealthy && on_unhealthy != OnUnhealthy::kNone;
+    if (!change.became_unhealthy && !again) return;
+    if (again) {
+      spdlog::warn("kernel {}: still unhealthy, and its last stop failed; stopping it again (on_unhealthy: {})",
+                   kernel_id, OnUnhealthyName(on_unhealthy));
+    } else {
+      spdlog::warn("kernel {}: unhealthy after {} failed checks: {} (on_unhealthy: {})", kernel_id,
+                   k->health->failing, k->health->last_failure, OnUnhealthyName(on_unhealthy));
+      table_.Announce("kernel_unhealthy", *k,
+                      {{"failing", k->health->failing}, {"last_failure", k->health->last_failure},
+                       {"on_unhealthy", OnUnhealthyName(on_unhealthy)}});
+    }
     if (on_unhealthy == OnUnhealthy::kStop && table_.Stopping(kernel_id).ok()) {
       to_stop.push_back({kernel_id, container_id, k->request.stop});
     } else if (on_unhealthy == OnUnhealthy::kRestart) {

@@ -122,6 +122,7 @@ void KernelTable::Enter(Kernel& kernel, Transition transition, KernelState to, j
     kernel.health = kernel.request.health ? std::optional<HealthState>(HealthState{}) : std::nullopt;
     kernel.idle_since_ms.reset();
     kernel.end_cause.clear();
+    ++kernel.runs;
   }
   kernel.state_ = to;
   if (const char* event = RuleOf(transition).event) Announce(event, kernel, std::move(extra));

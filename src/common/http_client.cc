@@ -6,6 +6,8 @@
 #include <memory>
 #include <utility>
 
+#include "common/mutex.h"
+
 namespace slotd {
 namespace {
 
@@ -18,8 +20,64 @@ void EnsureCurlInitialized() {
   (void)init;
 }
 
+}  // namespace
+
+// Idle curl handles of one client. A curl handle keeps its connection open
+// after a request whose server keeps it alive, and curl_easy_reset keeps it
+// too, so a handle taken from here sends its next request on that
+// connection; curl connects again when the server has closed it meanwhile.
+// A handle is reset as it comes back: an idle one points at nothing of the
+// call that used it.
+// At most kMaxIdle are kept: as many as the client's busiest callers use at once.
+class CurlHandlePool {
+ public:
+  static constexpr size_t kMaxIdle = 8;
+
+  ~CurlHandlePool() {
+    MutexLock lock(mutex_);
+    for (CURL* easy : idle_) curl_easy_cleanup(easy);
+  }
+
+  // An idle handle, or a new one; null when curl cannot allocate one.
+  CURL* Take() {
+    {
+      MutexLock lock(mutex_);
+      if (!idle_.empty()) {
+        CURL* easy = idle_.back();
+        idle_.pop_back();
+        return easy;
+      }
+    }
+    return curl_easy_init();
+  }
+
+  // Keeps `easy`, reset, for a later call, or cleans it up when kMaxIdle are kept.
+  void Give(CURL* easy) {
+    curl_easy_reset(easy);
+    {
+      MutexLock lock(mutex_);
+      if (idle_.size() < kMaxIdle) return idle_.push_back(easy);
+    }
+    curl_easy_cleanup(easy);
+  }
+
+ private:
+  Mutex mutex_;
+  std::vector<CURL*> idle_ GUARDED_BY(mutex_);
+};
+
+namespace {
+
+// Gives a handle back to its pool, or cleans it up when it has none.
 struct EasyDeleter {
-  void operator()(CURL* easy) const { curl_easy_cleanup(easy); }
+  CurlHandlePool* pool = nullptr;
+  void operator()(CURL* easy) const {
+    if (pool != nullptr) {
+      pool->Give(easy);
+    } else {
+      curl_easy_cleanup(easy);
+    }
+  }
 };
 using EasyHandle = std::unique_ptr<CURL, EasyDeleter>;
 
@@ -59,7 +117,10 @@ std::string CurlErrorText(CURLcode code, const char* detail) {
 }  // namespace
 
 HttpClient::HttpClient(bool unix_socket, std::string target, std::string description)
-    : unix_socket_(unix_socket), target_(std::move(target)), description_(std::move(description)) {}
+    : unix_socket_(unix_socket),
+      target_(std::move(target)),
+      description_(std::move(description)),
+      idle_handles_(std::make_shared<CurlHandlePool>()) {}
 
 HttpClient HttpClient::Unix(std::string socket_path) {
   std::string description = "unix socket " + socket_path;
@@ -87,15 +148,16 @@ curl_socket_t OpenSocketWith(void* opener, curlsocktype purpose, curl_sockaddr* 
   return fd < 0 ? CURL_SOCKET_BAD : fd;
 }
 
-// Builds an easy handle for `method` `path` with `body` against the target.
-// Returns null only when curl cannot allocate a handle.
-std::unique_ptr<PreparedRequest> Prepare(bool unix_socket, const std::string& target,
+// Builds an easy handle for `method` `path` with `body` against the target,
+// taken from `pool` (and given back to it) when there is one. Returns null
+// only when curl cannot allocate a handle.
+std::unique_ptr<PreparedRequest> Prepare(CurlHandlePool* pool, bool unix_socket, const std::string& target,
                                          const std::string& bearer_token, const std::string& method,
                                          const std::string& path, const std::string& body,
                                          const std::vector<std::string>& extra_headers) {
   EnsureCurlInitialized();
   auto req = std::make_unique<PreparedRequest>();
-  req->easy.reset(curl_easy_init());
+  req->easy = EasyHandle(pool != nullptr ? pool->Take() : curl_easy_init(), EasyDeleter{pool});
   if (!req->easy) return nullptr;
   CURL* easy = req->easy.get();
 
@@ -179,7 +241,9 @@ Result<HttpResponse> HttpClient::RequestStreamed(const std::string& method, cons
                                                  const std::function<bool(std::string_view chunk)>& on_chunk,
                                                  const std::vector<std::string>& headers) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
-  auto req = Prepare(unix_socket_, target_, bearer_token_, method, path_and_query, body, headers);
+  // A socket made by an opener may belong elsewhere (another namespace): never kept.
+  CurlHandlePool* pool = socket_opener_ ? nullptr : idle_handles_.get();
+  auto req = Prepare(pool, unix_socket_, target_, bearer_token_, method, path_and_query, body, headers);
   if (!req) return Status::Internal(where + ": cannot allocate a curl handle");
   CURL* easy = req->easy.get();
   if (socket_opener_) {
@@ -265,7 +329,7 @@ Status HttpClient::Stream(const std::string& method, const std::string& path_and
                           const std::atomic<bool>& stop, bool end_is_ok,
                           const std::vector<std::string>& headers) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
-  auto req = Prepare(unix_socket_, target_, bearer_token_, method, path_and_query, body, headers);
+  auto req = Prepare(nullptr, unix_socket_, target_, bearer_token_, method, path_and_query, body, headers);
   MultiHandle multi(curl_multi_init());
   if (!req || !multi) return Status::Internal(where + ": cannot allocate a curl handle");
   CURL* easy = req->easy.get();

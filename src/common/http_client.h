@@ -5,13 +5,17 @@
 // stops it).
 //
 // Thread-safety: a const HttpClient may be used from any number of threads at
-// once; every call uses its own curl handle and connection. SetBearerToken
-// must not run concurrently with calls.
+// once; every call uses a curl handle of its own while it runs. Request and
+// RequestStreamed keep a few handles between calls (copies of a client share
+// them), each with its connection open, so that a later call need not
+// connect again; Stream and Upgrade always connect anew. SetBearerToken and
+// SetSocketOpener must not run concurrently with calls.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -41,6 +45,8 @@ struct UpgradedConnection {
   std::string Header(std::string_view name) const;
 };
 
+class CurlHandlePool;  // http_client.cc
+
 class HttpClient {
  public:
   // A client for the server listening on the unix socket `socket_path`.
@@ -57,6 +63,7 @@ class HttpClient {
   using SocketOpener = std::function<int(int domain, int type, int protocol)>;
   // Request and RequestStreamed make their sockets with `opener` instead of
   // socket(2) (say, in another network namespace); the client closes them.
+  // Such a client connects anew for each call.
   void SetSocketOpener(SocketOpener opener);
 
   // Where this client connects, for messages: "unix socket /run/x.sock" or
@@ -121,6 +128,8 @@ class HttpClient {
   std::string description_;  // see Describe()
   std::string bearer_token_;
   SocketOpener socket_opener_;  // empty: socket(2)
+  // Idle curl handles with their connections, shared by the copies of this client.
+  std::shared_ptr<CurlHandlePool> idle_handles_;
 };
 
 // Maps an HTTP error status to a Status carrying `message`: 400 ->

@@ -279,6 +279,7 @@ TEST(HealthCheck, AnHttpCheckMakesAKernelReadyThenUnhealthyAndItsStopEndsIt) {
   const json ended = PollKernelUntil(agent, "web", [](const json& k) { return k["state"] == "TERMINATED"; });
   EXPECT_EQ(ended["reason"], "unhealthy");
   EXPECT_EQ(ended["ready"], false);
+  EXPECT_NE(ended.dump().find("GET /healthz: HTTP 404"), std::string::npos) << ended.dump();
   EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["resources"]["cpu"]["used"], 0);
 }
 

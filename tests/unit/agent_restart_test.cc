@@ -333,6 +333,26 @@ TEST_F(AgentRestartTest, AnIdleKernelIsWarnedAndStoppedWhileABusyOneAndOneWithAn
   EXPECT_EQ(Get("trainer").state(), KernelState::kRunning);
 }
 
+TEST_F(AgentRestartTest, AnUnhealthyKernelWhoseStopFailedIsStoppedAgainAtItsNextFailedCheck) {
+  const Kernel created = Create(RestartingKernel(
+      "k1", {{"policy", "never"}}, {{"health", {{"exec", {"true"}}, {"failures", 1}, {"on_unhealthy", "stop"}}}}));
+  NewEvents();
+  engine_.FailNext(Method::kStop, Status::Internal("the engine is busy"));
+  agent_->RecordHealth("k1", created.container_id, {false, "exit code 1"}, false);
+  Kernel k = Get("k1");
+  EXPECT_EQ(k.state(), KernelState::kRunning);  // its stop failed
+  ASSERT_TRUE(k.health);
+  EXPECT_EQ(k.health->status, HealthStatus::kUnhealthy);
+  EXPECT_EQ(NewEvents(), std::vector<std::string>{"kernel_unhealthy"});
+
+  agent_->RecordHealth("k1", created.container_id, {false, "exit code 1"}, false);
+  k = Get("k1");
+  EXPECT_EQ(k.state(), KernelState::kTerminated);
+  EXPECT_EQ(k.reason, "unhealthy");
+  EXPECT_EQ(NewEvents(), std::vector<std::string>{"kernel_terminated"});  // announced unhealthy once
+  EXPECT_EQ(UsedCores(), 0u);
+}
+
 TEST_F(AgentRestartTest, TheStopContractGoesToTheEngineAndAPreStopCommandRunsFirst) {
   config_.container.stop_timeout = std::chrono::seconds(30);
   agent_ = NewAgent();

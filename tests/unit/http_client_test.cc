@@ -1,0 +1,124 @@
+// HttpClient against a small keep-alive server on a unix socket that counts
+// its connections: requests of one client go on a kept connection, a
+// connection the server closed is replaced, and a client with a socket
+// opener connects anew each time.
+#include "common/http_client.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace slotd {
+namespace {
+
+// Answers every request "200 ok", keeping the connection open, except that
+// it closes a connection after the answer when `close_after_each` is set.
+// Serves one connection at a time, which is all these tests need.
+class CountingServer {
+ public:
+  CountingServer() {
+    char dir_template[] = "/tmp/slotd-http-client-XXXXXX";
+    dir_ = ::mkdtemp(dir_template);
+    path_ = dir_ + "/s.sock";
+    listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    path_.copy(addr.sun_path, sizeof addr.sun_path - 1);
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::listen(listener_, 8), 0);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~CountingServer() {
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+    ::unlink(path_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+
+  const std::string& path() const { return path_; }
+  int connections() const { return connections_; }
+  std::atomic<bool> close_after_each{false};
+
+ private:
+  void Serve() {
+    while (true) {
+      const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) return;
+      ++connections_;
+      std::string pending;
+      char buffer[4096];
+      while (true) {
+        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (n <= 0) break;
+        pending.append(buffer, static_cast<size_t>(n));
+        size_t end;
+        bool closed = false;
+        while ((end = pending.find("\r\n\r\n")) != std::string::npos) {  // requests without a body
+          pending.erase(0, end + 4);
+          const std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+          if (::write(fd, answer.data(), answer.size()) != static_cast<ssize_t>(answer.size())) closed = true;
+          if (close_after_each) closed = true;
+          if (closed) break;
+        }
+        if (closed) break;
+      }
+      ::close(fd);
+    }
+  }
+
+  std::string dir_;
+  std::string path_;
+  int listener_ = -1;
+  std::atomic<int> connections_{0};
+  std::thread thread_;
+};
+
+TEST(HttpClient, RequestsOfOneClientAndItsCopiesGoOnOneKeptConnection) {
+  CountingServer server;
+  const HttpClient client = HttpClient::Unix(server.path());
+  for (int i = 0; i < 5; ++i) {
+    auto answer = client.Request("GET", "/x");
+    ASSERT_TRUE(answer.ok()) << answer.status().message();
+    EXPECT_EQ(answer->body, "ok");
+  }
+  const HttpClient copy = client;
+  auto answer = copy.Request("GET", "/y");
+  ASSERT_TRUE(answer.ok()) << answer.status().message();
+  EXPECT_EQ(server.connections(), 1);
+}
+
+TEST(HttpClient, AConnectionTheServerClosedIsReplacedWithoutFailingTheCall) {
+  CountingServer server;
+  server.close_after_each = true;
+  const HttpClient client = HttpClient::Unix(server.path());
+  for (int i = 0; i < 3; ++i) {
+    auto answer = client.Request("GET", "/x");
+    ASSERT_TRUE(answer.ok()) << answer.status().message();
+    EXPECT_EQ(answer->body, "ok");
+  }
+  EXPECT_EQ(server.connections(), 3);
+}
+
+TEST(HttpClient, AClientWithASocketOpenerConnectsAnewForEachCall) {
+  CountingServer server;
+  HttpClient client = HttpClient::Unix(server.path());
+  client.SetSocketOpener(
+      [](int domain, int type, int protocol) { return ::socket(domain, type | SOCK_CLOEXEC, protocol); });
+  for (int i = 0; i < 2; ++i) {
+    auto answer = client.Request("GET", "/x");
+    ASSERT_TRUE(answer.ok()) << answer.status().message();
+  }
+  EXPECT_EQ(server.connections(), 2);
+}
+
+}  // namespace
+}  // namespace slotd
