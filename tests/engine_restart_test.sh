@@ -61,7 +61,9 @@ wait_for() {
 "$slotd" --config "$work/agent.toml" --log-level debug 2>>"$work/slotd.log" &
 slotd_pid=$!
 for _ in $(seq 1 100); do [[ -S $work/ipc/agent.sock ]] && ctl info >/dev/null 2>&1 && break; sleep 0.1; done
-ctl run --id always --mem 32m --restart always --restart-backoff 1s slotd-test/busybox:latest -- sleep 3600 >/dev/null ||
+# A back-off longer than the engine's stop, so that the restart is due once
+# it no longer answers (docs/api.md: a start refused while it stops counts).
+ctl run --id always --mem 32m --restart always --restart-backoff 5s slotd-test/busybox:latest -- sleep 3600 >/dev/null ||
   fail "creating kernel always"
 ctl run --id never --mem 32m slotd-test/busybox:latest -- sleep 3600 >/dev/null || fail "creating kernel never"
 cores=$(field always allocations)

@@ -402,6 +402,9 @@ class Agent {
   // forgets the kernels whose container is not in it.
   Status ApplyList(const std::vector<ContainerInfo>& mine, const std::map<std::string, ContainerInfo>& inspected,
                    uint64_t list_seq, bool at_start, Applied& applied) REQUIRES(mutex_);
+  // Logs, once per container and state, a container in a state this agent
+  // does not know (reconcile::IsKnownState), which keeps what it holds.
+  void ReportUnknownState(const ContainerInfo& info) REQUIRES(mutex_);
   // Starts the containers of kernels adopted PREPARING by Adopt: RUNNING
   // when the engine starts them, else TERMINATED "never started: <why>" with
   // no exit code and nothing held. Takes mutex_ itself; starts without it.
@@ -432,6 +435,9 @@ class Agent {
   };
   std::map<std::string, std::shared_ptr<PendingCreate>> pending_creates_ GUARDED_BY(mutex_);  // by kernel id
   std::vector<std::pair<std::string, std::string>> intruders_ GUARDED_BY(mutex_);  // (kernel, container) to stop
+  // "<container id> <state>" of the unknown states reported; emptied past the bound.
+  static constexpr size_t kMaxUnknownStatesReported = 1024;
+  std::set<std::string> unknown_states_reported_ GUARDED_BY(mutex_);
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
   std::condition_variable restart_done_;                   // with mutex_: a restart under way finished
   // Held from reading a kernel's name marks to renaming its container, so

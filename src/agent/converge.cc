@@ -79,7 +79,8 @@ void Agent::ConfirmDeath(const std::string& kernel_id, const EngineEvent& event)
   // A die that a restart has already overtaken (the event reader lagged) must
   // not free a kernel whose container runs again: ask the engine, unlocked.
   Result<ContainerInfo> info = engine_.Inspect(event.id);
-  if (info.ok() && info->running) return;
+  // A state that may hold processes (Podman's "stopping") is no death yet.
+  if (info.ok() && (info->running || reconcile::IsRunningState(info->state))) return;
   if (!info.ok()) {  // gone already: what the event says
     ContainerInfo from_event;
     if (auto it = event.attributes.find("exitCode"); it != event.attributes.end())
@@ -214,6 +215,8 @@ void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
       spdlog::info("kernel {}: started its container, created before the agent stopped", kernel_id);
       (void)table_.Started(kernel_id);
     } else {
+      spdlog::error("kernel {}: its container, created before the agent stopped, could not be started: {}",
+                    kernel_id, started.message());
       (void)table_.Terminated(kernel_id, std::nullopt, "never started: " + started.message(), std::nullopt);
     }
   }
@@ -293,6 +296,16 @@ Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const Conta
   return Status::Ok();
 }
 
+void Agent::ReportUnknownState(const ContainerInfo& info) {
+  const std::string key = info.id + " " + info.state;
+  if (unknown_states_reported_.count(key)) return;
+  if (unknown_states_reported_.size() >= kMaxUnknownStatesReported) unknown_states_reported_.clear();
+  unknown_states_reported_.insert(key);
+  spdlog::warn("container {} is in state \"{}\", which this agent does not know; its kernel keeps what it holds "
+               "until the engine says the container ended",
+               info.name, info.state.substr(0, 64));
+}
+
 std::map<std::string, ContainerInfo> Agent::InspectEnded(const std::vector<ContainerInfo>& mine, uint64_t list_seq) {
   std::vector<std::string> to_inspect;
   {
@@ -312,6 +325,7 @@ Status Agent::ApplyList(const std::vector<ContainerInfo>& mine, const std::map<s
   for (const auto& info : mine) {
     present.insert(info.id);
     const reconcile::Step step = StepFor(info, list_seq);
+    if (!reconcile::IsKnownState(info.state)) ReportUnknownState(info);
     auto ended = inspected.find(info.id);
     const ContainerInfo* end = ended == inspected.end() ? nullptr : &ended->second;
     const auto kid = info.labels.find(label::kKernelId);

@@ -194,6 +194,8 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   ContainerSpec spec = SpecFor(request, kernel);
   // Undo everything taken above; used on every failure path below.
   auto abandon = [&](const Status& why, const std::string& container_id) -> Status {
+    spdlog::warn("kernel {}: the create failed, and everything it held is freed: {}", request.kernel_id,
+                 why.message());
     if (container_id.empty()) return AbandonReservation(request.kernel_id, why);  // nothing was announced yet
     Status removed = engine_.Remove(container_id, /*force=*/true);
     if (!removed.ok() && removed.code() != Status::Code::kNotFound)

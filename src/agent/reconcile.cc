@@ -23,8 +23,23 @@ bool MayCheckDrift(const Known& known, const std::string& container_id) {
 
 bool NeedsExitCode(Step step) { return step == Step::kMarkExited || step == Step::kAdoptExited; }
 
-bool IsRunningState(const std::string& state) {
-  return state == "running" || state == "restarting" || state == "paused";
+namespace {
+
+// States that say a container's processes are gone or never began: Docker's
+// "exited", "dead" and "created"; Podman's "stopped", "configured" and
+// "initialized" where its compatible API passes them through.
+const std::set<std::string>& EndedStates() {
+  static const std::set<std::string> ended = {"exited", "dead", "created", "stopped", "configured", "initialized"};
+  return ended;
+}
+
+}  // namespace
+
+bool IsRunningState(const std::string& state) { return EndedStates().count(state) == 0; }
+
+bool IsKnownState(const std::string& state) {
+  static const std::set<std::string> holding = {"running", "paused", "restarting", "removing", "stopping"};
+  return EndedStates().count(state) > 0 || holding.count(state) > 0;
 }
 
 Step DecideOnContainer(const ContainerInfo& info, const Known* known, std::optional<uint64_t> forgotten_at_seq,
@@ -72,7 +87,9 @@ std::optional<std::string> KernelIdOfEvent(const EngineEvent& event, const std::
   return kid->second;
 }
 
-const std::vector<std::string> kEventActions = {"create", "start", "die", "oom", "update", "pause", "unpause", "destroy"};
+// "remove" is Podman's name for Docker's "destroy".
+const std::vector<std::string> kEventActions = {"create", "start",   "die",     "oom",    "update",
+                                                "pause",  "unpause", "destroy", "remove"};
 
 EventStep DecideOnEvent(const EngineEvent& event, const Known* known) {
   const std::string& action = event.action;
@@ -87,7 +104,7 @@ EventStep DecideOnEvent(const EngineEvent& event, const Known* known) {
   if (action == "update" || action == "pause" || action == "unpause")
     return MayCheckDrift(*known, event.id) ? EventStep::kCheckDrift : EventStep::kNothing;
   if (action == "start") return Settled(*known) ? EventStep::kResume : EventStep::kNothing;
-  if (action == "destroy") return EventStep::kForget;
+  if (action == "destroy" || action == "remove") return EventStep::kForget;
   return EventStep::kNothing;
 }
 

@@ -44,9 +44,17 @@ enum class Step {
 // inspect gives; a list does not).
 bool NeedsExitCode(Step step);
 
-// Whether the engine's state string means the container's processes exist
-// (running, paused or restarting): such a container holds its resources.
+// Whether the engine's state string may mean the container's processes
+// exist, so that it holds its resources: every state but those that say
+// they ended ("exited", "dead"; Podman's "stopped") or never began
+// ("created"; Podman's "configured", "initialized"). A state this agent does
+// not know counts (Podman's "stopping" is a container whose processes still
+// run): never taken for an end.
 bool IsRunningState(const std::string& state);
+
+// Whether `state` is one of the container states this agent knows (Docker's
+// and Podman's); the agent reports any other it meets.
+bool IsKnownState(const std::string& state);
 
 // Whether the drift of kernel `known`'s container `container_id` (paused,
 // cpuset, memory limit changed outside slotd) may be checked now: it is the
@@ -80,7 +88,7 @@ enum class EventStep {
   kCheckDrift,  // pause, unpause, update: inspect and compare with the allocation
   kNoteOom,     // the kernel ran out of memory: its coming death says so
   kResume,      // its container was started outside slotd: re-take its allocation
-  kForget,      // its container was removed outside slotd: free and forget the kernel
+  kForget,      // its container was removed outside slotd (destroy; Podman: remove): free and forget the kernel
 };
 
 // The kernel id an event of `agent_id`'s containers names; nullopt for any

@@ -77,6 +77,10 @@ const std::vector<ContainerCase>& ContainerCases() {
       {"running kernel, exited container", Known{"c1", kRunning, false, 5}, "exited", {}, Step::kMarkExited},
       {"running kernel, dead container", Known{"c1", kRunning, false, 5}, "dead", {}, Step::kMarkExited},
       {"running kernel, created container", Known{"c1", kRunning, false, 5}, "created", {}, Step::kMarkExited},
+      {"running kernel, stopping container (Podman)", Known{"c1", kRunning, false, 5}, "stopping", {}, Step::kNothing},
+      {"running kernel, removing container", Known{"c1", kRunning, false, 5}, "removing", {}, Step::kNothing},
+      {"running kernel, a state slotd does not know", Known{"c1", kRunning, false, 5}, "", {}, Step::kNothing},
+      {"running kernel, stopped container (Podman)", Known{"c1", kRunning, false, 5}, "stopped", {}, Step::kMarkExited},
       {"terminated kernel, exited container", Known{"c1", kTerminated, false, 5}, "exited", {}, Step::kNothing},
       {"terminated kernel, running again", Known{"c1", kTerminated, false, 5}, "running", {}, Step::kResume},
       {"error kernel, running again", Known{"c1", kError, false, 5}, "running", {}, Step::kResume},
@@ -98,7 +102,10 @@ const std::vector<ContainerCase>& ContainerCases() {
       {"unknown, created (never started)", std::nullopt, "created", {}, Step::kAdoptCreated},
       {"unknown, exited", std::nullopt, "exited", {}, Step::kAdoptExited},
       {"unknown, dead", std::nullopt, "dead", {}, Step::kAdoptExited},
-      {"unknown, removing", std::nullopt, "removing", {}, Step::kAdoptExited},
+      {"unknown, removing (its processes may still run)", std::nullopt, "removing", {}, Step::kAdoptRunning},
+      {"unknown, stopping (Podman's grace period)", std::nullopt, "stopping", {}, Step::kAdoptRunning},
+      {"unknown, in a state slotd does not know", std::nullopt, "frobbing", {}, Step::kAdoptRunning},
+      {"unknown, stopped (Podman)", std::nullopt, "stopped", {}, Step::kAdoptExited},
       // Forgotten after the list was asked for: the list is older than the removal.
       {"forgotten after the list began", std::nullopt, "running", kListSeq + 1, Step::kSkipForgotten},
       {"forgotten before the list began", std::nullopt, "running", kListSeq, Step::kAdoptRunning},
@@ -111,6 +118,21 @@ TEST(ReconcileTest, EachListedContainerGetsTheStepOfItsCase) {
   for (const ContainerCase& c : ContainerCases()) {
     const Step step = DecideOnContainer(Listed(c.state), c.known ? &*c.known : nullptr, c.forgotten_at, kListSeq);
     EXPECT_EQ(StepName(step), std::string(StepName(c.expected))) << c.what;
+  }
+}
+
+TEST(ReconcileTest, OnlyStatesThatSayTheyEndedFreeAndOnlyUnknownOnesAreReported) {
+  for (const char* state : {"exited", "dead", "created", "stopped", "configured", "initialized"}) {
+    EXPECT_FALSE(IsRunningState(state)) << state;
+    EXPECT_TRUE(IsKnownState(state)) << state;
+  }
+  for (const char* state : {"running", "paused", "restarting", "removing", "stopping"}) {
+    EXPECT_TRUE(IsRunningState(state)) << state;
+    EXPECT_TRUE(IsKnownState(state)) << state;
+  }
+  for (const char* state : {"", "unknown", "Exited", "frobbing"}) {
+    EXPECT_TRUE(IsRunningState(state)) << state;  // holds what it holds
+    EXPECT_FALSE(IsKnownState(state)) << state;
   }
 }
 
@@ -215,6 +237,7 @@ TEST(ReconcileTest, EachEventGetsTheStepOfItsCase) {
       {"start during a create", creating, "start", "c1", EventStep::kNothing},
       {"older container of the id started", terminated, "start", "c0", EventStep::kNothing},
       {"removed outside slotd", running, "destroy", "c1", EventStep::kForget},
+      {"removed outside slotd (Podman's remove)", running, "remove", "c1", EventStep::kForget},
       {"terminated, removed outside slotd", terminated, "destroy", "c1", EventStep::kForget},
       {"destroy during a delete", deleting, "destroy", "c1", EventStep::kNothing},
       {"destroy of an older container", running, "destroy", "c0", EventStep::kNothing},
