@@ -80,7 +80,7 @@ void Agent::ConfirmDeath(const std::string& kernel_id, const EngineEvent& event)
   // not free a kernel whose container runs again: ask the engine, unlocked.
   Result<ContainerInfo> info = engine_.Inspect(event.id);
   // A state that may hold processes (Podman's "stopping") is no death yet.
-  if (info.ok() && (info->running || reconcile::IsRunningState(info->state))) return;
+  if (info.ok() && reconcile::IsRunningState(info->state)) return;
   if (!info.ok()) {  // gone already: what the event says
     ContainerInfo from_event;
     if (auto it = event.attributes.find("exitCode"); it != event.attributes.end())
@@ -297,7 +297,7 @@ Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const Conta
 }
 
 void Agent::ReportUnknownState(const ContainerInfo& info) {
-  const std::string key = info.id + " " + info.state;
+  const std::string key = info.id + " " + info.state.substr(0, 64);
   if (unknown_states_reported_.count(key)) return;
   if (unknown_states_reported_.size() >= kMaxUnknownStatesReported) unknown_states_reported_.clear();
   unknown_states_reported_.insert(key);

@@ -17,7 +17,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/http_client.h"
 
 namespace slotd {
 
@@ -54,7 +53,7 @@ Status WaitFor(int fd, short events, SteadyTime deadline, const char* what, mill
 
 // A non-blocking TCP socket, made by `open_socket`, connected to
 // 127.0.0.1:port by `deadline`; -1 with `why`.
-int ConnectBy(int port, SteadyTime deadline, milliseconds timeout, const HttpClient::SocketOpener& open_socket,
+int ConnectBy(int port, SteadyTime deadline, milliseconds timeout, const HealthProber::SocketOpener& open_socket,
               Status& why) {
   const int fd = open_socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
   if (fd < 0) return why = Status::Internal(std::string("socket: ") + std::strerror(errno)), -1;
@@ -136,7 +135,7 @@ Result<HttpAnswer> ReadAnswer(int fd, SteadyTime deadline, milliseconds timeout)
 // closed. Its own few calls rather than a general client: a check runs
 // every second for each of hundreds of kernels, and needs only the status.
 Result<HttpAnswer> HttpGet(int port, const std::string& path, milliseconds timeout,
-                           const HttpClient::SocketOpener& open_socket) {
+                           const HealthProber::SocketOpener& open_socket) {
   const SteadyTime deadline = std::chrono::steady_clock::now() + timeout;
   Status why;
   const int fd = ConnectBy(port, deadline, timeout, open_socket, why);
@@ -213,7 +212,7 @@ ProbeResult HealthProber::Exec(const HealthRule& rule, const std::string& contai
   return {ran->exit_code == 0, Bounded(std::move(output))};
 }
 
-ProbeResult HealthProber::Connect(const HealthRule& rule, int port, const HttpClient::SocketOpener& open_socket) {
+ProbeResult HealthProber::Connect(const HealthRule& rule, int port, const HealthProber::SocketOpener& open_socket) {
   const std::string where = "127.0.0.1:" + std::to_string(port);
   if (rule.check.kind == ProbeKind::kTcp) {
     Status why;

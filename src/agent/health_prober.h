@@ -22,11 +22,11 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
 #include "agent/health_check.h"
-#include "common/http_client.h"
 #include "common/mutex.h"
 #include "engine/container_engine.h"
 
@@ -46,6 +46,10 @@ struct ProbeResult {
 
 class HealthProber {
  public:
+  // Makes a probe's socket: (domain, type, protocol) as socket(2) takes
+  // them; the descriptor, or -1 when it cannot.
+  using SocketOpener = std::function<int(int domain, int type, int protocol)>;
+
   // Opens the agent's own network namespace, to come back to.
   explicit HealthProber(ContainerEngine& engine);
   ~HealthProber();  // closes the namespaces it holds
@@ -73,7 +77,7 @@ class HealthProber {
 
   ProbeResult Exec(const HealthRule& rule, const std::string& container_id) const;
   // HTTP GET or TCP connect to 127.0.0.1:port on a socket `open_socket` makes.
-  static ProbeResult Connect(const HealthRule& rule, int port, const HttpClient::SocketOpener& open_socket);
+  static ProbeResult Connect(const HealthRule& rule, int port, const SocketOpener& open_socket);
   // Connect on a socket made in the container's network namespace.
   ProbeResult ConnectInside(const HealthRule& rule, const std::string& container_id, int port);
   // A socket made in network namespace `ns`: this thread enters it for the

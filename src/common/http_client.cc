@@ -135,18 +135,7 @@ HttpClient HttpClient::Tcp(std::string base_url) {
 
 void HttpClient::SetBearerToken(std::string token) { bearer_token_ = std::move(token); }
 
-void HttpClient::SetSocketOpener(SocketOpener opener) { socket_opener_ = std::move(opener); }
-
 namespace {
-
-// curl's CURLOPT_OPENSOCKETFUNCTION: the socket of a connection, made by the
-// client's SocketOpener (`opener`).
-curl_socket_t OpenSocketWith(void* opener, curlsocktype purpose, curl_sockaddr* address) {
-  if (purpose != CURLSOCKTYPE_IPCXN) return CURL_SOCKET_BAD;
-  const int fd = (*static_cast<const HttpClient::SocketOpener*>(opener))(address->family, address->socktype,
-                                                                         address->protocol);
-  return fd < 0 ? CURL_SOCKET_BAD : fd;
-}
 
 // Builds an easy handle for `method` `path` with `body` against the target,
 // taken from `pool` (and given back to it) when there is one. Returns null
@@ -194,10 +183,6 @@ std::unique_ptr<PreparedRequest> Prepare(CurlHandlePool* pool, bool unix_socket,
   return req;
 }
 
-}  // namespace
-
-namespace {
-
 // What RequestStreamed's body callback needs.
 struct ChunkTarget {
   CURL* easy = nullptr;
@@ -241,15 +226,9 @@ Result<HttpResponse> HttpClient::RequestStreamed(const std::string& method, cons
                                                  const std::function<bool(std::string_view chunk)>& on_chunk,
                                                  const std::vector<std::string>& headers) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
-  // A socket made by an opener may belong elsewhere (another namespace): never kept.
-  CurlHandlePool* pool = socket_opener_ ? nullptr : idle_handles_.get();
-  auto req = Prepare(pool, unix_socket_, target_, bearer_token_, method, path_and_query, body, headers);
+  auto req = Prepare(idle_handles_.get(), unix_socket_, target_, bearer_token_, method, path_and_query, body, headers);
   if (!req) return Status::Internal(where + ": cannot allocate a curl handle");
   CURL* easy = req->easy.get();
-  if (socket_opener_) {
-    curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, &OpenSocketWith);
-    curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, &socket_opener_);
-  }
 
   HttpResponse response;
   ChunkTarget target{easy, &on_chunk, &response.body};

@@ -8,8 +8,8 @@
 // once; every call uses a curl handle of its own while it runs. Request and
 // RequestStreamed keep a few handles between calls (copies of a client share
 // them), each with its connection open, so that a later call need not
-// connect again; Stream and Upgrade always connect anew. SetBearerToken and
-// SetSocketOpener must not run concurrently with calls.
+// connect again; Stream and Upgrade always connect anew. SetBearerToken
+// must not run concurrently with calls.
 #pragma once
 
 #include <atomic>
@@ -57,14 +57,6 @@ class HttpClient {
 
   // Sends "Authorization: Bearer <token>" with every later call; empty: none.
   void SetBearerToken(std::string token);
-
-  // Makes the socket of a connection: (domain, type, protocol) as socket(2)
-  // takes them; returns the descriptor, or -1 when it cannot.
-  using SocketOpener = std::function<int(int domain, int type, int protocol)>;
-  // Request and RequestStreamed make their sockets with `opener` instead of
-  // socket(2) (say, in another network namespace); the client closes them.
-  // Such a client connects anew for each call.
-  void SetSocketOpener(SocketOpener opener);
 
   // Where this client connects, for messages: "unix socket /run/x.sock" or
   // the base URL.
@@ -127,7 +119,6 @@ class HttpClient {
   std::string target_;
   std::string description_;  // see Describe()
   std::string bearer_token_;
-  SocketOpener socket_opener_;  // empty: socket(2)
   // Idle curl handles with their connections, shared by the copies of this client.
   std::shared_ptr<CurlHandlePool> idle_handles_;
 };

@@ -1,7 +1,6 @@
 // HttpClient against a small keep-alive server on a unix socket that counts
-// its connections: requests of one client go on a kept connection, a
-// connection the server closed is replaced, and a client with a socket
-// opener connects anew each time.
+// its connections: requests of one client go on a kept connection, and a
+// connection the server closed is replaced.
 #include "common/http_client.h"
 
 #include <sys/socket.h>
@@ -106,18 +105,6 @@ TEST(HttpClient, AConnectionTheServerClosedIsReplacedWithoutFailingTheCall) {
     EXPECT_EQ(answer->body, "ok");
   }
   EXPECT_EQ(server.connections(), 3);
-}
-
-TEST(HttpClient, AClientWithASocketOpenerConnectsAnewForEachCall) {
-  CountingServer server;
-  HttpClient client = HttpClient::Unix(server.path());
-  client.SetSocketOpener(
-      [](int domain, int type, int protocol) { return ::socket(domain, type | SOCK_CLOEXEC, protocol); });
-  for (int i = 0; i < 2; ++i) {
-    auto answer = client.Request("GET", "/x");
-    ASSERT_TRUE(answer.ok()) << answer.status().message();
-  }
-  EXPECT_EQ(server.connections(), 2);
 }
 
 }  // namespace

@@ -1,8 +1,6 @@
 // HttpServer on a loopback port, driven by HttpClient: what it does when the
-// host refuses it a thread; a client that makes its own sockets.
+// host refuses it a thread.
 #include "api/http_server.h"
-
-#include <sys/socket.h>
 
 #include <cerrno>
 #include <system_error>
@@ -50,30 +48,6 @@ TEST(HttpServer, AThreadThatCannotBeMadeIsA503AndTheServerGoesOn) {
   ASSERT_TRUE(quick.ok()) << quick.status().message();
   EXPECT_EQ(quick->status, 200);
   server.Stop();  // returns: no handler is counted in flight for the refused ones
-}
-
-TEST(HttpClient, ASocketOpenerMakesEachConnectionsSocketAndItsFailureFailsTheCall) {
-  http::HttpServer server(http::ServerOptions{});
-  ASSERT_TRUE(server.ListenTcp("127.0.0.1", 0, TwoLanes).ok());
-  server.Start();
-  HttpClient client = HttpClient::Tcp("http://127.0.0.1:" + std::to_string(server.tcp_port()));
-  int opened = 0;
-  bool refuse = false;
-  client.SetSocketOpener([&](int domain, int type, int protocol) {
-    ++opened;
-    return refuse ? -1 : ::socket(domain, type | SOCK_CLOEXEC, protocol);
-  });
-  auto answer = client.Request("GET", "/quick");
-  ASSERT_TRUE(answer.ok()) << answer.status().message();
-  EXPECT_EQ(answer->status, 200);
-  EXPECT_EQ(opened, 1);
-
-  refuse = true;
-  auto refused = client.Request("GET", "/quick");
-  EXPECT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), Status::Code::kUnavailable);
-  EXPECT_EQ(opened, 2);
-  server.Stop();
 }
 
 }  // namespace
