@@ -12,26 +12,29 @@
 #   slotd_pid_alive PID        true while PID runs (a zombie counts as gone)
 #   slotd_on_exit CMD          run the shell text CMD when the script exits;
 #                              it can read the exit status in SLOTD_EXIT_STATUS
-#   slotd_engine_up [MODE]     make a Docker engine answer at DOCKER_HOST (exported)
+#   slotd_engine_up [MODE]     make an engine answer at DOCKER_HOST (exported)
 #       MODE auto (default): use the engine that already answers at
 #         $DOCKER_HOST (or the default socket), else start a private one.
 #       MODE private: always start a private one.
 #       SLOTD_DOCKER_HOST_REUSE=1 turns private into auto; =0 turns auto into private.
 #       A private engine lives in a fresh /tmp/slotd-engine.XXXXXX and is
 #       stopped by its pid when the script exits (slotd_engine_down).
+#       SLOTD_ENGINE_KIND=podman makes the private engines Podman services
+#       (scripts/podman-start) instead of dockerd (scripts/dockerd-start).
 #   slotd_engine_add           start one more private engine and set
 #                              SLOTD_ENGINE_HOST to its socket (DOCKER_HOST
 #                              is left as it is)
 #   slotd_engine_down          stop the private engines now (no-op when none);
-#                              the first one's log is kept as build/dockerd-last.log,
-#                              the others' as build/dockerd-last-N.log
+#                              the first one's log is kept as build/<kind>-last.log,
+#                              the others' as build/<kind>-last-N.log (kind: dockerd or podman)
 #   SLOTD_ENGINE_DIRS          the private engines' directories, in start order
-#   SLOTD_ENGINE_PIDS          the dockerd pid of each private engine started
-#                              here (kept after slotd_engine_down, to check)
+#   SLOTD_ENGINE_PIDS          the pid (dockerd's or podman's) of each private
+#                              engine started here (kept after slotd_engine_down, to check)
 
 SLOTD_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export SLOTD_ROOT
 export SLOTD_TEST_IMAGE=${SLOTD_TEST_IMAGE:-slotd-test/busybox:latest}
+export SLOTD_ENGINE_KIND=${SLOTD_ENGINE_KIND:-docker}
 SLOTD_EXIT_STATUS=  # set by the exit trap, for the steps it runs
 export SLOTD_EXIT_STATUS
 SLOTD_ENGINE_DIRS=()  # the private engines started here, while they run
@@ -79,32 +82,44 @@ slotd_engine_up() {
   fi
   slotd_engine_add
   export DOCKER_HOST=$SLOTD_ENGINE_HOST
-  slotd_log "private Docker engine: DOCKER_HOST=$DOCKER_HOST pid=${SLOTD_ENGINE_PIDS[-1]}"
+  slotd_log "private $SLOTD_ENGINE_KIND engine: DOCKER_HOST=$DOCKER_HOST pid=${SLOTD_ENGINE_PIDS[-1]}"
+}
+
+# The start and stop scripts' stem of SLOTD_ENGINE_KIND: dockerd or podman.
+_slotd_engine_script() {
+  case $SLOTD_ENGINE_KIND in
+    docker) echo dockerd ;;
+    podman) echo podman ;;
+    *) slotd_die "SLOTD_ENGINE_KIND must be docker or podman, not '$SLOTD_ENGINE_KIND'" ;;
+  esac
 }
 
 slotd_engine_add() {
-  local dir env
+  local dir env script
+  script=$(_slotd_engine_script) || exit 1
   dir=$(mktemp -d /tmp/slotd-engine.XXXXXX)  # short: unix socket paths are limited
   # Recorded first, so that a half-started engine is stopped too.
   ((${#SLOTD_ENGINE_DIRS[@]} > 0)) || slotd_on_exit slotd_engine_down
   SLOTD_ENGINE_DIRS+=("$dir")
-  env=$("$SLOTD_ROOT/scripts/dockerd-start" "$dir") ||
-    slotd_die "could not start a private Docker engine (see above)"
-  # dockerd-start prints the export lines of DOCKER_HOST and SLOTD_DOCKERD_PID.
-  SLOTD_ENGINE_PIDS+=("$(sed -n 's/^export SLOTD_DOCKERD_PID=//p' <<<"$env")")
+  env=$("$SLOTD_ROOT/scripts/$script-start" "$dir") ||
+    slotd_die "could not start a private $SLOTD_ENGINE_KIND engine (see above)"
+  # dockerd-start and podman-start print the export lines of DOCKER_HOST and
+  # SLOTD_DOCKERD_PID or SLOTD_PODMAN_PID.
+  SLOTD_ENGINE_PIDS+=("$(sed -n 's/^export SLOTD_[A-Z]*_PID=//p' <<<"$env")")
   SLOTD_ENGINE_HOST=$(sed -n 's/^export DOCKER_HOST=//p' <<<"$env")
 }
 
 slotd_engine_down() {
-  local i dir log
+  local i dir log script
+  script=$(_slotd_engine_script) || return 1
   for ((i = ${#SLOTD_ENGINE_DIRS[@]} - 1; i >= 0; i--)); do
     dir=${SLOTD_ENGINE_DIRS[i]}
-    "$SLOTD_ROOT/scripts/dockerd-stop" "$dir" || slotd_log "dockerd-stop $dir failed"
+    "$SLOTD_ROOT/scripts/$script-stop" "$dir" || slotd_log "$script-stop $dir failed"
     # Keep the engine's log for a post-mortem; build/ is ignored by git.
-    log=$SLOTD_ROOT/build/dockerd-last.log
-    ((i == 0)) || log=$SLOTD_ROOT/build/dockerd-last-$i.log
-    if [[ -d $SLOTD_ROOT/build && -f $dir/dockerd.log ]]; then
-      cp "$dir/dockerd.log" "$log" 2>/dev/null || true
+    log=$SLOTD_ROOT/build/$script-last.log
+    ((i == 0)) || log=$SLOTD_ROOT/build/$script-last-$i.log
+    if [[ -d $SLOTD_ROOT/build && -f $dir/$script.log ]]; then
+      cp "$dir/$script.log" "$log" 2>/dev/null || true
     fi
     rm -rf --one-file-system "$dir" || slotd_log "could not remove $dir"
   done

@@ -202,7 +202,11 @@ void ImagePuller::PublishPullEnd(PullWatch& watch, const ImageRef& image, const 
     final_progress = watch.tally.Now();
   }
   if (outcome.ok()) {
-    spdlog::info("pulled image {} ({} layers, {} bytes)", image.name, final_progress.layers, final_progress.bytes_total);
+    if (final_progress.bytes_total > 0)
+      spdlog::info("pulled image {} ({} layers, {} bytes)", image.name, final_progress.layers,
+                   final_progress.bytes_total);
+    else  // the engine sent no sizes (Podman)
+      spdlog::info("pulled image {} ({} layers)", image.name, final_progress.layers);
     Publish(image, "done", final_progress);
   } else {
     spdlog::warn("{}", outcome.message());
@@ -227,6 +231,14 @@ void ImagePuller::Publish(const ImageRef& image, const char* state, const PullPr
 
 Status ImagePuller::Explain(const Status& error, const ImageRef& image, bool has_credentials) const {
   const std::string& registry = image.registry;
+  // Docker trusts a loopback registry over plain HTTP; Podman (and Docker
+  // for any other address) must be told it may.
+  if (error.message().find("server gave HTTP response to HTTPS client") != std::string::npos)
+    return Status::Unavailable("registry " + registry + " speaks plain HTTP and the engine asked it over HTTPS to pull " +
+                               image.name + " (" + error.message() + "); if that registry is meant to be spoken to "
+                               "without TLS, mark it insecure in the engine: Podman's registries.conf [[registry]] "
+                               "location = \"" + registry + "\" insecure = true (read when its service starts), Docker's "
+                               "daemon.json insecure-registries; then pull again");
   switch (error.code()) {
     case Status::Code::kNotFound:
       return Status::NotFound("image " + image.name + " is not in registry " + registry + " (" + error.message() +

@@ -411,6 +411,11 @@ void ApiServer::DescribeAgent(Exchange& ex) const {
                               {"draining_since", drain.draining ? json(drain.since) : json(nullptr)},
                               {"drain_deadline", drain.deadline ? json(*drain.deadline) : json(nullptr)},
                               {"etcd", registrar_ ? RegistrationJson(registrar_->State()) : json(nullptr)},
+                              {"engine", engine_ ? json{{"name", engine_->name},
+                                                        {"version", engine_->version},
+                                                        {"api_version", engine_->api_version},
+                                                        {"address", c.container.docker_host}}
+                                                 : json(nullptr)},
                               {"resources", agent_.DescribeResources()}}));
 }
 

@@ -44,6 +44,9 @@ class ApiServer {
   // Shows `registrar`'s state (it must outlive the server) in /health,
   // /v1/agent and /metrics; call before Start. Without: the agent is standalone.
   void ShowRegistration(const Registrar* registrar) { registrar_ = registrar; }
+  // Names `engine` (as it answered when the agent started) in /v1/agent;
+  // call before Start. Without: the engine is not named.
+  void ShowEngine(EngineIdentity engine) { engine_ = std::move(engine); }
   // Serves on background threads until Stop().
   void Start();
   // Stops accepting, ends open streams, waits for the requests in flight.
@@ -123,6 +126,7 @@ class ApiServer {
   std::string host_;
   int port_ = 0;
   const Registrar* registrar_ = nullptr;  // null: standalone
+  std::optional<EngineIdentity> engine_;  // the engine /v1/agent names
   std::string unix_path_;
   // The longest one write of an interactive exec may wait for its reader ([api] request-timeout).
   const std::chrono::milliseconds write_timeout_;

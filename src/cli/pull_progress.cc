@@ -39,18 +39,23 @@ std::string ReadableSize(uint64_t bytes) {
 }
 
 std::string FormatPullProgress(const std::string& image, const PullEvent& event, bool terminal) {
-  const std::string bytes = ReadableSize(event.bytes_done) + " of " + ReadableSize(event.bytes_total);
+  // An engine that sends no sizes (Podman) is shown by its layers alone.
+  const bool sized = event.bytes_total > 0;
+  const std::string bytes =
+      sized ? ", " + ReadableSize(event.bytes_done) + " of " + ReadableSize(event.bytes_total) : "";
   const std::string layers = std::to_string(event.layers_done) + "/" + std::to_string(event.layers) + " layers";
-  if (event.state == "done") return "pulled " + image + ": " + layers + ", " + ReadableSize(event.bytes_total);
-  if (event.state == "failed") return "pulling " + image + " failed after " + layers + ", " + bytes;
+  if (event.state == "done")
+    return "pulled " + image + ": " + layers + (sized ? ", " + ReadableSize(event.bytes_total) : "");
+  if (event.state == "failed") return "pulling " + image + " failed after " + layers + bytes;
   if (event.layers == 0) return "pulling " + image + ": asking its registry";
-  if (!terminal) return "pulling " + image + ": " + layers + ", " + bytes;
+  if (!terminal) return "pulling " + image + ": " + layers + bytes;
   const double fraction =
-      event.bytes_total ? std::min(1.0, static_cast<double>(event.bytes_done) / static_cast<double>(event.bytes_total))
-                        : 0.0;
+      sized ? std::min(1.0, static_cast<double>(event.bytes_done) / static_cast<double>(event.bytes_total))
+            : static_cast<double>(event.layers_done) / static_cast<double>(event.layers);
   const int filled = static_cast<int>(fraction * kBarWidth);
   return "pulling " + image + " [" + std::string(filled, '#') + std::string(kBarWidth - filled, '-') + "] " +
-         std::to_string(static_cast<int>(fraction * 100)) + "% " + bytes + ", " + layers;
+         std::to_string(static_cast<int>(fraction * 100)) + "%" + (sized ? " " + bytes.substr(2) : "") + ", " +
+         layers;
 }
 
 PullProgressWatch::PullProgressWatch(const AgentClient& agent, std::string image, bool enabled)

@@ -221,6 +221,14 @@ static std::string DrainLine(const AnswerField& a) {
   return line + "\n";
 }
 
+// "engine podman 4.3.1 (API 1.41) at unix://...\n" of an agent record; "" when it names none.
+static std::string EngineLine(const AnswerField& a) {
+  const AnswerField engine = a.Optional("engine");
+  if (!engine.raw().is_object()) return "";
+  return "engine " + engine["name"].Shown() + " " + engine["version"].Shown() + " (API " +
+         engine["api_version"].Shown() + ") at " + engine["address"].Shown() + "\n";
+}
+
 int RunInfo(const Options& options, const AgentClient& agent) {
   auto answer = agent.Call("GET", "/v1/agent");
   if (!answer.ok()) return Report(answer.failure());
@@ -230,7 +238,7 @@ int RunInfo(const Options& options, const AgentClient& agent) {
                            a["version"].Shown() + ", pid " + a["pid"].Shown() + ")\n" + "api " +
                            a["api_address"].Shown() + ", socket " + a["unix_socket"].Shown() + ", ports " +
                            a["port_range"].At(0).Shown() + "-" + a["port_range"].At(1).Shown() + "\n" +
-                           DrainLine(a) + "\n";
+                           EngineLine(a) + DrainLine(a) + "\n";
   std::vector<std::vector<std::string>> slot_rows, device_rows;
   for (const auto& resource : a["resources"].Members()) {
     const std::string& slot = resource.first;

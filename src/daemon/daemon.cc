@@ -68,16 +68,21 @@ Status CheckOnThisHost(const Config& config) {
   return Status::InvalidArgument(text);
 }
 
-// The engine at [container] docker-host, once it answers.
-Result<std::unique_ptr<DockerEngine>> ConnectEngine(const Config& config) {
+// The engine at [container] docker-host, once it answers, and what it is.
+struct ConnectedEngine {
+  std::unique_ptr<DockerEngine> engine;
+  EngineIdentity identity;
+};
+Result<ConnectedEngine> ConnectEngine(const Config& config) {
   auto engine = DockerEngine::FromHost(config.container.docker_host);
   if (!engine.ok()) return engine.status().WithPrefix("container.docker-host");
-  auto version = (*engine)->Version();
-  if (!version.ok())
-    return version.status().WithPrefix("cannot reach the Docker engine at " + config.container.docker_host +
-                                       " (start it, or set container.docker-host or DOCKER_HOST)");
-  spdlog::info("engine {} at {}", *version, config.container.docker_host);
-  return engine;
+  auto identity = (*engine)->Identify();
+  if (!identity.ok())
+    return identity.status().WithPrefix("cannot reach the engine at " + config.container.docker_host +
+                                        " (start it, or set container.docker-host or DOCKER_HOST)");
+  spdlog::info("engine {} {} (API {}) at {}", identity->name, identity->version, identity->api_version,
+               config.container.docker_host);
+  return ConnectedEngine{std::move(*engine), *identity};
 }
 
 // The token the TCP API asks for: [agent] token-file's, or else the agent's
@@ -166,8 +171,8 @@ int WaitForStop(const sigset_t& signals, Agent& agent) {
 
 // The parts an admitted agent runs, assembled, served until a stop signal,
 // and stopped in order. The refusal when one cannot start.
-Status Serve(const Config& config, ContainerEngine& engine, std::vector<std::unique_ptr<ResourcePlugin>> plugins,
-             Admission& admission, const std::optional<EtcdSeat>& etcd, const sigset_t& signals) {
+Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity& identity,
+             std::vector<std::unique_ptr<ResourcePlugin>> plugins, Admission& admission, const std::optional<EtcdSeat>& etcd, const sigset_t& signals) {
   auto token = ApiToken(config);
   if (!token.ok()) return token.status();
   EventHub hub;
@@ -190,6 +195,7 @@ Status Serve(const Config& config, ContainerEngine& engine, std::vector<std::uni
   limits.request_timeout = config.api.request_timeout;
   limits.max_body_bytes = config.api.max_body_size;
   ApiServer api(agent, hub, collector, *token, limits, config.api.max_exec_sessions);
+  api.ShowEngine(identity);
   const std::string socket = config.agent.ipc_base_path + "/agent.sock";
   if (Status s = api.Bind(config.agent.rpc_host, config.agent.rpc_port, socket); !s.ok()) return s;
   if (Status s = admission.claims->SetApiPort(api.port()); !s.ok()) return s;
@@ -253,9 +259,11 @@ int RunDaemon(const std::string& config_path) {
   auto plugins = MakePlugins(*config, host);
   if (!plugins.ok()) return fail(plugins.status());
   const AgentClaims mine = ClaimsOf(*config, ClaimedDevices(*plugins));
-  auto admission = AdmitAgent(*config, **engine, mine, host.memory_bytes, etcd);
+  auto admission = AdmitAgent(*config, *engine->engine, mine, host.memory_bytes, etcd);
   if (!admission.ok()) return fail(admission.status());
-  if (Status s = Serve(*config, **engine, std::move(*plugins), *admission, etcd, signals); !s.ok()) return fail(s);
+  if (Status s = Serve(*config, *engine->engine, engine->identity, std::move(*plugins), *admission, etcd, signals);
+      !s.ok())
+    return fail(s);
   return 0;
 }
 

@@ -104,6 +104,13 @@ struct ContainerInfo {
   std::vector<std::string> env;
 };
 
+// Who answers at the engine's address, from its /version.
+struct EngineIdentity {
+  std::string name;         // "docker" or "podman" (Podman names itself in its components)
+  std::string version;      // the engine's own version: "20.10.24", "4.3.1"
+  std::string api_version;  // the Docker Engine API version it serves: "1.41"
+};
+
 // A named volume of the engine, as listed. Kernels get none; agents keep
 // their engine lease in one (node/engine_lease.h).
 struct VolumeInfo {
@@ -185,8 +192,8 @@ class ContainerEngine {
  public:
   virtual ~ContainerEngine() = default;
 
-  // Checks that the engine answers; returns its version string.
-  virtual Result<std::string> Version() = 0;
+  // Checks that the engine answers; says which engine it is.
+  virtual Result<EngineIdentity> Identify() = 0;
   // The cheapest round trip to the engine (Docker's /_ping), for health:
   // OK when it answered within `timeout`.
   virtual Status Ping(std::chrono::milliseconds timeout) = 0;

@@ -100,16 +100,18 @@ class DockerEngineTest : public ::testing::Test {
   std::vector<std::string> created_;
 };
 
-TEST_F(DockerEngineTest, VersionAnswers) {
-  auto version = engine_->Version();
-  ASSERT_TRUE(version.ok()) << version.status().message();
-  EXPECT_FALSE(version->empty());
+TEST_F(DockerEngineTest, IdentifyNamesTheEngineAndItsVersion) {
+  auto identity = engine_->Identify();
+  ASSERT_TRUE(identity.ok()) << identity.status().message();
+  EXPECT_TRUE(identity->name == "docker" || identity->name == "podman") << identity->name;
+  EXPECT_FALSE(identity->version.empty());
+  EXPECT_FALSE(identity->api_version.empty());
 }
 
 TEST(DockerEngineHost, UnreachableEngineIsUnavailableAndNamesTheSocket) {
   auto engine = DockerEngine::FromHost("unix:///nonexistent/slotd-test/docker.sock");
   ASSERT_TRUE(engine.ok());
-  auto version = (*engine)->Version();
+  auto version = (*engine)->Identify();
   ASSERT_FALSE(version.ok());
   EXPECT_EQ(version.status().code(), Code::kUnavailable);
   EXPECT_NE(version.status().message().find("/nonexistent/slotd-test/docker.sock"),
@@ -137,7 +139,7 @@ TEST_F(DockerEngineTest, CreateThenInspectShowsSettingsAndStartRuns) {
   ASSERT_TRUE(info.ok()) << info.status().message();
   EXPECT_EQ(info->id, *id);
   EXPECT_EQ(info->name, spec.name);
-  EXPECT_EQ(info->image, kImage);
+  EXPECT_EQ(info->image, testing::AsTheEngineNamesIt(kImage));
   EXPECT_EQ(info->labels.at(kRunLabel), RunId());
   EXPECT_EQ(info->labels.at("slotd-test.kind"), "settings");
   EXPECT_EQ(info->state, "created");
@@ -269,7 +271,7 @@ TEST_F(DockerEngineTest, ListFiltersByLabelOnTheServer) {
   const ContainerInfo& info = only_a->front();
   EXPECT_EQ(info.id, *id_a);
   EXPECT_EQ(info.name, a.name);
-  EXPECT_EQ(info.image, kImage);
+  EXPECT_EQ(info.image, testing::AsTheEngineNamesIt(kImage));
   EXPECT_EQ(info.labels.at("slotd-test.owner"), "agent-a-" + RunId());
   EXPECT_EQ(info.state, "created");
   EXPECT_FALSE(info.running);

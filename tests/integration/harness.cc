@@ -75,6 +75,38 @@ DockerEngine& Engine() {
   return *engine;
 }
 
+void CommitImage(const std::string& container, const std::string& image, const std::vector<std::string>& changes) {
+  const std::string host = DockerHost();
+  const size_t colon = image.rfind(':');
+  std::string query = "container=" + UrlEncode(container) + "&repo=" + UrlEncode(image.substr(0, colon)) +
+                      "&tag=" + UrlEncode(image.substr(colon + 1));
+  for (const std::string& change : changes) query += "&changes=" + UrlEncode(change);
+  auto committed = HttpClient::Unix(host.substr(host.find("://") + 3)).Request("POST", "/v1.41/commit?" + query, "{}");
+  if (!committed.ok() || committed->status != 201)
+    ADD_FAILURE() << "commit " << container << " as " << image << ": "
+                  << (committed.ok() ? committed->body : committed.status().message());
+}
+
+std::string AsTheEngineNamesIt(const std::string& image) {
+  const std::string first = image.substr(0, image.find('/'));
+  return EngineIsPodman() && image.find('/') != std::string::npos && first != "localhost" &&
+                 first.find_first_of(".:") == std::string::npos
+             ? "docker.io/" + image
+             : image;
+}
+
+bool EngineIsPodman() {
+  static const bool podman = [] {
+    auto identity = Engine().Identify();
+    if (!identity.ok()) {
+      fprintf(stderr, "the engine at $DOCKER_HOST does not answer: %s\n", identity.status().message().c_str());
+      std::abort();
+    }
+    return identity->name == "podman";
+  }();
+  return podman;
+}
+
 TempDir::TempDir() {
   char tmpl[] = "/tmp/slotd-it.XXXXXX";
   path_ = mkdtemp(tmpl);

@@ -24,6 +24,18 @@ std::string DockerHost();
 
 // The engine at $DOCKER_HOST, for checks and for acting behind the agent's back.
 DockerEngine& Engine();
+// Whether that engine is Podman (its Docker-compatible API), for the checks
+// whose honest answer differs (docs/engines.md); aborts when it does not answer.
+bool EngineIsPodman();
+// `image` ("name:tag") as the engine names it in a container's record:
+// Podman qualifies a name "team/name:tag" without a registry with docker.io/.
+std::string AsTheEngineNamesIt(const std::string& image);
+// Commits container `container` as image `image` ("name:tag") with
+// `changes` (Dockerfile lines, as `docker commit --change` takes them),
+// through the engine's API with an empty config: `docker commit` sends no
+// body, which Podman's compatible API refuses ("Decode(): EOF"). ADD_FAILUREs
+// with the engine's answer when it fails.
+void CommitImage(const std::string& container, const std::string& image, const std::vector<std::string>& changes = {});
 
 // A fresh directory under /tmp, removed with its contents on destruction.
 class TempDir {

@@ -19,15 +19,7 @@ void MakeImage(const std::string& tag, const std::vector<std::string>& changes) 
   const std::string base = "slotd-image-base-" + RunTag();
   CommandResult r = RunCommand({"docker", "create", "--name", base, kTestImage});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::vector<std::string> commit = {"docker", "commit"};
-  for (const auto& change : changes) {
-    commit.push_back("--change");
-    commit.push_back(change);
-  }
-  commit.push_back(base);
-  commit.push_back(tag);
-  r = RunCommand(commit);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  CommitImage(base, tag, changes);
   RunCommand({"docker", "rm", "-f", base});
 }
 

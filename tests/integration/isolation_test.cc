@@ -35,8 +35,7 @@ void MakeImage(const std::string& tag, const std::string& user, const std::strin
     r = RunCommand({"docker", "cp", dir.path() + "/passwd", base + ":/etc/passwd"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
   }
-  r = RunCommand({"docker", "commit", "--change", "USER " + user, base, tag});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  CommitImage(base, tag, {"USER " + user});
   RunCommand({"docker", "rm", "-f", base});
 }
 

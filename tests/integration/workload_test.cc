@@ -86,7 +86,7 @@ TEST(Workload, AForkBombIsContainedByThePidsLimit) {
   EXPECT_LE(most_pids, 64);
   EXPECT_EQ(agent.Call("GET", "/health").status, 200);
   EXPECT_EQ(RunIn(agent, "bystander", "echo alive"), "alive\n");
-  EXPECT_TRUE(Engine().Version().ok());
+  EXPECT_TRUE(Engine().Identify().ok());
   const CommandResult host = RunCommand({"sh", "-c", "echo the node forks"});
   EXPECT_EQ(host.out, "the node forks\n");
   agent.CallJson("DELETE", "/v1/kernels/bomb", nullptr, 200);

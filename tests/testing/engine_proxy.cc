@@ -1,6 +1,7 @@
 #include "testing/engine_proxy.h"
 
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -11,7 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <stdexcept>
 #include <string_view>
 
@@ -174,6 +177,42 @@ class RequestReader {
 
 }  // namespace
 
+namespace {
+
+// Lowers this process's hard (and soft) RLIMIT_NOFILE and RLIMIT_NPROC to
+// those of the process listening on `socket_path`, where higher.
+void LowerLimitsTo(const std::string& socket_path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const sockaddr_un addr = UnixAddress(socket_path);
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  const bool known = fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
+                     ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0 && peer.pid > 0;
+  if (fd >= 0) ::close(fd);
+  if (!known) return;
+  std::ifstream limits("/proc/" + std::to_string(peer.pid) + "/limits");
+  for (std::string line; std::getline(limits, line);) {
+    const std::string_view row = line.rfind("Max open files", 0) == 0  ? "Max open files"
+                                 : line.rfind("Max processes", 0) == 0 ? "Max processes"
+                                                                       : "";
+    if (row.empty()) continue;
+    const int resource = row == "Max open files" ? RLIMIT_NOFILE : RLIMIT_NPROC;
+    std::istringstream fields(line.substr(row.size()));
+    std::string soft, hard;
+    fields >> soft >> hard;
+    if (hard == "unlimited" || hard.empty() || hard.find_first_not_of("0123456789") != std::string::npos) continue;
+    rlimit own{};
+    if (::getrlimit(resource, &own) != 0) continue;
+    const rlim_t engine = std::stoull(hard);
+    if (own.rlim_max != RLIM_INFINITY && own.rlim_max <= engine) continue;
+    own.rlim_max = engine;
+    own.rlim_cur = std::min(own.rlim_cur, engine);
+    ::setrlimit(resource, &own);
+  }
+}
+
+}  // namespace
+
 EngineProxy::EngineProxy(const std::string& engine_host)
     : engine_path_(engine_host.rfind(kUnixPrefix, 0) == 0 ? engine_host.substr(std::strlen(kUnixPrefix)) : ""),
       dir_("slotd-engine-proxy"),
@@ -189,6 +228,7 @@ EngineProxy::EngineProxy(const std::string& engine_host)
     if (listener_ >= 0) ::close(listener_);
     throw std::runtime_error("engine proxy: cannot listen on " + socket_path_ + ": " + why);
   }
+  LowerLimitsTo(engine_path_);
   acceptor_ = std::thread([this] { Accept(); });
 }
 

@@ -46,7 +46,10 @@ class EngineProxy {
   // Listens on a fresh socket in a new directory under the temp dir and
   // forwards to `engine_host`, which must be "unix:///path/to/docker.sock".
   // Throws std::runtime_error when `engine_host` is of another form or the
-  // socket cannot be set up.
+  // socket cannot be set up. Lowers this process's hard nofile and nproc
+  // limits to the engine's where they are higher: a client that reads the
+  // limits of the process serving its socket (DockerEngine on Podman) then
+  // reads what the engine's runtime can set, as it would without the proxy.
   explicit EngineProxy(const std::string& engine_host);
   ~EngineProxy();  // closes every connection, removes the socket's directory
   EngineProxy(const EngineProxy&) = delete;

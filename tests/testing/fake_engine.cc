@@ -159,10 +159,10 @@ bool FakeEngine::Matches(const Labels& labels, const std::vector<std::string>& f
 
 // ------------------------------------------------------------ ContainerEngine
 
-Result<std::string> FakeEngine::Version() {
+Result<EngineIdentity> FakeEngine::Identify() {
   MutexLock lock(mutex_);
-  if (Status s = Enter(Method::kVersion); !s.ok()) return s;
-  return std::string("fake");
+  if (Status s = Enter(Method::kIdentify); !s.ok()) return s;
+  return EngineIdentity{.name = "fake", .version = "0", .api_version = "1.41"};
 }
 
 Status FakeEngine::Ping(std::chrono::milliseconds) {

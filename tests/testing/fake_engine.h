@@ -42,7 +42,7 @@ class FakeEngine : public ContainerEngine {
  public:
   // The ContainerEngine methods, for FailNext and CallCount.
   // kVolumes stands for the three volume calls.
-  enum class Method { kVersion, kCreate, kStart, kStop, kKill, kRestart, kRename, kRemove, kInspect, kList, kExec, kLogs, kStats, kPing,
+  enum class Method { kIdentify, kCreate, kStart, kStop, kKill, kRestart, kRename, kRemove, kInspect, kList, kExec, kLogs, kStats, kPing,
                       kVolumes, kStreamEvents, kPull, kImages, kReadFile };
 
   // The image every test kernel uses; known from the start.
@@ -57,7 +57,7 @@ class FakeEngine : public ContainerEngine {
   // ---- ContainerEngine
 
   // Returns "fake".
-  Result<std::string> Version() override;
+  Result<EngineIdentity> Identify() override;
   Status Ping(std::chrono::milliseconds timeout) override;
   // Stores the container in state "created"; emits "create".
   Result<std::string> Create(const ContainerSpec& spec) override;

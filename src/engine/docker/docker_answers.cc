@@ -172,6 +172,20 @@ Status DemultiplexDockerStream(std::string_view stream, std::string& out, std::s
 
 // --- The answers of the engine (docker_answers.h).
 
+Result<EngineIdentity> ParseEngineIdentity(const std::string& body, const std::string& what) {
+  auto parsed = ParseJson(body, what);
+  if (!parsed.ok()) return parsed.status();
+  EngineIdentity identity;
+  identity.name = "docker";
+  identity.version = StringField(*parsed, "Version");
+  identity.api_version = StringField(*parsed, "ApiVersion");
+  if (identity.version.empty()) return Status::Internal(what + ": the answer has no Version: " + body.substr(0, 200));
+  if (const json* components = Field(*parsed, "Components"); components != nullptr && components->is_array())
+    for (const json& component : *components)
+      if (StringField(component, "Name") == "Podman Engine") identity.name = "podman";
+  return identity;
+}
+
 Result<std::vector<ContainerInfo>> ParseContainerList(const std::string& body, const std::string& what) {
   auto parsed = ParseJson(body, what);
   if (!parsed.ok()) return parsed.status();

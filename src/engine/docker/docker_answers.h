@@ -17,6 +17,11 @@
 
 namespace slotd {
 
+// GET /version. The name is "podman" when a component is Podman's engine
+// ("Podman Engine"), else "docker". kInternal, prefixed with `what`, when
+// `body` is not JSON or has no Version.
+Result<EngineIdentity> ParseEngineIdentity(const std::string& body, const std::string& what);
+
 // GET /containers/json: one ContainerInfo per element of the array, in its
 // order. kInternal, prefixed with `what`, when `body` is not JSON or not an array.
 Result<std::vector<ContainerInfo>> ParseContainerList(const std::string& body, const std::string& what);

@@ -1,17 +1,26 @@
 #include "engine/docker/docker_engine.h"
 
 #include "common/json_reader.h"
+#include "common/unique_fd.h"
 #include "engine/docker/docker_answers.h"
 #include "engine/docker/docker_json.h"
 #include "engine/image_ref.h"
 
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include <algorithm>
-#include <nlohmann/json.hpp>
+#include <charconv>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 namespace slotd {
@@ -154,35 +163,97 @@ Result<HttpResponse> Call(const HttpClient& http, const std::string& what,
   return EngineError(what, http, *response);
 }
 
+// The pid of the process that listens on the unix socket `path` (its peer
+// credentials); 0 when it cannot be known.
+pid_t ListenerPid(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  if (!fd.valid() || path.size() >= sizeof(address.sun_path)) return 0;
+  address.sun_family = AF_UNIX;
+  path.copy(address.sun_path, path.size());
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) return 0;
+  ucred peer{};
+  socklen_t size = sizeof(peer);
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) return 0;
+  return peer.pid;  // 0 when the listener is in another pid namespace
+}
+
+// The hard limit of `resource` as this process has it.
+int64_t OwnHardLimit(int resource) {
+  rlimit limit{};
+  if (::getrlimit(resource, &limit) != 0 || limit.rlim_max == RLIM_INFINITY)
+    return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(limit.rlim_max);
+}
+
+// The hard limit on the line of /proc/PID/limits that starts with `row`
+// ("Max open files"); nothing when it is unlimited or cannot be read.
+std::optional<int64_t> ProcessHardLimit(pid_t pid, std::string_view row) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/limits");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(row, 0) != 0) continue;
+    std::istringstream fields(line.substr(row.size()));
+    std::string soft, hard;
+    fields >> soft >> hard;
+    int64_t value = 0;
+    const auto [end, error] = std::from_chars(hard.data(), hard.data() + hard.size(), value);
+    if (error != std::errc() || end != hard.data() + hard.size()) return std::nullopt;
+    return value;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
-DockerEngine::DockerEngine(HttpClient http) : http_(std::move(http)) {}
+DockerEngine::DockerEngine(HttpClient http, std::string socket_path)
+    : http_(std::move(http)), socket_path_(std::move(socket_path)) {}
 
 Result<std::unique_ptr<DockerEngine>> DockerEngine::FromHost(const std::string& docker_host) {
   const std::string unix_prefix = "unix://";
   const std::string tcp_prefix = "tcp://";
   if (docker_host.rfind(unix_prefix, 0) == 0 && docker_host.size() > unix_prefix.size()) {
-    return std::unique_ptr<DockerEngine>(
-        new DockerEngine(HttpClient::Unix(docker_host.substr(unix_prefix.size()))));
+    const std::string path = docker_host.substr(unix_prefix.size());
+    return std::unique_ptr<DockerEngine>(new DockerEngine(HttpClient::Unix(path), path));
   }
   if (docker_host.rfind(tcp_prefix, 0) == 0 && docker_host.size() > tcp_prefix.size()) {
     return std::unique_ptr<DockerEngine>(
-        new DockerEngine(HttpClient::Tcp("http://" + docker_host.substr(tcp_prefix.size()))));
+        new DockerEngine(HttpClient::Tcp("http://" + docker_host.substr(tcp_prefix.size())), ""));
   }
   return Status::InvalidArgument("docker host \"" + docker_host +
                                  "\": expected unix:///path/to/docker.sock or tcp://HOST:PORT");
 }
 
-Result<std::string> DockerEngine::Version() {
+Result<EngineIdentity> DockerEngine::Identify() {
   const std::string what = "Docker engine version";
   auto response = Call(http_, what, "GET", std::string(kApi) + "/version");
   if (!response.ok()) return response.status();
-  auto j = ParseJson(response->body, what);
-  if (!j.ok()) return j.status();
-  std::string version = StringField(*j, "Version");
-  if (version.empty())
-    return Status::Internal(what + ": the answer has no Version: " + response->body);
-  return version;
+  auto identity = ParseEngineIdentity(response->body, what);
+  if (!identity.ok()) return identity.status();
+  std::map<std::string, int64_t> inherited;
+  if (identity->name == "podman") {
+    const pid_t engine = socket_path_.empty() ? 0 : ListenerPid(socket_path_);
+    for (const auto& [name, resource, row] : {std::tuple{"nofile", RLIMIT_NOFILE, "Max open files"},
+                                              std::tuple{"nproc", RLIMIT_NPROC, "Max processes"}}) {
+      int64_t limit = OwnHardLimit(resource);
+      if (const auto engines = engine > 0 ? ProcessHardLimit(engine, row) : std::nullopt)
+        limit = std::min(limit, *engines);
+      if (limit != std::numeric_limits<int64_t>::max()) inherited[name] = limit;
+    }
+  }
+  MutexLock lock(identity_mutex_);
+  identity_ = *identity;
+  inherited_ulimits_ = std::move(inherited);
+  return identity;
+}
+
+std::map<std::string, int64_t> DockerEngine::InheritedUlimits() {
+  {
+    MutexLock lock(identity_mutex_);
+    if (identity_) return inherited_ulimits_;
+  }
+  if (!Identify().ok()) return {};
+  MutexLock lock(identity_mutex_);
+  return inherited_ulimits_;
 }
 
 Status DockerEngine::Ping(std::chrono::milliseconds timeout) {
@@ -229,9 +300,11 @@ Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
   if (!requests.empty()) host["DeviceRequests"] = requests;
   if (spec.pids_limit > 0) host["PidsLimit"] = spec.pids_limit;
   if (spec.shm_bytes > 0) host["ShmSize"] = spec.shm_bytes;
-  if (!spec.ulimits.empty()) {
+  std::map<std::string, int64_t> limits = spec.ulimits;
+  for (const auto& [name, value] : InheritedUlimits()) limits.emplace(name, value);  // what the spec names stays
+  if (!limits.empty()) {
     json ulimits = json::array();
-    for (const auto& [name, value] : spec.ulimits) ulimits.push_back({{"Name", name}, {"Soft", value}, {"Hard", value}});
+    for (const auto& [name, value] : limits) ulimits.push_back({{"Name", name}, {"Soft", value}, {"Hard", value}});
     host["Ulimits"] = std::move(ulimits);
   }
   if (!spec.mounts.empty()) {
@@ -557,6 +630,9 @@ Status DockerEngine::StreamEvents(const std::vector<std::string>& label_filters,
                                   const std::atomic<bool>& stop) {
   json extra = {{"type", json::array({"container"})}};
   if (!actions.empty()) extra["event"] = actions;
+  // Podman sends a death as "die" but filters it by its own name, "died";
+  // Docker takes an event name it does not know as matching nothing.
+  if (std::find(actions.begin(), actions.end(), "die") != actions.end()) extra["event"].push_back("died");
   const std::string path = std::string(kApi) + "/events?filters=" + LabelFilters(label_filters, std::move(extra));
   LineSplitter lines;
   bool overlong = false;
@@ -639,6 +715,14 @@ Result<std::string> DockerEngine::RegistryDigest(const std::string& image, const
   if (Status on_route = PathStaysOnItsRoute(what, path); !on_route.ok()) return on_route;
   auto response = http_.Request("GET", path, "", kCallTimeout, AuthHeader(registry_auth));
   if (!response.ok()) return response.status().WithPrefix(what);
+  // The engine's own 404 is a JSON message about the image; a router's
+  // plain "Not Found" means the engine has no such route (Podman).
+  if (response->status == 404 && !ParseJsonWithin(response->body))
+    return Status::FailedPrecondition(
+        what + ": the engine at " + http_.Describe() +
+        " cannot ask a registry which digest a tag names (it has no GET /distribution/{name}/json; Podman has "
+        "none); create with \"pull\": \"missing\" or \"always\", or name the image by its digest "
+        "(name@sha256:...)");
   if (response->status < 200 || response->status >= 300)
     return PullError(response->status, EngineMessage(response->body)).WithPrefix(what);
   auto j = ParseJson(response->body, what);

@@ -5,13 +5,16 @@
 // Errors follow container_engine.h and always keep the engine's own message.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <functional>
 #include <string_view>
 
 #include "common/byte_budget.h"
 #include "common/http_client.h"
+#include "common/mutex.h"
 #include "engine/container_engine.h"
 
 namespace slotd {
@@ -23,7 +26,8 @@ class DockerEngine : public ContainerEngine {
   // call. kInvalidArgument for any other form.
   static Result<std::unique_ptr<DockerEngine>> FromHost(const std::string& docker_host);
 
-  Result<std::string> Version() override;
+  // GET /version; remembers which engine it is (see Create).
+  Result<EngineIdentity> Identify() override;
   Status Ping(std::chrono::milliseconds timeout) override;
   // Sets Image, Cmd, Env, Labels, ExposedPorts and HostConfig (CpusetCpus,
   // CpuQuota/CpuPeriod, Memory with MemorySwap equal to it so that the limit
@@ -31,6 +35,13 @@ class DockerEngine : public ContainerEngine {
   // address, DeviceRequests). API 1.41 has no CDI field: each CDI name is sent
   // as a DeviceRequest with Driver "cdi", which engines with CDI support
   // (Docker 25+) resolve and older ones refuse at start.
+  // On Podman, which gives a container nofile and nproc limits of its own
+  // (1048576) when it is given none, and whose runtime then fails to start
+  // it where it lacks CAP_SYS_RESOURCE, each of the two a spec does not name
+  // is sent at the limit a container of Docker inherits: the engine's own
+  // hard limit (of the process serving its unix socket), or the agent's
+  // where lower or where the engine's cannot be read (TCP, another pid
+  // namespace).
   // kNotFound when the image is missing; kConflict when the name is taken.
   Result<std::string> Create(const ContainerSpec& spec) override;
   // Starting a running container is OK.
@@ -86,9 +97,18 @@ class DockerEngine : public ContainerEngine {
                       const std::atomic<bool>& stop) override;
 
  private:
-  explicit DockerEngine(HttpClient http);
+  DockerEngine(HttpClient http, std::string socket_path);
 
-  const HttpClient http_;  // constant after construction
+  // The limits Create adds to a spec that names neither nofile nor nproc:
+  // empty on Docker; on Podman, as Create says. Identifies the engine first
+  // when it has not answered yet (empty when it does not).
+  std::map<std::string, int64_t> InheritedUlimits();
+
+  const HttpClient http_;          // constant after construction
+  const std::string socket_path_;  // the unix socket's path; empty for TCP
+  Mutex identity_mutex_;
+  std::optional<EngineIdentity> identity_ GUARDED_BY(identity_mutex_);  // once Identify has answered
+  std::map<std::string, int64_t> inherited_ulimits_ GUARDED_BY(identity_mutex_);
   // The output every one-shot exec running now holds (ExecResult::kMaxExecOutputHeld).
   ByteBudget exec_output_{ExecResult::kMaxExecOutputHeld};
 };
