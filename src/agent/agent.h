@@ -218,6 +218,19 @@ class Agent {
   // ends. StopExpiredKernels stops a kernel whose window has lasted its
   // `for` ("idle"); WarnKernels warns it `before` that.
   void NoteActivity(const std::vector<KernelActivity>& activity) EXCLUDES(mutex_);
+  // How many of a RUNNING kernel's processes its cgroup says were killed for
+  // lack of memory (CgroupSample::oom_kills).
+  struct KernelMemoryKills {
+    std::string kernel_id;
+    std::string container_id;
+    uint64_t oom_kills = 0;
+  };
+  // Raises each RUNNING kernel's oom_kills to its cgroup's count where that
+  // is higher: the kernel's condition says so (kernel_condition), and its
+  // end with code 137 after it is "out of memory". The engine's oom events
+  // count the same kills; this is what tells them on an engine that sends
+  // none (Podman).
+  void NoteMemoryKills(const std::vector<KernelMemoryKills>& kills) EXCLUDES(mutex_);
   // An interactive exec of `kernel_id` (ExecInteractive) ended.
   void InteractiveExecEnded(const std::string& kernel_id) EXCLUDES(mutex_);
 

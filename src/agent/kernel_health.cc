@@ -5,6 +5,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <limits>
+
 namespace slotd {
 
 using nlohmann::json;
@@ -105,6 +108,19 @@ void Agent::NoteActivity(const std::vector<KernelActivity>& activity) {
     k->idle_since_ms = a.at_ms;
     spdlog::info("kernel {}: idle; stopped after {} ms more unless it gets busy", a.kernel_id, rule.idle_for.count());
     table_.Announce("kernel_idle", *k, {{"idle_since_ms", a.at_ms}, {"stop_at_ms", a.at_ms + rule.idle_for.count()}});
+  }
+}
+
+void Agent::NoteMemoryKills(const std::vector<KernelMemoryKills>& kills) {
+  MutexLock lock(mutex_);
+  for (const KernelMemoryKills& seen : kills) {
+    Kernel* k = table_.Find(seen.kernel_id);
+    if (!k || k->container_id != seen.container_id || k->state() != KernelState::kRunning) continue;
+    if (seen.oom_kills <= static_cast<uint64_t>(k->oom_kills)) continue;
+    k->oom_kills = static_cast<int>(std::min<uint64_t>(seen.oom_kills, std::numeric_limits<int>::max()));
+    spdlog::warn("kernel {}: its cgroup counts {} process(es) killed for lack of memory", seen.kernel_id,
+                 k->oom_kills);
+    table_.Announce("kernel_condition", *k, {{"condition", json(k->Conditions())}});
   }
 }
 

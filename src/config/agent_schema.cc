@@ -409,7 +409,7 @@ KeyTable<MountAllow> MountAllowKeys() {
 
 KeyTable<ContainerConfig> ContainerKeys() {
   return {"container", "[container]", {
-    MemberKey("docker-host", &ContainerConfig::docker_host, StringType(), "The Docker Engine to use.",
+    MemberKey("docker-host", &ContainerConfig::docker_host, StringType(), "The engine to use: Docker, or Podman's Docker-compatible service (see [engines.md](engines.md)).",
               {DockerHostScheme()})
         .DefaultsTo("`$DOCKER_HOST` if set, else " + StringType().Show(ContainerConfig{}.docker_host),
                     ResolveDefaultDockerHost),
@@ -532,7 +532,9 @@ KeyTable<ContainerConfig> ContainerKeys() {
               "(write `memlock` again to keep it): GPU and RDMA libraries need an unlimited `memlock`, and a "
               "runtime cannot set a limit above its own, so the default is the agent's own (the packaged "
               "systemd unit runs it with `LimitMEMLOCK=infinity`, as dockerd's does). `{}` leaves every limit to "
-              "the engine. The number of processes is `pids-limit`'s.")
+              "the engine. On Podman, `nofile` and `nproc`, unless named here, are sent at the engine's own limits "
+              "(Podman would set 1048576, which a runtime without `CAP_SYS_RESOURCE` cannot; see "
+              "[engines.md](engines.md)). The number of processes is `pids-limit`'s.")
         .DefaultsTo("`memlock` at the agent's own hard limit", ResolveDefaultUlimits),
     MemberKey("mount-allow", &ContainerConfig::mount_allow,
               TableListType(MountAllowKeys(), "entry tables like [{ path = \"/srv/datasets\", mode = \"ro\" }]",

@@ -120,6 +120,15 @@ std::vector<StatsTarget> StatsTargetsOf(const Agent& agent) {
   return targets;
 }
 
+// What each measured kernel's cgroup of `snapshot` counts of processes
+// killed for lack of memory, where it counts any.
+std::vector<Agent::KernelMemoryKills> MemoryKillsOf(const StatsSnapshot& snapshot) {
+  std::vector<Agent::KernelMemoryKills> kills;
+  for (const auto& [id, k] : snapshot.kernels)
+    if (k.sample.oom_kills > 0) kills.push_back({id, k.container_id, k.sample.oom_kills});
+  return kills;
+}
+
 // How busy each measured kernel of `snapshot` was: its CPU and the busiest
 // measured device it holds (the agent's idle windows).
 std::vector<Agent::KernelActivity> ActivityOf(const StatsSnapshot& snapshot) {
@@ -187,7 +196,10 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   stats.cores = config.resource.allowed_cores;
   stats.memory_share_bytes = config.resource.memory_size;
   stats.unmetered_devices = agent.UnmeteredDevices();
-  stats.on_sweep = [&agent](const StatsSnapshot& snapshot) { agent.NoteActivity(ActivityOf(snapshot)); };
+  stats.on_sweep = [&agent](const StatsSnapshot& snapshot) {
+    agent.NoteActivity(ActivityOf(snapshot));
+    agent.NoteMemoryKills(MemoryKillsOf(snapshot));
+  };
   StatsCollector collector(stats, [&agent] { return StatsTargetsOf(agent); }, engine, agent.DeviceMeters());
 
   http::ServerOptions limits;

@@ -276,6 +276,8 @@ Result<CgroupSample> CgroupReader::Read(const CgroupPaths& paths) const {
       any_file |= ReadNumberFile(dir, "memory.max", sample.memory_limit_bytes);  // "max" reads as 0
       any_file |= ForEachLineOf(dir, "memory.stat",
                                 [&](std::string_view line) { KeyedValue(line, "file", sample.memory_cache_bytes); });
+      any_file |= ForEachLineOf(dir, "memory.events",
+                                [&](std::string_view line) { KeyedValue(line, "oom_kill", sample.oom_kills); });
     } else {
       any_file |= ReadNumberFile(dir, "memory.usage_in_bytes", sample.memory_used_bytes);
       any_file |= ReadNumberFile(dir, "memory.limit_in_bytes", sample.memory_limit_bytes);
@@ -287,6 +289,8 @@ Result<CgroupSample> CgroupReader::Read(const CgroupPaths& paths) const {
         has_total = KeyedValue(line, "total_cache", total_cache) || has_total;
       });
       sample.memory_cache_bytes = has_total ? total_cache : cache;
+      any_file |= ForEachLineOf(dir, "memory.oom_control",
+                                [&](std::string_view line) { KeyedValue(line, "oom_kill", sample.oom_kills); });
     }
   }
 

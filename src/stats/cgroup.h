@@ -39,6 +39,11 @@ struct CgroupSample {
   // "used" figure docker stats shows). v1: memory.stat "total_cache" (the
   // hierarchy), else "cache"; v2: memory.stat "file".
   uint64_t memory_cache_bytes = 0;
+  // Processes of the cgroup the kernel's OOM killer has killed for lack of
+  // its memory, since the cgroup was created: the engine's own word where it
+  // sends none (Podman). v1: memory.oom_control "oom_kill"; v2: memory.events
+  // "oom_kill".
+  uint64_t oom_kills = 0;
   // Tasks (threads included) in the cgroup. v1 and v2: pids.current.
   uint64_t pids = 0;
   // Bytes read from and written to block devices, summed over devices.

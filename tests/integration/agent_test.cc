@@ -424,6 +424,16 @@ TEST(Agent, APauseOrAnUpdateBehindTheAgentsBackIsReportedAsTheKernelsCondition) 
   json clear = WaitForKernel(agent, "k1", [](const json& r) { return r["condition"].is_null(); });
   EXPECT_TRUE(clear["condition"].is_null()) << clear.dump();
 
+  if (EngineIsPodman()) {
+    // Podman's compatible API has no update (404), so no client of it can
+    // move the kernel. (`podman update` can, and its inspect keeps the old
+    // cpuset: seeing that needs the cgroup read, which is not done yet;
+    // docs/engines.md.)
+    const CommandResult update = RunCommand({"docker", "update", "--cpuset-cpus", "1", container});
+    EXPECT_NE(update.exit_code, 0) << update.out;
+    EXPECT_TRUE(agent.CallJson("GET", "/v1/kernels/k1", nullptr, 200)["condition"].is_null());
+    return;
+  }
   ASSERT_EQ(RunCommand({"docker", "update", "--cpuset-cpus", "1", container}).exit_code, 0);
   json moved = WaitForKernel(agent, "k1", [](const json& r) { return r["condition"].is_string(); });
   ASSERT_TRUE(moved["condition"].is_string()) << moved.dump();

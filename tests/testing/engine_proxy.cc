@@ -12,13 +12,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <stdexcept>
 #include <string_view>
 
 #include "api/http_server.h"  // http::PercentDecode
+#include "common/process_limits.h"
 
 namespace slotd {
 namespace {
@@ -182,31 +181,16 @@ namespace {
 // Lowers this process's hard (and soft) RLIMIT_NOFILE and RLIMIT_NPROC to
 // those of the process listening on `socket_path`, where higher.
 void LowerLimitsTo(const std::string& socket_path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const sockaddr_un addr = UnixAddress(socket_path);
-  ucred peer{};
-  socklen_t size = sizeof peer;
-  const bool known = fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
-                     ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0 && peer.pid > 0;
-  if (fd >= 0) ::close(fd);
-  if (!known) return;
-  std::ifstream limits("/proc/" + std::to_string(peer.pid) + "/limits");
-  for (std::string line; std::getline(limits, line);) {
-    const std::string_view row = line.rfind("Max open files", 0) == 0  ? "Max open files"
-                                 : line.rfind("Max processes", 0) == 0 ? "Max processes"
-                                                                       : "";
-    if (row.empty()) continue;
-    const int resource = row == "Max open files" ? RLIMIT_NOFILE : RLIMIT_NPROC;
-    std::istringstream fields(line.substr(row.size()));
-    std::string soft, hard;
-    fields >> soft >> hard;
-    if (hard == "unlimited" || hard.empty() || hard.find_first_not_of("0123456789") != std::string::npos) continue;
+  const pid_t engine = UnixSocketListenerPid(socket_path);
+  if (engine <= 0) return;
+  for (const auto& [resource, row] : {std::pair{RLIMIT_NOFILE, "Max open files"}, std::pair{RLIMIT_NPROC, "Max processes"}}) {
+    const std::optional<int64_t> limit = ProcessHardLimit(engine, row);
     rlimit own{};
-    if (::getrlimit(resource, &own) != 0) continue;
-    const rlim_t engine = std::stoull(hard);
-    if (own.rlim_max != RLIM_INFINITY && own.rlim_max <= engine) continue;
-    own.rlim_max = engine;
-    own.rlim_cur = std::min(own.rlim_cur, engine);
+    if (!limit || ::getrlimit(resource, &own) != 0) continue;
+    const rlim_t theirs = static_cast<rlim_t>(*limit);
+    if (own.rlim_max != RLIM_INFINITY && own.rlim_max <= theirs) continue;
+    own.rlim_max = theirs;
+    own.rlim_cur = std::min(own.rlim_cur, theirs);
     ::setrlimit(resource, &own);
   }
 }

@@ -691,6 +691,28 @@ TEST_F(AgentTest, RelistAdoptsAnExitedOwnedContainerAsTerminatedHoldingNothing) 
   ExpectNothingHeld();
 }
 
+// An engine that sends no oom event (Podman): the kills the kernel's cgroup
+// counts are its condition, and a kill (137) after them is "out of memory".
+// A count the agent already has, or one of another container, changes nothing.
+TEST_F(AgentTest, KillsForLackOfMemoryThatTheCgroupCountsAreTheConditionAndTheReasonOfTheEnd) {
+  Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
+  agent_->NoteMemoryKills({{"k1", "another-container", 5}});
+  EXPECT_EQ(agent_->GetKernel("k1")->oom_kills, 0);
+  agent_->NoteMemoryKills({{"k1", k1.container_id, 2}});
+  auto k = agent_->GetKernel("k1");
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->oom_kills, 2);
+  EXPECT_NE(k->Conditions().find("2 processes killed for lack of memory"), std::string::npos) << k->Conditions();
+  agent_->NoteMemoryKills({{"k1", k1.container_id, 1}});  // an older reading
+  EXPECT_EQ(agent_->GetKernel("k1")->oom_kills, 2);
+
+  agent_->OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 137));
+  k = agent_->GetKernel("k1");
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->state(), KernelState::kTerminated);
+  EXPECT_EQ(k->reason, "out of memory");
+}
+
 // A TERMINATED kernel's container started again by someone else while its
 // cores went to another kernel, the event lost: the relist must not leave
 // the record saying TERMINATED while the container runs on another kernel's

@@ -60,6 +60,7 @@ void WriteV1Measures(const CgroupTree& host, const std::string& path) {
   host.Write(base + "memory" + path + "/memory.limit_in_bytes", "268435456\n");
   host.Write(base + "memory" + path + "/memory.stat",
              "cache 1000\nrss 2000\nswapcached 0\ntotal_cache 4096000\ntotal_rss 2000\n");
+  host.Write(base + "memory" + path + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
   host.Write(base + "pids" + path + "/pids.current", "7\n");
   host.Write(base + "blkio" + path + "/blkio.throttle.io_service_bytes_recursive",
              "8:0 Read 4096\n8:0 Write 1024\n8:0 Sync 5120\n8:0 Async 0\n8:0 Discard 0\n8:0 Total 5120\n"
@@ -71,6 +72,7 @@ void ExpectV1Measures(const CgroupSample& s) {
   EXPECT_EQ(s.memory_used_bytes, 52428800u);
   EXPECT_EQ(s.memory_limit_bytes, 268435456u);
   EXPECT_EQ(s.memory_cache_bytes, 4096000u);  // total_cache wins over cache
+  EXPECT_EQ(s.oom_kills, 2u);
   EXPECT_EQ(s.pids, 7u);
   EXPECT_EQ(s.io_read_bytes, 4196u);
   EXPECT_EQ(s.io_write_bytes, 1044u);
@@ -83,6 +85,7 @@ void WriteV2Measures(const CgroupTree& host, const std::string& dir, const std::
   host.Write(base + "/memory.current", "7340032\n");
   host.Write(base + "/memory.max", memory_max + "\n");
   host.Write(base + "/memory.stat", "anon 1000\nfile 3145728\nkernel 10\nfile_mapped 5\n");
+  host.Write(base + "/memory.events", "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\noom_group_kill 0\n");
   host.Write(base + "/pids.current", "3\n");
   host.Write(base + "/io.stat",
              "8:0 rbytes=8192 wbytes=4096 rios=2 wios=1 dbytes=0 dios=0\n"
@@ -93,6 +96,7 @@ void ExpectV2Measures(const CgroupSample& s) {
   EXPECT_EQ(s.cpu_usage_ns, 2500000u);
   EXPECT_EQ(s.memory_used_bytes, 7340032u);
   EXPECT_EQ(s.memory_cache_bytes, 3145728u);
+  EXPECT_EQ(s.oom_kills, 1u);  // not oom_group_kill's
   EXPECT_EQ(s.pids, 3u);
   EXPECT_EQ(s.io_read_bytes, 8202u);
   EXPECT_EQ(s.io_write_bytes, 4101u);

@@ -1,7 +1,7 @@
 #include "engine/docker/docker_engine.h"
 
 #include "common/json_reader.h"
-#include "common/unique_fd.h"
+#include "common/process_limits.h"
 #include "engine/docker/docker_answers.h"
 #include "engine/docker/docker_json.h"
 #include "engine/image_ref.h"
@@ -9,16 +9,11 @@
 #include <spdlog/spdlog.h>
 
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 
 #include <algorithm>
-#include <charconv>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -114,13 +109,21 @@ std::string EngineMessage(const std::string& body) {
   return message;
 }
 
+// The HTTP status Docker answers where Podman answers 500 with a "cause"
+// that says the same (a name in use, a container in the wrong state): 409.
+long DockerStatusOf(const HttpResponse& response) {
+  if (response.status != 500) return response.status;
+  const std::optional<json> j = ParseJsonWithin(response.body);
+  const std::string cause = j ? StringField(*j, "cause") : "";
+  return cause == "that name is already in use" || cause == "container state improper" ? 409 : 500;
+}
+
 // The engine's error for a non-2xx `response` to the operation `what`,
 // keeping the engine's own message.
 Status EngineError(const std::string& what, const HttpClient& http, const HttpResponse& response) {
   const std::string message = EngineMessage(response.body);
-  return StatusForHttpError(response.status, what + ": " + message + " (Docker engine at " +
-                                                 http.Describe() + ", HTTP " +
-                                                 std::to_string(response.status) + ")");
+  return StatusForHttpError(DockerStatusOf(response), what + ": " + message + " (engine at " + http.Describe() +
+                                                          ", HTTP " + std::to_string(response.status) + ")");
 }
 
 // OK when the engine reads `path` (up to its query) as the route it was
@@ -163,44 +166,12 @@ Result<HttpResponse> Call(const HttpClient& http, const std::string& what,
   return EngineError(what, http, *response);
 }
 
-// The pid of the process that listens on the unix socket `path` (its peer
-// credentials); 0 when it cannot be known.
-pid_t ListenerPid(const std::string& path) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address{};
-  if (!fd.valid() || path.size() >= sizeof(address.sun_path)) return 0;
-  address.sun_family = AF_UNIX;
-  path.copy(address.sun_path, path.size());
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) return 0;
-  ucred peer{};
-  socklen_t size = sizeof(peer);
-  if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) return 0;
-  return peer.pid;  // 0 when the listener is in another pid namespace
-}
-
 // The hard limit of `resource` as this process has it.
 int64_t OwnHardLimit(int resource) {
   rlimit limit{};
   if (::getrlimit(resource, &limit) != 0 || limit.rlim_max == RLIM_INFINITY)
     return std::numeric_limits<int64_t>::max();
   return static_cast<int64_t>(limit.rlim_max);
-}
-
-// The hard limit on the line of /proc/PID/limits that starts with `row`
-// ("Max open files"); nothing when it is unlimited or cannot be read.
-std::optional<int64_t> ProcessHardLimit(pid_t pid, std::string_view row) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/limits");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(row, 0) != 0) continue;
-    std::istringstream fields(line.substr(row.size()));
-    std::string soft, hard;
-    fields >> soft >> hard;
-    int64_t value = 0;
-    const auto [end, error] = std::from_chars(hard.data(), hard.data() + hard.size(), value);
-    if (error != std::errc() || end != hard.data() + hard.size()) return std::nullopt;
-    return value;
-  }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -231,7 +202,7 @@ Result<EngineIdentity> DockerEngine::Identify() {
   if (!identity.ok()) return identity.status();
   std::map<std::string, int64_t> inherited;
   if (identity->name == "podman") {
-    const pid_t engine = socket_path_.empty() ? 0 : ListenerPid(socket_path_);
+    const pid_t engine = socket_path_.empty() ? 0 : UnixSocketListenerPid(socket_path_);
     for (const auto& [name, resource, row] : {std::tuple{"nofile", RLIMIT_NOFILE, "Max open files"},
                                               std::tuple{"nproc", RLIMIT_NPROC, "Max processes"}}) {
       int64_t limit = OwnHardLimit(resource);
@@ -244,6 +215,15 @@ Result<EngineIdentity> DockerEngine::Identify() {
   identity_ = *identity;
   inherited_ulimits_ = std::move(inherited);
   return identity;
+}
+
+bool DockerEngine::IsPodman() {
+  {
+    MutexLock lock(identity_mutex_);
+    if (identity_) return identity_->name == "podman";
+  }
+  auto identity = Identify();
+  return identity.ok() && identity->name == "podman";
 }
 
 std::map<std::string, int64_t> DockerEngine::InheritedUlimits() {
@@ -287,6 +267,11 @@ Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
     config["ExposedPorts"] = exposed;
     host["PortBindings"] = bindings;
   }
+  if ((!spec.device_requests.empty() || !spec.cdi_devices.empty()) && IsPodman())
+    return Status::FailedPrecondition(
+        what + ": the engine at " + http_.Describe() +
+        " is Podman, whose Docker-compatible API ignores device requests (the NVIDIA driver's and CDI's alike), "
+        "so the container would start without its devices; run GPU kernels on a Docker engine");
   json requests = json::array();
   for (const auto& d : spec.device_requests) {
     json caps = json::array();

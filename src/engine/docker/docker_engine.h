@@ -41,7 +41,9 @@ class DockerEngine : public ContainerEngine {
   // is sent at the limit a container of Docker inherits: the engine's own
   // hard limit (of the process serving its unix socket), or the agent's
   // where lower or where the engine's cannot be read (TCP, another pid
-  // namespace).
+  // namespace). Podman's API ignores device requests (DeviceRequests, CDI
+  // names): a spec with any is kFailedPrecondition there, never a container
+  // without its devices.
   // kNotFound when the image is missing; kConflict when the name is taken.
   Result<std::string> Create(const ContainerSpec& spec) override;
   // Starting a running container is OK.
@@ -103,6 +105,9 @@ class DockerEngine : public ContainerEngine {
   // empty on Docker; on Podman, as Create says. Identifies the engine first
   // when it has not answered yet (empty when it does not).
   std::map<std::string, int64_t> InheritedUlimits();
+  // Whether the engine is Podman; identifies it first when it has not
+  // answered yet (false when it does not).
+  bool IsPodman();
 
   const HttpClient http_;          // constant after construction
   const std::string socket_path_;  // the unix socket's path; empty for TCP
