@@ -228,6 +228,15 @@ TEST_F(ImagePullerTest, ErrorsNameTheImageAndTheRegistryAndWhatToDo) {
   Status down = puller.Ensure(ParseImageRef("r:5000/x:1"), PullPolicy::kDigest).status();
   EXPECT_EQ(down.code(), Status::Code::kUnavailable);
   EXPECT_NE(down.message().find("registry r:5000 cannot be reached"), std::string::npos) << down.message();
+  // Podman's (and Docker's, off loopback) refusal of a registry over plain HTTP.
+  engine_.FailNext(FakeEngine::Method::kPull,
+                   Status::Internal("pinging container registry 127.0.0.1:5000: Get \"https://127.0.0.1:5000/v2/\": "
+                                    "http: server gave HTTP response to HTTPS client"));
+  Status plain = puller.Ensure(ParseImageRef("127.0.0.1:5000/x:1"), PullPolicy::kTag).status();
+  EXPECT_EQ(plain.code(), Status::Code::kUnavailable);
+  EXPECT_NE(plain.message().find("registry 127.0.0.1:5000 speaks plain HTTP"), std::string::npos) << plain.message();
+  EXPECT_NE(plain.message().find("location = \"127.0.0.1:5000\" insecure = true"), std::string::npos)
+      << plain.message();
 }
 
 TEST_F(ImagePullerTest, ConcurrentEnsuresOfOneMissingImageShareOnePull) {
