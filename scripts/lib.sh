@@ -42,6 +42,16 @@ export SLOTD_EXIT_STATUS
 # tenth less time than with g++ and ld on two cores).
 SLOTD_CHECK_CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Check -DCMAKE_CXX_COMPILER=clang++-14
                         -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld-14 -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld-14)
+# Configures build/ afresh when it was configured with another compiler (g++
+# before clang-14 was the default): CMake would otherwise wipe its cache and
+# re-run without SLOTD_CHECK_CMAKE_ARGS' build type. Usage: slotd_forget_other_compiler DIR
+slotd_forget_other_compiler() {
+  local cached
+  cached=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$1/CMakeCache.txt" 2>/dev/null || true)
+  [[ -z $cached || ${cached##*/} == clang++-14 ]] && return 0
+  slotd_log "$1/ was configured with $cached; configuring it afresh with clang++-14"
+  rm -rf "$1/CMakeCache.txt" "$1/CMakeFiles"
+}
 SLOTD_ENGINE_DIRS=()  # the private engines started here, while they run
 SLOTD_ENGINE_PIDS=()
 SLOTD_ENGINE_HOST=    # the socket of the last one slotd_engine_add started

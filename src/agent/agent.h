@@ -218,19 +218,22 @@ class Agent {
   // ends. StopExpiredKernels stops a kernel whose window has lasted its
   // `for` ("idle"); WarnKernels warns it `before` that.
   void NoteActivity(const std::vector<KernelActivity>& activity) EXCLUDES(mutex_);
-  // How many of a RUNNING kernel's processes its cgroup says were killed for
-  // lack of memory (CgroupSample::oom_kills).
-  struct KernelMemoryKills {
+  // What a RUNNING kernel's cgroup says (CgroupSample): how many of its
+  // processes were killed for lack of memory, and the cores it may run on.
+  struct KernelCgroupReading {
     std::string kernel_id;
     std::string container_id;
     uint64_t oom_kills = 0;
+    std::optional<std::vector<int>> cores;  // unset: not read
   };
-  // Raises each RUNNING kernel's oom_kills to its cgroup's count where that
-  // is higher: the kernel's condition says so (kernel_condition), and its
-  // end with code 137 after it is "out of memory". The engine's oom events
-  // count the same kills; this is what tells them on an engine that sends
-  // none (Podman).
-  void NoteMemoryKills(const std::vector<KernelMemoryKills>& kills) EXCLUDES(mutex_);
+  // For each RUNNING kernel read: raises its oom_kills to its cgroup's count
+  // where that is higher (its condition says so, kernel_condition, and its
+  // end with code 137 after it is "out of memory"); and when its cores
+  // differ from those last read, keeps them (Kernel::cgroup_cores) and checks
+  // its drift (CheckDrift, which takes them over inspect's cpuset). The
+  // engine's oom and update events say the same on Docker; this is what
+  // tells them on an engine that sends none (Podman).
+  void NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings) EXCLUDES(mutex_);
   // An interactive exec of `kernel_id` (ExecInteractive) ended.
   void InteractiveExecEnded(const std::string& kernel_id) EXCLUDES(mutex_);
 

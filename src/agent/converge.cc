@@ -100,8 +100,11 @@ static std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
   std::vector<std::string> drift;
   if (info.state == "paused") drift.push_back("paused outside slotd (docker unpause it)");
   const std::string cpuset = FormatCoreList(kernel.allocation.cores);
-  if (!kernel.allocation.cores.empty() && info.cpuset_cpus != cpuset)
-    drift.push_back("its cpuset was changed outside slotd to \"" + info.cpuset_cpus + "\" (allocated: " + cpuset + ")");
+  // The cgroup where it was read: Podman's inspect keeps the cpuset a
+  // container was created with after `podman update`.
+  const std::string actual = kernel.cgroup_cores ? FormatCoreList(*kernel.cgroup_cores) : info.cpuset_cpus;
+  if (!kernel.allocation.cores.empty() && actual != cpuset)
+    drift.push_back("its cpuset was changed outside slotd to \"" + actual + "\" (allocated: " + cpuset + ")");
   if (kernel.allocation.mem_bytes > 0 && static_cast<uint64_t>(info.memory_bytes) != kernel.allocation.mem_bytes)
     drift.push_back("its memory limit was changed outside slotd to " + std::to_string(info.memory_bytes) +
                     " bytes (allocated: " + std::to_string(kernel.allocation.mem_bytes) + ")");

@@ -126,6 +126,10 @@ struct Kernel {
   // (oom events) since the agent knows it; a child killed while PID 1 runs
   // on is a condition of the running kernel, not its end.
   int oom_kills = 0;
+  // The cores its container's cgroup allows, as the stats loop last read
+  // them (an engine's inspect may keep a cpuset changed beside it); unset:
+  // not read (yet, or stats-type docker).
+  std::optional<std::vector<int>> cgroup_cores;
   Allocation allocation;
   bool holds_resources = false;  // whether `allocation` is taken from the plugins now
   int64_t created_at = 0;    // unix seconds

@@ -111,17 +111,25 @@ void Agent::NoteActivity(const std::vector<KernelActivity>& activity) {
   }
 }
 
-void Agent::NoteMemoryKills(const std::vector<KernelMemoryKills>& kills) {
-  MutexLock lock(mutex_);
-  for (const KernelMemoryKills& seen : kills) {
-    Kernel* k = table_.Find(seen.kernel_id);
-    if (!k || k->container_id != seen.container_id || k->state() != KernelState::kRunning) continue;
-    if (seen.oom_kills <= static_cast<uint64_t>(k->oom_kills)) continue;
-    k->oom_kills = static_cast<int>(std::min<uint64_t>(seen.oom_kills, std::numeric_limits<int>::max()));
-    spdlog::warn("kernel {}: its cgroup counts {} process(es) killed for lack of memory", seen.kernel_id,
-                 k->oom_kills);
-    table_.Announce("kernel_condition", *k, {{"condition", json(k->Conditions())}});
+void Agent::NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings) {
+  std::vector<std::pair<std::string, std::string>> moved;  // (kernel, container) whose cores changed
+  {
+    MutexLock lock(mutex_);
+    for (const KernelCgroupReading& seen : readings) {
+      Kernel* k = table_.Find(seen.kernel_id);
+      if (!k || k->container_id != seen.container_id || k->state() != KernelState::kRunning) continue;
+      if (seen.cores && seen.cores != k->cgroup_cores) {
+        k->cgroup_cores = seen.cores;
+        moved.emplace_back(seen.kernel_id, seen.container_id);
+      }
+      if (seen.oom_kills <= static_cast<uint64_t>(k->oom_kills)) continue;
+      k->oom_kills = static_cast<int>(std::min<uint64_t>(seen.oom_kills, std::numeric_limits<int>::max()));
+      spdlog::warn("kernel {}: its cgroup counts {} process(es) killed for lack of memory", seen.kernel_id,
+                   k->oom_kills);
+      table_.Announce("kernel_condition", *k, {{"condition", json(k->Conditions())}});
+    }
   }
+  for (const auto& [kernel_id, container_id] : moved) CheckDrift(kernel_id, container_id);
 }
 
 }  // namespace slotd

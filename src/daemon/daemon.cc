@@ -13,6 +13,7 @@
 #include "agent/watcher.h"
 #include "api/server.h"
 #include "common/token_file.h"
+#include "common/units.h"
 #include "common/version.h"
 #include "config/config.h"
 #include "config/local_checks.h"
@@ -120,13 +121,17 @@ std::vector<StatsTarget> StatsTargetsOf(const Agent& agent) {
   return targets;
 }
 
-// What each measured kernel's cgroup of `snapshot` counts of processes
-// killed for lack of memory, where it counts any.
-std::vector<Agent::KernelMemoryKills> MemoryKillsOf(const StatsSnapshot& snapshot) {
-  std::vector<Agent::KernelMemoryKills> kills;
-  for (const auto& [id, k] : snapshot.kernels)
-    if (k.sample.oom_kills > 0) kills.push_back({id, k.container_id, k.sample.oom_kills});
-  return kills;
+// What each measured kernel's cgroup of `snapshot` says of its processes
+// killed for lack of memory and of its cores.
+std::vector<Agent::KernelCgroupReading> CgroupReadingsOf(const StatsSnapshot& snapshot) {
+  std::vector<Agent::KernelCgroupReading> readings;
+  for (const auto& [id, k] : snapshot.kernels) {
+    Agent::KernelCgroupReading reading{id, k.container_id, k.sample.oom_kills, std::nullopt};
+    if (!k.sample.cpuset_cpus.empty())
+      if (auto cores = ParseCoreList(k.sample.cpuset_cpus); cores.ok()) reading.cores = std::move(*cores);
+    if (reading.oom_kills > 0 || reading.cores) readings.push_back(std::move(reading));
+  }
+  return readings;
 }
 
 // How busy each measured kernel of `snapshot` was: its CPU and the busiest
@@ -198,7 +203,7 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   stats.unmetered_devices = agent.UnmeteredDevices();
   stats.on_sweep = [&agent](const StatsSnapshot& snapshot) {
     agent.NoteActivity(ActivityOf(snapshot));
-    agent.NoteMemoryKills(MemoryKillsOf(snapshot));
+    agent.NoteCgroupReadings(CgroupReadingsOf(snapshot));
   };
   StatsCollector collector(stats, [&agent] { return StatsTargetsOf(agent); }, engine, agent.DeviceMeters());
 

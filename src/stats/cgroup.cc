@@ -218,7 +218,7 @@ Result<CgroupPaths> CgroupReader::Locate(int pid) const {
   Result<std::string> file = ProcPath(pid, "cgroup");
   if (!file.ok()) return file.status();
   // The process's cgroup per wanted v1 controller, and its v2 cgroup.
-  std::string cpuacct, memory, pids, blkio, unified;
+  std::string cpuacct, memory, pids, blkio, cpuset, unified;
   const int error = ForEachLine(file->c_str(), [&](std::string_view line) {
     MembershipLine member;
     if (!ParseMembershipLine(line, member)) return;
@@ -230,6 +230,7 @@ Result<CgroupPaths> CgroupReader::Locate(int pid) const {
     if (ListHas(member.controllers, "memory")) memory.assign(member.path);
     if (ListHas(member.controllers, "pids")) pids.assign(member.path);
     if (ListHas(member.controllers, "blkio")) blkio.assign(member.path);
+    if (ListHas(member.controllers, "cpuset")) cpuset.assign(member.path);
   });
   if (error != 0) return ProcFileError(pid, *file, error);
 
@@ -241,7 +242,8 @@ Result<CgroupPaths> CgroupReader::Locate(int pid) const {
     if (dir.path.empty() && !unified_dir.empty()) dir = {unified_dir, true};
     return dir;
   };
-  CgroupPaths paths{pick("cpuacct", cpuacct), pick("memory", memory), pick("pids", pids), pick("blkio", blkio)};
+  CgroupPaths paths{pick("cpuacct", cpuacct), pick("memory", memory), pick("pids", pids), pick("blkio", blkio),
+                    pick("cpuset", cpuset)};
   if (paths.cpu.path.empty() && paths.memory.path.empty() && paths.pids.path.empty() && paths.io.path.empty()) {
     if (mounts_.empty()) {
       return Status::FailedPrecondition("no cgroup filesystem is listed in " + root_ +
@@ -295,6 +297,11 @@ Result<CgroupSample> CgroupReader::Read(const CgroupPaths& paths) const {
   }
 
   if (!paths.pids.path.empty()) any_file |= ReadNumberFile(paths.pids.path, "pids.current", sample.pids);
+
+  if (!paths.cpuset.path.empty())
+    ForEachLineOf(paths.cpuset.path, "cpuset.cpus", [&](std::string_view line) {
+      if (sample.cpuset_cpus.empty()) sample.cpuset_cpus.assign(line.substr(0, line.find_last_not_of(" \t\r") + 1));
+    });
 
   if (!paths.io.path.empty()) {
     if (paths.io.unified) {

@@ -7,7 +7,8 @@
 // through <root>/proc/<pid>/cgroup (Locate), and then read as often as
 // wanted (Read): locate once per container, read many times. One Read opens
 // each measure file with open/read/close into a stack buffer and parses it
-// without allocating, so it costs microseconds.
+// without allocating (a cpuset list too long for a string's own buffer
+// aside), so it costs microseconds.
 //
 // Thread-safety: every method is const and keeps no mutable state, so a
 // const CgroupReader may be used from any number of threads at once.
@@ -46,6 +47,10 @@ struct CgroupSample {
   uint64_t oom_kills = 0;
   // Tasks (threads included) in the cgroup. v1 and v2: pids.current.
   uint64_t pids = 0;
+  // The cores the cgroup's tasks may run on, as its cpuset.cpus lists them
+  // ("0-3,8"), read because an engine's inspect may not show a change made
+  // beside it (Podman's update); empty: not read, or not restricted there.
+  std::string cpuset_cpus;
   // Bytes read from and written to block devices, summed over devices.
   // v1: "Read" and "Write" lines of the first blkio file that exists of
   // blkio.throttle.io_service_bytes_recursive (the cgroup and its children),
@@ -69,6 +74,7 @@ struct CgroupPaths {
   CgroupDir memory;  // v1: memory
   CgroupDir pids;    // v1: pids
   CgroupDir io;      // v1: blkio
+  CgroupDir cpuset;  // v1: cpuset
 };
 
 class CgroupReader {

@@ -30,7 +30,8 @@ const std::string kV1Mounts =
     "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime shared:12 - cgroup cgroup rw,memory\n"
     "38 31 0:35 / /sys/fs/cgroup/blkio rw,relatime - cgroup cgroup rw,blkio\n"
     "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n"
-    "40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd\n";
+    "40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd\n"
+    "42 31 0:39 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n";
 const std::string kV2Mount = "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
 const std::string kUnifiedMount = "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
 const std::string kOverlayMount =
@@ -40,7 +41,7 @@ const std::string kOverlayMount =
 // hierarchy at `path`.
 std::string V1Membership(const std::string& path, bool unified = false) {
   std::string text = "9:name=systemd:" + path + "\n8:pids:" + path + "\n7:blkio:" + path + "\n6:freezer:" + path +
-                     "\n4:memory:" + path + "\n2:cpu,cpuacct:" + path + "\n";
+                     "\n4:memory:" + path + "\n3:cpuset:" + path + "\n2:cpu,cpuacct:" + path + "\n";
   if (unified) text += "0::" + path + "\n";
   return text;
 }
@@ -62,6 +63,7 @@ void WriteV1Measures(const CgroupTree& host, const std::string& path) {
              "cache 1000\nrss 2000\nswapcached 0\ntotal_cache 4096000\ntotal_rss 2000\n");
   host.Write(base + "memory" + path + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
   host.Write(base + "pids" + path + "/pids.current", "7\n");
+  host.Write(base + "cpuset" + path + "/cpuset.cpus", "2-3,6\n");
   host.Write(base + "blkio" + path + "/blkio.throttle.io_service_bytes_recursive",
              "8:0 Read 4096\n8:0 Write 1024\n8:0 Sync 5120\n8:0 Async 0\n8:0 Discard 0\n8:0 Total 5120\n"
              "253:1 Read 100\n253:1 Write 20\n253:1 Total 120\nTotal 5240\n");
@@ -74,6 +76,7 @@ void ExpectV1Measures(const CgroupSample& s) {
   EXPECT_EQ(s.memory_cache_bytes, 4096000u);  // total_cache wins over cache
   EXPECT_EQ(s.oom_kills, 2u);
   EXPECT_EQ(s.pids, 7u);
+  EXPECT_EQ(s.cpuset_cpus, "2-3,6");
   EXPECT_EQ(s.io_read_bytes, 4196u);
   EXPECT_EQ(s.io_write_bytes, 1044u);
 }
@@ -87,6 +90,7 @@ void WriteV2Measures(const CgroupTree& host, const std::string& dir, const std::
   host.Write(base + "/memory.stat", "anon 1000\nfile 3145728\nkernel 10\nfile_mapped 5\n");
   host.Write(base + "/memory.events", "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\noom_group_kill 0\n");
   host.Write(base + "/pids.current", "3\n");
+  host.Write(base + "/cpuset.cpus", "1\n");
   host.Write(base + "/io.stat",
              "8:0 rbytes=8192 wbytes=4096 rios=2 wios=1 dbytes=0 dios=0\n"
              "259:0 rbytes=10 wbytes=5 rios=1 wios=1 dbytes=0 dios=0\n");
@@ -98,6 +102,7 @@ void ExpectV2Measures(const CgroupSample& s) {
   EXPECT_EQ(s.memory_cache_bytes, 3145728u);
   EXPECT_EQ(s.oom_kills, 1u);  // not oom_group_kill's
   EXPECT_EQ(s.pids, 3u);
+  EXPECT_EQ(s.cpuset_cpus, "1");
   EXPECT_EQ(s.io_read_bytes, 8202u);
   EXPECT_EQ(s.io_write_bytes, 4101u);
 }
