@@ -161,6 +161,9 @@ struct Kernel {
   // How many times it has become RUNNING (its container started, also again
   // in the same container) since this agent knows it; not recorded.
   uint64_t runs = 0;
+  // The kernel table's mutation sequence when it last became RUNNING
+  // (reconcile::Known::running_seq); 0: never.
+  uint64_t running_seq = 0;
 
   const std::string& id() const { return request.kernel_id; }
   // Where it is in its lifecycle. Only KernelTable's transitions change it.

@@ -124,6 +124,7 @@ void KernelTable::Enter(Kernel& kernel, Transition transition, KernelState to, j
     kernel.end_cause.clear();
     ++kernel.runs;
   }
+  if (to == KernelState::kRunning) kernel.running_seq = ++seq_;
   kernel.state_ = to;
   if (const char* event = RuleOf(transition).event) Announce(event, kernel, std::move(extra));
 }
@@ -347,7 +348,7 @@ Status KernelTable::Busy(const Kernel& kernel) const {
 }
 
 reconcile::Known KernelTable::KnownOf(const Kernel& kernel) const {
-  return {kernel.container_id, kernel.state(), OwnedByACall(kernel), kernel.container_seq};
+  return {kernel.container_id, kernel.state(), OwnedByACall(kernel), kernel.container_seq, kernel.running_seq};
 }
 
 std::optional<uint64_t> KernelTable::ForgottenAt(const std::string& kernel_id) const {

@@ -49,7 +49,8 @@ Step DecideOnContainer(const ContainerInfo& info, const Known* known, std::optio
   if (known) {
     if (known->container_id != info.id || known->owned_by_call) return Step::kNothing;
     if (running && Settled(*known)) return Step::kResume;
-    if (!running && known->state == KernelState::kRunning) return Step::kMarkExited;
+    if (!running && known->state == KernelState::kRunning)
+      return known->running_seq > list_seq ? Step::kNothing : Step::kMarkExited;  // a list older than its start
     return Step::kNothing;
   }
   if (forgotten_at_seq && *forgotten_at_seq > list_seq) return Step::kSkipForgotten;

@@ -26,6 +26,10 @@ struct Known {
   bool owned_by_call = false;
   // The agent's mutation sequence when the kernel's container appeared.
   uint64_t container_seq = 0;
+  // The agent's mutation sequence when the kernel last became RUNNING (a
+  // start, a restart, an adoption): a list asked for before it may show its
+  // container as it was before that start.
+  uint64_t running_seq = 0;
 };
 
 // What to do about one container of a relist.

@@ -118,7 +118,7 @@ TEST(Restart, AnAgentKilledDuringABackoffKeepsTheCountAndTheWaitAndRestartsItOnc
     EXPECT_EQ(adopted["exit_code"], 137);
   }
   const json back = PollKernelUntil(agent, "job", [](const json& k) { return k["state"] == "RUNNING"; });
-  EXPECT_EQ(back["restarts"], 2);
+  EXPECT_EQ(back["restarts"], 2) << agent.log();
   // Started once: it stays at two restarts while it runs.
   std::this_thread::sleep_for(milliseconds(500));
   EXPECT_EQ(agent.CallJson("GET", "/v1/kernels/job", nullptr, 200)["restarts"], 2);

@@ -81,6 +81,12 @@ const std::vector<ContainerCase>& ContainerCases() {
       {"running kernel, removing container", Known{"c1", kRunning, false, 5}, "removing", {}, Step::kNothing},
       {"running kernel, a state slotd does not know", Known{"c1", kRunning, false, 5}, "", {}, Step::kNothing},
       {"running kernel, stopped container (Podman)", Known{"c1", kRunning, false, 5}, "stopped", {}, Step::kMarkExited},
+      // A list asked for before the kernel last started shows its container
+      // as it was then: a restart that the list predates is not undone.
+      {"started again after the list began, exited in it", Known{"c1", kRunning, false, 5, kListSeq + 1}, "exited", {},
+       Step::kNothing},
+      {"started before the list began, exited in it", Known{"c1", kRunning, false, 5, kListSeq}, "exited", {},
+       Step::kMarkExited},
       {"terminated kernel, exited container", Known{"c1", kTerminated, false, 5}, "exited", {}, Step::kNothing},
       {"terminated kernel, running again", Known{"c1", kTerminated, false, 5}, "running", {}, Step::kResume},
       {"error kernel, running again", Known{"c1", kError, false, 5}, "running", {}, Step::kResume},
