@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -36,6 +37,9 @@ using Clock = std::chrono::steady_clock;
 // The longest request line and headers together; the request target alone
 // may use at most kMaxTarget of it (else 414).
 constexpr uint32_t kMaxHeaderBytes = 64 * 1024;
+// What a connection answered before its request's body was read whole may
+// still send, read and dropped before it is closed (Session::LingerThenClose).
+constexpr size_t kLingerBytes = 4u << 20;
 constexpr size_t kMaxTarget = 8 * 1024;
 // After a failed accept (out of file descriptors, say), how long to wait
 // before accepting again, so the loop does not spin.
@@ -225,8 +229,33 @@ class Session : public std::enable_shared_from_this<Session> {
     Arm();
     bhttp::async_write(socket_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
       self->timer_.cancel();
+      if (!ec && !res->keep_alive() && self->unread_body_) return self->LingerThenClose();
       if (ec || !res->keep_alive()) return self->Close();
       self->ReadRequest();
+    });
+  }
+
+  // Ends a connection answered before its request's body was read whole:
+  // the answer written, its sending side is shut (the client reads the
+  // answer, then end of stream), and what the client still sends is read
+  // and dropped, at most kLingerBytes and until the request deadline.
+  // Closing at once, with bytes unread, resets the connection, and a client
+  // still sending its body then meets a broken pipe instead of the answer.
+  void LingerThenClose() {
+    beast::error_code ignored;
+    socket_.shutdown(net::socket_base::shutdown_send, ignored);
+    Arm();
+    DropWhatComes(std::make_shared<std::array<char, 16384>>(), 0);
+  }
+  void DropWhatComes(std::shared_ptr<std::array<char, 16384>> scratch, size_t dropped) {
+    auto& bytes = *scratch;
+    socket_.async_read_some(net::buffer(bytes), [self = shared_from_this(), scratch = std::move(scratch),
+                                                 dropped](beast::error_code ec, size_t n) mutable {
+      if (ec || dropped + n >= kLingerBytes) {
+        self->timer_.cancel();
+        return self->Close();
+      }
+      self->DropWhatComes(std::move(scratch), dropped + n);
     });
   }
 
@@ -363,6 +392,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (listener_.gate) {
       if (std::optional<Response> refused = listener_.gate(RequestOf(head))) {
         keep_alive_ = false;  // the body, if any, is never read
+        unread_body_ = parser_->content_length().value_or(0) > 0 || parser_->chunked();
         return Send(std::move(*refused));
       }
     }
@@ -379,6 +409,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void RefuseBody() {
+    unread_body_ = true;
     Refuse(413, "payload_too_large",
            "the request body is larger than " + std::to_string(server_.options.max_body_bytes) +
                " bytes; the limit is [api] max-body-size in the agent's config");
@@ -436,6 +467,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;  // bounded by the parser's header and body limits
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   bool keep_alive_ = true;
+  bool unread_body_ = false;  // answered before the request's body was read whole: linger before closing
   bool closed_ = false;
   std::atomic<bool> gone_{false};
   char hang_up_probe_[64];
