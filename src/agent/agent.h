@@ -224,13 +224,14 @@ class Agent {
     std::string kernel_id;
     std::string container_id;
     uint64_t oom_kills = 0;
-    std::optional<std::vector<int>> cores;  // unset: not read
+    std::string cpuset_cpus;  // as cpuset.cpus lists them ("0-3,8"); empty: not read
   };
   // For each RUNNING kernel read: raises its oom_kills to its cgroup's count
   // where that is higher (its condition says so, kernel_condition, and its
-  // end with code 137 after it is "out of memory"); and when its cores
-  // differ from those last read, keeps them (Kernel::cgroup_cores) and checks
-  // its drift (CheckDrift, which takes them over inspect's cpuset). The
+  // end with code 137 after it is "out of memory"); and when its cpuset
+  // differs from the one last read, keeps it (Kernel::cgroup_cpuset) and
+  // checks its drift (CheckDrift, which takes it over inspect's). A sweep
+  // that finds nothing changed only compares. The
   // engine's oom and update events say the same on Docker; this is what
   // tells them on an engine that sends none (Podman).
   void NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings) EXCLUDES(mutex_);

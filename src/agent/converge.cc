@@ -102,7 +102,9 @@ static std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
   const std::string cpuset = FormatCoreList(kernel.allocation.cores);
   // The cgroup where it was read: Podman's inspect keeps the cpuset a
   // container was created with after `podman update`.
-  const std::string actual = kernel.cgroup_cores ? FormatCoreList(*kernel.cgroup_cores) : info.cpuset_cpus;
+  std::string actual = info.cpuset_cpus;
+  if (auto cores = ParseCoreList(kernel.cgroup_cpuset); !kernel.cgroup_cpuset.empty() && cores.ok())
+    actual = FormatCoreList(*cores);
   if (!kernel.allocation.cores.empty() && actual != cpuset)
     drift.push_back("its cpuset was changed outside slotd to \"" + actual + "\" (allocated: " + cpuset + ")");
   if (kernel.allocation.mem_bytes > 0 && static_cast<uint64_t>(info.memory_bytes) != kernel.allocation.mem_bytes)

@@ -127,9 +127,9 @@ struct Kernel {
   // on is a condition of the running kernel, not its end.
   int oom_kills = 0;
   // The cores its container's cgroup allows, as the stats loop last read
-  // them (an engine's inspect may keep a cpuset changed beside it); unset:
-  // not read (yet, or stats-type docker).
-  std::optional<std::vector<int>> cgroup_cores;
+  // them from cpuset.cpus (an engine's inspect may keep a cpuset changed
+  // beside it); empty: not read (yet, or stats-type docker).
+  std::string cgroup_cpuset;
   Allocation allocation;
   bool holds_resources = false;  // whether `allocation` is taken from the plugins now
   int64_t created_at = 0;    // unix seconds

@@ -118,8 +118,8 @@ void Agent::NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings)
     for (const KernelCgroupReading& seen : readings) {
       Kernel* k = table_.Find(seen.kernel_id);
       if (!k || k->container_id != seen.container_id || k->state() != KernelState::kRunning) continue;
-      if (seen.cores && seen.cores != k->cgroup_cores) {
-        k->cgroup_cores = seen.cores;
+      if (!seen.cpuset_cpus.empty() && seen.cpuset_cpus != k->cgroup_cpuset) {
+        k->cgroup_cpuset = seen.cpuset_cpus;
         moved.emplace_back(seen.kernel_id, seen.container_id);
       }
       if (seen.oom_kills <= static_cast<uint64_t>(k->oom_kills)) continue;

@@ -13,7 +13,6 @@
 #include "agent/watcher.h"
 #include "api/server.h"
 #include "common/token_file.h"
-#include "common/units.h"
 #include "common/version.h"
 #include "config/config.h"
 #include "config/local_checks.h"
@@ -126,10 +125,8 @@ std::vector<StatsTarget> StatsTargetsOf(const Agent& agent) {
 std::vector<Agent::KernelCgroupReading> CgroupReadingsOf(const StatsSnapshot& snapshot) {
   std::vector<Agent::KernelCgroupReading> readings;
   for (const auto& [id, k] : snapshot.kernels) {
-    Agent::KernelCgroupReading reading{id, k.container_id, k.sample.oom_kills, std::nullopt};
-    if (!k.sample.cpuset_cpus.empty())
-      if (auto cores = ParseCoreList(k.sample.cpuset_cpus); cores.ok()) reading.cores = std::move(*cores);
-    if (reading.oom_kills > 0 || reading.cores) readings.push_back(std::move(reading));
+    if (k.sample.oom_kills > 0 || !k.sample.cpuset_cpus.empty())
+      readings.push_back({id, k.container_id, k.sample.oom_kills, k.sample.cpuset_cpus});
   }
   return readings;
 }

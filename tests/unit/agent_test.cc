@@ -696,14 +696,14 @@ TEST_F(AgentTest, RelistAdoptsAnExitedOwnedContainerAsTerminatedHoldingNothing) 
 // A count the agent already has, or one of another container, changes nothing.
 TEST_F(AgentTest, KillsForLackOfMemoryThatTheCgroupCountsAreTheConditionAndTheReasonOfTheEnd) {
   Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
-  agent_->NoteCgroupReadings({{"k1", "another-container", 5, std::nullopt}});
+  agent_->NoteCgroupReadings({{"k1", "another-container", 5, ""}});
   EXPECT_EQ(agent_->GetKernel("k1")->oom_kills, 0);
-  agent_->NoteCgroupReadings({{"k1", k1.container_id, 2, std::nullopt}});
+  agent_->NoteCgroupReadings({{"k1", k1.container_id, 2, ""}});
   auto k = agent_->GetKernel("k1");
   ASSERT_TRUE(k.ok());
   EXPECT_EQ(k->oom_kills, 2);
   EXPECT_NE(k->Conditions().find("2 processes killed for lack of memory"), std::string::npos) << k->Conditions();
-  agent_->NoteCgroupReadings({{"k1", k1.container_id, 1, std::nullopt}});  // an older reading
+  agent_->NoteCgroupReadings({{"k1", k1.container_id, 1, ""}});  // an older reading
   EXPECT_EQ(agent_->GetKernel("k1")->oom_kills, 2);
 
   agent_->OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 137));
@@ -719,13 +719,13 @@ TEST_F(AgentTest, KillsForLackOfMemoryThatTheCgroupCountsAreTheConditionAndTheRe
 TEST_F(AgentTest, CoresTheCgroupAllowsBeyondTheAllocationAreTheKernelsCondition) {
   Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
   const int mine = k1.allocation.cores.at(0);
-  agent_->NoteCgroupReadings({{"k1", k1.container_id, 0, std::vector<int>{mine, mine + 1}}});
+  agent_->NoteCgroupReadings({{"k1", k1.container_id, 0, FormatCoreList({mine, mine + 1})}});
   const std::string moved = agent_->GetKernel("k1")->condition;
   EXPECT_NE(moved.find("its cpuset was changed outside slotd to \"" + FormatCoreList({mine, mine + 1}) +
                        "\" (allocated: " + std::to_string(mine) + ")"),
             std::string::npos)
       << moved;
-  agent_->NoteCgroupReadings({{"k1", k1.container_id, 0, std::vector<int>{mine}}});
+  agent_->NoteCgroupReadings({{"k1", k1.container_id, 0, std::to_string(mine)}});
   EXPECT_EQ(agent_->GetKernel("k1")->condition, "");
 }
 

@@ -200,40 +200,30 @@ Result<EngineIdentity> DockerEngine::Identify() {
   if (!response.ok()) return response.status();
   auto identity = ParseEngineIdentity(response->body, what);
   if (!identity.ok()) return identity.status();
-  std::map<std::string, int64_t> inherited;
-  if (identity->name == "podman") {
+  Learnt learnt{.podman = identity->name == "podman"};
+  if (learnt.podman) {
     const pid_t engine = socket_path_.empty() ? 0 : UnixSocketListenerPid(socket_path_);
     for (const auto& [name, resource, row] : {std::tuple{"nofile", RLIMIT_NOFILE, "Max open files"},
                                               std::tuple{"nproc", RLIMIT_NPROC, "Max processes"}}) {
       int64_t limit = OwnHardLimit(resource);
       if (const auto engines = engine > 0 ? ProcessHardLimit(engine, row) : std::nullopt)
         limit = std::min(limit, *engines);
-      if (limit != std::numeric_limits<int64_t>::max()) inherited[name] = limit;
+      if (limit != std::numeric_limits<int64_t>::max()) learnt.inherited_ulimits[name] = limit;
     }
   }
   MutexLock lock(identity_mutex_);
-  identity_ = *identity;
-  inherited_ulimits_ = std::move(inherited);
+  learnt_ = std::move(learnt);
   return identity;
 }
 
-bool DockerEngine::IsPodman() {
+DockerEngine::Learnt DockerEngine::KnownEngine() {
   {
     MutexLock lock(identity_mutex_);
-    if (identity_) return identity_->name == "podman";
-  }
-  auto identity = Identify();
-  return identity.ok() && identity->name == "podman";
-}
-
-std::map<std::string, int64_t> DockerEngine::InheritedUlimits() {
-  {
-    MutexLock lock(identity_mutex_);
-    if (identity_) return inherited_ulimits_;
+    if (learnt_) return *learnt_;
   }
   if (!Identify().ok()) return {};
   MutexLock lock(identity_mutex_);
-  return inherited_ulimits_;
+  return learnt_.value_or(Learnt{});
 }
 
 Status DockerEngine::Ping(std::chrono::milliseconds timeout) {
@@ -267,7 +257,8 @@ Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
     config["ExposedPorts"] = exposed;
     host["PortBindings"] = bindings;
   }
-  if ((!spec.device_requests.empty() || !spec.cdi_devices.empty()) && IsPodman())
+  const Learnt engine = KnownEngine();
+  if ((!spec.device_requests.empty() || !spec.cdi_devices.empty()) && engine.podman)
     return Status::FailedPrecondition(
         what + ": the engine at " + http_.Describe() +
         " is Podman, whose Docker-compatible API ignores device requests (the NVIDIA driver's and CDI's alike), "
@@ -286,7 +277,7 @@ Result<std::string> DockerEngine::Create(const ContainerSpec& spec) {
   if (spec.pids_limit > 0) host["PidsLimit"] = spec.pids_limit;
   if (spec.shm_bytes > 0) host["ShmSize"] = spec.shm_bytes;
   std::map<std::string, int64_t> limits = spec.ulimits;
-  for (const auto& [name, value] : InheritedUlimits()) limits.emplace(name, value);  // what the spec names stays
+  for (const auto& [name, value] : engine.inherited_ulimits) limits.emplace(name, value);  // what the spec names stays
   if (!limits.empty()) {
     json ulimits = json::array();
     for (const auto& [name, value] : limits) ulimits.push_back({{"Name", name}, {"Soft", value}, {"Hard", value}});

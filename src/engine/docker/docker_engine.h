@@ -101,19 +101,19 @@ class DockerEngine : public ContainerEngine {
  private:
   DockerEngine(HttpClient http, std::string socket_path);
 
-  // The limits Create adds to a spec that names neither nofile nor nproc:
-  // empty on Docker; on Podman, as Create says. Identifies the engine first
-  // when it has not answered yet (empty when it does not).
-  std::map<std::string, int64_t> InheritedUlimits();
-  // Whether the engine is Podman; identifies it first when it has not
-  // answered yet (false when it does not).
-  bool IsPodman();
+  // What Create needs to know of the engine, from the last Identify.
+  struct Learnt {
+    bool podman = false;
+    std::map<std::string, int64_t> inherited_ulimits;  // added where a spec does not name them; empty on Docker
+  };
+  // The engine as last identified; identifies it first when it has not
+  // answered yet (Docker's nothing-to-add when it does not answer).
+  Learnt KnownEngine();
 
   const HttpClient http_;          // constant after construction
   const std::string socket_path_;  // the unix socket's path; empty for TCP
   Mutex identity_mutex_;
-  std::optional<EngineIdentity> identity_ GUARDED_BY(identity_mutex_);  // once Identify has answered
-  std::map<std::string, int64_t> inherited_ulimits_ GUARDED_BY(identity_mutex_);
+  std::optional<Learnt> learnt_ GUARDED_BY(identity_mutex_);  // once Identify has answered
   // The output every one-shot exec running now holds (ExecResult::kMaxExecOutputHeld).
   ByteBudget exec_output_{ExecResult::kMaxExecOutputHeld};
 };
