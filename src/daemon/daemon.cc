@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <stop_token>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -167,6 +169,20 @@ AgentDocument FleetDocumentOf(const Agent& agent, const Config& config, const st
   return doc;
 }
 
+// Until asked to stop, asks `collector` for a sweep whenever the agent
+// announces a kernel started (kernel_started, kernel_restarted): its stats,
+// and the out-of-memory watch of its cgroup, begin then, not an interval later.
+std::jthread SweepWhenKernelsStart(EventHub& hub, StatsCollector& collector) {
+  return std::jthread([&collector, events = hub.Subscribe()](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      std::optional<nlohmann::json> event = events->Next(std::chrono::milliseconds(200));
+      if (!event) continue;
+      const std::string type = event->value("type", "");
+      if (type == "kernel_started" || type == "kernel_restarted") collector.SweepSoon();
+    }
+  });
+}
+
 // Waits for a stop signal of `signals`; each SIGHUP meanwhile reads the
 // registry credentials again. Returns the stop signal.
 int WaitForStop(const sigset_t& signals, Agent& agent) {
@@ -202,6 +218,10 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
     agent.NoteActivity(ActivityOf(snapshot));
     agent.NoteCgroupReadings(CgroupReadingsOf(snapshot));
   };
+  stats.on_out_of_memory = [&agent](const std::string& kernel_id, const std::string& container_id,
+                                    uint64_t oom_kills) {
+    agent.NoteCgroupReadings({{kernel_id, container_id, oom_kills, ""}});
+  };
   StatsCollector collector(stats, [&agent] { return StatsTargetsOf(agent); }, engine, agent.DeviceMeters());
 
   http::ServerOptions limits;
@@ -226,6 +246,7 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   Watcher watcher(agent, engine, std::chrono::seconds(10));
   watcher.Start();
   collector.Start();
+  std::jthread early_sweeps = SweepWhenKernelsStart(hub, collector);
   api.Start();
   if (registrar) registrar->Start();
   spdlog::info("slotd ready: agent {} api http://{}:{} socket {} pid {}", config.agent.id, config.agent.rpc_host,
@@ -235,6 +256,7 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   spdlog::info("received {}; shutting down (kernels keep running)", strsignal(stop_signal));
   if (registrar) registrar->Stop(/*deregister=*/true);  // first, so that no scheduler picks this agent any more
   api.Stop();
+  early_sweeps = {};
   collector.Stop();
   watcher.Stop();
   agent.ApplyDeviceHealth();  // the latest health marks are recorded before the agent goes

@@ -256,6 +256,16 @@ Result<CgroupPaths> CgroupReader::Locate(int pid) const {
   return paths;
 }
 
+Result<uint64_t> ReadOomKills(const CgroupDir& memory) {
+  const char* name = memory.unified ? "memory.events" : "memory.oom_control";
+  uint64_t kills = 0;
+  const FilePath path(memory.path, name);
+  if (int error = ForEachLine(path.c_str(), [&](std::string_view line) { KeyedValue(line, "oom_kill", kills); }))
+    return Status::NotFound(memory.path + "/" + name + " cannot be read (" + ErrnoText(error) +
+                            "): the cgroup is gone");
+  return kills;
+}
+
 Result<CgroupSample> CgroupReader::Read(const CgroupPaths& paths) const {
   CgroupSample sample;
   bool any_file = false;
@@ -278,8 +288,6 @@ Result<CgroupSample> CgroupReader::Read(const CgroupPaths& paths) const {
       any_file |= ReadNumberFile(dir, "memory.max", sample.memory_limit_bytes);  // "max" reads as 0
       any_file |= ForEachLineOf(dir, "memory.stat",
                                 [&](std::string_view line) { KeyedValue(line, "file", sample.memory_cache_bytes); });
-      any_file |= ForEachLineOf(dir, "memory.events",
-                                [&](std::string_view line) { KeyedValue(line, "oom_kill", sample.oom_kills); });
     } else {
       any_file |= ReadNumberFile(dir, "memory.usage_in_bytes", sample.memory_used_bytes);
       any_file |= ReadNumberFile(dir, "memory.limit_in_bytes", sample.memory_limit_bytes);
@@ -291,8 +299,10 @@ Result<CgroupSample> CgroupReader::Read(const CgroupPaths& paths) const {
         has_total = KeyedValue(line, "total_cache", total_cache) || has_total;
       });
       sample.memory_cache_bytes = has_total ? total_cache : cache;
-      any_file |= ForEachLineOf(dir, "memory.oom_control",
-                                [&](std::string_view line) { KeyedValue(line, "oom_kill", sample.oom_kills); });
+    }
+    if (Result<uint64_t> kills = ReadOomKills(paths.memory); kills.ok()) {
+      sample.oom_kills = *kills;
+      any_file = true;
     }
   }
 

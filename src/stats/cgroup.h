@@ -77,6 +77,12 @@ struct CgroupPaths {
   CgroupDir cpuset;  // v1: cpuset
 };
 
+// The count of processes of memory cgroup `memory` killed for lack of its
+// memory (v1: memory.oom_control "oom_kill"; v2: memory.events "oom_kill";
+// 0 where the line is missing). Errors: kNotFound when the file cannot be
+// read: the cgroup is gone. Thread-safe.
+Result<uint64_t> ReadOomKills(const CgroupDir& memory);
+
 class CgroupReader {
  public:
   // Learns the cgroup mounts from <root>/proc/self/mountinfo. `root` is "/"

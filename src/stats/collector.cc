@@ -45,6 +45,7 @@ struct StatsCollector::Tracked {
   bool has_previous = false;
   uint64_t previous_cpu_ns = 0;
   SteadyClock::time_point previous_at;
+  OomWatch::Armed oom_watched;  // disarmed when the container is no longer tracked
 };
 
 // Runs one meter's Measure calls on a thread of its own, one job (all of the
@@ -156,6 +157,8 @@ StatsCollector::StatsCollector(Options options, std::function<std::vector<StatsT
       proc_(options_.root + (options_.root.ends_with('/') ? "" : "/") + "proc/"),
       clock_(clock) {
   for (auto& meter : meters) meters_.push_back(std::make_unique<MeterWorker>(std::move(meter)));
+  if (options_.on_out_of_memory && options_.stats_type == StatsType::kCgroup)
+    oom_watch_ = std::make_unique<OomWatch>(options_.on_out_of_memory);
   latest_ = NewSnapshot();
 }
 
@@ -194,14 +197,27 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::SweepOnce() { return Sweep(
 
 void StatsCollector::Loop() {
   Clock::TimePoint next = clock_.Now();
-  while (!stop_requested_) {
+  for (;;) {
+    {
+      MutexLock lock(loop_mutex_);
+      clock_.WaitUntil(lock.native(), loop_cv_, next, [this]() REQUIRES(loop_mutex_) { return stop_requested_.load() || sweep_soon_; });
+      sweep_soon_ = false;
+    }
+    if (stop_requested_) return;
     Sweep();
-    next += options_.interval;
     const Clock::TimePoint now = clock_.Now();
+    if (now < next) continue;  // an early sweep (SweepSoon): the interval's own one stays where it was
+    next += options_.interval;
     if (next < now) next = now;  // a sweep longer than the interval: the next one starts at once
-    MutexLock lock(loop_mutex_);
-    clock_.WaitUntil(lock.native(), loop_cv_, next, [this] { return stop_requested_.load(); });
   }
+}
+
+void StatsCollector::SweepSoon() {
+  {
+    MutexLock lock(loop_mutex_);
+    sweep_soon_ = true;
+  }
+  loop_cv_.notify_all();
 }
 
 StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tracked& tracked) {
@@ -215,6 +231,15 @@ StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tr
     if (!paths.ok()) return {paths.status(), SteadyClock::now()};
     tracked.paths = std::move(*paths);
     tracked.located = true;
+    if (oom_watch_) {
+      Result<OomWatch::Armed> armed = oom_watch_->Watch(target.kernel_id, target.container_id, tracked.paths.memory);
+      if (armed.ok())
+        tracked.oom_watched = std::move(*armed);
+      else  // a warning the first time: the host may not let any cgroup be watched
+        spdlog::log(std::exchange(oom_watch_warned_, true) ? spdlog::level::debug : spdlog::level::warn,
+                    "kernel {}: its memory cgroup is not watched for out-of-memory kills: {}", target.kernel_id,
+                    armed.status().message());
+    }
   }
   Result<CgroupSample> sample = reader_.Read(tracked.paths);
   return {std::move(sample), SteadyClock::now()};

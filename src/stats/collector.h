@@ -46,6 +46,7 @@
 #include "stats/cgroup.h"
 #include "resources/device_meter.h"
 #include "stats/measures.h"
+#include "stats/oom_watch.h"
 
 namespace slotd {
 
@@ -72,6 +73,11 @@ class StatsCollector {
     // Called with each sweep's snapshot once it is published, from the
     // sweeping thread (the agent's idle tracking); unset: nothing.
     std::function<void(const StatsSnapshot&)> on_sweep;
+    // stats-type "cgroup": called, from the out-of-memory watch's thread, as
+    // soon as a measured kernel's memory cgroup runs out of memory (OomWatch),
+    // for engines that do not say so themselves; a kernel is watched from
+    // the sweep that first locates its cgroup. Unset: nothing is watched.
+    OomWatch::Notify on_out_of_memory;
   };
 
   // `targets` returns the agent's running kernels (called once per sweep,
@@ -89,6 +95,11 @@ class StatsCollector {
   // A meter call stuck past its deadline is left to finish on its own thread;
   // the destructor detaches such a thread, which ends once the call returns.
   void Stop();
+
+  // Asks the loop for a sweep now, before the interval's next one (a
+  // kernel started: its stats and its out-of-memory watch begin at once).
+  // Requests made while a sweep runs make one sweep after it. Any thread.
+  void SweepSoon() EXCLUDES(loop_mutex_);
 
   // One sweep on the caller's thread; publishes and returns its snapshot.
   std::shared_ptr<const StatsSnapshot> SweepOnce();
@@ -137,10 +148,14 @@ class StatsCollector {
   const std::string proc_;  // "<root>/proc/"
   std::vector<std::unique_ptr<MeterWorker>> meters_;
 
+  // Watches the located kernels' memory cgroups (options_.on_out_of_memory
+  // set); before tracked_, whose entries hold its watches.
+  std::unique_ptr<OomWatch> oom_watch_;
   // Owned by the sweeping thread (the loop, or SweepOnce's caller).
   std::map<std::string, std::unique_ptr<Tracked>> tracked_;           // container id -> where its measures are
   std::map<int, std::pair<uint64_t, uint64_t>> previous_core_ticks_;  // core -> (busy, total) jiffies
   std::map<std::pair<std::string, unsigned>, uint64_t> warned_foreign_;  // (device, pid) -> last sweep seen
+  bool oom_watch_warned_ = false;  // a failure to watch a kernel's cgroup was logged as a warning
   std::string attribution_unavailable_;  // set once, when the host turns out to have no NSpid
   uint64_t sweeps_total_ = 0;
   uint64_t skipped_total_ = 0;
@@ -154,6 +169,7 @@ class StatsCollector {
   // Written under loop_mutex_ (so the loop's wait sees it); read without it
   // between a sweep's kernels.
   std::atomic<bool> stop_requested_{false};
+  bool sweep_soon_ GUARDED_BY(loop_mutex_) = false;  // SweepSoon asked, not yet begun
   std::thread loop_;  // used by Start/Stop only
 };
 

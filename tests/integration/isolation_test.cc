@@ -260,5 +260,27 @@ TEST(Isolation, AChildKilledForLackOfMemoryIsAConditionOfTheRunningKernelNotItsE
   agent.CallJson("DELETE", "/v1/kernels/k", nullptr, 200);
 }
 
+// The finding (Podman, which sets no OOMKilled and sends no oom event): a
+// kernel whose main process was killed for lack of memory ended as "exited
+// with code 137", its cgroup gone before its end was reported.
+TEST(Isolation, AKernelWhoseMainProcessIsKilledForLackOfMemoryEndsOutOfMemory) {
+  // No interval's sweep comes between the kernel's start and its end: only
+  // the sweep its start asks for, which starts the watch of its cgroup.
+  AgentProcess agent(TwoCoreAgent("oom-main", "stats-interval = \"1h\"\n"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json k = SleepKernel("k");  // 32m of memory
+  // A moment after its start, the main process asks for more.
+  k["command"] = {"sh", "-c", "sleep 1; x=$(head -c 100000000 /dev/zero | tr '\\0' x); echo ${#x}"};
+  agent.CreateKernel(k);
+  json record;
+  for (int i = 0; i < 300; ++i) {
+    record = agent.CallJson("GET", "/v1/kernels/k", nullptr, 200);
+    if (record["state"] == "TERMINATED") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(record["state"], "TERMINATED") << record.dump() << agent.log();
+  EXPECT_EQ(record["reason"], "out of memory") << record.dump() << agent.log();
+}
+
 }  // namespace
 }  // namespace slotd::testing
