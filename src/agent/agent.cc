@@ -172,14 +172,21 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
     pending->request = request;
     pending_creates_[request.kernel_id] = pending;
   }
+  // Exclusive cores leave the shared pool before their kernel starts on them.
+  if (!kernel.allocation.cores.empty()) ConvergeCpusets();
   Result<std::string> image_user = PrepareImage(request, policy);
   Result<CreateOutcome> outcome = image_user.ok() ? CreateContainer(request, kernel, *image_user, admitted->mounts)
                                                   : Result<CreateOutcome>(image_user.status());
-  MutexLock lock(mutex_);
-  pending->outcome = outcome;
-  pending->done = true;
-  pending_creates_.erase(request.kernel_id);
-  create_done_.notify_all();
+  {
+    MutexLock lock(mutex_);
+    pending->outcome = outcome;
+    pending->done = true;
+    pending_creates_.erase(request.kernel_id);
+    create_done_.notify_all();
+  }
+  // A failed create freed what it held; a shared kernel's cpuset was the pool
+  // when its spec was made, which an exclusive create may have shrunk since.
+  if (!outcome.ok() || kernel.allocation.shared_cpu_millis > 0) ConvergeCpusets();
   return outcome;
 }
 
@@ -287,7 +294,10 @@ Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
   }
   Result<Kernel> final_record = table_.Deleted(kernel_id, exit_code);
   lock.Unlock();
-  if (final_record.ok()) RemoveKernelFiles(kernel_id);
+  if (final_record.ok()) {
+    RemoveKernelFiles(kernel_id);
+    ConvergeCpusets();  // the shared pool grew by its cores
+  }
   return final_record;
 }
 
@@ -330,7 +340,7 @@ std::vector<Agent::RunningKernel> Agent::RunningKernels() const {
   std::vector<RunningKernel> running;
   for (const auto& [id, kernel] : table_.All())
     if (kernel.state() == KernelState::kRunning && !kernel.container_id.empty())
-      running.push_back({id, kernel.container_id, kernel.allocation.devices});
+      running.push_back({id, kernel.container_id, kernel.allocation.devices, kernel.allocation.shared_cpu_millis});
   return running;
 }
 

@@ -181,6 +181,7 @@ class Agent {
     std::string kernel_id;
     std::string container_id;
     std::map<std::string, std::vector<std::string>> devices;
+    int shared_cpu_millis = 0;  // its quota from the shared pool; 0: exclusive cores
   };
   // Every RUNNING kernel that has a container, in kernel id order.
   std::vector<RunningKernel> RunningKernels() const EXCLUDES(mutex_);
@@ -383,6 +384,13 @@ class Agent {
   // to what differs from its allocation: paused, cpuset, memory limit; emits
   // kernel_condition when that changes. Takes mutex_ itself.
   void CheckDrift(const std::string& kernel_id, const std::string& container_id) EXCLUDES(mutex_);
+  // Gives each RUNNING shared kernel's container the shared pool as it is now
+  // where its cores (Kernel::applied_cpuset) differ: the pool shrank as
+  // exclusive cores were given, or grew as they were freed. Engine calls
+  // unlocked; a failure (an engine that cannot update: Podman) is the
+  // kernel's condition until an update succeeds. Called after each create,
+  // delete and relist (so at restore too). Takes mutex_ itself.
+  void ConvergeCpusets() EXCLUDES(mutex_);
   // OnEngineEvent without the StopIntruders that follows it.
   bool ApplyEngineEvent(const EngineEvent& event) EXCLUDES(mutex_);
   // Stops the containers Resume found running on resources their kernels do

@@ -133,6 +133,50 @@ void Agent::CheckDrift(const std::string& kernel_id, const std::string& containe
                   {{"condition", k->Conditions().empty() ? json(nullptr) : json(k->Conditions())}});
 }
 
+void Agent::ConvergeCpusets() {
+  struct Move {
+    std::string kernel_id, container_id, cpuset, applied;
+  };
+  std::vector<Move> moves;
+  {
+    MutexLock lock(mutex_);
+    for (const auto& [id, k] : table_.All()) {
+      if (k.allocation.shared_cpu_millis == 0 || k.state() != KernelState::kRunning || k.container_id.empty()) continue;
+      ContainerSpec now;
+      for (const auto& plugin : plugins_)
+        if (plugin->Name() == "cpu") plugin->Apply(k.allocation, now);
+      if (!now.cpuset_cpus.empty() && now.cpuset_cpus != k.applied_cpuset)
+        moves.push_back({id, k.container_id, now.cpuset_cpus, k.applied_cpuset});
+    }
+  }
+  for (Move& move : moves) {
+    // Adopted: what its container runs on is learnt first (a list does not say).
+    if (move.applied.empty())
+      if (Result<ContainerInfo> info = engine_.Inspect(move.container_id); info.ok()) move.applied = info->cpuset_cpus;
+    const Status updated =
+        move.applied == move.cpuset ? Status::Ok() : engine_.UpdateCpuset(move.container_id, move.cpuset);
+    MutexLock lock(mutex_);
+    Kernel* k = table_.Find(move.kernel_id);
+    if (!k || k->container_id != move.container_id) continue;
+    std::string condition;
+    if (updated.ok()) {
+      if (move.applied != move.cpuset)
+        spdlog::info("kernel {}: its cores follow the shared pool, now {} (were {})", move.kernel_id, move.cpuset,
+                     move.applied);
+      k->applied_cpuset = move.cpuset;
+    } else {
+      k->applied_cpuset = move.applied;
+      condition = "its cores could not follow the shared pool to \"" + move.cpuset + "\" (it runs on \"" +
+                  move.applied + "\"): " + updated.message();
+    }
+    if (condition == k->pool_condition) continue;
+    k->pool_condition = std::move(condition);
+    if (!k->pool_condition.empty()) spdlog::warn("kernel {}: {}", move.kernel_id, k->pool_condition);
+    table_.Announce("kernel_condition", *k,
+                    {{"condition", k->Conditions().empty() ? json(nullptr) : json(k->Conditions())}});
+  }
+}
+
 void Agent::StopIntruders() {
   std::vector<std::pair<std::string, std::string>> intruders;
   {
@@ -402,6 +446,7 @@ Status Agent::Converge(bool at_start) {
   FinishStarts(applied.never_started);
   StopIntruders();
   for (const auto& [kernel_id, container_id] : applied.to_check) CheckDrift(kernel_id, container_id);
+  ConvergeCpusets();
   // Scratch of no kernel (its container vanished, or the agent died while
   // deleting it) goes; that of any container listed as ours stays.
   auto kept = [&]() EXCLUDES(mutex_) {

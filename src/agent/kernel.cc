@@ -1,6 +1,7 @@
 #include "agent/kernel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <regex>
 #include <set>
@@ -106,16 +107,58 @@ Status ParseMounts(const json& body, const RequestLimits& limits, std::vector<Re
   return Status::Ok();
 }
 
+// What resources.cpu asks for: millicores, and whether from the shared pool.
+struct CpuAsked {
+  int millis = 1000;
+  bool shared = false;
+};
+
+// resources.cpu: a whole number of exclusive cores (2), a fraction of a
+// core's time from the shared pool (0.25), or millicores ("250m", shared).
+Result<CpuAsked> CpuOf(const json& value, const std::string& field) {
+  constexpr int64_t kMaxMillis = 4096 * 1000, kMinShared = 10;  // the engine's least quota: 1 ms of 100 ms
+  const std::string expected = "expected a whole number of exclusive cores (2), a fraction of a core from the "
+                               "shared pool (0.25), or millicores (\"250m\"), from 10m to 4096 cores";
+  if (value.is_number_integer()) {
+    if (value.get<int64_t>() < 1 || value.get<int64_t>() > 4096) return Bad(field, expected);
+    return CpuAsked{static_cast<int>(value.get<int64_t>() * 1000), false};
+  }
+  double cores = 0;
+  if (value.is_number_float()) {
+    cores = value.get<double>();
+  } else if (value.is_string()) {
+    const std::string& text = value.get_ref<const std::string&>();
+    const bool millicores = text.size() >= 2 && text.size() <= 9 && text.back() == 'm' &&
+                            std::all_of(text.begin(), text.end() - 1, [](char c) { return c >= '0' && c <= '9'; });
+    if (!millicores) return Bad(field, expected);
+    cores = std::stod(text.substr(0, text.size() - 1)) / 1000.0;
+  } else {
+    return Bad(field, expected);
+  }
+  const double millis = cores * 1000.0;
+  if (!(millis >= kMinShared && millis <= kMaxMillis)) return Bad(field, expected);
+  const int64_t whole = std::llround(millis);
+  if (std::fabs(millis - static_cast<double>(whole)) > 1e-6)
+    return Bad(field, "a share of a core is counted in whole millicores (0.001): " + expected);
+  return CpuAsked{static_cast<int>(whole), true};
+}
+
 Status ParseResources(const json& body, ResourceRequest& out) {
   if (!body.contains("resources")) return Status::Ok();
   const json& r = body["resources"];
   if (!r.is_object()) return Bad("resources", "expected an object like {\"cpu\": 1, \"mem\": \"256m\"}");
+  CpuAsked asked{out.cpu * 1000, false};
+  std::string policy;
   for (const auto& [key, value] : r.items()) {
     const std::string field = "resources." + key;
     if (key == "cpu") {
-      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 4096)
-        return Bad(field, "expected a whole number of cores, at least 1");
-      out.cpu = value.get<int>();
+      Result<CpuAsked> cpu = CpuOf(value, field);
+      if (!cpu.ok()) return cpu.status();
+      asked = *cpu;
+    } else if (key == "cpu_policy") {
+      if (!value.is_string() || (value != "shared" && value != "exclusive"))
+        return Bad(field, "expected \"shared\" (a quota from the shared pool) or \"exclusive\" (whole cores)");
+      policy = value.get<std::string>();
     } else if (key == "mem") {
       Result<uint64_t> size = SizeOf(value, field);
       if (!size.ok()) return size.status();
@@ -136,10 +179,15 @@ Status ParseResources(const json& body, ResourceRequest& out) {
         return Bad(field, "expected a whole number of devices, 0 or more");
       if (value.get<int>() > 0) out.devices[key] = value.get<int>();
     } else {
-      return Bad(field, "unknown slot type; known: cpu, mem, shm, scratch, <kind>.device and other device slots of the "
-                        "agent's plugins like cuda.mig-1c18g (slotctl info lists them)");
+      return Bad(field, "unknown slot type; known: cpu, cpu_policy, mem, shm, scratch, <kind>.device and other device "
+                        "slots of the agent's plugins like cuda.mig-1c18g (slotctl info lists them)");
     }
   }
+  if (policy == "shared") asked.shared = true;
+  if (policy == "exclusive" && asked.shared)
+    return Bad("resources.cpu_policy", "exclusive cores are whole: ask for a whole number of cpu, or leave cpu_policy out");
+  out.cpu = asked.shared ? 0 : asked.millis / 1000;
+  out.shared_cpu_millis = asked.shared ? asked.millis : 0;
   return Status::Ok();
 }
 
@@ -333,6 +381,7 @@ std::string Kernel::Conditions() const {
   if (oom_kills > 0)
     add(std::to_string(oom_kills) + (oom_kills == 1 ? " process" : " processes") + " killed for lack of memory");
   add(device_condition);
+  add(pool_condition);
   return text;
 }
 

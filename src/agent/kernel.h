@@ -40,7 +40,7 @@ inline constexpr char kDeadline[] = "ai.backend.slotd.deadline";
 // each kernel in the oldest format that holds it (LabelFormatFor).
 inline constexpr char kFormat[] = "ai.backend.slotd.label-format";
 inline constexpr char kReservedPrefix[] = "ai.backend.";
-inline constexpr int kCurrentFormat = 5;
+inline constexpr int kCurrentFormat = 6;
 }  // namespace label
 
 // A host directory a request asks to have mounted (checked against
@@ -130,6 +130,14 @@ struct Kernel {
   // them from cpuset.cpus (an engine's inspect may keep a cpuset changed
   // beside it); empty: not read (yet, or stats-type docker).
   std::string cgroup_cpuset;
+  // A shared kernel's cores as its container was last given them (the shared
+  // pool then: at create, and after each update the pool's changes asked
+  // for, Agent::ConvergeCpusets); empty otherwise, and for an adopted kernel
+  // until ConvergeCpusets has inspected its container.
+  std::string applied_cpuset;
+  // Why a shared kernel's cores could not follow the shared pool (the
+  // engine cannot update them, or it failed); empty: they follow it.
+  std::string pool_condition;
   Allocation allocation;
   bool holds_resources = false;  // whether `allocation` is taken from the plugins now
   int64_t created_at = 0;    // unix seconds

@@ -96,7 +96,9 @@ void Agent::NoteActivity(const std::vector<KernelActivity>& activity) {
     if (!k || k->container_id != a.container_id || k->state() != KernelState::kRunning) continue;
     const IdleRule rule = ResolveIdle(k->request.idle, config_.container);
     if (rule.idle_for.count() == 0) continue;
-    const double cores = std::max<size_t>(1, k->allocation.cores.size());
+    // Its CPU against what it may use: its cores, or its shared quota.
+    const double cores = k->allocation.shared_cpu_millis > 0 ? k->allocation.shared_cpu_millis / 1000.0
+                                                            : std::max<size_t>(1, k->allocation.cores.size());
     const bool busy = a.cpu_percent / 100.0 / cores >= rule.cpu_below ||
                       (a.gpu_percent && *a.gpu_percent / 100.0 >= rule.gpu_below) || k->open_execs > 0 ||
                       a.at_ms - k->last_exec_ms < recent_ms;

@@ -241,6 +241,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   {
     MutexLock lock(mutex_);
     table_.SetContainer(request.kernel_id, *created);
+    if (kernel.allocation.shared_cpu_millis > 0) table_.Find(request.kernel_id)->applied_cpuset = spec.cpuset_cpus;
     table_.Announce("kernel_created", kernel);
   }
   if (!owner) {

@@ -31,7 +31,10 @@ std::optional<int64_t> LabelNumber(const std::string& text, size_t max_digits) {
 }  // namespace
 
 json RequestLabel(const CreateRequest& request) {
-  json res = {{"cpu", request.resources.cpu}, {"mem", request.resources.mem_bytes}};
+  const ResourceRequest& asked = request.resources;
+  // A shared quota as millicores ("250m"), which read back as the same quota.
+  json res = {{"cpu", asked.shared_cpu_millis > 0 ? json(FormatMillicores(asked.shared_cpu_millis)) : json(asked.cpu)},
+              {"mem", asked.mem_bytes}};
   if (request.resources.shm_bytes) res["shm"] = *request.resources.shm_bytes;
   if (request.resources.scratch_bytes) res["scratch"] = *request.resources.scratch_bytes;
   for (const auto& [slot, count] : request.resources.devices) res[slot] = count;
@@ -68,6 +71,7 @@ json AllocationLabel(const Allocation& allocation) {
   for (const auto& [plugin, ids] : allocation.devices) devices[plugin] = ids;
   json label = {{"cpu", allocation.cores}, {"mem", allocation.mem_bytes}, {"devices", devices}, {"ports", ports}};
   if (allocation.numa_node) label["numa_node"] = *allocation.numa_node;
+  if (allocation.shared_cpu_millis > 0) label["cpu_shared"] = allocation.shared_cpu_millis;
   return label;
 }
 
@@ -86,6 +90,7 @@ Result<Allocation> AllocationFromLabel(json label) {
   for (const JsonField& port : root.Optional("ports").Elements())
     a.ports.push_back({whole(port["container"]), whole(port["host"])});
   if (root.Has("numa_node")) a.numa_node = whole(root["numa_node"]);
+  if (root.Has("cpu_shared")) a.shared_cpu_millis = whole(root["cpu_shared"]);
   if (Status s = reader.Check("label " + std::string(label::kAllocations)); !s.ok()) return s;
   return a;
 }
@@ -104,6 +109,7 @@ Labels KernelLabels(const Kernel& kernel) {
 }
 
 int LabelFormatFor(const CreateRequest& request) {
+  if (request.resources.shared_cpu_millis > 0) return 6;
   if (request.stop != StopContract{} || request.restart != RestartPolicy{} || request.health || request.idle) return 5;
   return request.resources.scratch_bytes ? 4 : 3;
 }
@@ -123,7 +129,7 @@ Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_
         "; this slotd reads formats 1 to " + std::to_string(label::kCurrentFormat) +
         "): run the newer slotd on this node again, or remove the container (docker rm -f " + container_name + ")");
   Labels migrated = labels;
-  // 1 -> 2 -> 3 -> 4 -> 5: only the format label changes (see label::kCurrentFormat).
+  // 1 -> 2 -> 3 -> 4 -> 5 -> 6: only the format label changes (see label::kCurrentFormat).
   migrated[label::kFormat] = std::to_string(label::kCurrentFormat);
   return migrated;
 }

@@ -33,9 +33,9 @@ Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_
 // The label format a kernel with `request` is written in: the oldest that
 // holds all of it, so that an older slotd (after a downgrade) adopts every
 // kernel that uses nothing it lacks, and refuses one that does by its
-// format check, touching nothing. 5 for a request with a stop contract, a
-// restart policy or a health check, else 4 for one with resources.scratch,
-// else 3.
+// format check, touching nothing. 6 for a request with a shared CPU quota,
+// else 5 for one with a stop contract, a restart policy or a health check,
+// else 4 for one with resources.scratch, else 3.
 int LabelFormatFor(const CreateRequest& request);
 
 // The labels a kernel's container carries (owner, ids, allocations,

@@ -1,5 +1,6 @@
 // `slotctl cluster` and `slotctl run --place`: the agents of every node,
 // as they registered themselves in etcd (fleet/registrar.h).
+#include <cmath>
 #include <ctime>
 #include <iostream>
 #include <map>
@@ -231,7 +232,14 @@ int Watch(const Fleet& fleet, Registered known, const ClusterArgs& args, const O
 // for what it leaves out (1 core, 256m).
 Outcome<slotd::PlacementRequest> PlacementOf(const json& body, const CreateArgs& args) {
   slotd::PlacementRequest request;
-  request.slots["cpu"] = args.cpu > 0 ? args.cpu : 1;
+  // Whole cores, or millicores of a shared pool's quota (0.5, "500m").
+  const json cpu = body.contains("resources") ? body["resources"].value("cpu", json(1)) : json(1);
+  if (cpu.is_number_integer())
+    request.slots["cpu"] = cpu.get<int64_t>();
+  else if (cpu.is_number())
+    request.slots["cpu_shared"] = std::llround(cpu.get<double>() * 1000);
+  else if (cpu.is_string())
+    request.slots["cpu_shared"] = std::strtoll(cpu.get<std::string>().c_str(), nullptr, 10);
   request.slots["mem"] = 256ll << 20;
   if (!args.mem.empty()) {
     auto mem = slotd::ParseSize(args.mem);

@@ -161,7 +161,21 @@ Outcome<json> CreateRequest(const CreateArgs& args) {
   if (!args.kernel_id.empty()) body["kernel_id"] = args.kernel_id;
   if (!args.session_id.empty()) body["session_id"] = args.session_id;
   json resources = json::object();
-  if (args.cpu) resources["cpu"] = args.cpu;
+  if (!args.cpu.empty()) {
+    const std::string& cpu = args.cpu;
+    const bool digits = std::all_of(cpu.begin(), cpu.end(), [](char c) { return c >= '0' && c <= '9'; });
+    char* end = nullptr;
+    const double cores = std::strtod(cpu.c_str(), &end);
+    if (digits && cpu.size() <= 4)
+      resources["cpu"] = std::stoi(cpu);
+    else if (cpu.size() > 1 && cpu.back() == 'm')
+      resources["cpu"] = cpu;  // millicores: the agent checks them
+    else if (end && *end == '\0' && cpu.find_first_not_of("0123456789.") == std::string::npos)
+      resources["cpu"] = cores;
+    else
+      return Failure{Exit::kUsage, "--cpu " + cpu + ": expected whole cores (2), a fraction of a core (0.5) or "
+                                   "millicores (250m)"};
+  }
   if (!args.mem.empty()) resources["mem"] = args.mem;
   for (const auto& device : args.devices) {
     auto kv = SplitKeyValue(device, "--device");

@@ -76,7 +76,9 @@ Subcommand AddRun(CLI::App& app) {
   CLI::App* run = app.add_subcommand("run", "create a kernel: slotctl run IMAGE -- CMD...");
   run->add_option("image", args->image, "image to run")->required();
   run->add_option("command", args->command, "command and arguments (after --)");
-  run->add_option("--cpu", args->cpu, "whole CPU cores (default 1)");
+  run->add_option("--cpu", args->cpu,
+                  "whole exclusive CPU cores (2), or a quota from the shared pool: a fraction (0.5) or millicores "
+                  "(250m) (default 1)");
   run->add_option("--mem", args->mem, "memory, e.g. 256m (default 256m)");
   run->add_option("--env", args->env, "KEY=VALUE, repeatable")->allow_extra_args(false);
   run->add_option("--id", args->kernel_id, "kernel id (default: generated)");

@@ -136,6 +136,8 @@ Result<std::vector<int>> ParseCoreList(const std::string& text) {
   return std::vector<int>(cores.begin(), cores.end());
 }
 
+std::string FormatMillicores(int64_t millis) { return std::to_string(millis) + "m"; }
+
 std::string FormatCoreList(const std::vector<int>& cores) {
   std::string out;
   for (size_t i = 0; i < cores.size();) {

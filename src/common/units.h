@@ -42,6 +42,9 @@ inline constexpr int kCoreLimit = 4096;
 // items, reversed ranges and numbers of kCoreLimit or above.
 Result<std::vector<int>> ParseCoreList(const std::string& text);
 
+// A CPU quota in millicores as requests and messages write it: "250m".
+std::string FormatMillicores(int64_t millis);
+
 // Formats sorted core numbers as a compact list ("0-3,8").
 std::string FormatCoreList(const std::vector<int>& cores);
 

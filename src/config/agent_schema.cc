@@ -616,6 +616,12 @@ KeyTable<ResourceConfig> CpuKeys() {
         },
         nullptr)
         .DefaultsTo("the agent's cpuset minus `reserved-cpu` cores", ResolveDefaultCores),
+    MemberKey("shared-overcommit", &ResourceConfig::shared_overcommit, IntegerType(),
+              "How many times its cores' worth of CPU quota the shared pool (the allowed cores no kernel holds "
+              "exclusively) gives to shared kernels (`resources.cpu` of `0.25`, `\"250m\"`, or `cpu_policy = "
+              "\"shared\"`). `1`: no overcommit, a shared kernel always gets its quota; `2`: quotas may add up to "
+              "twice the pool's cores, and busy shared kernels then get less than their quota.",
+              {IntegerRange(1, 64)}),
   }};
 }
 

@@ -167,6 +167,7 @@ struct ResourceConfig {
   uint64_t reserved_mem = 1ull << 30;
   std::vector<int> allowed_cores;  // resolved: the allow-list, or the agent's cpuset minus reserved
   bool allowed_cores_explicit = false;
+  int shared_overcommit = 1;       // the shared pool gives out its cores' worth of quota this many times
   uint64_t memory_size = 0;        // resolved: the share, or node memory minus reserved
   bool memory_size_explicit = false;
   DeviceSections devices;

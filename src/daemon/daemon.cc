@@ -118,7 +118,8 @@ std::map<std::string, std::vector<std::string>> ClaimedDevices(
 std::vector<StatsTarget> StatsTargetsOf(const Agent& agent) {
   std::vector<StatsTarget> targets;
   for (Agent::RunningKernel& kernel : agent.RunningKernels())
-    targets.push_back({std::move(kernel.kernel_id), std::move(kernel.container_id), std::move(kernel.devices)});
+    targets.push_back({std::move(kernel.kernel_id), std::move(kernel.container_id), std::move(kernel.devices),
+                       kernel.shared_cpu_millis});
   return targets;
 }
 

@@ -205,6 +205,11 @@ class ContainerEngine {
   virtual Status Stop(const std::string& id, std::chrono::seconds timeout) = 0;
   virtual Status Kill(const std::string& id, const std::string& signal = "KILL") = 0;
   virtual Status Restart(const std::string& id, std::chrono::seconds timeout) = 0;
+  // Gives the running container `id` the cores `cpuset` ("0-3,8"), its
+  // other limits unchanged. kFailedPrecondition, saying so, where the engine
+  // cannot change a running container's cores (Podman's compat API);
+  // kNotFound when the container is gone.
+  virtual Status UpdateCpuset(const std::string& id, const std::string& cpuset) = 0;
   // Gives the container the name `name`; kConflict when another container has it.
   virtual Status Rename(const std::string& id, const std::string& name) = 0;
   // Removes the container; `force` kills it first if running.

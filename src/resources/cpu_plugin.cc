@@ -1,17 +1,42 @@
 #include "resources/cpu_plugin.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "common/units.h"
 
 namespace slotd {
 
-CpuPlugin::CpuPlugin(std::vector<int> allowed_cores, std::map<int, int> core_numa_node)
-    : allowed_(allowed_cores.begin(), allowed_cores.end()), core_numa_node_(std::move(core_numa_node)) {}
+CpuPlugin::CpuPlugin(std::vector<int> allowed_cores, std::map<int, int> core_numa_node, int shared_overcommit)
+    : allowed_(allowed_cores.begin(), allowed_cores.end()),
+      core_numa_node_(std::move(core_numa_node)),
+      shared_overcommit_(std::max(1, shared_overcommit)) {}
 
 int CpuPlugin::NodeOf(int core) const {
   auto it = core_numa_node_.find(core);
   return it == core_numa_node_.end() ? 0 : it->second;
+}
+
+std::vector<int> CpuPlugin::Pool(const std::vector<int>& without) const {
+  std::vector<int> pool;
+  for (int core : allowed_)
+    if (!holder_.count(core) && std::find(without.begin(), without.end(), core) == without.end()) pool.push_back(core);
+  return pool;
+}
+
+int64_t CpuPlugin::CapacityMillis(size_t cores) const {
+  return static_cast<int64_t>(cores) * 1000 * shared_overcommit_;
+}
+
+int64_t CpuPlugin::SharedMillis() const {
+  return std::accumulate(shared_.begin(), shared_.end(), int64_t{0},
+                         [](int64_t sum, const auto& entry) { return sum + entry.second; });
+}
+
+size_t CpuPlugin::CoresNeededByShared() const {
+  if (shared_.empty()) return 0;
+  const int64_t per_core = CapacityMillis(1);
+  return static_cast<size_t>(std::max<int64_t>(1, (SharedMillis() + per_core - 1) / per_core));
 }
 
 std::map<int, int> CpuPlugin::FreeByNumaNode() const {
@@ -22,6 +47,19 @@ std::map<int, int> CpuPlugin::FreeByNumaNode() const {
 }
 
 Status CpuPlugin::Allocate(const std::string& kernel_id, const ResourceRequest& request, Allocation& out) {
+  if (request.shared_cpu_millis > 0) {
+    const std::vector<int> pool = Pool();
+    const int64_t capacity = CapacityMillis(pool.size()), used = SharedMillis();
+    if (used + request.shared_cpu_millis > capacity)
+      return Status::ResourceExhausted(
+          "insufficient shared cpu: requested " + FormatMillicores(request.shared_cpu_millis) + ", free " +
+          FormatMillicores(std::max<int64_t>(0, capacity - used)) + " of " + FormatMillicores(capacity) +
+          " in the shared pool (cores " + (pool.empty() ? "none" : FormatCoreList(pool)) + ", the allowed cores no " +
+          "kernel holds exclusively)");
+    shared_[kernel_id] = request.shared_cpu_millis;
+    out.shared_cpu_millis = request.shared_cpu_millis;
+    return Status::Ok();
+  }
   std::vector<int> picked;
   // Two passes: the preferred node's cores, then any.
   for (bool preferred_pass : {true, false}) {
@@ -38,12 +76,21 @@ Status CpuPlugin::Allocate(const std::string& kernel_id, const ResourceRequest& 
     return Status::ResourceExhausted("insufficient cpu: requested " + std::to_string(request.cpu) + ", free " +
                                      std::to_string(free) + " of " + std::to_string(allowed_.size()));
   }
+  const size_t left = Pool(picked).size();
+  if (left < CoresNeededByShared() || CapacityMillis(left) < SharedMillis())
+    return Status::ResourceExhausted(
+        "insufficient cpu: requested " + std::to_string(request.cpu) + " exclusive core(s), but the shared pool (cores " +
+        FormatCoreList(Pool()) + ") holds " + std::to_string(shared_.size()) + " shared kernel(s) with " +
+        FormatMillicores(SharedMillis()) + " of quota, which " + std::to_string(left) +
+        " core(s) left to it could not run; ask for fewer cores, or delete shared kernels first");
   for (int core : picked) holder_[core] = kernel_id;
   out.cores = picked;
   return Status::Ok();
 }
 
 Status CpuPlugin::Claim(const std::string& kernel_id, const Allocation& alloc) {
+  if (alloc.shared_cpu_millis > 0 && !alloc.cores.empty())
+    return Status::FailedPrecondition("kernel " + kernel_id + " is recorded with both exclusive cores and a shared quota");
   for (int core : alloc.cores) {
     if (!allowed_.count(core))
       return Status::FailedPrecondition("cpu core " + std::to_string(core) + " is not in this agent's allowed-cores (" +
@@ -53,24 +100,42 @@ Status CpuPlugin::Claim(const std::string& kernel_id, const Allocation& alloc) {
       return Status::ResourceExhausted("cpu core " + std::to_string(core) + " is already held by kernel " + it->second);
   }
   for (int core : alloc.cores) holder_[core] = kernel_id;
+  // A shared quota is taken back as recorded, even past the pool's capacity
+  // (a config changed since): the kernel runs, and new shared kernels wait.
+  if (alloc.shared_cpu_millis > 0) shared_[kernel_id] = alloc.shared_cpu_millis;
   return Status::Ok();
 }
 
 void CpuPlugin::Free(const std::string& kernel_id) {
   std::erase_if(holder_, [&](const auto& entry) { return entry.second == kernel_id; });
+  shared_.erase(kernel_id);
 }
 
 void CpuPlugin::Apply(const Allocation& alloc, ContainerSpec& spec) const {
+  if (alloc.shared_cpu_millis > 0) {
+    spec.cpuset_cpus = FormatCoreList(Pool());
+    spec.cpu_period_us = kQuotaPeriodUs;
+    spec.cpu_quota_us = kQuotaPeriodUs * alloc.shared_cpu_millis / 1000;
+    return;
+  }
   spec.cpuset_cpus = FormatCoreList(alloc.cores);
 }
 
 nlohmann::json CpuPlugin::Describe() const {
-  size_t used = holder_.size();
+  const size_t used = holder_.size();
+  const std::vector<int> pool = Pool();
+  const int64_t capacity = CapacityMillis(pool.size()), shared = SharedMillis();
   return {{"cpu",
            {{"capacity", allowed_.size()},
             {"used", used},
-            {"free", allowed_.size() - used},
-            {"cores", FormatCoreList({allowed_.begin(), allowed_.end()})}}}};
+            {"free", pool.size() - std::min(pool.size(), CoresNeededByShared())},
+            {"cores", FormatCoreList({allowed_.begin(), allowed_.end()})}}},
+          {"cpu_shared",
+           {{"capacity", capacity},
+            {"used", shared},
+            {"free", std::max<int64_t>(0, capacity - shared)},
+            {"kernels", shared_.size()},
+            {"cores", pool.empty() ? std::string() : FormatCoreList(pool)}}}};
 }
 
 }  // namespace slotd

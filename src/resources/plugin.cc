@@ -16,7 +16,8 @@ Result<std::vector<std::unique_ptr<ResourcePlugin>>> MakePlugins(const Config& c
     if (!plugin.ok()) return plugin.status();
     plugins.push_back(std::move(*plugin));
   }
-  plugins.push_back(std::make_unique<CpuPlugin>(config.resource.allowed_cores, host.core_numa_node));
+  plugins.push_back(std::make_unique<CpuPlugin>(config.resource.allowed_cores, host.core_numa_node,
+                                                config.resource.shared_overcommit));
   plugins.push_back(std::make_unique<MemoryPlugin>(config.resource.memory_size));
   plugins.push_back(std::make_unique<PortPlugin>(config.container.port_range_start, config.container.port_range_end));
   return plugins;

@@ -309,6 +309,7 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
     kernel.container_id = target.container_id;
     kernel.sampled_at_ms = clock_.UnixMillis();
     kernel.sample = *sample;
+    kernel.cpu_quota_millis = target.cpu_quota_millis;
     if (tracked->has_previous && sample->cpu_usage_ns >= tracked->previous_cpu_ns && at > tracked->previous_at) {
       const double wall_ns = static_cast<double>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(at - tracked->previous_at).count());

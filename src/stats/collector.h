@@ -55,6 +55,7 @@ struct StatsTarget {
   std::string kernel_id;
   std::string container_id;
   std::map<std::string, std::vector<std::string>> devices;  // plugin name -> device ids it holds
+  int cpu_quota_millis = 0;  // a shared kernel's CPU quota; 0: it has exclusive cores
 };
 
 class StatsCollector {

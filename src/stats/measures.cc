@@ -42,14 +42,24 @@ json ToJson(const DeviceStats& device) {
 
 }  // namespace
 
+std::optional<double> KernelStats::QuotaPercent() const {
+  if (cpu_quota_millis <= 0 || !cpu_percent) return std::nullopt;
+  return *cpu_percent * 1000.0 / cpu_quota_millis;
+}
+
 json ToJson(const KernelStats& stats) {
   json devices = json::array();
   for (const auto& use : stats.devices) devices.push_back(ToJson(use));
   const CgroupSample& s = stats.sample;
+  json cpu = {{"usage_ns", s.cpu_usage_ns}, {"percent", OrNull(stats.cpu_percent)}};
+  if (stats.cpu_quota_millis > 0) {
+    cpu["quota_millis"] = stats.cpu_quota_millis;
+    cpu["quota_percent"] = OrNull(stats.QuotaPercent());
+  }
   return {{"kernel_id", stats.kernel_id},
           {"container_id", stats.container_id},
           {"sampled_at_ms", stats.sampled_at_ms},
-          {"cpu", {{"usage_ns", s.cpu_usage_ns}, {"percent", OrNull(stats.cpu_percent)}}},
+          {"cpu", cpu},
           {"memory",
            {{"used_bytes", s.memory_used_bytes},
             {"limit_bytes", s.memory_limit_bytes},

@@ -42,7 +42,14 @@ struct KernelStats {
   // CPU use over the interval since this kernel's previous sample, in percent
   // of one core (a kernel busy on two cores reads 200); absent on its first sample.
   std::optional<double> cpu_percent;
+  // A shared kernel's CPU quota in millicores (its cpu_percent against it is
+  // QuotaPercent); 0: it has exclusive cores.
+  int cpu_quota_millis = 0;
   std::vector<KernelDeviceUse> devices;  // one per device it holds that a meter measured
+
+  // cpu_percent in percent of the quota (a kernel using all of a 250m
+  // quota reads 100); absent without a quota or a cpu_percent.
+  std::optional<double> QuotaPercent() const;
 };
 
 // A process on one of this agent's devices that is none of its kernels'.

@@ -205,6 +205,15 @@ Status FakeEngine::Kill(const std::string& id, const std::string& /*signal*/) {
   return Status::Ok();
 }
 
+Status FakeEngine::UpdateCpuset(const std::string& id, const std::string& cpuset) {
+  MutexLock lock(mutex_);
+  auto c = EnterFor(Method::kUpdate, id);
+  if (!c.ok()) return c.status();
+  (*c)->info.cpuset_cpus = cpuset;
+  Emit(**c, "update");
+  return Status::Ok();
+}
+
 Status FakeEngine::Rename(const std::string& id, const std::string& name) {
   MutexLock lock(mutex_);
   auto c = EnterFor(Method::kRename, id);

@@ -42,7 +42,7 @@ class FakeEngine : public ContainerEngine {
  public:
   // The ContainerEngine methods, for FailNext and CallCount.
   // kVolumes stands for the three volume calls.
-  enum class Method { kIdentify, kCreate, kStart, kStop, kKill, kRestart, kRename, kRemove, kInspect, kList, kExec, kLogs, kStats, kPing,
+  enum class Method { kIdentify, kCreate, kStart, kStop, kKill, kRestart, kUpdate, kRename, kRemove, kInspect, kList, kExec, kLogs, kStats, kPing,
                       kVolumes, kStreamEvents, kPull, kImages, kReadFile };
 
   // The image every test kernel uses; known from the start.
@@ -70,6 +70,7 @@ class FakeEngine : public ContainerEngine {
   // Stops it if running, then starts it (emits those events, then "restart").
   Status Restart(const std::string& id, std::chrono::seconds timeout) override;
   // Gives it `name` (emits "rename"); kConflict when another container has it.
+  Status UpdateCpuset(const std::string& id, const std::string& cpuset) override;
   Status Rename(const std::string& id, const std::string& name) override;
   // Deletes it (emits "destroy"); a running one needs `force` (else kConflict) and is killed first.
   Status Remove(const std::string& id, bool force) override;

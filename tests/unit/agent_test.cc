@@ -1215,6 +1215,55 @@ TEST_F(AgentTest, AnOldContainerStartedBehindTheAgentsBackOnAnotherKernelsCoresI
 
 // ------------------------------------------------------------ exec and logs
 
+// Shared kernels run on the cores no kernel holds, under their quotas; an
+// exclusive kernel takes its cores out of their cpusets before it starts, and
+// gives them back when it goes; an agent restart adopts both exactly.
+TEST_F(AgentTest, SharedKernelsFollowThePoolAsExclusiveKernelsComeAndGoAndAreAdoptedExactly) {
+  std::vector<Kernel> shared;
+  for (int i = 0; i < 6; ++i) shared.push_back(MustCreate(Request("s" + std::to_string(i), {{"cpu", 0.5}, {"mem", "64m"}})));
+  EXPECT_EQ(engine_.SpecOf(shared[0].container_id)->cpuset_cpus, "0-3");
+  EXPECT_EQ(engine_.SpecOf(shared[0].container_id)->cpu_quota_us, 50'000);
+  EXPECT_EQ(agent_->DescribeResources()["cpu_shared"]["used"], 3000);
+
+  // Four cores hold 3000m; one exclusive core leaves three, enough for them.
+  Kernel exclusive = MustCreate(Request("x", {{"cpu", 1}}));
+  EXPECT_EQ(exclusive.allocation.cores, (std::vector<int>{0}));
+  for (const Kernel& k : shared) EXPECT_EQ(engine_.Inspect(k.container_id)->cpuset_cpus, "1-3") << k.id();
+  EXPECT_EQ(engine_.CallCount(Method::kUpdate), 6);
+  // A second would leave two cores for 3000m: refused, naming both.
+  Result<Agent::CreateOutcome> refused = agent_->CreateKernel(Request("y", {{"cpu", 1}}));
+  ASSERT_EQ(refused.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("6 shared kernel(s) with 3000m"), std::string::npos)
+      << refused.status().message();
+
+  // Adopted as they are, by a fresh agent.
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  EXPECT_EQ(agent_->DescribeResources()["cpu_shared"]["used"], 3000);
+  EXPECT_EQ(agent_->DescribeResources()["cpu"]["used"], 1);
+  EXPECT_EQ(agent_->GetKernel("s3")->allocation.shared_cpu_millis, 500);
+  EXPECT_EQ(engine_.CallCount(Method::kUpdate), 6);  // their cpusets already match the pool
+
+  ASSERT_TRUE(agent_->DeleteKernel("x").ok());
+  for (const Kernel& k : shared) EXPECT_EQ(engine_.Inspect(k.container_id)->cpuset_cpus, "0-3") << k.id();
+}
+
+// An engine that cannot update a container's cores: the shared kernel's
+// condition says so, and the exclusive kernel is still made.
+TEST_F(AgentTest, ASharedKernelWhoseCoresCannotFollowThePoolHasThatCondition) {
+  MustCreate(Request("s", {{"cpu", "250m"}}));
+  engine_.FailNext(Method::kUpdate, Status::FailedPrecondition("the engine (Podman) cannot change a running "
+                                                               "container's cores"));
+  MustCreate(Request("x", {{"cpu", 1}}));
+  const std::string condition = agent_->GetKernel("s")->Conditions();
+  EXPECT_NE(condition.find("its cores could not follow the shared pool to \"1-3\" (it runs on \"0-3\")"),
+            std::string::npos)
+      << condition;
+  // The next relist tries again; once it succeeds, the condition goes.
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
+}
+
 TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {
   Kernel k = MustCreate(Request("k1"));
   auto exec = agent_->Exec("k1", {"echo", "hi"}, std::chrono::seconds(5));

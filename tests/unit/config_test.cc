@@ -381,7 +381,7 @@ TEST(ConfigTest, UnknownKeyListsTheKnownKeysOfItsSection) {
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\nreserved-gpu = 1\n"),
             "agent.toml:4: resource.reserved-gpu: unknown key; known keys of [resource]: reserved-cpu, reserved-mem");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.cpu]\ncores = \"0\"\n"),
-            "agent.toml:4: resource.cpu.cores: unknown key; known keys of [resource.cpu]: allowed-cores");
+            "agent.toml:4: resource.cpu.cores: unknown key; known keys of [resource.cpu]: allowed-cores, shared-overcommit");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.memory]\nlimit = \"1g\"\n"),
             "agent.toml:4: resource.memory.limit: unknown key; known keys of [resource.memory]: size");
 }

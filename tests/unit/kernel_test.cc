@@ -160,11 +160,49 @@ TEST(ParseCreateRequestTest, RefusesUserLabelsWithTheReservedPrefix) {
   EXPECT_TRUE(Names(ErrorOf(With("labels", {{"team", 1}})), "labels.team"));
 }
 
-TEST(ParseCreateRequestTest, RefusesACpuCountThatIsNotAPositiveWholeNumber) {
-  for (const json& cpu : {json(0), json(-1), json(1.5), json("2")}) {
+TEST(ParseCreateRequestTest, RefusesACpuThatIsNeitherWholeCoresNorAQuotaOfWholeMillicoresFrom10m) {
+  for (const json& cpu : {json(0), json(-1), json(4097), json("2"), json("0m"), json("9m"), json("1.5m"), json("m"),
+                          json(0.0001), json(0.0015), json(-0.5), json(nullptr), json("250M")}) {
     SCOPED_TRACE(cpu.dump());
     EXPECT_TRUE(Names(ErrorOf(WithResource("cpu", cpu)), "resources.cpu"));
   }
+  EXPECT_TRUE(Names(ErrorOf(WithResource("cpu_policy", "spread")), "resources.cpu_policy"));
+  json fraction_exclusive = WithResource("cpu", 0.5);
+  fraction_exclusive["resources"]["cpu_policy"] = "exclusive";
+  EXPECT_TRUE(Names(ErrorOf(fraction_exclusive), "resources.cpu_policy"));
+}
+
+TEST(ParseCreateRequestTest, AFractionMillicoresOrTheSharedPolicyAskForAQuotaThatItsLabelKeeps) {
+  struct Row {
+    json cpu;
+    json policy;  // null: not given
+    int cores, shared_millis;
+  };
+  for (const Row& row : std::vector<Row>{{2, nullptr, 2, 0},
+                                         {2, "exclusive", 2, 0},
+                                         {0.25, nullptr, 0, 250},
+                                         {1.1, nullptr, 0, 1100},
+                                         {"250m", nullptr, 0, 250},
+                                         {"10m", nullptr, 0, 10},
+                                         {2, "shared", 0, 2000},
+                                         {"1500m", "shared", 0, 1500}}) {
+    SCOPED_TRACE(row.cpu.dump() + " " + row.policy.dump());
+    json body = WithResource("cpu", row.cpu);
+    if (!row.policy.is_null()) body["resources"]["cpu_policy"] = row.policy;
+    Result<CreateRequest> asked = ParseCreateRequest(body);
+    ASSERT_TRUE(asked.ok()) << asked.status().message();
+    EXPECT_EQ(asked->resources.cpu, row.cores);
+    EXPECT_EQ(asked->resources.shared_cpu_millis, row.shared_millis);
+    // The canonical request reads back as the same request.
+    Result<CreateRequest> again = RequestFromLabel(RequestLabel(*asked));
+    ASSERT_TRUE(again.ok()) << again.status().message();
+    EXPECT_EQ(again->resources, asked->resources);
+    EXPECT_EQ(LabelFormatFor(*asked), row.shared_millis > 0 ? 6 : 3);
+  }
+  // An older slotd's request (whole cores) is written as it always was.
+  Result<CreateRequest> plain = ParseCreateRequest(ValidBody());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(RequestLabel(*plain)["resources"]["cpu"], 2);
 }
 
 TEST(ParseCreateRequestTest, RefusesAMemorySizeThatIsNotASizeOrBelowTheEnginesMinimum) {
@@ -531,6 +569,22 @@ TEST(LabelFormat, AKernelWithAStopContractOrARestartPolicyIsWrittenInFormat5AndR
   // Either alone is enough.
   kernel.request.stop = StopContract{};
   EXPECT_EQ(KernelLabels(kernel).at(label::kFormat), "5");
+}
+
+TEST(LabelFormat, AKernelWithASharedQuotaIsWrittenInFormat6AndReadBackWithItsQuota) {
+  Kernel kernel = *KernelFromContainer(RecordedContainer(3));
+  kernel.request.resources.cpu = 0;
+  kernel.request.resources.shared_cpu_millis = 250;
+  kernel.allocation.cores.clear();
+  kernel.allocation.shared_cpu_millis = 250;
+  ContainerInfo info = RecordedContainer(3);
+  info.labels = KernelLabels(kernel);
+  EXPECT_EQ(info.labels.at(label::kFormat), "6");
+  EXPECT_EQ(nlohmann::json::parse(info.labels.at(label::kAllocations))["cpu_shared"], 250);
+  Result<Kernel> reread = KernelFromContainer(info);
+  ASSERT_TRUE(reread.ok()) << reread.status().message();
+  EXPECT_EQ(reread->allocation, kernel.allocation);
+  EXPECT_EQ(reread->request.resources, kernel.request.resources);
 }
 
 TEST(LabelFormat, ANewerFormatIsRefusedNamingTheContainerAndBothFormats) {

@@ -127,6 +127,86 @@ TEST(CpuPluginTest, ApplySetsTheCpusetToTheHeldCores) {
 
 // --------------------------------------------------------------------- memory
 
+// A request for a quota of `millis` from the shared pool.
+ResourceRequest Shared(int millis) {
+  ResourceRequest request = Request(0);
+  request.shared_cpu_millis = millis;
+  return request;
+}
+
+TEST(CpuPluginTest, SharedKernelsTakeQuotaFromTheCoresNoKernelHoldsUpToThePoolsCapacity) {
+  CpuPlugin cpu = Cpus();  // 2, 3, 5, 7
+  Allocation exclusive, a, b, refused;
+  ASSERT_TRUE(cpu.Allocate("x", Request(2), exclusive).ok());  // 2, 3: the pool is 5, 7 (2000m)
+  ASSERT_TRUE(cpu.Allocate("a", Shared(1500), a).ok());
+  EXPECT_TRUE(a.cores.empty());
+  EXPECT_EQ(a.shared_cpu_millis, 1500);
+  ASSERT_TRUE(cpu.Allocate("b", Shared(500), b).ok());
+  Status s = cpu.Allocate("c", Shared(10), refused);
+  EXPECT_EQ(s.code(), Status::Code::kResourceExhausted);
+  EXPECT_EQ(s.message(), "insufficient shared cpu: requested 10m, free 0m of 2000m in the shared pool (cores 5,7, the "
+                         "allowed cores no kernel holds exclusively)");
+  EXPECT_EQ(refused.shared_cpu_millis, 0);
+
+  nlohmann::json shared = cpu.Describe()["cpu_shared"];
+  EXPECT_EQ(shared["capacity"], 2000);
+  EXPECT_EQ(shared["used"], 2000);
+  EXPECT_EQ(shared["free"], 0);
+  EXPECT_EQ(shared["kernels"], 2);
+  EXPECT_EQ(shared["cores"], "5,7");
+  EXPECT_EQ(cpu.Describe()["cpu"]["free"], 0);  // both pool cores are needed by the shared quotas
+
+  // A shared kernel runs on the whole pool under its quota.
+  ContainerSpec spec;
+  cpu.Apply(a, spec);
+  EXPECT_EQ(spec.cpuset_cpus, "5,7");
+  EXPECT_EQ(spec.cpu_period_us, 100'000);
+  EXPECT_EQ(spec.cpu_quota_us, 150'000);
+
+  // Freeing the exclusive kernel grows the pool, and what the next shared kernel is given.
+  cpu.Free("x");
+  ASSERT_TRUE(cpu.Allocate("c", Shared(10), refused).ok());
+  ContainerSpec grown;
+  cpu.Apply(a, grown);
+  EXPECT_EQ(grown.cpuset_cpus, "2-3,5,7");
+}
+
+TEST(CpuPluginTest, AnExclusiveCoreIsNeverGivenWhenThePoolWouldNotHoldItsSharedKernels) {
+  CpuPlugin cpu({0, 1}, {});
+  Allocation shared, refused, taken;
+  ASSERT_TRUE(cpu.Allocate("s", Shared(250), shared).ok());
+  ASSERT_TRUE(cpu.Allocate("x", Request(1), taken).ok());  // the pool keeps core 1 for s's 250m
+  Status s = cpu.Allocate("y", Request(1), refused);
+  EXPECT_EQ(s.code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(s.message().find("the shared pool (cores 1) holds 1 shared kernel(s) with 250m"), std::string::npos)
+      << s.message();
+  EXPECT_TRUE(refused.cores.empty());
+  EXPECT_EQ(Used(cpu, "cpu"), 1);
+  // With the shared kernel gone, the last core can be given.
+  cpu.Free("s");
+  EXPECT_TRUE(cpu.Allocate("y", Request(1), refused).ok());
+}
+
+TEST(CpuPluginTest, OvercommitLetsQuotasAddUpToMoreThanThePoolsCores) {
+  CpuPlugin cpu({0}, {}, /*shared_overcommit=*/3);
+  Allocation a, b;
+  ASSERT_TRUE(cpu.Allocate("a", Shared(2000), a).ok());
+  ASSERT_TRUE(cpu.Allocate("b", Shared(1000), b).ok());
+  EXPECT_EQ(cpu.Allocate("c", Shared(10), b).code(), Status::Code::kResourceExhausted);
+  EXPECT_EQ(cpu.Describe()["cpu_shared"]["capacity"], 3000);
+}
+
+TEST(CpuPluginTest, ClaimTakesBackAQuotaAsRecordedAndRefusesCoresWithAQuota) {
+  CpuPlugin cpu({0, 1}, {});
+  Allocation recorded;
+  recorded.shared_cpu_millis = 1500;
+  ASSERT_TRUE(cpu.Claim("s", recorded).ok());
+  EXPECT_EQ(cpu.Describe()["cpu_shared"]["used"], 1500);
+  Allocation both = recorded;
+  both.cores = {0};
+  EXPECT_EQ(cpu.Claim("t", both).code(), Status::Code::kFailedPrecondition);
+}
+
 TEST(MemoryPluginTest, AllocatesWithinCapacityAndSaysWhatIsFreeWhenFull) {
   MemoryPlugin mem(kGiB);
   Allocation a, refused;

@@ -348,6 +348,15 @@ Status DockerEngine::Restart(const std::string& id, std::chrono::seconds timeout
       .status();
 }
 
+Status DockerEngine::UpdateCpuset(const std::string& id, const std::string& cpuset) {
+  if (KnownEngine().podman)
+    return Status::FailedPrecondition("the engine (Podman) cannot change a running container's cores: its "
+                                      "Docker-compatible API has no POST /containers/{id}/update");
+  return Call(http_, "update the cores of container " + id, "POST", ContainerPath(id) + "/update",
+              Dump(json{{"CpusetCpus", cpuset}}))
+      .status();
+}
+
 Status DockerEngine::Rename(const std::string& id, const std::string& name) {
   return Call(http_, "rename container " + id + " to " + name, "POST",
               ContainerPath(id) + "/rename?name=" + UrlEncode(name))

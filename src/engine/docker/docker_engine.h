@@ -52,6 +52,7 @@ class DockerEngine : public ContainerEngine {
   // kConflict when the container is not running.
   Status Kill(const std::string& id, const std::string& signal = "KILL") override;
   Status Restart(const std::string& id, std::chrono::seconds timeout) override;
+  Status UpdateCpuset(const std::string& id, const std::string& cpuset) override;
   Status Rename(const std::string& id, const std::string& name) override;
   // Removes the container's anonymous volumes with it (v=1: those an
   // image's VOLUME made); named volumes stay.

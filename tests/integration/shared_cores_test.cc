@@ -1,0 +1,113 @@
+// Shared cores through the real binaries and engine: ten shared kernels run
+// beside an exclusive one on two cores, the pool follows the exclusive
+// kernel, an exclusive core that would starve the pool is refused, an agent
+// SIGKILLed and started again adopts both kinds exactly, and a quota holds a
+// spinning kernel to its share.
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "integration/harness.h"
+
+namespace slotd::testing {
+namespace {
+
+using nlohmann::json;
+
+// A kernel sleeping an hour on `cpu` (a quota like "100m", or whole cores).
+json Sleeper(const std::string& id, const json& cpu) {
+  json k = SleepKernel(id, "16m");
+  k["resources"]["cpu"] = cpu;
+  return k;
+}
+
+// The cores kernel `id`'s container runs on, as the engine says.
+std::string CpusetOf(const AgentProcess& agent, const std::string& id) {
+  const json k = agent.CallJson("GET", "/v1/kernels/" + id, nullptr, 200);
+  Result<ContainerInfo> info = Engine().Inspect(k["container_id"]);
+  EXPECT_TRUE(info.ok()) << info.status().message();
+  return info.ok() ? info->cpuset_cpus : "";
+}
+
+constexpr int kShared = 10;
+
+TEST(SharedCores, TenSharedKernelsRunBesideAnExclusiveOneAndAreAdoptedExactlyAfterASigkill) {
+  AgentProcess agent(TwoCoreAgent("shared"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  for (int i = 0; i < kShared; ++i) {
+    json k = agent.CreateKernel(Sleeper("s" + std::to_string(i), "100m"));
+    EXPECT_EQ(k["allocations"]["cpu"], json::array());
+    EXPECT_EQ(k["allocations"]["cpu_shared"], 100);
+  }
+  EXPECT_EQ(CpusetOf(agent, "s0"), "0-1");
+
+  // One exclusive core leaves one core for 1000m of quota: enough.
+  json x = agent.CreateKernel(Sleeper("x", 1));
+  EXPECT_EQ(x["allocations"]["cpu"], json::array({0}));
+  json shared = agent.CallJson("GET", "/v1/agent", nullptr, 200)["resources"]["cpu_shared"];
+  EXPECT_EQ(shared, (json{{"capacity", 1000}, {"used", 1000}, {"free", 0}, {"kernels", kShared}, {"cores", "1"}}));
+  if (EngineIsPodman()) {
+    // Podman cannot update a running container's cores: each shared kernel says so.
+    json s0 = agent.CallJson("GET", "/v1/kernels/s0", nullptr, 200);
+    ASSERT_TRUE(s0["condition"].is_string()) << s0.dump();
+    EXPECT_NE(s0["condition"].get<std::string>().find("could not follow the shared pool to \"1\""),
+              std::string::npos)
+        << s0.dump();
+  } else {
+    for (int i = 0; i < kShared; ++i) EXPECT_EQ(CpusetOf(agent, "s" + std::to_string(i)), "1") << i;
+  }
+  // A second would leave the shared kernels no core: refused, naming both.
+  HttpResponse refused = agent.Call("POST", "/v1/kernels", Sleeper("y", 1).dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(refused.body.find("holds 10 shared kernel(s) with 1000m"), std::string::npos) << refused.body;
+  // And so would one more shared kernel.
+  EXPECT_EQ(agent.Call("POST", "/v1/kernels", Sleeper("z", "10m").dump()).status, 422);
+
+  // SIGKILLed and started again: every kernel adopted as it was.
+  const json before = agent.CallJson("GET", "/v1/kernels", nullptr, 200);
+  agent.Kill(SIGKILL);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const json after = agent.CallJson("GET", "/v1/kernels", nullptr, 200);
+  ASSERT_EQ(after["kernels"].size(), static_cast<size_t>(kShared + 1)) << after.dump();
+  for (size_t i = 0; i < after["kernels"].size(); ++i) {
+    EXPECT_EQ(after["kernels"][i]["state"], "RUNNING") << after["kernels"][i].dump();
+    EXPECT_EQ(after["kernels"][i]["allocations"], before["kernels"][i]["allocations"]) << i;
+  }
+  EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["resources"]["cpu_shared"], shared);
+  EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["resources"]["cpu"]["used"], 1);
+
+  // The exclusive kernel's core goes back to the pool.
+  agent.CallJson("DELETE", "/v1/kernels/x", nullptr, 200);
+  if (!EngineIsPodman())
+    for (int i = 0; i < kShared; ++i) EXPECT_EQ(CpusetOf(agent, "s" + std::to_string(i)), "0-1") << i;
+  EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["resources"]["cpu_shared"]["capacity"], 2000);
+}
+
+// The quota is what the kernel gets: a spinning kernel of 250m uses about a
+// quarter of a core, and its stats say so against its quota.
+TEST(SharedCores, AQuotaHoldsASpinningKernelToItsShare) {
+  AgentProcess agent(TwoCoreAgent("quota", "stats-interval = \"500ms\"\n"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json spin = Sleeper("spin", "250m");
+  spin["command"] = {"sh", "-c", "while :; do :; done"};
+  agent.CreateKernel(spin);
+  json stats;
+  for (int i = 0; i < 100; ++i) {  // two samples are needed for a percent
+    stats = agent.CallJson("GET", "/v1/kernels/spin/stats", nullptr, 200);
+    if (stats.contains("cpu") && stats["cpu"]["percent"].is_number() && stats["cpu"]["usage_ns"] > 1'000'000'000u)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(stats["cpu"]["percent"].is_number()) << stats.dump();
+  EXPECT_EQ(stats["cpu"]["quota_millis"], 250);
+  // Loose bounds: the quota caps it near 25% of a core; without it, 100%.
+  EXPECT_LT(stats["cpu"]["percent"].get<double>(), 60.0) << stats.dump();
+  EXPECT_GT(stats["cpu"]["quota_percent"].get<double>(), stats["cpu"]["percent"].get<double>()) << stats.dump();
+}
+
+}  // namespace
+}  // namespace slotd::testing
