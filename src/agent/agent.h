@@ -388,8 +388,9 @@ class Agent {
   // where its cores (Kernel::applied_cpuset) differ: the pool shrank as
   // exclusive cores were given, or grew as they were freed. Engine calls
   // unlocked; a failure (an engine that cannot update: Podman) is the
-  // kernel's condition until an update succeeds. Called after each create,
-  // delete and relist (so at restore too). Takes mutex_ itself.
+  // kernel's condition until an update succeeds. Called after exclusive,
+  // shared and failed creates, deletes and relists (not the restore's, which
+  // would wait on an inspect of every adopted shared kernel). Takes mutex_.
   void ConvergeCpusets() EXCLUDES(mutex_);
   // OnEngineEvent without the StopIntruders that follows it.
   bool ApplyEngineEvent(const EngineEvent& event) EXCLUDES(mutex_);

@@ -446,7 +446,9 @@ Status Agent::Converge(bool at_start) {
   FinishStarts(applied.never_started);
   StopIntruders();
   for (const auto& [kernel_id, container_id] : applied.to_check) CheckDrift(kernel_id, container_id);
-  ConvergeCpusets();
+  // Not at start: an adopted shared kernel's cores are learnt by an inspect
+  // each, which the restore does not wait for; the first relist does it.
+  if (!at_start) ConvergeCpusets();
   // Scratch of no kernel (its container vanished, or the agent died while
   // deleting it) goes; that of any container listed as ours stays.
   auto kept = [&]() EXCLUDES(mutex_) {
