@@ -464,6 +464,13 @@ class Agent {
   // "<container id> <state>" of the unknown states reported; emptied past the bound.
   static constexpr size_t kMaxUnknownStatesReported = 1024;
   std::set<std::string> unknown_states_reported_ GUARDED_BY(mutex_);
+  // The shared pool's cores as ConvergeCpusets last brought every running
+  // shared kernel to them; when the pool differs, every shared kernel is
+  // checked, otherwise only those of cpusets_to_check_: just made (their
+  // spec's pool may be older), or refused an update. So a create or delete
+  // that leaves the pool as it is costs no walk over every kernel.
+  std::string converged_pool_ GUARDED_BY(mutex_);
+  std::set<std::string> cpusets_to_check_ GUARDED_BY(mutex_);  // kernel ids
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
   std::condition_variable restart_done_;                   // with mutex_: a restart under way finished
   // Held from reading a kernel's name marks to renaming its container, so

@@ -140,14 +140,25 @@ void Agent::ConvergeCpusets() {
   std::vector<Move> moves;
   {
     MutexLock lock(mutex_);
-    for (const auto& [id, k] : table_.All()) {
-      if (k.allocation.shared_cpu_millis == 0 || k.state() != KernelState::kRunning || k.container_id.empty()) continue;
-      ContainerSpec now;
-      for (const auto& plugin : plugins_)
-        if (plugin->Name() == "cpu") plugin->Apply(k.allocation, now);
-      if (!now.cpuset_cpus.empty() && now.cpuset_cpus != k.applied_cpuset)
-        moves.push_back({id, k.container_id, now.cpuset_cpus, k.applied_cpuset});
+    // Every shared kernel is given the same cores: the pool, as the cpu plugin applies it.
+    Allocation shared;
+    shared.shared_cpu_millis = 1;
+    ContainerSpec now;
+    for (const auto& plugin : plugins_)
+      if (plugin->Name() == "cpu") plugin->Apply(shared, now);
+    if (now.cpuset_cpus.empty()) return;  // no pool: nothing to give
+    auto check = [&](const std::string& id, const Kernel& k) {
+      if (k.allocation.shared_cpu_millis == 0 || k.state() != KernelState::kRunning || k.container_id.empty()) return;
+      if (now.cpuset_cpus != k.applied_cpuset) moves.push_back({id, k.container_id, now.cpuset_cpus, k.applied_cpuset});
+    };
+    if (now.cpuset_cpus != converged_pool_) {
+      for (const auto& [id, k] : table_.All()) check(id, k);
+      converged_pool_ = now.cpuset_cpus;
+    } else {
+      for (const std::string& id : cpusets_to_check_)
+        if (const Kernel* k = table_.Find(id)) check(id, *k);
     }
+    cpusets_to_check_.clear();
   }
   for (Move& move : moves) {
     // Adopted: what its container runs on is learnt first (a list does not say).
@@ -166,6 +177,7 @@ void Agent::ConvergeCpusets() {
       k->applied_cpuset = move.cpuset;
     } else {
       k->applied_cpuset = move.applied;
+      cpusets_to_check_.insert(move.kernel_id);  // tried again by the next call
       condition = "its cores could not follow the shared pool to \"" + move.cpuset + "\" (it runs on \"" +
                   move.applied + "\"): " + updated.message();
     }

@@ -1,7 +1,6 @@
 #include "resources/cpu_plugin.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "common/units.h"
 
@@ -28,15 +27,21 @@ int64_t CpuPlugin::CapacityMillis(size_t cores) const {
   return static_cast<int64_t>(cores) * 1000 * shared_overcommit_;
 }
 
-int64_t CpuPlugin::SharedMillis() const {
-  return std::accumulate(shared_.begin(), shared_.end(), int64_t{0},
-                         [](int64_t sum, const auto& entry) { return sum + entry.second; });
+void CpuPlugin::HoldShared(const std::string& kernel_id, int millis) {
+  auto it = shared_.find(kernel_id);
+  if (it != shared_.end()) {
+    shared_millis_ -= it->second;
+    shared_.erase(it);
+  }
+  if (millis <= 0) return;
+  shared_[kernel_id] = millis;
+  shared_millis_ += millis;
 }
 
 size_t CpuPlugin::CoresNeededByShared() const {
   if (shared_.empty()) return 0;
   const int64_t per_core = CapacityMillis(1);
-  return static_cast<size_t>(std::max<int64_t>(1, (SharedMillis() + per_core - 1) / per_core));
+  return static_cast<size_t>(std::max<int64_t>(1, (shared_millis_ + per_core - 1) / per_core));
 }
 
 std::map<int, int> CpuPlugin::FreeByNumaNode() const {
@@ -49,14 +54,14 @@ std::map<int, int> CpuPlugin::FreeByNumaNode() const {
 Status CpuPlugin::Allocate(const std::string& kernel_id, const ResourceRequest& request, Allocation& out) {
   if (request.shared_cpu_millis > 0) {
     const std::vector<int> pool = Pool();
-    const int64_t capacity = CapacityMillis(pool.size()), used = SharedMillis();
+    const int64_t capacity = CapacityMillis(pool.size()), used = shared_millis_;
     if (used + request.shared_cpu_millis > capacity)
       return Status::ResourceExhausted(
           "insufficient shared cpu: requested " + FormatMillicores(request.shared_cpu_millis) + ", free " +
           FormatMillicores(std::max<int64_t>(0, capacity - used)) + " of " + FormatMillicores(capacity) +
           " in the shared pool (cores " + (pool.empty() ? "none" : FormatCoreList(pool)) + ", the allowed cores no " +
           "kernel holds exclusively)");
-    shared_[kernel_id] = request.shared_cpu_millis;
+    HoldShared(kernel_id, request.shared_cpu_millis);
     out.shared_cpu_millis = request.shared_cpu_millis;
     return Status::Ok();
   }
@@ -77,11 +82,11 @@ Status CpuPlugin::Allocate(const std::string& kernel_id, const ResourceRequest& 
                                      std::to_string(free) + " of " + std::to_string(allowed_.size()));
   }
   const size_t left = Pool(picked).size();
-  if (left < CoresNeededByShared() || CapacityMillis(left) < SharedMillis())
+  if (left < CoresNeededByShared() || CapacityMillis(left) < shared_millis_)
     return Status::ResourceExhausted(
         "insufficient cpu: requested " + std::to_string(request.cpu) + " exclusive core(s), but the shared pool (cores " +
         FormatCoreList(Pool()) + ") holds " + std::to_string(shared_.size()) + " shared kernel(s) with " +
-        FormatMillicores(SharedMillis()) + " of quota, which " + std::to_string(left) +
+        FormatMillicores(shared_millis_) + " of quota, which " + std::to_string(left) +
         " core(s) left to it could not run; ask for fewer cores, or delete shared kernels first");
   for (int core : picked) holder_[core] = kernel_id;
   out.cores = picked;
@@ -102,13 +107,13 @@ Status CpuPlugin::Claim(const std::string& kernel_id, const Allocation& alloc) {
   for (int core : alloc.cores) holder_[core] = kernel_id;
   // A shared quota is taken back as recorded, even past the pool's capacity
   // (a config changed since): the kernel runs, and new shared kernels wait.
-  if (alloc.shared_cpu_millis > 0) shared_[kernel_id] = alloc.shared_cpu_millis;
+  if (alloc.shared_cpu_millis > 0) HoldShared(kernel_id, alloc.shared_cpu_millis);
   return Status::Ok();
 }
 
 void CpuPlugin::Free(const std::string& kernel_id) {
   std::erase_if(holder_, [&](const auto& entry) { return entry.second == kernel_id; });
-  shared_.erase(kernel_id);
+  HoldShared(kernel_id, 0);
 }
 
 void CpuPlugin::Apply(const Allocation& alloc, ContainerSpec& spec) const {
@@ -124,7 +129,7 @@ void CpuPlugin::Apply(const Allocation& alloc, ContainerSpec& spec) const {
 nlohmann::json CpuPlugin::Describe() const {
   const size_t used = holder_.size();
   const std::vector<int> pool = Pool();
-  const int64_t capacity = CapacityMillis(pool.size()), shared = SharedMillis();
+  const int64_t capacity = CapacityMillis(pool.size()), shared = shared_millis_;
   return {{"cpu",
            {{"capacity", allowed_.size()},
             {"used", used},

@@ -53,8 +53,8 @@ class CpuPlugin : public ResourcePlugin {
   std::vector<int> Pool(const std::vector<int>& without = {}) const;
   // The quota `cores` pool cores give out, in millicores.
   int64_t CapacityMillis(size_t cores) const;
-  // The shared kernels' quotas added up, in millicores.
-  int64_t SharedMillis() const;
+  // Sets kernel_id's quota (0: none), keeping shared_millis_ its sum.
+  void HoldShared(const std::string& kernel_id, int millis);
   // The pool cores the shared kernels' quotas need: 0 without any, else at
   // least 1.
   size_t CoresNeededByShared() const;
@@ -64,6 +64,7 @@ class CpuPlugin : public ResourcePlugin {
   const int shared_overcommit_;
   std::map<int, std::string> holder_;  // core -> kernel id
   std::map<std::string, int> shared_;  // kernel id -> millicores of quota
+  int64_t shared_millis_ = 0;           // shared_'s quotas added up: no walk over every kernel per call
 };
 
 }  // namespace slotd

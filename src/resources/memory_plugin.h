@@ -21,10 +21,12 @@ class MemoryPlugin : public ResourcePlugin {
   nlohmann::json Describe() const override;
 
  private:
-  uint64_t Used() const;
+  // Sets kernel_id's share (0: none), keeping used_ its sum.
+  void Hold(const std::string& kernel_id, uint64_t bytes);
 
   const uint64_t capacity_;
   std::map<std::string, uint64_t> held_;  // kernel id -> bytes
+  uint64_t used_ = 0;                     // held_'s bytes added up: no walk over every kernel per call
 };
 
 }  // namespace slotd
