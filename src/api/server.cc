@@ -142,9 +142,11 @@ ApiServer::~ApiServer() { Stop(); }
 
 json ApiServer::KernelStatsJson(const Kernel& kernel, const StatsSnapshot& latest) {
   const std::string state = KernelStateName(kernel.state());
-  // A sample of an earlier container under the same kernel id (deleted and created again) is not this kernel's.
-  if (auto it = latest.kernels.find(kernel.id());
-      it != latest.kernels.end() && it->second.container_id == kernel.container_id) {
+  // A sample of an earlier container under the same kernel id (deleted and
+  // created again) is not this kernel's, and one taken before it ended is stale.
+  if (auto it = latest.kernels.find(kernel.id()); kernel.state() == KernelState::kRunning &&
+                                                 it != latest.kernels.end() &&
+                                                 it->second.container_id == kernel.container_id) {
     json body = ToJson(it->second);
     body["state"] = state;
     body["measured"] = true;
