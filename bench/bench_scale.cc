@@ -185,12 +185,4 @@ void Run() {
 }  // namespace
 }  // namespace slotd::bench
 
-int main() {
-  try {
-    slotd::bench::Run();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_scale: FAILED: %s\n", e.what());
-    return 1;
-  }
-  return 0;
-}
+int main() { return slotd::bench::RunWithoutEngine("bench_scale", slotd::bench::Run); }

@@ -260,6 +260,16 @@ double TimeSpawnUntilReady(testing::AgentProcess& agent, const std::function<boo
   return Millis(spawn, done);
 }
 
+int RunWithoutEngine(const std::string& name, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: FAILED: %s\n", name.c_str(), e.what());
+    return 1;
+  }
+  return 0;
+}
+
 int RunBenchmark(const std::string& name, const std::vector<std::string>& owners, const std::function<void()>& body) {
   struct sigaction action {};
   action.sa_handler = OnInterrupt;

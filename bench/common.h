@@ -163,4 +163,9 @@ double TimeSpawnUntilReady(testing::AgentProcess& agent, const std::function<boo
 // threw or clean-up failed. SIGINT and SIGTERM make ThrowIfInterrupted throw.
 int RunBenchmark(const std::string& name, const std::vector<std::string>& owners, const std::function<void()>& body);
 
+// Runs `body`, which needs no engine (the core over the fake engine, a
+// plugin over a fake library); returns 0, or prints "<name>: FAILED: ..."
+// and returns 1 when it throws.
+int RunWithoutEngine(const std::string& name, const std::function<void()>& body);
+
 }  // namespace slotd::bench
