@@ -51,7 +51,12 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       table_(config_.agent.id, plugins_, hub_, clock_),
       devices_(config_.agent.id,
                config_.agent.var_base_path.empty() ? "" : config_.agent.var_base_path + "/state.json", plugins_,
-               mutex_, hub_, clock_) {}
+               mutex_, hub_, clock_),
+      warm_claims_(config_.agent.var_base_path.empty() ? "" : config_.agent.var_base_path + "/warm-claims") {
+  Result<std::vector<WarmPool>> pools = WarmPoolsOf(config_);
+  if (pools.ok()) pools_ = std::move(*pools);
+  pools_status_ = pools.status();
+}
 
 std::vector<std::string> Agent::OwnerFilter() const {
   return {std::string(label::kOwner) + "=" + config_.agent.id};
@@ -124,6 +129,11 @@ Result<Agent::Admitted> Agent::Admit(const CreateRequest& request) const {
 }
 
 Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
+  if (std::optional<CreateOutcome> given = GiveWarm(request)) return *given;
+  return CreateKernelFor(request, "");
+}
+
+Result<Agent::CreateOutcome> Agent::CreateKernelFor(const CreateRequest& request, const std::string& warm_pool) {
   Result<Admitted> admitted = Admit(request);
   if (!admitted.ok()) return admitted.status();
   const PullPolicy policy = admitted->policy;
@@ -161,8 +171,9 @@ Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
     kernel.request = request;
     kernel.agent_id = config_.agent.id;
     kernel.created_at = clock_.UnixSeconds();
+    kernel.warm_pool = warm_pool;
     std::optional<std::chrono::milliseconds> lifetime = request.max_lifetime;
-    if (!lifetime && lifetime_cap.count() > 0) lifetime = lifetime_cap;
+    if (!lifetime && lifetime_cap.count() > 0 && warm_pool.empty()) lifetime = lifetime_cap;
     if (lifetime) kernel.deadline = kernel.created_at + (lifetime->count() + 999) / 1000;
     kernel.allocation.numa_node = ChooseNumaNode(request.resources);
     // Reserves the id and the resources.

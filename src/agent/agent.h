@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "agent/mounts.h"
 #include "agent/reconcile.h"
 #include "agent/scratch.h"
+#include "agent/warm_pool.h"
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "config/config.h"
@@ -70,8 +72,26 @@ class Agent {
   // nothing stays allocated and no container is left behind. A repeat of the
   // same request returns the existing kernel; a different request with the
   // same id is kConflict; no room is kResourceExhausted; an unknown slot type
-  // is kInvalidArgument; an unknown image is kNotFound naming it.
+  // is kInvalidArgument; an unknown image is kNotFound naming it. A request
+  // that a warm pool serves (MatchesPool) is given one of its WARM kernels
+  // when one is ready (GiveWarm), and created as any other when none is.
   Result<CreateOutcome> CreateKernel(const CreateRequest& request);
+
+  // One round of keeping the warm pools ([[pool]]) full: removes the pools'
+  // kernels that ended before any create was given them, and WARM kernels
+  // no pool wants (its entry gone or changed, or more than its count), then
+  // creates what each pool lacks, one after another until `stop` is asked
+  // for. Nothing is made while the agent drains. Failures are logged (a
+  // create that fails is tried again next round).
+  void FillPools(const std::stop_token& stop) EXCLUDES(mutex_);
+  // The pools, as [[pool]] gives them.
+  const std::vector<WarmPool>& Pools() const { return pools_; }
+  // Per pool: how many WARM kernels it has now, and how many are being made.
+  struct PoolCount {
+    int warm = 0;
+    int making = 0;
+  };
+  std::map<std::string, PoolCount> CountPools() const EXCLUDES(mutex_);
 
   std::vector<Kernel> ListKernels() const;
   Result<Kernel> GetKernel(const std::string& kernel_id) const;
@@ -272,6 +292,20 @@ class Agent {
   const Config& config() const { return config_; }
 
  private:
+  // CreateKernel once no warm kernel serves `request`; `warm_pool`: the pool
+  // the kernel is made for (it ends WARM, with no deadline), or empty.
+  Result<CreateOutcome> CreateKernelFor(const CreateRequest& request, const std::string& warm_pool);
+  // Gives `request` a WARM kernel of the first pool it matches: its record
+  // (WarmClaims) written, then the kernel RUNNING as the request with the
+  // warm kernel's id. nullopt when no pool serves it or none has a WARM
+  // kernel free (the create goes on as any other), or when the record
+  // cannot be written (logged).
+  std::optional<CreateOutcome> GiveWarm(const CreateRequest& request) EXCLUDES(mutex_);
+  // What Adopt makes of a running container made for a warm pool: RUNNING
+  // as its record says when it was given to a create (`kernel` then takes
+  // the record's request, creation and deadline, and leaves its pool),
+  // WARM otherwise. Errors: a record that cannot be read.
+  Result<KernelState> WarmStateOf(Kernel& kernel) const;
   // What CreateKernel decides before it reserves anything: the pull policy
   // and the request's mounts, resolved.
   struct Admitted {
@@ -307,7 +341,8 @@ class Agent {
   // what was checked (VerifyMounted), and it does not run as root unless
   // allowed (its uids in /proc). kPermissionDenied saying which.
   Status VerifyStarted(const std::string& container_id, const std::vector<ResolvedMount>& mounts);
-  // Removes `kernel_id`'s scratch and its mounts' binds, logging what fails.
+  // Removes `kernel_id`'s scratch, its mounts' binds and its record of a
+  // warm kernel given to it, logging what fails.
   void RemoveKernelFiles(const std::string& kernel_id);
   // Ok while the scratch root's filesystem has [container] scratch-min-free
   // free; kResourceExhausted ("insufficient scratch space", both sizes and
@@ -471,6 +506,18 @@ class Agent {
   // that leaves the pool as it is costs no walk over every kernel.
   std::string converged_pool_ GUARDED_BY(mutex_);
   std::set<std::string> cpusets_to_check_ GUARDED_BY(mutex_);  // kernel ids
+  // The warm pools ([[pool]]); empty when their entries are refused (Restore
+  // then fails naming the entry: pools_status_).
+  std::vector<WarmPool> pools_;
+  Status pools_status_;
+  WarmClaims warm_claims_;  // the records of warm kernels given to creates; thread-safe
+  // WARM kernels a call has taken, to give to a create (GiveWarm) or to
+  // remove (FillPools): no other call takes them meanwhile.
+  std::set<std::string> warm_taken_ GUARDED_BY(mutex_);
+  // Per pool: after a kernel of it could not be made, when FillPools tries
+  // again (unix milliseconds), so that a missing image is not retried (and
+  // logged) every round.
+  std::map<std::string, int64_t> pool_retry_at_ms_ GUARDED_BY(mutex_);
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
   std::condition_variable restart_done_;                   // with mutex_: a restart under way finished
   // Held from reading a kernel's name marks to renaming its container, so

@@ -148,7 +148,8 @@ void Agent::ConvergeCpusets() {
       if (plugin->Name() == "cpu") plugin->Apply(shared, now);
     if (now.cpuset_cpus.empty()) return;  // no pool: nothing to give
     auto check = [&](const std::string& id, const Kernel& k) {
-      if (k.allocation.shared_cpu_millis == 0 || k.state() != KernelState::kRunning || k.container_id.empty()) return;
+      const bool runs = k.state() == KernelState::kRunning || k.state() == KernelState::kWarm;
+      if (k.allocation.shared_cpu_millis == 0 || !runs || k.container_id.empty()) return;
       if (now.cpuset_cpus != k.applied_cpuset) moves.push_back({id, k.container_id, now.cpuset_cpus, k.applied_cpuset});
     };
     if (now.cpuset_cpus != converged_pool_) {
@@ -274,7 +275,7 @@ void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
     if (!k || k->container_id != container_id || k->state() != KernelState::kPreparing) continue;
     if (started.ok()) {
       spdlog::info("kernel {}: started its container, created before the agent stopped", kernel_id);
-      (void)table_.Started(kernel_id);
+      (void)(k->warm_pool.empty() ? table_.Started(kernel_id) : table_.Warmed(kernel_id));
     } else {
       spdlog::error("kernel {}: its container, created before the agent stopped, could not be started: {}",
                     kernel_id, started.message());
@@ -317,6 +318,15 @@ Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const Conta
     spdlog::error("cannot adopt container {}: its labels disagree on the kernel id", info.name);
     return Status::Ok();
   }
+  KernelState running_as = KernelState::kRunning;
+  if (!kernel.warm_pool.empty()) {  // made for a warm pool: given to a create since, or still warm
+    Result<KernelState> warm = WarmStateOf(kernel);
+    if (!warm.ok()) {
+      spdlog::error("cannot adopt container {}: {}", info.name, warm.status().message());
+      return at_start ? warm.status() : Status::Ok();
+    }
+    running_as = *warm;
+  }
   Status outcome = Status::Ok();
   if (step == reconcile::Step::kAdoptCreated) {
     // Created but never started: the agent stopped between the two calls of
@@ -330,7 +340,7 @@ Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const Conta
       outcome = table_.Adopt(kernel, KernelState::kTerminated);
     }
   } else if (step == reconcile::Step::kAdoptRunning) {
-    outcome = table_.Adopt(kernel, KernelState::kRunning);
+    outcome = table_.Adopt(kernel, running_as);
     if (!outcome.ok()) outcome = AdoptRefused(std::move(kernel), info, outcome, at_start);
   } else {
     // Ended while the agent was away: as its restart policy says.
@@ -481,9 +491,14 @@ Status Agent::Relist() { return Converge(/*at_start=*/false); }
 Status Agent::Restore() {
   devices_.Start();
   drain_deadline_ = devices_.Draining().deadline.value_or(0);
+  if (!pools_status_.ok()) return pools_status_;
   if (Status s = Converge(/*at_start=*/true); !s.ok()) return s;
   ApplyDeviceHealth();
+  warm_claims_.RemoveLeftovers();
   MutexLock lock(mutex_);
+  // A record whose kernel is gone (its container removed while the agent was away).
+  for (const std::string& kernel_id : warm_claims_.KernelIds())
+    if (!table_.Find(kernel_id)) warm_claims_.Remove(kernel_id);
   spdlog::info("restored {} kernel(s) from container labels", table_.All().size());
   return Status::Ok();
 }

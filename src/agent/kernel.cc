@@ -37,12 +37,16 @@ Status Bad(const std::string& field, const std::string& what) {
   return Status::InvalidArgument(field + ": " + what);
 }
 
+}  // namespace
+
 std::string GenerateKernelId() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   char buf[20];
   snprintf(buf, sizeof buf, "k-%012llx", static_cast<unsigned long long>(rng() & 0xffffffffffffULL));
   return buf;
 }
+
+namespace {
 
 Status ParseStringMap(const json& body, const char* field, std::map<std::string, std::string>& out) {
   if (!body.contains(field)) return Status::Ok();
@@ -225,6 +229,8 @@ Status ParseIds(const json& body, CreateRequest& req) {
   }
   req.kernel_id = body.contains("kernel_id") ? body["kernel_id"].get<std::string>() : GenerateKernelId();
   req.session_id = body.contains("session_id") ? body["session_id"].get<std::string>() : req.kernel_id;
+  req.ids.kernel_generated = !body.contains("kernel_id");
+  req.ids.session_generated = !body.contains("session_id");
   return Status::Ok();
 }
 
@@ -363,6 +369,7 @@ const char* KernelStateName(KernelState state) {
   switch (state) {
     case KernelState::kPulling: return "PULLING";
     case KernelState::kPreparing: return "PREPARING";
+    case KernelState::kWarm: return "WARM";
     case KernelState::kRunning: return "RUNNING";
     case KernelState::kBackoff: return "BACKOFF";
     case KernelState::kTerminating: return "TERMINATING";
@@ -405,6 +412,7 @@ json Kernel::ToJson() const {
           {"terminated_at", terminated_at ? json(*terminated_at) : json(nullptr)},
           {"deadline", deadline ? json(*deadline) : json(nullptr)},
           {"restarts", restarts},
+          {"warm_pool", warm_pool.empty() ? json(nullptr) : json(warm_pool)},
           {"next_restart_at_ms", next_restart_at_ms ? json(*next_restart_at_ms) : json(nullptr)},
           {"warned", warned},
           {"idle_since_ms", idle_since_ms ? json(*idle_since_ms) : json(nullptr)},

@@ -39,8 +39,11 @@ inline constexpr char kDeadline[] = "ai.backend.slotd.deadline";
 // kCurrentFormat is the newest this version reads and writes; it writes
 // each kernel in the oldest format that holds it (LabelFormatFor).
 inline constexpr char kFormat[] = "ai.backend.slotd.label-format";
+// The warm pool ([[pool]] name) a container was made for: kept started for
+// a create that matches it (agent/warm_pool.h); absent: an ordinary kernel.
+inline constexpr char kWarmPool[] = "ai.backend.slotd.warm-pool";
 inline constexpr char kReservedPrefix[] = "ai.backend.";
-inline constexpr int kCurrentFormat = 6;
+inline constexpr int kCurrentFormat = 7;
 }  // namespace label
 
 // A host directory a request asks to have mounted (checked against
@@ -59,6 +62,15 @@ inline constexpr size_t kMaxImageName = 512;
 // "none", "tag", "digest"; nullopt for anything else.
 std::optional<PullPolicy> ParsePullPolicy(std::string_view name);
 const char* PullPolicyName(PullPolicy policy);
+
+// Which of a request's ids were generated because it named none. Not part of
+// what the request asks: two requests differing only here are equal.
+struct IdOrigin {
+  bool kernel_generated = false;   // no kernel_id: a warm kernel may be given (with its own id)
+  bool session_generated = false;  // no session_id: it is the kernel's id
+
+  bool operator==(const IdOrigin&) const { return true; }
+};
 
 // A validated create request.
 struct CreateRequest {
@@ -79,6 +91,7 @@ struct CreateRequest {
   RestartPolicy restart;  // whether it is started again when its container ends
   std::optional<HealthCheck> health;  // what the agent probes while it runs; unset: nothing
   std::optional<IdlePolicy> idle;     // when it counts as idle; unset: as [container] idle-for says
+  IdOrigin ids;  // which ids were generated (ParseRequestWithin); never recorded
 
   // Two requests are the same (a repeat, not a conflict) exactly when equal.
   bool operator==(const CreateRequest&) const = default;
@@ -102,12 +115,16 @@ struct RequestLimits {
 // ..." / "kernel_id: must match ...".
 Result<CreateRequest> ParseRequestWithin(const nlohmann::json& body, const RequestLimits& limits);
 
+// A new kernel id, as a request without one gets: "k-" and 12 random hex digits.
+std::string GenerateKernelId();
+
 // True when `id` is a valid kernel id: [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
 bool IsValidKernelId(const std::string& id);
 
 // kBackoff: its container ended and its restart policy starts it again at
-// next_restart_at_ms; it keeps its resources meanwhile.
-enum class KernelState { kPulling, kPreparing, kRunning, kBackoff, kTerminating, kTerminated, kError };
+// next_restart_at_ms; it keeps its resources meanwhile. kWarm: its container
+// runs, made for a warm pool, and no create has been given it yet.
+enum class KernelState { kPulling, kPreparing, kWarm, kRunning, kBackoff, kTerminating, kTerminated, kError };
 const char* KernelStateName(KernelState state);
 
 // What the agent knows about one kernel.
@@ -140,6 +157,10 @@ struct Kernel {
   std::string pool_condition;
   Allocation allocation;
   bool holds_resources = false;  // whether `allocation` is taken from the plugins now
+  // The warm pool its container was made for (label kWarmPool); empty: none.
+  // A kernel given to a create keeps it: its request is then the create's,
+  // recorded beside the container (WarmClaims), not in its labels.
+  std::string warm_pool;
   int64_t created_at = 0;    // unix seconds
   // Unix seconds when it ended, as the engine saw it (the container's end);
   // unset while it runs, and when the engine does not say (it never started).

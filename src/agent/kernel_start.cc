@@ -148,6 +148,7 @@ void Agent::RemoveKernelFiles(const std::string& kernel_id) {
     spdlog::error("kernel {}: {}", kernel_id, removed.message());
   if (Status removed = mount_stage_.Remove(kernel_id); !removed.ok())
     spdlog::error("kernel {}: {}", kernel_id, removed.message());
+  warm_claims_.Remove(kernel_id);
 }
 
 Status Agent::AbandonReservation(const std::string& kernel_id, const Status& why) {
@@ -259,7 +260,9 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   if (Status s = VerifyStarted(*created, mounts); !s.ok()) return abandon(s, *created);
 
   MutexLock lock(mutex_);
-  if (Status s = table_.Started(request.kernel_id); !s.ok()) return s;
+  const Status started =
+      kernel.warm_pool.empty() ? table_.Started(request.kernel_id) : table_.Warmed(request.kernel_id);
+  if (!started.ok()) return started;
   return CreateOutcome{*table_.Find(request.kernel_id), true};
 }
 

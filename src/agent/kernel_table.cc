@@ -16,6 +16,7 @@ using T = KernelTable::Transition;
 constexpr Place kNone = std::nullopt;
 constexpr Place kPulling = KernelState::kPulling;
 constexpr Place kPreparing = KernelState::kPreparing;
+constexpr Place kWarm = KernelState::kWarm;
 constexpr Place kRunning = KernelState::kRunning;
 constexpr Place kBackoff = KernelState::kBackoff;
 constexpr Place kTerminating = KernelState::kTerminating;
@@ -30,19 +31,21 @@ const std::vector<KernelTable::Rule>& KernelTable::Rules() {
   static const std::vector<Rule> rules = {
       {T::kReserve, "reserve", {kNone}, {kPulling, kPreparing}, nullptr},
       {T::kPrepared, "prepared", {kPulling}, {kPreparing}, nullptr},
-      {T::kAdopt, "adopt", {kNone}, {kPreparing, kRunning, kBackoff, kTerminated, kError}, nullptr},
+      {T::kAdopt, "adopt", {kNone}, {kPreparing, kWarm, kRunning, kBackoff, kTerminated, kError}, nullptr},
       {T::kStarted, "started", {kPreparing}, {kRunning}, "kernel_started"},
+      {T::kWarmed, "warmed", {kPreparing}, {kWarm}, "kernel_warm"},
+      {T::kGiven, "given", {kWarm}, {kRunning}, "kernel_started"},
       {T::kResumed, "resumed", {kBackoff, kTerminated, kError}, {kRunning}, "kernel_started"},
       {T::kRefused, "refused", {kTerminated, kError}, {kError}, nullptr},
       {T::kRestarted, "restarted", {kRunning, kBackoff, kTerminated, kError}, {kRunning}, "kernel_started"},
       {T::kBackedOff, "backed off", {kRunning, kBackoff}, {kBackoff}, "kernel_backoff"},
       {T::kPolicyRestarted, "restarted by its policy", {kBackoff}, {kRunning}, "kernel_restarted"},
-      {T::kStopping, "stopping", {kRunning, kBackoff, kTerminated, kError}, {kTerminating}, nullptr},
-      {T::kStopFailed, "stop failed", {kTerminating}, {kRunning, kBackoff, kTerminated, kError}, nullptr},
-      {T::kTerminated, "terminated", {kPreparing, kRunning, kBackoff, kTerminating, kError}, {kTerminated},
+      {T::kStopping, "stopping", {kWarm, kRunning, kBackoff, kTerminated, kError}, {kTerminating}, nullptr},
+      {T::kStopFailed, "stop failed", {kTerminating}, {kWarm, kRunning, kBackoff, kTerminated, kError}, nullptr},
+      {T::kTerminated, "terminated", {kPreparing, kWarm, kRunning, kBackoff, kTerminating, kError}, {kTerminated},
        "kernel_terminated"},
       {T::kDeleted, "deleted", {kTerminating}, {kNone}, "kernel_removed"},
-      {T::kForgotten, "forgotten", {kPulling, kPreparing, kRunning, kBackoff, kTerminating, kTerminated, kError},
+      {T::kForgotten, "forgotten", {kPulling, kPreparing, kWarm, kRunning, kBackoff, kTerminating, kTerminated, kError},
        {kNone}, "kernel_removed"},
       {T::kAbandoned, "abandoned", {kPulling, kPreparing}, {kNone}, nullptr},
   };
@@ -55,7 +58,7 @@ const KernelTable::Rule& KernelTable::RuleOf(Transition transition) {
 }
 
 std::vector<Place> KernelTable::Places() {
-  return {kNone, kPulling, kPreparing, kRunning, kBackoff, kTerminating, kTerminated, kError};
+  return {kNone, kPulling, kPreparing, kWarm, kRunning, kBackoff, kTerminating, kTerminated, kError};
 }
 
 std::string PlaceName(Place place) { return place ? KernelStateName(*place) : "(none)"; }
@@ -124,7 +127,7 @@ void KernelTable::Enter(Kernel& kernel, Transition transition, KernelState to, j
     kernel.end_cause.clear();
     ++kernel.runs;
   }
-  if (to == KernelState::kRunning) kernel.running_seq = ++seq_;
+  if (to == KernelState::kRunning || to == KernelState::kWarm) kernel.running_seq = ++seq_;
   kernel.state_ = to;
   if (const char* event = RuleOf(transition).event) Announce(event, kernel, std::move(extra));
 }
@@ -168,7 +171,8 @@ Status KernelTable::Adopt(Kernel kernel, KernelState state) {
   const std::string kernel_id = kernel.id();
   if (Result<Kernel*> k = Check(T::kAdopt, kernel_id, state); !k.ok()) return k.status();
   kernel.holds_resources = false;
-  if (state == KernelState::kPreparing || state == KernelState::kRunning || state == KernelState::kBackoff) {
+  if (state == KernelState::kPreparing || state == KernelState::kWarm || state == KernelState::kRunning ||
+      state == KernelState::kBackoff) {
     if (Status s = Claim(kernel); !s.ok()) return s;
   }
   kernel.container_seq = ++seq_;
@@ -178,6 +182,21 @@ Status KernelTable::Adopt(Kernel kernel, KernelState state) {
 }
 
 Status KernelTable::Started(const std::string& kernel_id) { return Move(T::kStarted, kernel_id, KernelState::kRunning); }
+
+Status KernelTable::Warmed(const std::string& kernel_id) { return Move(T::kWarmed, kernel_id, KernelState::kWarm); }
+
+Status KernelTable::Given(const std::string& kernel_id, CreateRequest request, int64_t created_at,
+                          std::optional<int64_t> deadline) {
+  Result<Kernel*> k = Check(T::kGiven, kernel_id, kRunning);
+  if (!k.ok()) return k.status();
+  Kernel& kernel = **k;
+  request.kernel_id = kernel_id;
+  kernel.request = std::move(request);
+  kernel.created_at = created_at;
+  kernel.deadline = deadline;
+  Enter(kernel, T::kGiven, KernelState::kRunning);
+  return Status::Ok();
+}
 
 void KernelTable::RunAgain(Kernel& kernel, Transition transition, json extra) {
   kernel.exit_code.reset();

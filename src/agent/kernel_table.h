@@ -33,16 +33,18 @@ class KernelTable {
   enum class Transition {
     kReserve,     // (none) -> PULLING | PREPARING: a create allocates what it asked for
     kPrepared,    // PULLING -> PREPARING: its image is on the node
-    kAdopt,       // (none) -> PREPARING | RUNNING | BACKOFF (claims its allocation) | TERMINATED | ERROR: from the engine
+    kAdopt,       // (none) -> PREPARING | WARM | RUNNING | BACKOFF (claims its allocation) | TERMINATED | ERROR: from the engine
     kStarted,     // PREPARING -> RUNNING: its container started
+    kWarmed,      // PREPARING -> WARM: its container, made for a warm pool, started
+    kGiven,       // WARM -> RUNNING: a create was given it
     kResumed,     // BACKOFF | TERMINATED | ERROR -> RUNNING (claims again): its container runs again
     kRefused,     // TERMINATED | ERROR -> ERROR: its container runs again on resources it cannot claim
     kRestarted,   // RUNNING | BACKOFF | TERMINATED | ERROR -> RUNNING: RestartKernel restarted its container
     kBackedOff,   // RUNNING | BACKOFF -> BACKOFF (keeps its resources): it ended and its restart policy waits
     kPolicyRestarted,  // BACKOFF -> RUNNING: its restart policy started it again
-    kStopping,    // RUNNING | BACKOFF | TERMINATED | ERROR -> TERMINATING: a call stops its container
+    kStopping,    // WARM | RUNNING | BACKOFF | TERMINATED | ERROR -> TERMINATING: a call stops its container
     kStopFailed,  // TERMINATING -> the state before it: the container could not be stopped
-    kTerminated,  // PREPARING | RUNNING | BACKOFF | TERMINATING | ERROR -> TERMINATED (frees): it ended
+    kTerminated,  // PREPARING | WARM | RUNNING | BACKOFF | TERMINATING | ERROR -> TERMINATED (frees): it ended
     kDeleted,     // TERMINATING -> (none) (frees): DeleteKernel removed its container
     kForgotten,   // any -> (none) (frees): its container is gone
     kAbandoned,   // PULLING | PREPARING -> (none) (frees): a create failed before announcing it
@@ -83,6 +85,12 @@ class KernelTable {
   Status Adopt(Kernel kernel, KernelState state);
   // kStarted.
   Status Started(const std::string& kernel_id);
+  // kWarmed.
+  Status Warmed(const std::string& kernel_id);
+  // kGiven: the WARM kernel becomes RUNNING as `request` (its id the
+  // kernel's), created at `created_at` with `deadline`.
+  Status Given(const std::string& kernel_id, CreateRequest request, int64_t created_at,
+               std::optional<int64_t> deadline);
   // kResumed, or kRefused with `why_refused` and the claim's refusal in its
   // reason when the allocation cannot be claimed again. Returns the claim's
   // status (OK: RUNNING).

@@ -105,6 +105,10 @@ Labels KernelLabels(const Kernel& kernel) {
   labels[label::kRequest] = RequestLabel(kernel.request).dump();
   if (kernel.deadline) labels[label::kDeadline] = std::to_string(*kernel.deadline);
   labels[label::kFormat] = std::to_string(LabelFormatFor(kernel.request));
+  if (!kernel.warm_pool.empty()) {
+    labels[label::kWarmPool] = kernel.warm_pool;
+    labels[label::kFormat] = "7";  // an older slotd would take a warm kernel for a running one
+  }
   return labels;
 }
 
@@ -129,7 +133,7 @@ Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_
         "; this slotd reads formats 1 to " + std::to_string(label::kCurrentFormat) +
         "): run the newer slotd on this node again, or remove the container (docker rm -f " + container_name + ")");
   Labels migrated = labels;
-  // 1 -> 2 -> 3 -> 4 -> 5 -> 6: only the format label changes (see label::kCurrentFormat).
+  // 1 -> 2 -> ... -> 7: only the format label changes (see label::kCurrentFormat).
   migrated[label::kFormat] = std::to_string(label::kCurrentFormat);
   return migrated;
 }
@@ -170,6 +174,7 @@ Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
   const NameMarks marks = MarksInName(info.name);
   kernel.restarts = marks.restarts;
   kernel.warned = marks.warned;
+  if (auto pool = labels->find(label::kWarmPool); pool != labels->end()) kernel.warm_pool = pool->second;
   if (auto deadline = labels->find(label::kDeadline); deadline != labels->end()) {
     const std::string& text = deadline->second;
     kernel.deadline = LabelNumber(text, 18);

@@ -26,6 +26,10 @@ namespace slotd {
 // Format 4 -> 5: the request may hold stop_signal, stop_timeout, pre_stop,
 // restart and health; a format 4 container has none, so nothing changes but
 // the format.
+// Format 5 -> 6: the request may hold a shared CPU quota; format 6 -> 7: the
+// container may carry label kWarmPool (a kernel made for a warm pool; only
+// such containers are written in format 7). Neither changes anything but
+// the format.
 // kFailedPrecondition naming the container and both formats when they were
 // written by a newer slotd: this version cannot know what they mean.
 Result<Labels> MigrateLabels(const Labels& labels, const std::string& container_name);

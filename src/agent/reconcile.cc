@@ -49,7 +49,7 @@ Step DecideOnContainer(const ContainerInfo& info, const Known* known, std::optio
   if (known) {
     if (known->container_id != info.id || known->owned_by_call) return Step::kNothing;
     if (running && Settled(*known)) return Step::kResume;
-    if (!running && known->state == KernelState::kRunning)
+    if (!running && (known->state == KernelState::kRunning || known->state == KernelState::kWarm))
       return known->running_seq > list_seq ? Step::kNothing : Step::kMarkExited;  // a list older than its start
     return Step::kNothing;
   }
@@ -99,8 +99,10 @@ EventStep DecideOnEvent(const EngineEvent& event, const Known* known) {
   if (action == "oom") return EventStep::kNoteOom;
   if (known->owned_by_call) return EventStep::kNothing;
   if (action == "die") {
-    return known->state == KernelState::kRunning || known->state == KernelState::kError ? EventStep::kCheckDeath
-                                                                                         : EventStep::kNothing;
+    const KernelState state = known->state;
+    return state == KernelState::kRunning || state == KernelState::kWarm || state == KernelState::kError
+               ? EventStep::kCheckDeath
+               : EventStep::kNothing;
   }
   if (action == "update" || action == "pause" || action == "unpause")
     return MayCheckDrift(*known, event.id) ? EventStep::kCheckDrift : EventStep::kNothing;

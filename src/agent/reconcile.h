@@ -26,8 +26,8 @@ struct Known {
   bool owned_by_call = false;
   // The agent's mutation sequence when the kernel's container appeared.
   uint64_t container_seq = 0;
-  // The agent's mutation sequence when the kernel last became RUNNING (a
-  // start, a restart, an adoption): a list asked for before it may show its
+  // The agent's mutation sequence when the kernel last became RUNNING or
+  // WARM (a start, a restart, an adoption): a list asked for before it may show its
   // container as it was before that start.
   uint64_t running_seq = 0;
 };
@@ -37,7 +37,7 @@ enum class Step {
   kNothing,        // the picture already agrees, or a call owns the kernel, or it is an older container of its id
   kUnlabelled,     // carries the owner label but no kernel id: log it and leave it alone
   kResume,         // known TERMINATED or ERROR, its container runs again: re-take its allocation
-  kMarkExited,     // known RUNNING, its container stopped: TERMINATED with the exit code, resources freed
+  kMarkExited,     // known RUNNING or WARM, its container stopped: TERMINATED with the exit code, resources freed
   kAdoptCreated,   // unknown, created and never started: adopt PREPARING with its allocation, then start it
   kAdoptRunning,   // unknown, running: adopt RUNNING with its allocation
   kAdoptExited,    // unknown, stopped: adopt TERMINATED with the exit code, holding nothing

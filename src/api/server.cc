@@ -124,6 +124,34 @@ std::optional<bool> Flag(const http::Request& req, const char* name) {
   return std::nullopt;
 }
 
+// A pool's resources as a request writes them: {"cpu": "250m", "mem": 268435456, "cuda.device": 1}.
+json ShapeJson(const ResourceRequest& shape) {
+  json out = {{"cpu", shape.shared_cpu_millis > 0 ? json(FormatMillicores(shape.shared_cpu_millis)) : json(shape.cpu)},
+              {"mem", shape.mem_bytes}};
+  for (const auto& [slot, count] : shape.devices) out[slot] = count;
+  return out;
+}
+
+// The warm pools of /v1/agent: each pool's shape, count, and its kernels
+// ready (WARM) and being made; and the WARM kernels of all, whose resources
+// the slots count as used.
+json WarmJson(const Agent& agent) {
+  const std::map<std::string, Agent::PoolCount> counts = agent.CountPools();
+  json pools = json::array();
+  int warm = 0;
+  for (const WarmPool& pool : agent.Pools()) {
+    const Agent::PoolCount& count = counts.at(pool.name);
+    warm += count.warm;
+    pools.push_back({{"name", pool.name},
+                     {"image", pool.shape.image.name},
+                     {"resources", ShapeJson(pool.shape.resources)},
+                     {"count", pool.count},
+                     {"warm", count.warm},
+                     {"making", count.making}});
+  }
+  return {{"kernels", warm}, {"pools", pools}};
+}
+
 }  // namespace
 
 ApiServer::ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
@@ -291,8 +319,11 @@ void ApiServer::AddRoutes() {
 }
 
 void ApiServer::ListKernels(Exchange& ex) const {
+  const std::optional<bool> warm = Flag(ex.request(), "warm");
+  if (!warm) return ex.Reply(ErrorResponse(Status::InvalidArgument("warm: expected 1, true, 0 or false")));
   json list = json::array();
-  for (const auto& kernel : agent_.ListKernels()) list.push_back(kernel.ToJson());
+  for (const auto& kernel : agent_.ListKernels())
+    if (*warm || kernel.state() != KernelState::kWarm) list.push_back(kernel.ToJson());
   ex.Reply(JsonResponse(200, {{"kernels", list}}));
 }
 
@@ -418,7 +449,8 @@ void ApiServer::DescribeAgent(Exchange& ex) const {
                                                         {"api_version", engine_->api_version},
                                                         {"address", c.container.docker_host}}
                                                  : json(nullptr)},
-                              {"resources", agent_.DescribeResources()}}));
+                              {"resources", agent_.DescribeResources()},
+                              {"warm", WarmJson(agent_)}}));
 }
 
 void ApiServer::CreateKernel(Exchange& ex) {

@@ -188,6 +188,21 @@ struct EtcdConfig {
   bool operator==(const EtcdConfig&) const = default;
 };
 
+// [[pool]]: one warm pool, `count` kernels of one image and resource shape
+// kept started for the creates that match it (agent/warm_pool.h). The shape
+// is read as a create request's resources by the agent, which refuses to
+// start on one it would refuse in a request.
+struct PoolConfig {
+  std::string name;   // in its kernels' labels; unique among the pools
+  std::string image;
+  std::string cpu = "1";  // as resources.cpu: "2" (exclusive cores), "0.5" or "250m" (shared)
+  uint64_t mem = 0;       // 0: the agent's default for a request without mem
+  std::map<std::string, int64_t> devices;  // slot -> count: {"cuda.device" = 1}
+  int64_t count = 1;
+
+  bool operator==(const PoolConfig&) const = default;
+};
+
 struct Config {
   std::string path;  // the file it was read from
   AgentConfig agent;
@@ -196,6 +211,7 @@ struct Config {
   ContainerConfig container;
   ResourceConfig resource;
   std::optional<EtcdConfig> etcd;  // absent: standalone
+  std::vector<PoolConfig> pools;   // [[pool]] entries, in file order
 
   bool operator==(const Config&) const = default;
 };

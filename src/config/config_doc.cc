@@ -95,15 +95,14 @@ std::string RenderManPage(const Schema& schema, const std::string& version) {
       "absolute. Sizes are a string with a binary suffix (k, m, g, t, optionally followed by b or ib) or an integer "
       "number of bytes; durations are a string such as \"10s\" or \"5m\".\n"
       ".PP\n";
-  const std::vector<std::string> names = schema.SectionNames();
+  const std::vector<Section>& sections = schema.sections();
   out += "The accepted sections are";
-  for (size_t i = 0; i < names.size(); ++i)
-    out += std::string(i == 0 ? " " : i + 1 == names.size() ? " and " : ", ") + "[" + Roff(names[i]) + "]";
+  for (size_t i = 0; i < sections.size(); ++i)
+    out += std::string(i == 0 ? " " : i + 1 == sections.size() ? " and " : ", ") + Roff(sections[i].Header());
   out += ".\n.SH KEYS\n";
-  for (const Section& section : schema.sections()) {
+  for (const Section& section : sections) {
     for (const DocTable& table : section.docs()) {
-      const bool section = std::find(names.begin(), names.end(), table.name) != names.end();
-      out += ".SS " + (section ? "[" + Roff(table.name) + "]" : Roff(table.name)) + "\n";
+      out += ".SS " + Roff(table.name == section.name() ? section.Header() : table.name) + "\n";
       for (const DocRow& row : table.rows) {
         out += ".TP\n.B " + Roff(row.key) + "\n" + Roff(row.type) + "; default: " + Roff(row.default_) + ".\n";
         if (!row.doc.empty()) out += ".br\n" + Roff(row.doc) + "\n";
@@ -136,11 +135,11 @@ std::string RenderKeyTable(const DocTable& table) {
 
 std::vector<std::pair<std::string, std::string>> GeneratedDocParts(const Schema& schema) {
   std::vector<std::pair<std::string, std::string>> parts;
-  const std::vector<std::string> names = schema.SectionNames();
+  const std::vector<Section>& all = schema.sections();
   std::string sections = "The accepted sections are ";
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (i > 0) sections += i + 1 == names.size() ? " and " : ", ";
-    sections += "`[" + names[i] + "]`";
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (i > 0) sections += i + 1 == all.size() ? " and " : ", ";
+    sections += "`" + all[i].Header() + "`";
   }
   parts.emplace_back("sections", sections + ".\n");
   for (const Section& section : schema.sections()) {

@@ -301,7 +301,8 @@ void Schema::CheckLayout(const toml::table& table, const std::string& path, Conf
   const Section* section = path.empty() ? nullptr : Find(path);
   for (auto&& [key, node] : table) {
     const std::string child = path.empty() ? KeyPart(key.str()) : path + "." + KeyPart(key.str());
-    if (Find(child) != nullptr) {
+    if (const Section* known = Find(child); known != nullptr) {
+      if (known->list()) continue;  // its reading checks its items
       if (const toml::table* sub = node.as_table()) CheckLayout(*sub, child, reader);
       else reader.Report(&node.source(), child, "expected a table, found " + TypeName(node));
       continue;

@@ -397,7 +397,35 @@ class Section {
     };
   }
 
+  // A section written as an array of tables ([[name]]), each item read with
+  // `items` into one element of the list `bind` gives; absent: left empty.
+  // `item_example` shows an item in the error for one that is not a table.
+  template <typename Item>
+  static Section TableList(KeyTable<Item> items, std::function<std::vector<Item>*(Config&)> bind,
+                           std::string item_example) {
+    Section section;
+    section.name_ = items.name;
+    section.known_as_ = items.known_as;
+    section.key_names_ = items.KeyNames();
+    section.docs_ = items.Docs();
+    section.list_ = true;
+    const std::string name = items.name;
+    ValueType<std::vector<Item>> type =
+        TableListType(std::move(items), "tables like [[" + name + "]]", "write each entry as a [[" + name + "]] table",
+                      std::move(item_example));
+    section.read_ = [type = std::move(type), bind = std::move(bind), name](const toml::table& root, Config& config,
+                                                                           ConfigReader& reader) {
+      const toml::node* node = NodeAt(root, name);
+      if (node == nullptr) return;
+      if (std::optional<std::vector<Item>> values = type.read(Field{node, name}, reader)) *bind(config) = std::move(*values);
+    };
+    return section;
+  }
+
   const std::string& name() const { return name_; }
+  // How the file writes its header: "[agent]", or "[[pool]]" for a table list.
+  std::string Header() const { return list_ ? "[[" + name_ + "]]" : "[" + name_ + "]"; }
+  bool list() const { return list_; }
   const std::string& known_as() const { return known_as_; }
   const std::vector<std::string>& key_names() const { return key_names_; }
   // The section's key table first, then the tables nested in its values.
@@ -407,7 +435,10 @@ class Section {
   void Read(const toml::table& root, Config& config, ConfigReader& reader) const { read_(root, config, reader); }
 
  private:
+  Section() = default;
+
   std::string name_;
+  bool list_ = false;  // an array of tables ([[name]]), not one table
   std::string known_as_;
   std::vector<std::string> key_names_;
   std::vector<DocTable> docs_;

@@ -184,6 +184,21 @@ std::jthread SweepWhenKernelsStart(EventHub& hub, StatsCollector& collector) {
   });
 }
 
+// Until asked to stop, keeps the warm pools full (Agent::FillPools): at
+// once, then after any event of the agent's (a warm kernel given, a kernel
+// ended or removed) and at least every second. None without [[pool]] entries.
+std::jthread KeepPoolsFilled(Agent& agent, EventHub& hub) {
+  if (agent.Pools().empty()) return {};
+  return std::jthread([&agent, events = hub.Subscribe()](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      agent.FillPools(stop);
+      while (events->Next(std::chrono::milliseconds(0))) {
+      }  // what the round itself caused
+      events->Next(std::chrono::seconds(1));
+    }
+  });
+}
+
 // Waits for a stop signal of `signals`; each SIGHUP meanwhile reads the
 // registry credentials again. Returns the stop signal.
 int WaitForStop(const sigset_t& signals, Agent& agent) {
@@ -248,6 +263,7 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   watcher.Start();
   collector.Start();
   std::jthread early_sweeps = SweepWhenKernelsStart(hub, collector);
+  std::jthread pool_keeper = KeepPoolsFilled(agent, hub);
   api.Start();
   if (registrar) registrar->Start();
   spdlog::info("slotd ready: agent {} api http://{}:{} socket {} pid {}", config.agent.id, config.agent.rpc_host,
@@ -257,6 +273,7 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   spdlog::info("received {}; shutting down (kernels keep running)", strsignal(stop_signal));
   if (registrar) registrar->Stop(/*deregister=*/true);  // first, so that no scheduler picks this agent any more
   api.Stop();
+  pool_keeper = {};
   early_sweeps = {};
   collector.Stop();
   watcher.Stop();

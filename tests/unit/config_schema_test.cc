@@ -63,6 +63,10 @@ std::string FileWith(const std::string& name, const std::string& key_lines, cons
   if (name == "etcd") {
     return text + "[etcd]\n" + (key == "endpoints" ? "" : "endpoints = [\"http://127.0.0.1:2379\"]\n") + key_lines;
   }
+  if (name == "pool") {
+    return text + "[[pool]]\n" + (key == "name" ? "" : "name = \"p\"\n") +
+           (key == "image" ? "" : "image = \"slotd-test/busybox:latest\"\n") + key_lines;
+  }
   if (name == "container.mount-allow") {
     return text + "[[container.mount-allow]]\n" + (key == "path" ? "" : "path = \"/srv/data\"\n") + key_lines;
   }
@@ -71,7 +75,7 @@ std::string FileWith(const std::string& name, const std::string& key_lines, cons
 
 // Whether `name` is the key table of a table list's items.
 bool IsTableList(const std::string& name) {
-  return name == "resource.mock.devices" || name == "container.mount-allow";
+  return name == "resource.mock.devices" || name == "container.mount-allow" || name == "pool";
 }
 
 // ------------------------------------------------- known keys are the table
@@ -81,7 +85,8 @@ TEST(ConfigSchemaTest, TheSectionsAreTheTablesInTheirOrder) {
   for (const Section& section : AgentSchema().sections()) names.push_back(section.name());
   EXPECT_EQ(names, AgentSchema().SectionNames());
   EXPECT_EQ(JoinList(names),
-            "agent, api, node, container, resource, resource.cpu, resource.memory, etcd, resource.cuda, resource.mock");
+            "agent, api, node, container, resource, resource.cpu, resource.memory, etcd, pool, resource.cuda, "
+            "resource.mock");
   EXPECT_EQ(ProblemsOf("[agent]\nid = \"a1\"\n[gpu]\n"),
             std::vector<std::string>{"agent.toml:3: gpu: unknown section; known sections: " + JoinList(names)});
 }
@@ -92,8 +97,11 @@ TEST(ConfigSchemaTest, AnUnknownKeyListsExactlyTheKeysOfItsTable) {
     EXPECT_EQ(section.key_names(), keys) << section.name();
     const std::vector<std::string> problems = ProblemsOf(FileWith(section.name(), "zz-unknown = 1\n"));
     ASSERT_EQ(problems.size(), 1u) << section.name() << ": " << ::testing::PrintToString(problems);
+    // A table list's items are reported by their place in the list.
+    const std::string at = section.list() ? section.name() + "[0]" : section.name();
+    const std::string known_as = section.list() ? "a " + section.Header() + " entry" : section.Header();
     EXPECT_EQ(problems[0].substr(problems[0].find(' ') + 1),
-              section.name() + ".zz-unknown: unknown key; known keys of [" + section.name() + "]: " + JoinList(keys));
+              at + ".zz-unknown: unknown key; known keys of " + known_as + ": " + JoinList(keys));
   }
   const std::vector<std::string> problems = ProblemsOf(FileWith("resource.mock.devices", "zz-unknown = 1\n"));
   ASSERT_EQ(problems.size(), 1u) << ::testing::PrintToString(problems);
@@ -198,7 +206,7 @@ TEST(ConfigSchemaTest, WritingADocumentedDefaultChangesNothing) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 46);  // every key whose default is a plain value
+  EXPECT_EQ(checked, 50);  // every key whose default is a plain value
 }
 
 TEST(ConfigSchemaTest, RequiredKeysAreTheOnesTheDocsMarkRequired) {
@@ -209,7 +217,7 @@ TEST(ConfigSchemaTest, RequiredKeysAreTheOnesTheDocsMarkRequired) {
     }
   }
   EXPECT_EQ(required, (std::vector<std::string>{"agent.id", "container.mount-allow.path", "etcd.endpoints",
-                                                 "resource.mock.devices",
+                                                 "pool.name", "pool.image", "resource.mock.devices",
                                                  "resource.mock.devices.id",
                                                  "resource.mock.devices.memory"}));
 }
@@ -333,8 +341,8 @@ TEST(ConfigSchemaTest, RefreshRefusesMarkersThatDoNotPair) {
     Result<std::string> fresh = RefreshGeneratedDocParts(text, AgentSchema());
     return fresh.ok() ? std::string("accepted") : fresh.status().message();
   };
-  EXPECT_EQ(error_of(doc + "<!-- generated:begin gpu -->\n"), "line 56: no generated part is called gpu");
-  EXPECT_EQ(error_of(doc + "<!-- generated:begin api -->\n"), "line 56: generated part api is there twice");
+  EXPECT_EQ(error_of(doc + "<!-- generated:begin gpu -->\n"), "line 60: no generated part is called gpu");
+  EXPECT_EQ(error_of(doc + "<!-- generated:begin api -->\n"), "line 60: generated part api is there twice");
   EXPECT_EQ(error_of("<!-- generated:begin api -->\n"), "generated part api has no end marker");
   EXPECT_EQ(error_of("<!-- generated:end api -->\n"), "line 1: end of generated part api without its begin");
   const std::string without_node = doc.substr(0, doc.find("\n<!-- generated:begin node ")) +

@@ -359,10 +359,10 @@ TEST(ConfigTest, NodeNameDefaultsToTheHostName) {
 TEST(ConfigTest, UnknownTopLevelAndNestedSections) {
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[agnet]\nid = \"x\"\n"),
             "agent.toml:3: agnet: unknown section; known sections: agent, api, node, container, resource, resource.cpu, "
-            "resource.memory, etcd, resource.cuda, resource.mock");
+            "resource.memory, etcd, pool, resource.cuda, resource.mock");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[agent.extra]\nx = 1\n"),
             "agent.toml:3: agent.extra: unknown section; known sections: agent, api, node, container, resource, "
-            "resource.cpu, resource.memory, etcd, resource.cuda, resource.mock");
+            "resource.cpu, resource.memory, etcd, pool, resource.cuda, resource.mock");
 }
 
 TEST(ConfigTest, UnknownKeyListsTheKnownKeysOfItsSection) {
@@ -389,7 +389,7 @@ TEST(ConfigTest, UnknownKeyListsTheKnownKeysOfItsSection) {
 TEST(ConfigTest, KeysOutsideAnySectionAreUnknown) {
   EXPECT_EQ(ErrorOf("id = \"a1\"\n" + std::string(kMinimal)),
             "agent.toml:1: id: unknown key; keys belong in one of the sections agent, api, node, container, resource, "
-            "resource.cpu, resource.memory, etcd, resource.cuda, resource.mock");
+            "resource.cpu, resource.memory, etcd, pool, resource.cuda, resource.mock");
 }
 
 TEST(ConfigTest, OddKeysAreQuotedInThePath) {
@@ -873,7 +873,7 @@ allowed-devices = ["mock1"]
 TEST(ConfigTest, UnknownResourceSectionListsThePluginSections) {
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource.rocm]\nallowed-devices = [\"0\"]\n"),
             "agent.toml:3: resource.rocm: unknown section; known sections: agent, api, node, container, resource, "
-            "resource.cpu, resource.memory, etcd, resource.cuda, resource.mock");
+            "resource.cpu, resource.memory, etcd, pool, resource.cuda, resource.mock");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\ncuda = true\n"),
             "agent.toml:4: resource.cuda: expected a table, found a boolean");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[[resource.mock]]\nid = \"mock0\"\n"),
@@ -916,7 +916,7 @@ reserved-cpu = "two"
             "agent.toml:13: resource.cuda.allowed-devices[0]: expected a string, found the integer 0; quote GPU "
             "indices: \"0\"\n"
             "agent.toml:15: resource.gpu: unknown section; known sections: agent, api, node, container, resource, "
-            "resource.cpu, resource.memory, etcd, resource.cuda, resource.mock\n"
+            "resource.cpu, resource.memory, etcd, pool, resource.cuda, resource.mock\n"
             "agent.toml:19: resource.reserved-cpu: expected an integer, found a string\n"
             "agent.toml: container.docker-host: the default comes from $DOCKER_HOST, and "
             "\"npipe:////./pipe/docker_engine\" must start with unix:// or tcp://, e.g. "

@@ -65,6 +65,10 @@ class Lifecycle {
         case KernelState::kPreparing:
           ASSERT_TRUE(table_.Reserve(NewKernel("k"), false).ok());
           break;
+        case KernelState::kWarm:
+          ASSERT_TRUE(table_.Reserve(NewKernel("k"), false).ok());
+          ASSERT_TRUE(table_.Warmed("k").ok());
+          break;
         case KernelState::kRunning:
           ASSERT_TRUE(table_.Reserve(NewKernel("k"), false).ok());
           ASSERT_TRUE(table_.Started("k").ok());
@@ -116,6 +120,8 @@ class Lifecycle {
       case T::kPrepared: return table_.Prepared("k");
       case T::kAdopt: return table_.Adopt(NewKernel("k"), KernelState::kRunning);
       case T::kStarted: return table_.Started("k");
+      case T::kWarmed: return table_.Warmed("k");
+      case T::kGiven: return table_.Given("k", NewKernel("k").request, 1'800'000'000, std::nullopt);
       case T::kResumed:
       case T::kRefused: return table_.Resume("k", "started outside slotd");
       case T::kRestarted: {
@@ -154,7 +160,7 @@ bool Has(const std::vector<Place>& places, Place place) {
 // Whether a kernel in `place` holds its resources (TERMINATING: as before it).
 bool HoldsIn(Place place) {
   return place && (*place == KernelState::kPulling || *place == KernelState::kPreparing ||
-                   *place == KernelState::kRunning || *place == KernelState::kBackoff ||
+                   *place == KernelState::kWarm || *place == KernelState::kRunning || *place == KernelState::kBackoff ||
                    *place == KernelState::kTerminating);
 }
 

@@ -1,0 +1,152 @@
+// Agent, continued: warm pools. Their kernels are made ahead of requests
+// (FillPools), given to the creates that match (GiveWarm), and told apart
+// from given ones when adopted (WarmStateOf). See agent/warm_pool.h.
+#include <algorithm>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "agent/agent.h"
+
+namespace slotd {
+
+namespace {
+
+// How long FillPools waits before trying a pool again after a kernel of it
+// could not be made (an image missing, no room).
+constexpr int64_t kPoolRetryMs = 10'000;
+
+}  // namespace
+
+std::optional<Agent::CreateOutcome> Agent::GiveWarm(const CreateRequest& request) {
+  if (pools_.empty() || !request.ids.kernel_generated) return std::nullopt;
+  auto pool = std::find_if(pools_.begin(), pools_.end(), [&](const WarmPool& p) { return MatchesPool(request, p); });
+  if (pool == pools_.end()) return std::nullopt;
+  // What the agent refuses of any request it refuses of this one: the create
+  // that follows says so.
+  if (devices_.Draining().draining || !Admit(request).ok()) return std::nullopt;
+  std::string kernel_id;
+  {
+    MutexLock lock(mutex_);
+    for (const auto& [id, kernel] : table_.All()) {
+      if (kernel.state() == KernelState::kWarm && kernel.warm_pool == pool->name && !warm_taken_.count(id) &&
+          !table_.OwnedByACall(kernel)) {
+        kernel_id = id;
+        break;
+      }
+    }
+    if (kernel_id.empty()) return std::nullopt;
+    warm_taken_.insert(kernel_id);
+  }
+  WarmClaims::Claim claim{request, clock_.UnixSeconds(), std::nullopt};
+  claim.request.kernel_id = kernel_id;
+  if (request.ids.session_generated) claim.request.session_id = kernel_id;
+  std::optional<std::chrono::milliseconds> lifetime = request.max_lifetime;
+  if (!lifetime && config_.container.max_lifetime.count() > 0) lifetime = config_.container.max_lifetime;
+  if (lifetime) claim.deadline = claim.given_at + (lifetime->count() + 999) / 1000;
+  // Recorded before it is given: an agent killed from here on finds the kernel given.
+  const Status recorded = warm_claims_.Write(kernel_id, claim);
+  MutexLock lock(mutex_);
+  warm_taken_.erase(kernel_id);
+  if (!recorded.ok()) {
+    spdlog::error("warm pool {}: kernel {} cannot be given to a create, which makes a kernel of its own: {}",
+                  pool->name, kernel_id, recorded.message());
+    return std::nullopt;
+  }
+  Kernel* kernel = table_.Find(kernel_id);
+  if (!kernel || kernel->state() != KernelState::kWarm) {  // it ended or was deleted meanwhile
+    warm_claims_.Remove(kernel_id);
+    return std::nullopt;
+  }
+  kernel->warm_pool.clear();
+  if (Status given = table_.Given(kernel_id, claim.request, claim.given_at, claim.deadline); !given.ok()) {
+    warm_claims_.Remove(kernel_id);
+    return std::nullopt;
+  }
+  spdlog::info("kernel {}: given from warm pool {} (session {})", kernel_id, pool->name, claim.request.session_id);
+  return CreateOutcome{*kernel, true};
+}
+
+Result<KernelState> Agent::WarmStateOf(Kernel& kernel) const {
+  Result<std::optional<WarmClaims::Claim>> claim = warm_claims_.Read(kernel.id());
+  if (!claim.ok()) return claim.status();
+  if (!*claim) return KernelState::kWarm;
+  kernel.request = std::move((*claim)->request);
+  kernel.created_at = (*claim)->given_at;
+  kernel.deadline = (*claim)->deadline;
+  kernel.warm_pool.clear();
+  return KernelState::kRunning;
+}
+
+std::map<std::string, Agent::PoolCount> Agent::CountPools() const {
+  std::map<std::string, PoolCount> counts;
+  for (const WarmPool& pool : pools_) counts[pool.name];
+  MutexLock lock(mutex_);
+  for (const auto& [id, kernel] : table_.All()) {
+    if (kernel.warm_pool.empty()) continue;
+    const KernelState state = kernel.state();
+    if (state == KernelState::kWarm) ++counts[kernel.warm_pool].warm;
+    if (state == KernelState::kPulling || state == KernelState::kPreparing) ++counts[kernel.warm_pool].making;
+  }
+  return counts;
+}
+
+void Agent::FillPools(const std::stop_token& stop) {
+  if (pools_.empty()) return;
+  const bool draining = devices_.Draining().draining;  // asked first: its lock is never taken inside mutex_
+  std::vector<std::string> unwanted;  // taken (warm_taken_) until removed
+  std::vector<const WarmPool*> wanted;
+  {
+    MutexLock lock(mutex_);
+    std::map<std::string, int> have;
+    for (const auto& [id, kernel] : table_.All()) {
+      if (kernel.warm_pool.empty() || warm_taken_.count(id)) continue;
+      const KernelState state = kernel.state();
+      if (state == KernelState::kPulling || state == KernelState::kPreparing) {
+        ++have[kernel.warm_pool];
+        continue;
+      }
+      if (table_.OwnedByACall(kernel)) continue;
+      const std::string& name = kernel.warm_pool;
+      auto pool = std::find_if(pools_.begin(), pools_.end(), [&](const WarmPool& p) { return p.name == name; });
+      const bool fits = pool != pools_.end() && kernel.request.image == pool->shape.image &&
+                        kernel.request.resources == pool->shape.resources;
+      if (state == KernelState::kWarm && fits && have[kernel.warm_pool] < pool->count) {
+        ++have[kernel.warm_pool];
+        continue;
+      }
+      if (state == KernelState::kWarm || state == KernelState::kTerminated || state == KernelState::kError) {
+        warm_taken_.insert(id);
+        unwanted.push_back(id);
+      }
+    }
+    const int64_t now_ms = clock_.UnixMillis();
+    for (const WarmPool& pool : pools_) {
+      if (draining || pool_retry_at_ms_[pool.name] > now_ms) continue;
+      for (int i = have[pool.name]; i < pool.count; ++i) wanted.push_back(&pool);
+    }
+  }
+  for (const std::string& kernel_id : unwanted) {
+    Result<Kernel> removed = DeleteKernel(kernel_id);
+    MutexLock lock(mutex_);
+    warm_taken_.erase(kernel_id);
+    if (!removed.ok()) spdlog::warn("warm kernel {}: cannot remove it: {}", kernel_id, removed.status().message());
+  }
+  std::set<std::string> failed;  // pools that could not make a kernel this round
+  for (const WarmPool* pool : wanted) {
+    if (stop.stop_requested()) return;
+    if (failed.count(pool->name)) continue;
+    CreateRequest request = pool->shape;
+    request.kernel_id = GenerateKernelId();
+    request.session_id = request.kernel_id;
+    Result<CreateOutcome> made = CreateKernelFor(request, pool->name);
+    if (made.ok()) continue;
+    spdlog::warn("warm pool {}: cannot make a kernel (tried again in {} s): {}", pool->name, kPoolRetryMs / 1000,
+                 made.status().message());
+    failed.insert(pool->name);
+    MutexLock lock(mutex_);
+    pool_retry_at_ms_[pool->name] = clock_.UnixMillis() + kPoolRetryMs;
+  }
+}
+
+}  // namespace slotd
