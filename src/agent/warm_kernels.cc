@@ -110,6 +110,7 @@ void Agent::FillPools(const std::stop_token& stop) {
       const std::string& name = kernel.warm_pool;
       auto pool = std::find_if(pools_.begin(), pools_.end(), [&](const WarmPool& p) { return p.name == name; });
       const bool fits = pool != pools_.end() && kernel.request.image == pool->shape.image &&
+                        kernel.request.command == pool->shape.command &&
                         kernel.request.resources == pool->shape.resources;
       if (state == KernelState::kWarm && fits && have[kernel.warm_pool] < pool->count) {
         ++have[kernel.warm_pool];

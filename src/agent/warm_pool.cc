@@ -48,12 +48,14 @@ Result<std::vector<WarmPool>> WarmPoolsOf(const Config& config) {
     // A request's bounds; a pool's shape has no labels, env, command or mounts to bound.
     constexpr RequestLimits kShapeLimits{.labels = 0, .label_key = 0, .label_value = 0,
                                          .env_vars = 0, .env_name = 0, .env_value = 0, .env_total = 0,
-                                         .command_args = 0, .command_total = 0, .mounts = 0,
+                                         .command_args = 1024, .command_total = 256 << 10, .mounts = 0,
                                          .max_lifetime = std::chrono::milliseconds(0)};
-    Result<CreateRequest> shape = ParseRequestWithin({{"image", entry.image}, {"resources", resources}}, kShapeLimits);
+    json body = {{"image", entry.image}, {"resources", resources}};
+    if (!entry.command.empty()) body["command"] = entry.command;
+    Result<CreateRequest> shape = ParseRequestWithin(body, kShapeLimits);
     if (!shape.ok())
       return Status::InvalidArgument(where + " in " + config.path + ": " + shape.status().message() +
-                                     " (its image, cpu, mem and devices are read as a create request's)");
+                                     " (its image, command, cpu, mem and devices are read as a create request's)");
     shape->kernel_id.clear();
     shape->session_id.clear();
     pools.push_back(WarmPool{entry.name, std::move(*shape), static_cast<int>(entry.count)});
@@ -63,7 +65,7 @@ Result<std::vector<WarmPool>> WarmPoolsOf(const Config& config) {
 
 bool MatchesPool(const CreateRequest& request, const WarmPool& pool) {
   return request.ids.kernel_generated && request.image == pool.shape.image &&
-         request.resources == pool.shape.resources && request.command.empty() && request.env.empty() &&
+         request.resources == pool.shape.resources && request.command == pool.shape.command && request.env.empty() &&
          request.mounts.empty() && request.stop.signal.empty() && !request.stop.timeout && !request.pull;
 }
 

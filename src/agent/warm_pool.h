@@ -30,8 +30,8 @@ namespace slotd {
 // One [[pool]] entry as the agent keeps it.
 struct WarmPool {
   std::string name;
-  // Its kernels' request: the entry's image and resources, nothing else
-  // (no id, command, env, mounts or policies).
+  // Its kernels' request: the entry's image, command and resources, nothing
+  // else (no id, env, mounts or policies).
   CreateRequest shape;
   int count = 0;  // how many WARM kernels it keeps
 };
@@ -43,10 +43,10 @@ Result<std::vector<WarmPool>> WarmPoolsOf(const Config& config);
 
 // Whether a warm kernel of `pool` may serve `request`: the request named no
 // kernel id (the pool's kernels have ids the agent chose), asks for the
-// pool's image and exactly its resources, and for nothing a running
-// container cannot be given afterwards: no command (a warm kernel runs its
-// image's), no env, no mounts, no stop signal or timeout of its own (the
-// engine's are set at create), no pull policy.
+// pool's image, its command (none: the image's) and exactly its resources,
+// and for nothing a running container cannot be given afterwards: no env,
+// no mounts, no stop signal or timeout of its own (the engine's are set at
+// create), no pull policy.
 bool MatchesPool(const CreateRequest& request, const WarmPool& pool);
 
 // The records of warm kernels given to creates: <dir>/<kernel id>.json.

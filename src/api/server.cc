@@ -323,7 +323,7 @@ void ApiServer::ListKernels(Exchange& ex) const {
   if (!warm) return ex.Reply(ErrorResponse(Status::InvalidArgument("warm: expected 1, true, 0 or false")));
   json list = json::array();
   for (const auto& kernel : agent_.ListKernels())
-    if (*warm || kernel.state() != KernelState::kWarm) list.push_back(kernel.ToJson());
+    if (*warm || kernel.warm_pool.empty()) list.push_back(kernel.ToJson());  // a pool's: made, WARM, or ended unused
   ex.Reply(JsonResponse(200, {{"kernels", list}}));
 }
 

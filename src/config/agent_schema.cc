@@ -759,6 +759,33 @@ ValueType<std::map<std::string, int64_t>> DeviceCountsType() {
   return type;
 }
 
+// A command: a non-empty array of strings, as a request's `command`.
+ValueType<std::vector<std::string>> CommandType() {
+  ValueType<std::vector<std::string>> type;
+  type.name = "array of strings";
+  type.read = [](const Field& field, ConfigReader& reader) -> std::optional<std::vector<std::string>> {
+    std::optional<std::vector<Field>> items =
+        ArrayItems(field, "strings like [\"sleep\", \"infinity\"]", "leave it out to run the image's command", reader);
+    if (!items) return std::nullopt;
+    std::vector<std::string> args;
+    for (const Field& item : *items) {
+      const auto* arg = item.node->as_string();
+      if (arg == nullptr) {
+        reader.Report(item, "expected a string, found " + TypeName(*item.node));
+        return std::nullopt;
+      }
+      args.push_back(arg->get());
+    }
+    return args;
+  };
+  type.text = [](const std::vector<std::string>& args) {
+    std::string text = "[";
+    for (const std::string& arg : args) text += (text.size() > 1 ? ", \"" : "\"") + arg + "\"";
+    return text + "]";
+  };
+  return type;
+}
+
 KeyTable<PoolConfig> PoolKeys() {
   return {"pool", "a [[pool]] entry", {
     MemberKey("name", &PoolConfig::name, StringType(),
@@ -767,10 +794,13 @@ KeyTable<PoolConfig> PoolKeys() {
               {PoolName()})
         .Required("give every pool a name, e.g. name = \"notebook-small\""),
     MemberKey("image", &PoolConfig::image, StringType(),
-              "The image its kernels run, with the image's own command. It must be on the node (or pullable "
-              "under `[container] auto-pull`).",
+              "The image its kernels run. It must be on the node (or pullable under `[container] auto-pull`).",
               {NotEmpty()})
         .Required("give every pool its image, e.g. image = \"slotd-test/busybox:latest\""),
+    MemberKey("command", &PoolConfig::command, CommandType(),
+              "What its kernels run, as a request's `command`. A create is served from the pool only when it asks "
+              "for this command (for none, when this is left out).")
+        .DefaultDoc("none: the image's command"),
     MemberKey("cpu", &PoolConfig::cpu, CpuAmountType(),
               "Each kernel's cpu, as a request's `resources.cpu`: whole exclusive cores (`2`), or a share of the "
               "shared pool (`0.5`, `\"250m\"`)."),

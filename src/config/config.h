@@ -195,6 +195,7 @@ struct EtcdConfig {
 struct PoolConfig {
   std::string name;   // in its kernels' labels; unique among the pools
   std::string image;
+  std::vector<std::string> command;  // what its kernels run; empty: the image's command
   std::string cpu = "1";  // as resources.cpu: "2" (exclusive cores), "0.5" or "250m" (shared)
   uint64_t mem = 0;       // 0: the agent's default for a request without mem
   std::map<std::string, int64_t> devices;  // slot -> count: {"cuda.device" = 1}

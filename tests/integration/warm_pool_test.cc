@@ -1,0 +1,150 @@
+// Warm pools through the real binaries and engine: the agent keeps its
+// pool's kernels started (WARM: left out of the kernel list, counted in
+// /v1/agent), gives a matching create one of them under the create's
+// session and labels, refills the pool, adopts warm and given kernels
+// exactly after a SIGKILL, never gives one kernel to two creates, and makes
+// a kernel of its own for a create that does not match.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "integration/harness.h"
+
+namespace slotd::testing {
+namespace {
+
+using nlohmann::json;
+
+// A two-core agent with one pool of `count` kernels of the test image
+// sleeping on 100m and 16m.
+AgentOptions PoolAgent(const std::string& name, int count) {
+  AgentOptions o = TwoCoreAgent(name);
+  o.extra_toml = std::string("[[pool]]\nname = \"small\"\nimage = \"") + kTestImage +
+                 "\"\ncommand = [\"sleep\", \"3600\"]\ncpu = \"100m\"\nmem = \"16m\"\ncount = " +
+                 std::to_string(count) + "\n";
+  return o;
+}
+
+// A create the pool serves: its image, command and shape, no kernel id.
+json Matching(const std::string& session) {
+  return {{"image", kTestImage},
+          {"command", {"sleep", "3600"}},
+          {"resources", {{"cpu", "100m"}, {"mem", "16m"}}},
+          {"session_id", session},
+          {"labels", {{"team", session}}}};
+}
+
+// The pool "small" of /v1/agent once it has `warm` kernels ready (up to a minute).
+json WaitForWarm(const AgentProcess& agent, int warm) {
+  json pool;
+  for (int i = 0; i < 600; ++i) {
+    pool = agent.CallJson("GET", "/v1/agent", nullptr, 200)["warm"]["pools"][0];
+    if (pool["warm"] == warm && pool["making"] == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(pool["warm"], warm) << pool.dump() << "\n" << agent.log();
+  return pool;
+}
+
+// The ids of the kernels GET /v1/kernels (with ?warm=1: also the WARM ones) lists, by state.
+std::map<std::string, std::string> Listed(const AgentProcess& agent, bool warm) {
+  std::map<std::string, std::string> states;
+  const json list = agent.CallJson("GET", warm ? "/v1/kernels?warm=1" : "/v1/kernels", nullptr, 200);
+  for (const json& k : list["kernels"]) states[k["kernel_id"]] = k["state"];
+  return states;
+}
+
+bool Exists(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+TEST(WarmPool, AMatchingCreateIsGivenAWarmKernelThatARestartAdoptsAsGiven) {
+  AgentProcess agent(PoolAgent("warm", 2));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  WaitForWarm(agent, 2);
+  EXPECT_TRUE(Listed(agent, false).empty());
+  const std::map<std::string, std::string> warm = Listed(agent, true);
+  ASSERT_EQ(warm.size(), 2u);
+  for (const auto& [id, state] : warm) {
+    EXPECT_EQ(state, "WARM") << id;
+    EXPECT_EQ(agent.CallJson("GET", "/v1/kernels/" + id, nullptr, 200)["warm_pool"], "small");
+  }
+  // Their resources are held: 2 x 100m of the shared pool.
+  EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["resources"]["cpu_shared"]["used"], 200);
+
+  const json given = agent.CreateKernel(Matching("s1"));
+  EXPECT_EQ(given["state"], "RUNNING");
+  EXPECT_TRUE(warm.count(given["kernel_id"])) << given.dump();
+  EXPECT_EQ(given["session_id"], "s1");
+  EXPECT_EQ(given["labels"], (json{{"team", "s1"}}));
+  EXPECT_TRUE(given["warm_pool"].is_null());
+  const std::string id = given["kernel_id"];
+  EXPECT_TRUE(Exists(agent.dir() + "/var/warm-claims/" + id + ".json"));
+  // It runs what the pool's kernels run.
+  EXPECT_EQ(RunIn(agent, id, "echo ok"), "ok\n");
+
+  // The pool refills; the kernel list shows the given kernel only.
+  WaitForWarm(agent, 2);
+  EXPECT_EQ(Listed(agent, false), (std::map<std::string, std::string>{{id, "RUNNING"}}));
+  const std::map<std::string, std::string> before = Listed(agent, true);
+  ASSERT_EQ(before.size(), 3u);
+
+  // SIGKILLed and started again: the given kernel is the create's, the warm ones warm.
+  agent.Kill(SIGKILL);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  EXPECT_EQ(Listed(agent, true), before);
+  const json adopted = agent.CallJson("GET", "/v1/kernels/" + id, nullptr, 200);
+  EXPECT_EQ(adopted["session_id"], "s1");
+  EXPECT_EQ(adopted["labels"], (json{{"team", "s1"}}));
+  EXPECT_EQ(adopted["created_at"], given["created_at"]);
+  WaitForWarm(agent, 2);
+
+  // A create that asks for more than the pool's kernels can be given makes its own.
+  json with_env = Matching("s2");
+  with_env["env"] = {{"A", "1"}};
+  const json own = agent.CreateKernel(with_env);
+  EXPECT_EQ(before.count(own["kernel_id"]), 0u) << own.dump();
+  EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["warm"]["pools"][0]["warm"], 2);
+
+  // Deleted, a given kernel leaves no record behind.
+  agent.CallJson("DELETE", "/v1/kernels/" + id, nullptr, 200);
+  EXPECT_FALSE(Exists(agent.dir() + "/var/warm-claims/" + id + ".json"));
+}
+
+// Creates racing for a pool of two: each gets a kernel of its own, warm or
+// made, and no warm kernel is given twice.
+TEST(WarmPool, CreatesRacingForThePoolEachGetAKernelOfTheirOwn) {
+  AgentProcess agent(PoolAgent("race", 2));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  WaitForWarm(agent, 2);
+  constexpr int kCreates = 6;
+  std::vector<json> created(kCreates);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kCreates; ++i)
+    threads.emplace_back([&, i] {
+      const HttpResponse r = agent.Call("POST", "/v1/kernels", Matching("r" + std::to_string(i)).dump());
+      created[i] = r.status == 201 ? json::parse(r.body) : json{{"status", r.status}, {"body", r.body}};
+    });
+  for (std::thread& t : threads) t.join();
+  std::set<std::string> ids;
+  for (int i = 0; i < kCreates; ++i) {
+    ASSERT_TRUE(created[i].contains("kernel_id")) << created[i].dump();
+    EXPECT_EQ(created[i]["session_id"], "r" + std::to_string(i));
+    ids.insert(created[i]["kernel_id"]);
+  }
+  EXPECT_EQ(ids.size(), static_cast<size_t>(kCreates));
+  const std::map<std::string, std::string> listed = Listed(agent, false);
+  EXPECT_EQ(listed.size(), static_cast<size_t>(kCreates));
+  for (const std::string& id : ids) EXPECT_EQ(listed.count(id), 1u) << id;
+}
+
+}  // namespace
+}  // namespace slotd::testing
