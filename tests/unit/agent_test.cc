@@ -12,6 +12,8 @@
 #include "common/units.h"
 #include "testing/collect_output.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -1262,6 +1264,121 @@ TEST_F(AgentTest, ASharedKernelWhoseCoresCannotFollowThePoolHasThatCondition) {
   // The next relist tries again; once it succeeds, the condition goes.
   ASSERT_TRUE(agent_->Relist().ok());
   EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
+}
+
+// The kernels of `agent` in `state`, by id.
+std::vector<Kernel> InState(const Agent& agent, KernelState state) {
+  std::vector<Kernel> kernels;
+  for (const Kernel& k : agent.ListKernels())
+    if (k.state() == state) kernels.push_back(k);
+  return kernels;
+}
+
+// A pool "small" of `count` kernels of the fake's image sleeping on 250m and 64m.
+PoolConfig SmallPool(int count) {
+  PoolConfig pool;
+  pool.name = "small";
+  pool.image = FakeEngine::kDefaultImage;
+  pool.command = {"sleep", "3600"};
+  pool.cpu = "250m";
+  pool.mem = 64 * kMiB;
+  pool.count = count;
+  return pool;
+}
+
+TEST_F(AgentTest, AWarmPoolsKernelIsGivenToAMatchingCreateOnceAndAdoptedAsGiven) {
+  TempTree var("slotd-agent-var");
+  config_.agent.var_base_path = var.root();
+  config_.pools = {SmallPool(2)};
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  agent_->FillPools(std::stop_token());
+  const std::vector<Kernel> warm = InState(*agent_, KernelState::kWarm);
+  ASSERT_EQ(warm.size(), 2u);
+  EXPECT_EQ(warm[0].warm_pool, "small");
+  EXPECT_FALSE(warm[0].deadline.has_value());
+  EXPECT_EQ(agent_->DescribeResources()["cpu_shared"]["used"], 500);
+  EXPECT_EQ(engine_.Peek(warm[0].container_id)->labels.at(label::kWarmPool), "small");
+  EXPECT_EQ(engine_.Peek(warm[0].container_id)->labels.at(label::kFormat), "7");
+  // Full: another round makes nothing.
+  const int creates = engine_.CallCount(Method::kCreate);
+  agent_->FillPools(std::stop_token());
+  EXPECT_EQ(engine_.CallCount(Method::kCreate), creates);
+
+  json body = {{"image", FakeEngine::kDefaultImage},
+               {"command", {"sleep", "3600"}},
+               {"resources", {{"cpu", "250m"}, {"mem", "64m"}}},
+               {"session_id", "s1"},
+               {"labels", {{"team", "a"}}},
+               {"max_lifetime", "1h"}};
+  Result<CreateRequest> matching = ParseCreateRequest(body);
+  ASSERT_TRUE(matching.ok());
+  const Kernel given = MustCreate(*matching);
+  EXPECT_EQ(given.state(), KernelState::kRunning);
+  EXPECT_EQ(given.id(), warm[0].id());
+  EXPECT_EQ(given.container_id, warm[0].container_id);
+  EXPECT_EQ(given.request.session_id, "s1");
+  EXPECT_EQ(given.request.labels, (std::map<std::string, std::string>{{"team", "a"}}));
+  EXPECT_TRUE(given.warm_pool.empty());
+  EXPECT_TRUE(given.deadline.has_value());
+  EXPECT_EQ(engine_.CallCount(Method::kCreate), creates);  // no container was made for it
+  // The next create gets the other one; the third finds none ready and makes its own.
+  const Kernel second = MustCreate(*ParseCreateRequest(body));
+  EXPECT_EQ(second.id(), warm[1].id());
+  const Kernel third = MustCreate(*ParseCreateRequest(body));
+  EXPECT_EQ(engine_.CallCount(Method::kCreate), creates + 1);
+  EXPECT_NE(third.id(), warm[0].id());
+  EXPECT_NE(third.id(), warm[1].id());
+  agent_->FillPools(std::stop_token());
+  ASSERT_EQ(InState(*agent_, KernelState::kWarm).size(), 2u);
+
+  // A fresh agent (a SIGKILL and a start) adopts the given kernels as given and the warm ones as warm.
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  Result<Kernel> adopted = agent_->GetKernel(given.id());
+  ASSERT_TRUE(adopted.ok());
+  EXPECT_EQ(adopted->state(), KernelState::kRunning);
+  EXPECT_EQ(adopted->request, given.request);
+  EXPECT_EQ(adopted->created_at, given.created_at);
+  EXPECT_EQ(adopted->deadline, given.deadline);
+  EXPECT_TRUE(adopted->warm_pool.empty());
+  EXPECT_EQ(InState(*agent_, KernelState::kWarm).size(), 2u);
+  EXPECT_EQ(InState(*agent_, KernelState::kRunning).size(), 3u);
+
+  // A kernel no pool wants any more (its pool gone) is removed; a given one stays.
+  config_.pools.clear();
+  config_.pools.push_back(SmallPool(1));
+  config_.pools[0].name = "other";
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  agent_->FillPools(std::stop_token());
+  const std::vector<Kernel> now_warm = InState(*agent_, KernelState::kWarm);
+  ASSERT_EQ(now_warm.size(), 1u);
+  EXPECT_EQ(now_warm[0].warm_pool, "other");
+  EXPECT_EQ(InState(*agent_, KernelState::kRunning).size(), 3u);
+
+  // Deleting a given kernel removes its record.
+  ASSERT_TRUE(agent_->DeleteKernel(given.id()).ok());
+  struct stat info {};
+  EXPECT_NE(::stat((var.root() + "/warm-claims/" + given.id() + ".json").c_str(), &info), 0);
+}
+
+// A warm kernel whose container ends is replaced, never given.
+TEST_F(AgentTest, AWarmKernelThatEndsIsReplaced) {
+  config_.pools = {SmallPool(1)};
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  agent_->FillPools(std::stop_token());
+  const std::vector<Kernel> warm = InState(*agent_, KernelState::kWarm);
+  ASSERT_EQ(warm.size(), 1u);
+  ASSERT_TRUE(engine_.KillBehindBack(warm[0].container_id, 1).ok());
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_EQ(agent_->GetKernel(warm[0].id())->state(), KernelState::kTerminated);
+  agent_->FillPools(std::stop_token());
+  EXPECT_FALSE(agent_->GetKernel(warm[0].id()).ok());  // removed
+  const std::vector<Kernel> again = InState(*agent_, KernelState::kWarm);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_NE(again[0].id(), warm[0].id());
 }
 
 TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {
