@@ -79,10 +79,11 @@ class Agent {
 
   // One round of keeping the warm pools ([[pool]]) full: removes the pools'
   // kernels that ended before any create was given them, and WARM kernels
-  // no pool wants (its entry gone or changed, or more than its count), then
-  // creates what each pool lacks, one after another until `stop` is asked
-  // for. Nothing is made while the agent drains. Failures are logged (a
-  // create that fails is tried again next round).
+  // no pool wants (its entry gone or changed, or more than its count, or
+  // any while the agent drains: none can be given), then creates what each
+  // pool lacks, one after another until `stop` is asked for. Nothing is
+  // made while the agent drains. Failures are logged (a pool whose kernel
+  // could not be made is tried again 10 s later).
   void FillPools(const std::stop_token& stop) EXCLUDES(mutex_);
   // The pools, as [[pool]] gives them.
   const std::vector<WarmPool>& Pools() const { return pools_; }

@@ -112,7 +112,7 @@ void Agent::FillPools(const std::stop_token& stop) {
       const bool fits = pool != pools_.end() && kernel.request.image == pool->shape.image &&
                         kernel.request.command == pool->shape.command &&
                         kernel.request.resources == pool->shape.resources;
-      if (state == KernelState::kWarm && fits && have[kernel.warm_pool] < pool->count) {
+      if (state == KernelState::kWarm && fits && !draining && have[kernel.warm_pool] < pool->count) {
         ++have[kernel.warm_pool];
         continue;
       }

@@ -1363,7 +1363,7 @@ TEST_F(AgentTest, AWarmPoolsKernelIsGivenToAMatchingCreateOnceAndAdoptedAsGiven)
   EXPECT_NE(::stat((var.root() + "/warm-claims/" + given.id() + ".json").c_str(), &info), 0);
 }
 
-// A warm kernel whose container ends is replaced, never given.
+// A warm kernel whose container ends is replaced, never given; a drain removes the pool's kernels.
 TEST_F(AgentTest, AWarmKernelThatEndsIsReplaced) {
   config_.pools = {SmallPool(1)};
   agent_ = NewAgent();
@@ -1379,6 +1379,15 @@ TEST_F(AgentTest, AWarmKernelThatEndsIsReplaced) {
   const std::vector<Kernel> again = InState(*agent_, KernelState::kWarm);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_NE(again[0].id(), warm[0].id());
+
+  // A drained agent gives none, so it keeps none; an undrain refills the pool.
+  ASSERT_TRUE(agent_->SetDraining(true).ok());
+  agent_->FillPools(std::stop_token());
+  EXPECT_TRUE(agent_->ListKernels().empty());
+  EXPECT_EQ(agent_->DescribeResources()["cpu_shared"]["used"], 0);
+  ASSERT_TRUE(agent_->SetDraining(false).ok());
+  agent_->FillPools(std::stop_token());
+  EXPECT_EQ(InState(*agent_, KernelState::kWarm).size(), 1u);
 }
 
 TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {
