@@ -281,12 +281,21 @@ int RunInfo(const Options& options, const AgentClient& agent) {
           {slot, d["id"].Shown(), d["numa_node"].Shown(), d["held_by"].Shown(), health, properties});
     }
   }
+  std::vector<std::vector<std::string>> pool_rows;  // the warm pools: WARM kernels of their count
+  if (a.Has("warm"))
+    for (const auto& pool : a["warm"]["pools"].Elements())
+      pool_rows.push_back({pool["name"].Shown(), pool["image"].Shown(),
+                           pool["warm"].Shown() + "/" + pool["count"].Shown(), pool["making"].Shown()});
   if (!answer->problem().empty()) return ReportBadAnswer(*answer, agent);
   std::cout << head;
   PrintTable({"SLOT", "CAPACITY", "USED", "FREE", "DETAIL"}, slot_rows);
   if (!device_rows.empty()) {
     std::cout << "\n";
     PrintTable({"SLOT", "DEVICE", "NUMA", "HELD BY", "HEALTH", "PROPERTIES"}, device_rows);
+  }
+  if (!pool_rows.empty()) {
+    std::cout << "\n";
+    PrintTable({"POOL", "IMAGE", "WARM", "MAKING"}, pool_rows);
   }
   return 0;
 }
