@@ -79,6 +79,9 @@ TEST(WarmPool, AMatchingCreateIsGivenAWarmKernelThatARestartAdoptsAsGiven) {
   }
   // Their resources are held: 2 x 100m of the shared pool.
   EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["resources"]["cpu_shared"]["used"], 200);
+  const CommandResult info = Slotctl({"--socket", agent.socket_path(), "info"});
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("small  " + std::string(kTestImage) + "  2/2   0"), std::string::npos) << info.out;
 
   const json given = agent.CreateKernel(Matching("s1"));
   EXPECT_EQ(given["state"], "RUNNING");
