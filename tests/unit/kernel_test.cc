@@ -538,6 +538,21 @@ TEST_P(LabelFormats, ContainersOfEveryEarlierFormatAreReadWithTheirExactAllocati
   EXPECT_EQ(RequestLabel(reread->request), RequestLabel(kernel->request));
 }
 
+TEST(LabelFormat, AWarmPoolsKernelIsWrittenInFormat7AndReadBackWithItsPool) {
+  Kernel kernel = *KernelFromContainer(RecordedContainer(3));
+  kernel.warm_pool = "small";
+  ContainerInfo info = RecordedContainer(3);
+  info.labels = KernelLabels(kernel);
+  EXPECT_EQ(info.labels.at(label::kFormat), "7");  // a slotd of format 6 would take it for a running kernel
+  EXPECT_EQ(info.labels.at(label::kWarmPool), "small");
+  Result<Kernel> reread = KernelFromContainer(info);
+  ASSERT_TRUE(reread.ok()) << reread.status().message();
+  EXPECT_EQ(reread->warm_pool, "small");
+  EXPECT_EQ(RequestLabel(reread->request), RequestLabel(kernel.request));
+  // Every other kernel is no pool's.
+  EXPECT_EQ(KernelFromContainer(RecordedContainer(3))->warm_pool, "");
+}
+
 TEST(LabelFormat, AKernelWithAScratchSizeIsWrittenInFormat4AndReadBackWithIt) {
   Kernel kernel = *KernelFromContainer(RecordedContainer(3));
   kernel.request.resources.scratch_bytes = 10ull << 30;
