@@ -164,8 +164,13 @@ std::string FormatKernelStats(const json& kernel) {
   json& cpu_percent = k["cpu"]["percent"];
   text += ", container " + ShortId(Text(k["container_id"])) + ", sampled at " +
           ClockTime(Whole(k["sampled_at_ms"])) + "\n";
+  // A shared kernel's use against its quota too: "23.0% of one core, 92.0% of its 250m quota".
+  std::string quota;
+  if (k["cpu"].contains("quota_millis") && k["cpu"]["quota_percent"].is_number())
+    quota = ", " + Percent(k["cpu"]["quota_percent"]) + "% of its " + slotd::FormatMillicores(Whole(k["cpu"]["quota_millis"])) +
+            " quota";
   text += "cpu     " + Percent(cpu_percent) + (cpu_percent.is_number() ? "% of one core" : " (known from the next sample)") +
-          ", " + cpu_time + " in all\n";
+          quota + ", " + cpu_time + " in all\n";
   const uint64_t limit = Bytes(k["memory"]["limit_bytes"]);
   text += "memory  " + ShortSize(Bytes(k["memory"]["used_bytes"])) +
           (limit == 0 ? std::string(" used, no limit") : " used of " + ShortSize(limit)) + ", cache " +

@@ -107,6 +107,9 @@ TEST(SharedCores, AQuotaHoldsASpinningKernelToItsShare) {
   // Loose bounds: the quota caps it near 25% of a core; without it, 100%.
   EXPECT_LT(stats["cpu"]["percent"].get<double>(), 60.0) << stats.dump();
   EXPECT_GT(stats["cpu"]["quota_percent"].get<double>(), stats["cpu"]["percent"].get<double>()) << stats.dump();
+  const CommandResult shown = Slotctl({"--socket", agent.socket_path(), "stats", "spin"});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("% of its 250m quota, "), std::string::npos) << shown.out;
 }
 
 }  // namespace
