@@ -27,32 +27,16 @@ constexpr int kSamples = 300;  // per route and transport
 
 using testing::RawClient;
 
-// Times `samples` calls of `method` `path` on `client`; each must answer 200.
-Samples Time(const HttpClient& client, const std::string& path, int samples) {
-  Samples out;
-  for (int i = 0; i < samples; ++i) {
-    ThrowIfInterrupted();
-    const auto start = Clock::now();
-    auto res = client.Request("GET", path, "", std::chrono::seconds(10));
-    const auto end = Clock::now();
-    if (!res.ok()) throw BenchFailure("GET " + path + " on " + client.Describe() + ": " + res.status().message());
-    if (res->status != 200)
-      throw BenchFailure("GET " + path + " on " + client.Describe() + ": HTTP " + std::to_string(res->status));
-    out.Add(Millis(start, end));
-  }
-  return out;
-}
-
 struct Timings {
   Samples tcp_health, tcp_kernels, unix_health, unix_kernels;
 };
 
 Timings TimeAll(const HttpClient& tcp, const HttpClient& unix_socket) {
   Timings t;
-  t.tcp_health = Time(tcp, "/health", kSamples);
-  t.tcp_kernels = Time(tcp, "/v1/kernels", kSamples);
-  t.unix_health = Time(unix_socket, "/health", kSamples);
-  t.unix_kernels = Time(unix_socket, "/v1/kernels", kSamples);
+  t.tcp_health = TimeGet(tcp, "/health", kSamples);
+  t.tcp_kernels = TimeGet(tcp, "/v1/kernels", kSamples);
+  t.unix_health = TimeGet(unix_socket, "/health", kSamples);
+  t.unix_kernels = TimeGet(unix_socket, "/v1/kernels", kSamples);
   return t;
 }
 

@@ -28,7 +28,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -148,9 +147,8 @@ Samples TimeUnhealthy(EventStream& events, const std::string& kernel_id, const s
 
 // CPU seconds of the engine's process, where SLOTD_DOCKERD_PID names it; -1 otherwise.
 double EngineCpuSeconds() {
-  const char* pid = std::getenv("SLOTD_DOCKERD_PID");
-  if (!pid || !*pid || !std::filesystem::exists(std::string("/proc/") + pid)) return -1;
-  return CpuSeconds(static_cast<pid_t>(std::atoi(pid)));
+  const pid_t pid = DockerdPid();
+  return pid < 0 ? -1 : CpuSeconds(pid);
 }
 
 // Runs `command` in `container_id` through the Engine API from 4 threads at

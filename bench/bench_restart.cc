@@ -25,33 +25,11 @@ constexpr int kRestarts = 5;       // measured restarts
 constexpr char kMemory[] = "16m";  // each kernel's memory
 constexpr auto kRestartLimit = std::chrono::seconds(30);  // a restart slower than this fails the run
 
-// Whether one GET /v1/kernels on `socket_path` answers with all kKernels RUNNING.
-bool ListsAllRunning(const std::string& socket_path) {
-  auto res = HttpClient::Unix(socket_path).Request("GET", "/v1/kernels", "", std::chrono::seconds(5));
-  if (!res.ok() || res->status != 200) return false;
-  nlohmann::json body = nlohmann::json::parse(res->body, nullptr, false);
-  if (body.is_discarded() || !body.contains("kernels")) return false;
-  int running = 0;
-  for (const auto& kernel : body["kernels"]) running += kernel.value("state", "") == "RUNNING";
-  return running == kKernels;
-}
-
 // Spawns the (stopped) agent again and returns the milliseconds from the
 // spawn to the first list of all kernels.
 double TimeRestart(testing::AgentProcess& agent) {
-  return TimeSpawnUntilReady(agent, [&] { return ListsAllRunning(agent.socket_path()); }, kRestartLimit,
+  return TimeSpawnUntilReady(agent, [&] { return ListsAllRunning(agent.socket_path(), kKernels); }, kRestartLimit,
                              "the restarted agent listing all " + std::to_string(kKernels) + " kernels");
-}
-
-// Returns the milliseconds of one owner-filtered list of the engine; checks it finds all kernels.
-double TimeOwnerList(const std::string& agent_id) {
-  auto start = Clock::now();
-  auto listed = Check(testing::Engine().List({std::string(label::kOwner) + "=" + agent_id}), "listing the containers");
-  double ms = Millis(start, Clock::now());
-  if (static_cast<int>(listed.size()) != kKernels)
-    throw BenchFailure("the engine lists " + std::to_string(listed.size()) + " containers of " + agent_id +
-                       ", expected " + std::to_string(kKernels));
-  return ms;
 }
 
 void Run(const std::string& agent_id) {
@@ -59,7 +37,7 @@ void Run(const std::string& agent_id) {
   PrintHeader("bench_restart", agent.options());
   CreateCorelessKernels(agent_id, "r", kKernels, kMemory);
   StartAgent(agent);
-  PollUntil([&] { return ListsAllRunning(agent.socket_path()); }, std::chrono::seconds(5),
+  PollUntil([&] { return ListsAllRunning(agent.socket_path(), kKernels); }, std::chrono::seconds(5),
             "the first agent adopting the " + std::to_string(kKernels) + " kernels");
   std::printf("  %d owned kernels running (16m each, no cpu core: the machine has 2); %d restarts after SIGKILL\n",
               kKernels, kRestarts);
@@ -69,7 +47,7 @@ void Run(const std::string& agent_id) {
     ThrowIfInterrupted();
     agent.Kill(SIGKILL);
     restart_ms.Add(TimeRestart(agent));
-    list_ms.Add(TimeOwnerList(agent_id));
+    list_ms.Add(TimeOwnerList(agent_id, kKernels));
   }
   PrintSamples("agent: spawn -> GET /v1/kernels lists all 50", restart_ms);
   PrintSamples("baseline: one owner-filtered engine list (docker ps)", list_ms);

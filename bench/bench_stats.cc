@@ -15,7 +15,6 @@
 // agent would write them (see bench_restart: no cpu core each, because the
 // cpu plugin hands out whole exclusive cores), and the agent adopts them.
 #include <cstdio>
-#include <thread>
 
 #include "common.h"
 
@@ -26,27 +25,6 @@ constexpr int kKernels = 100;
 constexpr char kMemory[] = "16m";
 constexpr int kSweeps = 10;                                  // agent sweeps sampled
 constexpr auto kFootprintWindow = std::chrono::seconds(20);  // CPU is averaged over this
-
-// Polls GET /v1/stats until `count` distinct sweeps that each saw all kernels
-// have been seen; returns their durations in milliseconds.
-Samples AgentSweeps(const testing::AgentProcess& agent, int count) {
-  Samples sweeps;
-  uint64_t last_sweep = 0;
-  PollUntil(
-      [&] {
-        nlohmann::json stats = CallAgent(agent, "GET", "/v1/stats", nullptr, 200);
-        const uint64_t sweep = stats["sweeps_total"].get<uint64_t>();
-        if (sweep != last_sweep && static_cast<int>(stats["kernels"].size()) == kKernels) {
-          last_sweep = sweep;
-          sweeps.Add(static_cast<double>(stats["sweep_us"].get<int64_t>()) / 1000.0);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        return static_cast<int>(sweeps.size()) >= count;
-      },
-      std::chrono::seconds(2 * count + 30), std::to_string(count) + " stats sweeps of all " +
-                                               std::to_string(kKernels) + " kernels");
-  return sweeps;
-}
 
 // Reads the engine's stats of every kernel container, one after another;
 // returns the total milliseconds.
@@ -77,7 +55,7 @@ void Run(const std::string& agent_id) {
             std::chrono::seconds(30), "the agent adopting the " + std::to_string(kKernels) + " kernels");
   std::printf("  %d owned kernels running (16m each, no cpu core); stats-interval 1s, stats-type cgroup\n", kKernels);
 
-  const Samples sweeps = AgentSweeps(agent, kSweeps);
+  const Samples sweeps = AgentSweeps(agent, kKernels, kSweeps);
   const Usage busy = MeasureUsage(agent.pid(), "100 kernels", kFootprintWindow);
   std::printf("  engine route: GET /containers/{id}/stats?stream=false for %d containers, one after another...\n",
               kKernels);

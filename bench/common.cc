@@ -113,6 +113,12 @@ Usage MeasureUsage(pid_t pid, const std::string& label, std::chrono::seconds win
   return usage;
 }
 
+pid_t DockerdPid() {
+  const char* pid = std::getenv("SLOTD_DOCKERD_PID");
+  if (pid == nullptr || *pid == '\0' || !std::filesystem::exists(std::string("/proc/") + pid)) return -1;
+  return static_cast<pid_t>(std::atoi(pid));
+}
+
 void PrintSamples(const std::string& label, const Samples& samples) {
   std::printf("  %-52s median %8.2f ms   p90 %8.2f ms   n=%zu\n", label.c_str(), samples.Median(),
               samples.Percentile(90), samples.size());
@@ -192,6 +198,60 @@ nlohmann::json CallAgent(const testing::AgentProcess& agent, const std::string& 
   nlohmann::json parsed = nlohmann::json::parse(res.body, nullptr, false);
   if (parsed.is_discarded()) throw BenchFailure(method + " " + path + ": the answer is not JSON: " + res.body);
   return parsed;
+}
+
+Samples TimeGet(const HttpClient& client, const std::string& path, int samples) {
+  Samples out;
+  for (int i = 0; i < samples; ++i) {
+    ThrowIfInterrupted();
+    const auto start = Clock::now();
+    auto res = client.Request("GET", path, "", std::chrono::seconds(10));
+    const auto end = Clock::now();
+    if (!res.ok()) throw BenchFailure("GET " + path + " on " + client.Describe() + ": " + res.status().message());
+    if (res->status != 200)
+      throw BenchFailure("GET " + path + " on " + client.Describe() + ": HTTP " + std::to_string(res->status));
+    out.Add(Millis(start, end));
+  }
+  return out;
+}
+
+bool ListsAllRunning(const std::string& socket_path, int count) {
+  auto res = HttpClient::Unix(socket_path).Request("GET", "/v1/kernels", "", std::chrono::seconds(5));
+  if (!res.ok() || res->status != 200) return false;
+  nlohmann::json body = nlohmann::json::parse(res->body, nullptr, false);
+  if (body.is_discarded() || !body.contains("kernels")) return false;
+  int running = 0;
+  for (const auto& kernel : body["kernels"]) running += kernel.value("state", "") == "RUNNING";
+  return running == count;
+}
+
+double TimeOwnerList(const std::string& owner, int count) {
+  auto start = Clock::now();
+  auto listed = Check(testing::Engine().List({std::string(label::kOwner) + "=" + owner}), "listing the containers");
+  double ms = Millis(start, Clock::now());
+  if (static_cast<int>(listed.size()) != count)
+    throw BenchFailure("the engine lists " + std::to_string(listed.size()) + " containers of " + owner +
+                       ", expected " + std::to_string(count));
+  return ms;
+}
+
+Samples AgentSweeps(const testing::AgentProcess& agent, int kernels, int sweeps) {
+  Samples durations;
+  uint64_t last_sweep = 0;
+  PollUntil(
+      [&] {
+        nlohmann::json stats = CallAgent(agent, "GET", "/v1/stats", nullptr, 200);
+        const uint64_t sweep = stats["sweeps_total"].get<uint64_t>();
+        if (sweep != last_sweep && static_cast<int>(stats["kernels"].size()) == kernels) {
+          last_sweep = sweep;
+          durations.Add(static_cast<double>(stats["sweep_us"].get<int64_t>()) / 1000.0);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return static_cast<int>(durations.size()) >= sweeps;
+      },
+      std::chrono::seconds(2 * sweeps + 30), std::to_string(sweeps) + " stats sweeps of all " +
+                                                std::to_string(kernels) + " kernels");
+  return durations;
 }
 
 nlohmann::json KernelRequestBody(const std::string& kernel_id, const std::string& mem) {

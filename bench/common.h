@@ -1,4 +1,4 @@
-// Shared pieces of the benchmarks (bench_create, bench_restart, bench_death):
+// Shared pieces of the benchmarks:
 // timing and figures, the kernels they ask for, the containers they build
 // behind the agent's back, and a run wrapper that always cleans up.
 //
@@ -89,6 +89,10 @@ struct Usage {
 // Watches `pid` for `window`; prints "footprint <label> ..." and returns it.
 Usage MeasureUsage(pid_t pid, const std::string& label, std::chrono::seconds window);
 
+// The engine's process id as SLOTD_DOCKERD_PID names it (scripts/dockerd-start
+// exports it); -1 when that is unset or names no running process.
+pid_t DockerdPid();
+
 // Prints one line: the label, then median and p90 in milliseconds, and n.
 void PrintSamples(const std::string& label, const Samples& samples);
 
@@ -125,6 +129,25 @@ void StartAgent(testing::AgentProcess& agent);
 // BenchFailure unless the HTTP status is `expect`.
 nlohmann::json CallAgent(const testing::AgentProcess& agent, const std::string& method, const std::string& path,
                          const nlohmann::json& body, long expect);
+
+// Times `samples` calls of GET `path` on `client`; throws BenchFailure unless
+// each answers 200.
+Samples TimeGet(const HttpClient& client, const std::string& path, int samples);
+
+// Whether one GET /v1/kernels on the agent's unix socket `socket_path`
+// answers with `count` kernels RUNNING.
+bool ListsAllRunning(const std::string& socket_path, int count);
+
+// The milliseconds of one owner-filtered list of the engine's containers
+// (what `docker ps --filter label=ai.backend.owner=<owner>` costs); throws
+// BenchFailure unless it finds `count` containers.
+double TimeOwnerList(const std::string& owner, int count);
+
+// Polls GET /v1/stats every 50 ms until `sweeps` distinct sweeps that each
+// saw `kernels` kernels have come; returns their durations (sweep_us) in
+// milliseconds. Throws BenchFailure when they do not come within 2 s a sweep
+// and 30 s more.
+Samples AgentSweeps(const testing::AgentProcess& agent, int kernels, int sweeps);
 
 // The create request every benchmark kernel uses: `kernel_id`, the test
 // image, `sleep 3600`, 1 cpu and `mem`.
