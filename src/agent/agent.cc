@@ -128,6 +128,13 @@ Result<Agent::Admitted> Agent::Admit(const CreateRequest& request) const {
   return Admitted{request.pull.value_or(agent_policy), std::move(*mounts)};
 }
 
+std::optional<int64_t> Agent::DeadlineOf(const CreateRequest& request, int64_t from) const {
+  std::optional<std::chrono::milliseconds> lifetime = request.max_lifetime;
+  if (!lifetime && config_.container.max_lifetime.count() > 0) lifetime = config_.container.max_lifetime;
+  if (!lifetime) return std::nullopt;
+  return from + (lifetime->count() + 999) / 1000;
+}
+
 Result<Agent::CreateOutcome> Agent::CreateKernel(const CreateRequest& request) {
   if (std::optional<CreateOutcome> given = GiveWarm(request)) return *given;
   return CreateKernelFor(request, "");
@@ -137,7 +144,6 @@ Result<Agent::CreateOutcome> Agent::CreateKernelFor(const CreateRequest& request
   Result<Admitted> admitted = Admit(request);
   if (!admitted.ok()) return admitted.status();
   const PullPolicy policy = admitted->policy;
-  const std::chrono::milliseconds lifetime_cap = config_.container.max_lifetime;
   Kernel kernel;
   std::shared_ptr<PendingCreate> pending;
   const bool draining = devices_.Draining().draining;  // asked first: its lock is never taken inside mutex_
@@ -172,9 +178,7 @@ Result<Agent::CreateOutcome> Agent::CreateKernelFor(const CreateRequest& request
     kernel.agent_id = config_.agent.id;
     kernel.created_at = clock_.UnixSeconds();
     kernel.warm_pool = warm_pool;
-    std::optional<std::chrono::milliseconds> lifetime = request.max_lifetime;
-    if (!lifetime && lifetime_cap.count() > 0 && warm_pool.empty()) lifetime = lifetime_cap;
-    if (lifetime) kernel.deadline = kernel.created_at + (lifetime->count() + 999) / 1000;
+    if (warm_pool.empty()) kernel.deadline = DeadlineOf(request, kernel.created_at);  // a warm kernel's: when given
     kernel.allocation.numa_node = ChooseNumaNode(request.resources);
     // Reserves the id and the resources.
     if (Status s = table_.Reserve(kernel, /*pulling=*/policy != PullPolicy::kNone); !s.ok()) return s;

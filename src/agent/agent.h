@@ -307,6 +307,10 @@ class Agent {
   // the record's request, creation and deadline, and leaves its pool),
   // WARM otherwise. Errors: a record that cannot be read.
   Result<KernelState> WarmStateOf(Kernel& kernel) const;
+  // When a kernel of `request` created at `from` (unix seconds) reaches the
+  // end of its lifetime: its max_lifetime, else [container] max-lifetime,
+  // rounded up to whole seconds; unset when neither sets one.
+  std::optional<int64_t> DeadlineOf(const CreateRequest& request, int64_t from) const;
   // What CreateKernel decides before it reserves anything: the pull policy
   // and the request's mounts, resolved.
   struct Admitted {

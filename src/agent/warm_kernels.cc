@@ -38,12 +38,10 @@ std::optional<Agent::CreateOutcome> Agent::GiveWarm(const CreateRequest& request
     if (kernel_id.empty()) return std::nullopt;
     warm_taken_.insert(kernel_id);
   }
-  WarmClaims::Claim claim{request, clock_.UnixSeconds(), std::nullopt};
+  const int64_t now = clock_.UnixSeconds();
+  WarmClaims::Claim claim{request, now, DeadlineOf(request, now)};
   claim.request.kernel_id = kernel_id;
   if (request.ids.session_generated) claim.request.session_id = kernel_id;
-  std::optional<std::chrono::milliseconds> lifetime = request.max_lifetime;
-  if (!lifetime && config_.container.max_lifetime.count() > 0) lifetime = config_.container.max_lifetime;
-  if (lifetime) claim.deadline = claim.given_at + (lifetime->count() + 999) / 1000;
   // Recorded before it is given: an agent killed from here on finds the kernel given.
   const Status recorded = warm_claims_.Write(kernel_id, claim);
   MutexLock lock(mutex_);
@@ -109,9 +107,7 @@ void Agent::FillPools(const std::stop_token& stop) {
       if (table_.OwnedByACall(kernel)) continue;
       const std::string& name = kernel.warm_pool;
       auto pool = std::find_if(pools_.begin(), pools_.end(), [&](const WarmPool& p) { return p.name == name; });
-      const bool fits = pool != pools_.end() && kernel.request.image == pool->shape.image &&
-                        kernel.request.command == pool->shape.command &&
-                        kernel.request.resources == pool->shape.resources;
+      const bool fits = pool != pools_.end() && HasPoolsShape(kernel.request, *pool);
       if (state == KernelState::kWarm && fits && !draining && have[kernel.warm_pool] < pool->count) {
         ++have[kernel.warm_pool];
         continue;

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -16,6 +16,7 @@
 #include "agent/label_codec.h"
 #include "common/atomic_file.h"
 #include "common/json_reader.h"
+#include "common/regular_file.h"
 
 namespace slotd {
 
@@ -23,10 +24,19 @@ using nlohmann::json;
 
 namespace {
 
-// A pool's cpu as a request writes it: a whole number, a fraction, or "250m".
+// A pool's cpu as a request writes it: a whole number ("2"), a fraction
+// ("0.5"), or else the text as it is ("250m"), which the request's parser
+// accepts or refuses with its own message. Never throws: a number too large
+// or malformed is passed on as text, and refused as such.
 json CpuJson(const std::string& cpu) {
-  if (!cpu.empty() && cpu.find_first_not_of("0123456789") == std::string::npos) return std::stoll(cpu);
-  if (!cpu.empty() && cpu.find_first_not_of("0123456789.") == std::string::npos) return std::stod(cpu);
+  const char* const end = cpu.data() + cpu.size();
+  int64_t whole = 0;
+  if (auto [at, error] = std::from_chars(cpu.data(), end, whole); error == std::errc() && at == end) return whole;
+  if (cpu.find_first_not_of("0123456789.") == std::string::npos) {
+    char* parsed = nullptr;
+    const double fraction = std::strtod(cpu.c_str(), &parsed);
+    if (!cpu.empty() && parsed == cpu.c_str() + cpu.size()) return fraction;
+  }
   return cpu;
 }
 
@@ -63,9 +73,13 @@ Result<std::vector<WarmPool>> WarmPoolsOf(const Config& config) {
   return pools;
 }
 
+bool HasPoolsShape(const CreateRequest& request, const WarmPool& pool) {
+  return request.image == pool.shape.image && request.command == pool.shape.command &&
+         request.resources == pool.shape.resources;
+}
+
 bool MatchesPool(const CreateRequest& request, const WarmPool& pool) {
-  return request.ids.kernel_generated && request.image == pool.shape.image &&
-         request.resources == pool.shape.resources && request.command == pool.shape.command && request.env.empty() &&
+  return request.ids.kernel_generated && HasPoolsShape(request, pool) && request.env.empty() &&
          request.mounts.empty() && request.stop.signal.empty() && !request.stop.timeout && !request.pull;
 }
 
@@ -86,25 +100,20 @@ Status WarmClaims::Write(const std::string& kernel_id, const Claim& claim) const
 Result<std::optional<WarmClaims::Claim>> WarmClaims::Read(const std::string& kernel_id) const {
   if (dir_.empty()) return std::optional<Claim>();
   const std::string path = PathOf(kernel_id);
-  struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) {
-    if (errno == ENOENT) return std::optional<Claim>();
-    return Status::Unavailable("cannot read " + path + ": " + std::strerror(errno));
-  }
-  constexpr off_t kMaxRecord = 1 << 20;  // a request's labels, env and command are bounded far below this
-  if (!S_ISREG(info.st_mode) || info.st_size > kMaxRecord)
-    return Status::InvalidArgument(path + ": not a record of a warm kernel given to a create (not a regular file "
-                                   "of at most 1 MiB); remove it (the kernel is then warm again) or delete the "
-                                   "kernel's container");
-  std::ifstream file(path);
-  if (!file) return Status::Unavailable("cannot read " + path + ": " + std::strerror(errno));
-  std::stringstream text;
-  text << file.rdbuf();
   const auto bad = [&](const std::string& what) {
     return Status::InvalidArgument(path + ": " + what + "; remove it (the kernel is then warm again) or delete the "
                                    "kernel's container");
   };
-  std::optional<json> record = ParseJsonWithin(text.str());
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT) return std::optional<Claim>();
+    return Status::Unavailable("cannot read " + path + ": " + std::strerror(errno));
+  }
+  if (S_ISLNK(info.st_mode)) return bad("a symbolic link, never followed");
+  constexpr size_t kMaxRecord = 1 << 20;  // a request's labels, env and command are bounded far below this
+  Result<std::string> text = ReadRegularFile(path, kMaxRecord);
+  if (!text.ok()) return bad(text.status().message());
+  std::optional<json> record = ParseJsonWithin(*text);
   if (!record || !record->is_object() || !record->contains("request") || !record->contains("given_at") ||
       !(*record)["given_at"].is_number_integer())
     return bad("not a record of a warm kernel given to a create");

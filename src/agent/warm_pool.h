@@ -41,6 +41,10 @@ struct WarmPool {
 // the field for a shape no request could ask for, or a name given twice.
 Result<std::vector<WarmPool>> WarmPoolsOf(const Config& config);
 
+// Whether `request` asks for the kernel `pool` makes: its image, command
+// (none: the image's) and exactly its resources.
+bool HasPoolsShape(const CreateRequest& request, const WarmPool& pool);
+
 // Whether a warm kernel of `pool` may serve `request`: the request named no
 // kernel id (the pool's kernels have ids the agent chose), asks for the
 // pool's image, its command (none: the image's) and exactly its resources,

@@ -128,6 +128,7 @@ TEST(WarmPool, CreatesRacingForThePoolEachGetAKernelOfTheirOwn) {
   AgentProcess agent(PoolAgent("race", 2));
   ASSERT_TRUE(agent.Start()) << agent.log();
   WaitForWarm(agent, 2);
+  const std::map<std::string, std::string> warm = Listed(agent, true);
   constexpr int kCreates = 6;
   std::vector<json> created(kCreates);
   std::vector<std::thread> threads;
@@ -144,6 +145,10 @@ TEST(WarmPool, CreatesRacingForThePoolEachGetAKernelOfTheirOwn) {
     ids.insert(created[i]["kernel_id"]);
   }
   EXPECT_EQ(ids.size(), static_cast<size_t>(kCreates));
+  // The pool's two were given (to two of them): the race was for them.
+  int given = 0;
+  for (const std::string& id : ids) given += static_cast<int>(warm.count(id));
+  EXPECT_EQ(given, 2);
   const std::map<std::string, std::string> listed = Listed(agent, false);
   EXPECT_EQ(listed.size(), static_cast<size_t>(kCreates));
   for (const std::string& id : ids) EXPECT_EQ(listed.count(id), 1u) << id;

@@ -3,6 +3,7 @@
 #include "agent/warm_pool.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -67,6 +68,13 @@ TEST(WarmPoolTest, AShapeNoRequestCouldAskForAndANameGivenTwiceAreRefused) {
   EXPECT_NE(refused.status().message().find("[[pool]] \"small\" in /etc/slotd/a1.toml: resources.cpu"),
             std::string::npos)
       << refused.status().message();
+  // Text that is not a number is the request parser's to refuse, never a throw.
+  for (const char* cpu : {"1.2.3", "99999999999999999999999", "", "."}) {
+    PoolConfig odd = Small();
+    odd.cpu = cpu;
+    Result<std::vector<WarmPool>> read = WarmPoolsOf(PoolConfigOf({odd}));
+    EXPECT_EQ(read.status().code(), Status::Code::kInvalidArgument) << cpu;
+  }
   PoolConfig device = Small();
   device.devices = {{"nonsense", 1}};
   EXPECT_FALSE(WarmPoolsOf(PoolConfigOf({device})).ok());
@@ -143,6 +151,14 @@ TEST(WarmPoolTest, AGivenKernelsRecordReadsBackAsWritten) {
   EXPECT_NE(broken.status().message().find("k-000000000003.json"), std::string::npos);
   ASSERT_TRUE(claims.Write("k-000000000004", {request, 1, std::nullopt}).ok());
   EXPECT_FALSE(claims.Read("k-000000000004").ok());
+
+  // A link in the records' directory is never followed.
+  ASSERT_EQ(::symlink((var.root() + "/warm-claims/k-000000000001.json").c_str(),
+                      (var.root() + "/warm-claims/k-000000000005.json").c_str()),
+            0);
+  Result<std::optional<WarmClaims::Claim>> linked = claims.Read("k-000000000005");
+  ASSERT_EQ(linked.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(linked.status().message().find("symbolic link"), std::string::npos) << linked.status().message();
 
   claims.Remove("k-000000000001");
   EXPECT_FALSE(claims.Read("k-000000000001")->has_value());
