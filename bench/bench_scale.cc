@@ -26,6 +26,7 @@
 #include "agent/agent.h"
 #include "agent/label_codec.h"
 #include "api/create_request.h"
+#include "api/responses.h"
 #include "common.h"
 #include "common/units.h"
 #include "testing/fake_engine.h"
@@ -127,13 +128,10 @@ AtCount Measure(const Config& config, int count, const std::function<void(const 
   at.list_ms = lists.Median();
   at.relist_ms = relists.Median();
   at.list_all = Time(kCalls, [&] {
-    nlohmann::json list = nlohmann::json::array();
-    for (const Kernel& k : agent->ListKernels()) list.push_back(k.ToJson());
-    const std::string body = nlohmann::json{{"kernels", std::move(list)}}.dump();
-    if (body.empty()) fail("an empty body");
+    if (KernelListResponse(agent->ListKernels(), /*with_warm=*/false).body.empty()) fail("an empty body");
   });
   at.get_one = Time(kCalls, [&] {
-    const std::string body = Check(agent->GetKernel("k" + std::to_string(count / 2)), "get").ToJson().dump();
+    const std::string body = DumpJson(Check(agent->GetKernel("k" + std::to_string(count / 2)), "get").ToJson());
     if (body.empty()) fail("an empty body");
   });
   at.cycles_per_s = CreateDeleteRate(*agent);
@@ -152,7 +150,7 @@ void Run() {
   EventHub empty_hub;
   std::unique_ptr<Agent> empty = NewAgent(config, empty_engine, empty_hub);
   Check(empty->CreateKernel(SharedKernel("only")).status(), "create");
-  const Samples get_alone = Time(kCalls, [&] { (void)Check(empty->GetKernel("only"), "get").ToJson().dump(); });
+  const Samples get_alone = Time(kCalls, [&] { (void)DumpJson(Check(empty->GetKernel("only"), "get").ToJson()); });
   Check(empty->DeleteKernel("only").status(), "delete");
   const double empty_rate = CreateDeleteRate(*empty);
   std::printf("  with no other kernel: create+delete %.0f cycles/s; GET one kernel p99 %.3f ms\n", empty_rate,

@@ -208,6 +208,7 @@ Result<Agent::CreateOutcome> Agent::CreateKernelFor(const CreateRequest& request
 std::vector<Kernel> Agent::ListKernels() const {
   MutexLock lock(mutex_);
   std::vector<Kernel> out;
+  out.reserve(table_.All().size());
   for (const auto& [id, kernel] : table_.All()) out.push_back(kernel);
   return out;
 }

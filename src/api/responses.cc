@@ -2,6 +2,8 @@
 
 #include "common/base64.h"
 
+#include <utility>
+
 namespace slotd {
 
 using nlohmann::json;
@@ -15,6 +17,23 @@ http::Response JsonResponse(int status, const json& body) {
   response.status = status;
   response.content_type = "application/json";
   response.body = DumpJson(body);
+  return response;
+}
+
+http::Response KernelListResponse(const std::vector<Kernel>& kernels, bool with_warm) {
+  http::Response response;
+  response.status = 200;
+  response.content_type = "application/json";
+  std::string& body = response.body;
+  body.reserve(64 + kernels.size() * 768);  // a record is about 600 bytes
+  body = "{\"kernels\":[";
+  bool first = true;
+  for (const Kernel& kernel : kernels) {
+    if (!with_warm && !kernel.warm_pool.empty()) continue;  // a pool's: made, WARM, or ended unused
+    if (!std::exchange(first, false)) body += ',';
+    body += DumpJson(kernel.ToJson());
+  }
+  body += "]}";
   return response;
 }
 

@@ -5,9 +5,11 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "agent/kernel.h"
 #include "api/http_server.h"
 #include "common/status.h"
 
@@ -20,6 +22,12 @@ std::string DumpJson(const nlohmann::json& body);
 
 // A JSON response with `status` and `body`.
 http::Response JsonResponse(int status, const nlohmann::json& body);
+
+// GET /v1/kernels: {"kernels": [...]}, each kernel's Kernel::ToJson, in
+// `kernels` order, a warm pool's kernels only `with_warm`. Each record is
+// serialised into the body as it is made, so that a thousand kernels never
+// stand as one document in memory.
+http::Response KernelListResponse(const std::vector<Kernel>& kernels, bool with_warm);
 
 // The error body {"error":{"code","message"}} with `status`.
 http::Response ErrorResponse(int status, std::string_view code, const std::string& message);

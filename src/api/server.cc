@@ -321,10 +321,7 @@ void ApiServer::AddRoutes() {
 void ApiServer::ListKernels(Exchange& ex) const {
   const std::optional<bool> warm = Flag(ex.request(), "warm");
   if (!warm) return ex.Reply(ErrorResponse(Status::InvalidArgument("warm: expected 1, true, 0 or false")));
-  json list = json::array();
-  for (const auto& kernel : agent_.ListKernels())
-    if (*warm || kernel.warm_pool.empty()) list.push_back(kernel.ToJson());  // a pool's: made, WARM, or ended unused
-  ex.Reply(JsonResponse(200, {{"kernels", list}}));
+  ex.Reply(KernelListResponse(agent_.ListKernels(), *warm));
 }
 
 void ApiServer::ReplyKernel(Exchange& ex, const Result<Kernel>& kernel) {

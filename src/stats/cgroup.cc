@@ -1,11 +1,14 @@
 #include "stats/cgroup.h"
 
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 #include "stats/text_files.h"
 
@@ -39,20 +42,6 @@ class FilePath {
   char path_[4096] = "";
 };
 
-// Reads a file holding one number (or the word "max", read as 0) into
-// `value`. Returns whether the file could be opened.
-bool ReadNumberFile(const std::string& dir, const char* name, uint64_t& value) {
-  const FilePath path(dir, name);
-  const int fd = OpenReadOnly(path.c_str());
-  if (fd < 0) return false;
-  char buffer[64];
-  const ssize_t n = ReadSome(fd, buffer, sizeof(buffer));
-  ::close(fd);
-  uint64_t parsed = 0;
-  if (n > 0 && ParseNumber(std::string_view(buffer, static_cast<size_t>(n)), parsed)) value = parsed;
-  return true;
-}
-
 // For a "key value" line whose key is `key`, stores the value and returns true.
 bool KeyedValue(std::string_view line, std::string_view key, uint64_t& value) {
   if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ' ') return false;
@@ -64,13 +53,6 @@ void AddFieldValue(std::string_view line, std::string_view field, uint64_t& tota
   const size_t at = line.find(field);
   uint64_t value = 0;
   if (at != std::string_view::npos && ParseNumber(line.substr(at + field.size()), value)) total += value;
-}
-
-// Calls on_line for each line of `dir`/`name`; returns whether it could be opened.
-template <typename OnLine>
-bool ForEachLineOf(const std::string& dir, const char* name, OnLine&& on_line) {
-  const FilePath path(dir, name);
-  return ForEachLine(path.c_str(), on_line) == 0;
 }
 
 // Whether `text` is a 64-digit lowercase hexadecimal container id.
@@ -266,84 +248,136 @@ Result<uint64_t> ReadOomKills(const CgroupDir& memory) {
   return kills;
 }
 
-Result<CgroupSample> CgroupReader::Read(const CgroupPaths& paths) const {
+struct CgroupFiles::File {
+  std::string path;  // empty: the measure has no directory, or its file does not exist
+  UniqueFd fd;       // kept open; invalid: opened per reading
+};
+
+CgroupFiles::CgroupFiles(const CgroupPaths& paths, bool keep_open)
+    : files_(std::make_unique<File[]>(kSlots)),
+      cpu_unified_(paths.cpu.unified),
+      memory_unified_(paths.memory.unified),
+      io_unified_(paths.io.unified) {
+  for (const CgroupDir* dir : {&paths.cpu, &paths.memory, &paths.pids, &paths.io})
+    if (some_dir_.empty()) some_dir_ = dir->path;
+  // Only cgroupfs makes a kept file of a removed cgroup stop reading; on
+  // any other filesystem (a test's fake tree) it would read stale values.
+  struct statfs fs {};
+  keep_open = keep_open && ::statfs(some_dir_.c_str(), &fs) == 0 &&
+              (fs.f_type == CGROUP_SUPER_MAGIC || fs.f_type == CGROUP2_SUPER_MAGIC);
+  // The file `name` of `dir` in `slot`, opened when kept; false when it does not exist.
+  auto name = [&](Slot slot, const CgroupDir& dir, const char* file) {
+    if (dir.path.empty()) return false;
+    File& f = files_[slot];
+    f.path = dir.path + "/" + file;
+    if (!keep_open) return ::access(f.path.c_str(), F_OK) == 0;
+    f.fd = UniqueFd(OpenReadOnly(f.path.c_str()));
+    if (f.fd.valid() || (errno != ENOENT && errno != ENOTDIR)) return true;  // EMFILE and the like: per reading
+    f.path.clear();
+    return false;
+  };
+  const bool v2_memory = paths.memory.unified;
+  name(kCpu, paths.cpu, cpu_unified_ ? "cpu.stat" : "cpuacct.usage");
+  name(kMemoryUsed, paths.memory, v2_memory ? "memory.current" : "memory.usage_in_bytes");
+  name(kMemoryLimit, paths.memory, v2_memory ? "memory.max" : "memory.limit_in_bytes");
+  name(kMemoryStat, paths.memory, "memory.stat");
+  name(kOomKills, paths.memory, v2_memory ? "memory.events" : "memory.oom_control");
+  name(kPids, paths.pids, "pids.current");
+  name(kCpuset, paths.cpuset, "cpuset.cpus");
+  if (io_unified_) {
+    name(kIo, paths.io, "io.stat");
+  } else {
+    for (const char* file : kBlkioFiles)
+      if (name(kIo, paths.io, file)) break;
+  }
+}
+
+CgroupFiles::CgroupFiles(CgroupFiles&&) noexcept = default;
+CgroupFiles& CgroupFiles::operator=(CgroupFiles&&) noexcept = default;
+CgroupFiles::~CgroupFiles() = default;
+
+size_t CgroupFiles::OpenFiles() const {
+  size_t open = 0;
+  for (size_t slot = 0; slot < kSlots; ++slot) open += files_[slot].fd.valid() ? 1 : 0;
+  return open;
+}
+
+template <typename OnLine>
+bool CgroupFiles::ForEachLineOf(Slot slot, OnLine&& on_line) const {
+  const File& file = files_[slot];
+  if (file.path.empty()) return false;
+  if (file.fd.valid()) return ForEachLineAt(file.fd.get(), on_line, FileEnd::kShortRead) == 0;
+  return ForEachLine(file.path.c_str(), on_line) == 0;
+}
+
+bool CgroupFiles::ReadNumber(Slot slot, uint64_t& value) const {
+  bool first = true;
+  return ForEachLineOf(slot, [&](std::string_view line) {
+    uint64_t parsed = 0;
+    if (std::exchange(first, false) && ParseNumber(line, parsed)) value = parsed;
+  });
+}
+
+Result<CgroupSample> CgroupFiles::Read(CgroupMeasures which) const {
+  const bool all = which == CgroupMeasures::kAll;
   CgroupSample sample;
   bool any_file = false;
 
-  if (!paths.cpu.path.empty()) {
-    if (paths.cpu.unified) {
-      uint64_t usec = 0;
-      any_file |= ForEachLineOf(paths.cpu.path, "cpu.stat",
-                                [&](std::string_view line) { KeyedValue(line, "usage_usec", usec); });
-      sample.cpu_usage_ns = usec * 1000;
-    } else {
-      any_file |= ReadNumberFile(paths.cpu.path, "cpuacct.usage", sample.cpu_usage_ns);
-    }
+  if (cpu_unified_) {
+    uint64_t usec = 0;
+    any_file |= ForEachLineOf(kCpu, [&](std::string_view line) { KeyedValue(line, "usage_usec", usec); });
+    sample.cpu_usage_ns = usec * 1000;
+  } else {
+    any_file |= ReadNumber(kCpu, sample.cpu_usage_ns);
   }
 
-  if (!paths.memory.path.empty()) {
-    const std::string& dir = paths.memory.path;
-    if (paths.memory.unified) {
-      any_file |= ReadNumberFile(dir, "memory.current", sample.memory_used_bytes);
-      any_file |= ReadNumberFile(dir, "memory.max", sample.memory_limit_bytes);  // "max" reads as 0
-      any_file |= ForEachLineOf(dir, "memory.stat",
-                                [&](std::string_view line) { KeyedValue(line, "file", sample.memory_cache_bytes); });
-    } else {
-      any_file |= ReadNumberFile(dir, "memory.usage_in_bytes", sample.memory_used_bytes);
-      any_file |= ReadNumberFile(dir, "memory.limit_in_bytes", sample.memory_limit_bytes);
-      if (sample.memory_limit_bytes >= kUnlimitedMemoryFloor) sample.memory_limit_bytes = 0;
-      uint64_t cache = 0, total_cache = 0;
-      bool has_total = false;
-      any_file |= ForEachLineOf(dir, "memory.stat", [&](std::string_view line) {
-        KeyedValue(line, "cache", cache);
-        has_total = KeyedValue(line, "total_cache", total_cache) || has_total;
-      });
-      sample.memory_cache_bytes = has_total ? total_cache : cache;
-    }
-    if (Result<uint64_t> kills = ReadOomKills(paths.memory); kills.ok()) {
-      sample.oom_kills = *kills;
-      any_file = true;
-    }
-  }
-
-  if (!paths.pids.path.empty()) any_file |= ReadNumberFile(paths.pids.path, "pids.current", sample.pids);
-
-  if (!paths.cpuset.path.empty())
-    ForEachLineOf(paths.cpuset.path, "cpuset.cpus", [&](std::string_view line) {
+  any_file |= ReadNumber(kMemoryUsed, sample.memory_used_bytes);
+  if (all) {
+    any_file |= ReadNumber(kMemoryLimit, sample.memory_limit_bytes);  // v2 "max" reads as 0
+    if (sample.memory_limit_bytes >= kUnlimitedMemoryFloor) sample.memory_limit_bytes = 0;
+    any_file |= ForEachLineOf(kOomKills, [&](std::string_view line) { KeyedValue(line, "oom_kill", sample.oom_kills); });
+    ForEachLineOf(kCpuset, [&](std::string_view line) {
       if (sample.cpuset_cpus.empty()) sample.cpuset_cpus.assign(line.substr(0, line.find_last_not_of(" \t\r") + 1));
     });
-
-  if (!paths.io.path.empty()) {
-    if (paths.io.unified) {
-      // "8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0", one line per device.
-      any_file |= ForEachLineOf(paths.io.path, "io.stat", [&](std::string_view line) {
-        AddFieldValue(line, " rbytes=", sample.io_read_bytes);
-        AddFieldValue(line, " wbytes=", sample.io_write_bytes);
-      });
-    } else {
-      // "8:0 Read 4096", "8:0 Write 512", ... per device, then "Total 4608".
-      for (const char* name : kBlkioFiles) {
-        const bool opened = ForEachLineOf(paths.io.path, name, [&](std::string_view line) {
-          const size_t space = line.find(' ');
-          if (space == std::string_view::npos) return;
-          uint64_t value = 0;
-          if (KeyedValue(line.substr(space + 1), "Read", value)) sample.io_read_bytes += value;
-          if (KeyedValue(line.substr(space + 1), "Write", value)) sample.io_write_bytes += value;
-        });
-        if (opened) {
-          any_file = true;
-          break;
-        }
-      }
-    }
+  }
+  if (memory_unified_) {
+    any_file |= ForEachLineOf(kMemoryStat,
+                              [&](std::string_view line) { KeyedValue(line, "file", sample.memory_cache_bytes); });
+  } else {
+    uint64_t cache = 0, total_cache = 0;
+    bool has_total = false;
+    any_file |= ForEachLineOf(kMemoryStat, [&](std::string_view line) {
+      KeyedValue(line, "cache", cache);
+      has_total = KeyedValue(line, "total_cache", total_cache) || has_total;
+    });
+    sample.memory_cache_bytes = has_total ? total_cache : cache;
   }
 
-  if (!any_file) {
-    const std::string& dir = !paths.cpu.path.empty() ? paths.cpu.path : !paths.memory.path.empty() ? paths.memory.path
-                             : !paths.pids.path.empty() ? paths.pids.path : paths.io.path;
-    return Status::NotFound("cgroup " + dir + " is gone (its container or process has exited)");
+  any_file |= ReadNumber(kPids, sample.pids);
+
+  if (io_unified_) {
+    // "8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0", one line per device.
+    any_file |= ForEachLineOf(kIo, [&](std::string_view line) {
+      AddFieldValue(line, " rbytes=", sample.io_read_bytes);
+      AddFieldValue(line, " wbytes=", sample.io_write_bytes);
+    });
+  } else {
+    // "8:0 Read 4096", "8:0 Write 512", ... per device, then "Total 4608".
+    any_file |= ForEachLineOf(kIo, [&](std::string_view line) {
+      const size_t space = line.find(' ');
+      if (space == std::string_view::npos) return;
+      uint64_t value = 0;
+      if (KeyedValue(line.substr(space + 1), "Read", value)) sample.io_read_bytes += value;
+      if (KeyedValue(line.substr(space + 1), "Write", value)) sample.io_write_bytes += value;
+    });
   }
+
+  if (!any_file) return Status::NotFound("cgroup " + some_dir_ + " is gone (its container or process has exited)");
   return sample;
+}
+
+Result<CgroupSample> CgroupReader::Read(const CgroupPaths& paths) const {
+  return CgroupFiles(paths, /*keep_open=*/false).Read(CgroupMeasures::kAll);
 }
 
 Result<CgroupSample> CgroupReader::Read(int pid) const {

@@ -5,20 +5,23 @@
 // The cgroup mounts are learnt once, at construction, from
 // <root>/proc/self/mountinfo. A process's cgroup directories are found
 // through <root>/proc/<pid>/cgroup (Locate), and then read as often as
-// wanted (Read): locate once per container, read many times. One Read opens
-// each measure file with open/read/close into a stack buffer and parses it
-// without allocating (a cpuset list too long for a string's own buffer
-// aside), so it costs microseconds.
+// wanted: locate once per container, then read its CgroupFiles many times.
+// A reading goes through a stack buffer and parses without allocating (a
+// cpuset list too long for a string's own buffer aside), so it costs
+// microseconds; kept open, a file costs one pread and no path lookup.
 //
 // Thread-safety: every method is const and keeps no mutable state, so a
-// const CgroupReader may be used from any number of threads at once.
+// const CgroupReader (or CgroupFiles) may be used from any number of threads
+// at once.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace slotd {
 
@@ -83,6 +86,58 @@ struct CgroupPaths {
 // read: the cgroup is gone. Thread-safe.
 Result<uint64_t> ReadOomKills(const CgroupDir& memory);
 
+// Which measures a reading takes.
+enum class CgroupMeasures {
+  kAll,
+  // Those that move by the second: cpu time, memory use and cache, pids and
+  // I/O. The memory limit, the OOM kill count and the cpuset, which change
+  // only on an update or a kill, are left 0 and empty.
+  kMoving,
+};
+
+// The measure files of one process's cgroups (from CgroupReader::Locate),
+// named once and then read again and again. Kept open, each file is read
+// with pread from its start: no path lookup per reading, which on cgroup v1
+// is most of what a reading costs. Not kept open (the caller's budget of
+// open files is spent, or the files are not on cgroupfs, as in a test's fake
+// tree), each reading opens, reads and closes them.
+// A kept file of a cgroup removed since (its container ended, or was
+// restarted into a new cgroup) no longer reads (ENODEV on cgroupfs), so a
+// reading of a gone cgroup is kNotFound either way. Move-only; closes its
+// files when destroyed.
+class CgroupFiles {
+ public:
+  // The files of `paths`; with `keep_open` and on cgroupfs, each one that
+  // exists is opened now (a file the process cannot open now, for want of
+  // descriptors, is opened per reading instead).
+  CgroupFiles(const CgroupPaths& paths, bool keep_open);
+  CgroupFiles(CgroupFiles&&) noexcept;
+  CgroupFiles& operator=(CgroupFiles&&) noexcept;
+  ~CgroupFiles();
+
+  // How many descriptors this holds open.
+  size_t OpenFiles() const;
+
+  // Reads `which` measures; a missing measure file leaves that measure 0.
+  // Errors: kNotFound when not one measure file could be read: the cgroup
+  // has been removed, its container is gone.
+  Result<CgroupSample> Read(CgroupMeasures which) const;
+
+ private:
+  struct File;  // one measure file: its path, and its descriptor when kept open
+  enum Slot : size_t { kCpu, kMemoryUsed, kMemoryLimit, kMemoryStat, kOomKills, kPids, kCpuset, kIo, kSlots };
+  // Calls on_line for each line of the file in `slot`; whether it could be read.
+  template <typename OnLine>
+  bool ForEachLineOf(Slot slot, OnLine&& on_line) const;
+  // Reads the number the file in `slot` holds (or the word "max", read as 0)
+  // into `value`; whether the file could be read.
+  bool ReadNumber(Slot slot, uint64_t& value) const;
+
+  std::unique_ptr<File[]> files_;  // kSlots of them
+  bool cpu_unified_ = false, memory_unified_ = false, io_unified_ = false;
+  std::string some_dir_;  // a directory of the cgroup, for the message when it is gone
+};
+
 class CgroupReader {
  public:
   // Learns the cgroup mounts from <root>/proc/self/mountinfo. `root` is "/"
@@ -101,9 +156,8 @@ class CgroupReader {
   // kUnavailable when the file cannot be read for another reason.
   Result<CgroupPaths> Locate(int pid) const;
 
-  // Reads the measures at `paths` (from Locate). A missing measure file
-  // leaves that measure 0. Errors: kNotFound when not one measure file could
-  // be opened: the cgroup has been removed, its container is gone.
+  // Every measure at `paths` (from Locate), each file opened, read and
+  // closed: for a single reading. Errors: those of CgroupFiles::Read.
   Result<CgroupSample> Read(const CgroupPaths& paths) const;
 
   // Locate(pid), then Read: for a single reading. Errors: those of both.

@@ -1,5 +1,6 @@
 #include "stats/collector.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -36,12 +37,29 @@ bool Holds(const StatsTarget& target, const std::string& plugin, const std::stri
   return held != target.devices.end() && std::find(held->second.begin(), held->second.end(), device) != held->second.end();
 }
 
+// How many cgroup files the collector may keep open: half of the process's
+// open-file limit, the rest left to connections, engine calls and watches.
+size_t OpenFilesBudget() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return 0;
+  if (files.rlim_cur == RLIM_INFINITY) return size_t{1} << 20;
+  return static_cast<size_t>(files.rlim_cur / 2);
+}
+
 }  // namespace
+
+// How long a tracked kernel's settled measures (memory limit, OOM kill
+// count, cpuset: they change only on an update or a kill) are taken from its
+// last full reading before they are read again. Out-of-memory kills are
+// noticed at once through the OomWatch all the same.
+constexpr std::chrono::seconds kSettledMeasuresFor{5};
 
 // Where one container's measures are, and its previous sample for cpu_percent.
 struct StatsCollector::Tracked {
-  bool located = false;  // stats-type cgroup: `paths` found (through the init pid)
-  CgroupPaths paths;
+  std::optional<CgroupFiles> files;  // stats-type cgroup: found through the init pid
+  size_t open_files = 0;             // of `files`, counted in kept_open_files_
+  CgroupSample settled;              // the settled measures of the last full reading
+  SteadyClock::time_point settled_at;
   bool has_previous = false;
   uint64_t previous_cpu_ns = 0;
   SteadyClock::time_point previous_at;
@@ -153,8 +171,8 @@ StatsCollector::StatsCollector(Options options, std::function<std::vector<StatsT
     : options_(std::move(options)),
       targets_(std::move(targets)),
       engine_(engine),
-      reader_(options_.root),
       proc_(options_.root + (options_.root.ends_with('/') ? "" : "/") + "proc/"),
+      open_files_budget_(OpenFilesBudget()),
       clock_(clock) {
   for (auto& meter : meters) meters_.push_back(std::make_unique<MeterWorker>(std::move(meter)));
   if (options_.on_out_of_memory && options_.stats_type == StatsType::kCgroup)
@@ -221,18 +239,19 @@ void StatsCollector::SweepSoon() {
 }
 
 StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tracked& tracked) {
-  if (!tracked.located) {
+  if (!tracked.files) {
     Result<ContainerInfo> info = engine_.Inspect(target.container_id);
     if (!info.ok()) return {info.status(), SteadyClock::now()};
     if (!info->running || info->pid <= 0)
       return {Status::NotFound("container " + target.container_id + " is not running (state " + info->state + ")"),
               SteadyClock::now()};
-    Result<CgroupPaths> paths = reader_.Locate(info->pid);
+    Result<CgroupPaths> paths = Reader().Locate(info->pid);
     if (!paths.ok()) return {paths.status(), SteadyClock::now()};
-    tracked.paths = std::move(*paths);
-    tracked.located = true;
+    tracked.files.emplace(*paths, /*keep_open=*/kept_open_files_ < open_files_budget_);
+    tracked.open_files = tracked.files->OpenFiles();
+    kept_open_files_ += tracked.open_files;
     if (oom_watch_) {
-      Result<OomWatch::Armed> armed = oom_watch_->Watch(target.kernel_id, target.container_id, tracked.paths.memory);
+      Result<OomWatch::Armed> armed = oom_watch_->Watch(target.kernel_id, target.container_id, paths->memory);
       if (armed.ok())
         tracked.oom_watched = std::move(*armed);
       else  // a warning the first time: the host may not let any cgroup be watched
@@ -240,9 +259,32 @@ StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tr
                     "kernel {}: its memory cgroup is not watched for out-of-memory kills: {}", target.kernel_id,
                     armed.status().message());
     }
+    tracked.settled_at = {};  // read everything the first time
   }
-  Result<CgroupSample> sample = reader_.Read(tracked.paths);
+  const SteadyClock::time_point now = SteadyClock::now();
+  const bool settled_due = tracked.settled_at == SteadyClock::time_point{} || now - tracked.settled_at >= kSettledMeasuresFor;
+  Result<CgroupSample> sample = tracked.files->Read(settled_due ? CgroupMeasures::kAll : CgroupMeasures::kMoving);
+  if (sample.ok() && settled_due) {
+    tracked.settled = *sample;
+    tracked.settled_at = now;
+  } else if (sample.ok()) {
+    sample->memory_limit_bytes = tracked.settled.memory_limit_bytes;
+    sample->oom_kills = tracked.settled.oom_kills;
+    sample->cpuset_cpus = tracked.settled.cpuset_cpus;
+  }
   return {std::move(sample), SteadyClock::now()};
+}
+
+const CgroupReader& StatsCollector::Reader() {
+  if (!reader_) reader_.emplace(options_.root);
+  return *reader_;
+}
+
+void StatsCollector::Untrack(const std::string& container_id) {
+  auto it = tracked_.find(container_id);
+  if (it == tracked_.end()) return;
+  kept_open_files_ -= it->second->open_files;
+  tracked_.erase(it);
 }
 
 std::vector<StatsCollector::TimedSample> StatsCollector::EngineSamples(const std::vector<StatsTarget>& targets) {
@@ -300,7 +342,7 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
       ++skipped_total_;
       spdlog::debug("kernel {}: stats sample skipped, its container will be located afresh: {}", target.kernel_id,
                     sample.status().message());
-      tracked_.erase(target.container_id);
+      Untrack(target.container_id);
       continue;
     }
     const SteadyClock::time_point at = timed.at;
@@ -321,7 +363,10 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
     snapshot->agent.memory_used_bytes += sample->memory_used_bytes;
     snapshot->kernels.emplace(target.kernel_id, std::move(kernel));
   }
-  std::erase_if(tracked_, [&](const auto& entry) { return !by_container.contains(entry.first); });
+  std::vector<std::string> gone;
+  for (const auto& [container_id, entry] : tracked_)
+    if (!by_container.contains(container_id)) gone.push_back(container_id);
+  for (const std::string& container_id : gone) Untrack(container_id);
 
   snapshot->agent.memory_capacity_bytes = options_.memory_share_bytes;
   SampleCores(*snapshot);
@@ -474,7 +519,7 @@ void StatsCollector::Attribute(const DeviceReading& reading,
   const uint64_t sweep = sweeps_total_ + 1;
   for (const DeviceProcess& process : reading.processes) {
     const int pid = static_cast<int>(process.host_pid);
-    Result<int> kernel_pid = reader_.NamespacePid(pid);
+    Result<int> kernel_pid = Reader().NamespacePid(pid);
     if (!kernel_pid.ok()) {
       if (kernel_pid.status().code() == Status::Code::kFailedPrecondition) {
         attribution_unavailable_ =
@@ -488,7 +533,7 @@ void StatsCollector::Attribute(const DeviceReading& reading,
     }
 
     std::string container_id;
-    if (Result<std::string> id = reader_.ContainerIdOfPid(pid); id.ok()) {
+    if (Result<std::string> id = Reader().ContainerIdOfPid(pid); id.ok()) {
       container_id = std::move(*id);
     } else {
       struct stat info;

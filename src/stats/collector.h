@@ -4,8 +4,11 @@
 //
 // Per kernel (stats-type "cgroup"): the container's init pid is learnt once
 // through the engine (Inspect of an owned container) and its cgroup
-// directories once through CgroupReader::Locate; every sweep then only reads
-// the cgroup files. With stats-type "docker" each kernel costs one one-shot
+// directories once through CgroupReader::Locate, whose files are then kept
+// open (CgroupFiles, up to half of the process's open-file limit for all
+// kernels together): every sweep reads each file with one pread. The
+// settled measures (memory limit, OOM kill count, cpuset) are read at most
+// every 5 s per kernel and carried in between. With stats-type "docker" each kernel costs one one-shot
 // ContainerEngine::Stats call instead, up to kEngineStatsCalls at a time.
 //
 // Failure costs one sample, never more: a kernel whose container vanished or
@@ -34,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -126,6 +130,12 @@ class StatsCollector {
     std::chrono::steady_clock::time_point at;
   };
   TimedSample Sample(const StatsTarget& target, Tracked& tracked);
+  // The cgroup reader, made on first use on the sweeping thread: reading
+  // mountinfo, which every container's mounts lengthen, is kept off the
+  // agent's start.
+  const CgroupReader& Reader();
+  // Forgets the container's Tracked entry, closing its kept files.
+  void Untrack(const std::string& container_id);
   // stats-type "docker": every target's engine stats, in `targets` order,
   // fetched by up to kEngineStatsCalls calls at a time (each takes the
   // engine about a second or two).
@@ -145,7 +155,6 @@ class StatsCollector {
   const Options options_;
   const std::function<std::vector<StatsTarget>()> targets_;
   ContainerEngine& engine_;
-  const CgroupReader reader_;
   const std::string proc_;  // "<root>/proc/"
   std::vector<std::unique_ptr<MeterWorker>> meters_;
 
@@ -153,7 +162,10 @@ class StatsCollector {
   // set); before tracked_, whose entries hold its watches.
   std::unique_ptr<OomWatch> oom_watch_;
   // Owned by the sweeping thread (the loop, or SweepOnce's caller).
+  std::optional<CgroupReader> reader_;  // made by the first sweep that needs it: see Reader()
   std::map<std::string, std::unique_ptr<Tracked>> tracked_;           // container id -> where its measures are
+  size_t kept_open_files_ = 0;  // cgroup files held open by tracked_'s entries
+  const size_t open_files_budget_;  // how many may be: half of the open-file limit at construction
   std::map<int, std::pair<uint64_t, uint64_t>> previous_core_ticks_;  // core -> (busy, total) jiffies
   std::map<std::pair<std::string, unsigned>, uint64_t> warned_foreign_;  // (device, pid) -> last sweep seen
   bool oom_watch_warned_ = false;  // a failure to watch a kernel's cgroup was logged as a warning

@@ -14,10 +14,10 @@ int OpenReadOnly(const char* path) {
   return fd;
 }
 
-ssize_t ReadSome(int fd, char* buffer, size_t size) {
+ssize_t ReadSomeAt(int fd, char* buffer, size_t size, off_t offset) {
   ssize_t n;
   do {
-    n = ::read(fd, buffer, size);
+    n = ::pread(fd, buffer, size, offset);
   } while (n < 0 && errno == EINTR);
   return n;
 }

@@ -94,7 +94,9 @@ void FakeEngine::Run(Container& c) {
   c.info.state = "running";
   c.info.running = true;
   c.info.exit_code = 0;
-  c.info.pid = static_cast<int>(10'000 + next_id_++);
+  // Above Linux's PID_MAX_LIMIT (4,194,304): never a process of the host,
+  // whose /proc the agent reads for a started kernel's user and mounts.
+  c.info.pid = static_cast<int>(5'000'000 + next_id_++);
   c.info.started_at = Rfc3339(clock_ns_);
   c.info.started_ms = UnixMillis(clock_ns_);
   c.info.finished_at.clear();

@@ -406,5 +406,48 @@ TEST(CgroupReader, ReadsThisProcessOnTheRealHost) {
   EXPECT_EQ(*inner, ::getpid());
 }
 
+TEST(CgroupFiles, KeptOpenOnTheRealHostTheyReadAfreshEachTime) {
+  CgroupReader reader("/");
+  Result<CgroupPaths> paths = reader.Locate(::getpid());
+  ASSERT_TRUE(paths.ok()) << paths.status().message();
+  CgroupFiles files(*paths, /*keep_open=*/true);
+  EXPECT_GT(files.OpenFiles(), 0u);
+  Result<CgroupSample> first = files.Read(CgroupMeasures::kAll);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  for (volatile uint64_t spin = 0; spin < 50'000'000; spin = spin + 1) {
+  }
+  Result<CgroupSample> second = files.Read(CgroupMeasures::kMoving);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_GT(second->cpu_usage_ns, first->cpu_usage_ns);  // the same descriptor, read again
+  EXPECT_GT(second->memory_used_bytes, 0u);
+  EXPECT_EQ(second->memory_limit_bytes, 0u);  // settled measures are not read
+  EXPECT_TRUE(second->cpuset_cpus.empty());
+  EXPECT_EQ(CgroupFiles(*paths, /*keep_open=*/false).OpenFiles(), 0u);
+}
+
+TEST(CgroupFiles, OffCgroupfsTheyAreReadByPathAndAMovingReadLeavesTheSettledMeasures) {
+  CgroupTree host;
+  host.Write("proc/self/mountinfo", kV1Mounts);
+  host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
+  WriteV1Measures(host, "/docker/" + kId);
+  Result<CgroupPaths> paths = CgroupReader(host.root()).Locate(kPid);
+  ASSERT_TRUE(paths.ok()) << paths.status().message();
+  const CgroupFiles files(*paths, /*keep_open=*/true);
+  EXPECT_EQ(files.OpenFiles(), 0u);  // a removed directory of a fake tree would read stale
+  ExpectV1Measures(*files.Read(CgroupMeasures::kAll));
+  host.Write("sys/fs/cgroup/pids/docker/" + kId + "/pids.current", "9\n");
+  Result<CgroupSample> moving = files.Read(CgroupMeasures::kMoving);
+  ASSERT_TRUE(moving.ok()) << moving.status().message();
+  EXPECT_EQ(moving->pids, 9u);
+  EXPECT_EQ(moving->cpu_usage_ns, 123456789u);
+  EXPECT_EQ(moving->memory_cache_bytes, 4096000u);
+  EXPECT_EQ(moving->io_read_bytes, 4196u);
+  EXPECT_EQ(moving->memory_limit_bytes, 0u);
+  EXPECT_EQ(moving->oom_kills, 0u);
+  EXPECT_TRUE(moving->cpuset_cpus.empty());
+  host.Remove("sys/fs/cgroup");
+  EXPECT_EQ(files.Read(CgroupMeasures::kMoving).status().code(), Status::Code::kNotFound);
+}
+
 }  // namespace
 }  // namespace slotd
