@@ -60,7 +60,10 @@ class Agent {
   // kernel and what to do. A running container on resources that a newer
   // kernel holds (started again behind the agent's back) is no reason to
   // refuse: it is stopped, TERMINATED "stopped by slotd: ...".
-  Status Restore();
+  // `listed`: the engine's containers, every owner's or this agent's, as
+  // listed just before (the admission's list, so that a start lists once);
+  // unset: Restore lists them.
+  Status Restore(std::optional<std::vector<ContainerInfo>> listed = std::nullopt);
 
   // The outcome of a create: the kernel, and whether this call created it
   // (false: an identical earlier request did).
@@ -453,8 +456,9 @@ class Agent {
   // `inspected`: the container as inspected (its exit code and end), when it was.
   Status Adopt(reconcile::Step step, const ContainerInfo& info, const ContainerInfo* inspected, bool at_start,
                std::vector<std::string>& never_started) REQUIRES(mutex_);
-  // Relist and Restore: one list of the engine, decided and applied.
-  Status Converge(bool at_start) EXCLUDES(mutex_);
+  // Relist and Restore: one list of the engine (`listed`, or asked for
+  // now), decided and applied.
+  Status Converge(bool at_start, std::optional<std::vector<ContainerInfo>> listed = std::nullopt) EXCLUDES(mutex_);
   // The owned containers `mine` of a list asked for at `list_seq` whose step
   // needs their exit code, inspected (unlocked), by container id.
   std::map<std::string, ContainerInfo> InspectEnded(const std::vector<ContainerInfo>& mine, uint64_t list_seq)

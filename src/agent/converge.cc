@@ -436,13 +436,14 @@ Status Agent::ApplyList(const std::vector<ContainerInfo>& mine, const std::map<s
   return Status::Ok();
 }
 
-Status Agent::Converge(bool at_start) {
+Status Agent::Converge(bool at_start, std::optional<std::vector<ContainerInfo>> given) {
   uint64_t list_seq;
   {
     MutexLock lock(mutex_);
     list_seq = table_.Seq();
   }
-  auto listed = engine_.List(OwnerFilter());
+  Result<std::vector<ContainerInfo>> listed =
+      given ? Result<std::vector<ContainerInfo>>(std::move(*given)) : engine_.List(OwnerFilter());
   if (!listed.ok()) {
     RecordEngineAnswer(false);
     return listed.status().WithPrefix(at_start ? "listing this agent's containers at start"
@@ -488,11 +489,11 @@ Status Agent::Converge(bool at_start) {
 
 Status Agent::Relist() { return Converge(/*at_start=*/false); }
 
-Status Agent::Restore() {
+Status Agent::Restore(std::optional<std::vector<ContainerInfo>> listed) {
   devices_.Start();
   drain_deadline_ = devices_.Draining().deadline.value_or(0);
   if (!pools_status_.ok()) return pools_status_;
-  if (Status s = Converge(/*at_start=*/true); !s.ok()) return s;
+  if (Status s = Converge(/*at_start=*/true, std::move(listed)); !s.ok()) return s;
   ApplyDeviceHealth();
   warm_claims_.RemoveLeftovers();
   MutexLock lock(mutex_);

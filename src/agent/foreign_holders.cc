@@ -10,11 +10,15 @@
 
 namespace slotd {
 
-Status CheckForeignHolders(ContainerEngine& engine, const AgentClaims& mine) {
+Result<std::vector<ContainerInfo>> ListOwnedContainers(ContainerEngine& engine) {
   auto listed = engine.List({label::kOwner});
   if (!listed.ok()) return listed.status().WithPrefix("listing the node's containers to check what they hold");
+  return listed;
+}
+
+Status CheckForeignHolders(const std::vector<ContainerInfo>& listed, const AgentClaims& mine) {
   std::string problems;
-  for (const auto& info : *listed) {
+  for (const auto& info : listed) {
     const std::string& owner = info.labels.at(label::kOwner);
     if (owner == mine.agent_id || !info.running) continue;
     auto text = info.labels.find(label::kAllocations);

@@ -29,7 +29,12 @@ Result<Admission> AdmitAgent(const Config& config, ContainerEngine& engine, cons
   admission.ipc_lock = std::move(*lock);
 
   auto claims = NodeClaims::Register(config.node.claims_dir, mine, node_memory,
-                                     [&] { return CheckForeignHolders(engine, mine); });
+                                     [&] {
+                                       Result<std::vector<ContainerInfo>> listed = ListOwnedContainers(engine);
+                                       if (!listed.ok()) return listed.status();
+                                       admission.listed = std::move(*listed);
+                                       return CheckForeignHolders(admission.listed, mine);
+                                     });
   if (!claims.ok()) return claims.status();
   admission.claims = std::move(*claims);
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/lock_file.h"
 #include "common/status.h"
@@ -23,6 +24,9 @@ struct Admission {
   std::unique_ptr<LockFile> ipc_lock;  // <ipc-base-path>/agent.lock: the only agent of its ipc directory
   std::unique_ptr<NodeClaims> claims;  // its share of the node, registered among the node's agents
   std::unique_ptr<EngineLease> lease;  // its id, marked in the engine
+  // The node's owner-labelled containers, as the foreign-holder check listed
+  // them: Agent::Restore adopts the agent's own from this list.
+  std::vector<ContainerInfo> listed;
 };
 
 // Where an agent registers in etcd ([etcd]).

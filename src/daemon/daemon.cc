@@ -221,7 +221,7 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   EventHub hub;
   Agent agent(config, engine, std::move(plugins), hub);
   if (Status s = agent.LoadRegistryCredentials(); !s.ok()) return s;
-  if (Status s = agent.Restore(); !s.ok()) return s;
+  if (Status s = agent.Restore(std::move(admission.listed)); !s.ok()) return s;
 
   StatsCollector::Options stats;
   stats.agent_id = config.agent.id;

@@ -870,6 +870,27 @@ TEST_F(AgentTest, ANeverStartedContainerThatCannotStartIsReportedAsNeverStartedW
   EXPECT_EQ(Used(*agent, "cpu"), 0u);
 }
 
+TEST_F(AgentTest, RestoreFromTheAdmissionsListAdoptsOnlyItsOwnAndListsNoMore) {
+  Kernel mine = MustCreate(Request("k1", {{"cpu", 1}}));
+  agent_.reset();
+  Result<std::vector<ContainerInfo>> every_owner = engine_.List({std::string(label::kOwner)});
+  ASSERT_TRUE(every_owner.ok());
+  ContainerInfo other = every_owner->front();  // the same kernel, as another agent's
+  other.id = "c-other";
+  other.labels[std::string(label::kOwner)] = "another-agent";
+  every_owner->push_back(other);
+
+  agent_ = NewAgent();
+  const int lists = engine_.CallCount(FakeEngine::Method::kList);
+  ASSERT_TRUE(agent_->Restore(std::move(*every_owner)).ok());
+  EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kList), lists);
+  std::vector<Kernel> kernels = agent_->ListKernels();
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0].container_id, mine.container_id);
+  EXPECT_EQ(kernels[0].state(), KernelState::kRunning);
+  EXPECT_EQ(Used("cpu"), 1u);
+}
+
 TEST_F(AgentTest, RestoreAfterACrashRebuildsTheSameKernelsAndAllocations) {
   Kernel k1 = MustCreate(Request("k1", {{"cpu", 2}, {"mem", "512m"}}, {{"ports", json::array({8080})}}));
   Kernel k2 = MustCreate(Request("k2", {{"cpu", 1}}));
