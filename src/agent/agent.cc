@@ -370,7 +370,9 @@ json Agent::DescribeResources() const {
 int Agent::ActiveKernels() const {
   MutexLock lock(mutex_);
   return std::count_if(table_.All().begin(), table_.All().end(), [](const auto& entry) {
-    return entry.second.state() != KernelState::kTerminated && entry.second.state() != KernelState::kError;
+    const Kernel& kernel = entry.second;
+    return kernel.warm_pool.empty() && kernel.state() != KernelState::kTerminated &&
+           kernel.state() != KernelState::kError;
   });
 }
 

@@ -173,7 +173,9 @@ class Agent {
   // Capacity, used and free per slot type, merged from the plugins.
   nlohmann::json DescribeResources() const;
 
-  // How many kernels have not ended (neither TERMINATED nor ERROR).
+  // How many kernels of the agent's users have not ended (neither
+  // TERMINATED nor ERROR); a warm pool's kernels, made or WARM, are not
+  // theirs until given (CountPools counts them).
   int ActiveKernels() const EXCLUDES(mutex_);
 
   // The devices (DeviceManager): drains of the agent and of its devices,

@@ -94,6 +94,13 @@ void Agent::ConfirmDeath(const std::string& kernel_id, const EngineEvent& event)
   Ended(kernel_id, EndOf(&*info, k->oom_kills, clock_.UnixMillis(), ""));
 }
 
+// A cpuset list in the one form FormatCoreList writes ("0-3,8"); as it is
+// when it is not a list.
+static std::string CanonicalCores(const std::string& cpuset) {
+  Result<std::vector<int>> cores = ParseCoreList(cpuset);
+  return cores.ok() && !cpuset.empty() ? FormatCoreList(*cores) : cpuset;
+}
+
 // What differs between a kernel's allocation and its container as inspected,
 // in words; empty when nothing does.
 static std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
@@ -107,6 +114,15 @@ static std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
     actual = FormatCoreList(*cores);
   if (!kernel.allocation.cores.empty() && actual != cpuset)
     drift.push_back("its cpuset was changed outside slotd to \"" + actual + "\" (allocated: " + cpuset + ")");
+  // A shared kernel runs on the shared pool as the agent last gave it (or is
+  // giving it now). Judged from the engine's inspect alone: the cgroup's
+  // reading may be older than the pool's last move. An adopted kernel's is
+  // learnt by the first relist.
+  const std::string applied = CanonicalCores(kernel.applied_cpuset);
+  const std::string seen = CanonicalCores(info.cpuset_cpus);
+  if (kernel.allocation.cores.empty() && kernel.allocation.shared_cpu_millis > 0 && !applied.empty() &&
+      seen != applied && seen != CanonicalCores(kernel.pending_cpuset))
+    drift.push_back("its cpuset was changed outside slotd to \"" + seen + "\" (the shared pool: " + applied + ")");
   if (kernel.allocation.mem_bytes > 0 && static_cast<uint64_t>(info.memory_bytes) != kernel.allocation.mem_bytes)
     drift.push_back("its memory limit was changed outside slotd to " + std::to_string(info.memory_bytes) +
                     " bytes (allocated: " + std::to_string(kernel.allocation.mem_bytes) + ")");
@@ -116,11 +132,17 @@ static std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
 }
 
 void Agent::CheckDrift(const std::string& kernel_id, const std::string& container_id) {
+  uint64_t moves_before = 0;
+  {
+    MutexLock lock(mutex_);
+    if (const Kernel* k = table_.Find(kernel_id)) moves_before = k->cpuset_moves;
+  }
   auto info = engine_.Inspect(container_id);
   if (!info.ok()) return;  // gone: its destroy event or the next relist tells
   MutexLock lock(mutex_);
   Kernel* k = table_.Find(kernel_id);
   if (!k || !reconcile::MayCheckDrift(table_.KnownOf(*k), container_id)) return;  // changed meanwhile
+  if (k->cpuset_moves != moves_before) return;  // its cores moved meanwhile: the move's update event checks again
   std::string condition = DriftOf(*k, *info);
   if (condition == k->condition) return;
   k->condition = std::move(condition);
@@ -147,17 +169,22 @@ void Agent::ConvergeCpusets() {
     for (const auto& plugin : plugins_)
       if (plugin->Name() == "cpu") plugin->Apply(shared, now);
     if (now.cpuset_cpus.empty()) return;  // no pool: nothing to give
-    auto check = [&](const std::string& id, const Kernel& k) {
+    auto check = [&](Kernel& k) {
       const bool runs = k.state() == KernelState::kRunning || k.state() == KernelState::kWarm;
       if (k.allocation.shared_cpu_millis == 0 || !runs || k.container_id.empty()) return;
-      if (now.cpuset_cpus != k.applied_cpuset) moves.push_back({id, k.container_id, now.cpuset_cpus, k.applied_cpuset});
+      if (now.cpuset_cpus == k.applied_cpuset) return;
+      moves.push_back({k.id(), k.container_id, now.cpuset_cpus, k.applied_cpuset});
+      k.pending_cpuset = now.cpuset_cpus;
+      ++k.cpuset_moves;
     };
     if (now.cpuset_cpus != converged_pool_) {
-      for (const auto& [id, k] : table_.All()) check(id, k);
+      std::vector<std::string> ids;
+      for (const auto& [id, k] : table_.All()) ids.push_back(id);
+      for (const std::string& id : ids) check(*table_.Find(id));
       converged_pool_ = now.cpuset_cpus;
     } else {
       for (const std::string& id : cpusets_to_check_)
-        if (const Kernel* k = table_.Find(id)) check(id, *k);
+        if (Kernel* k = table_.Find(id)) check(*k);
     }
     cpusets_to_check_.clear();
   }
@@ -170,6 +197,8 @@ void Agent::ConvergeCpusets() {
     MutexLock lock(mutex_);
     Kernel* k = table_.Find(move.kernel_id);
     if (!k || k->container_id != move.container_id) continue;
+    k->pending_cpuset.clear();
+    ++k->cpuset_moves;
     std::string condition;
     if (updated.ok()) {
       if (move.applied != move.cpuset)

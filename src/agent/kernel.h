@@ -152,6 +152,14 @@ struct Kernel {
   // for, Agent::ConvergeCpusets); empty otherwise, and for an adopted kernel
   // until ConvergeCpusets has inspected its container.
   std::string applied_cpuset;
+  // The cores ConvergeCpusets is giving a shared kernel now (set before the
+  // engine's update call, cleared after it): a drift check meanwhile takes
+  // them as well as applied_cpuset; empty: no move under way.
+  std::string pending_cpuset;
+  // Bumped as each such move begins and ends, so that a drift check whose
+  // inspect spans one leaves the judging to the check the move's own update
+  // event brings.
+  uint64_t cpuset_moves = 0;
   // Why a shared kernel's cores could not follow the shared pool (the
   // engine cannot update them, or it failed); empty: they follow it.
   std::string pool_condition;

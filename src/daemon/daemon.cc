@@ -154,7 +154,7 @@ std::vector<Agent::KernelActivity> ActivityOf(const StatsSnapshot& snapshot) {
 
 // The agent as its etcd registration shows it, with `address` ("host:port")
 // as its API address: ids, drain, each slot's capacity/used/free, the
-// devices' health, and the kernels not yet ended.
+// devices' health, the users' kernels not yet ended, and the WARM kernels.
 AgentDocument FleetDocumentOf(const Agent& agent, const Config& config, const std::string& address) {
   AgentDocument doc;
   doc.id = config.agent.id;
@@ -167,6 +167,7 @@ AgentDocument FleetDocumentOf(const Agent& agent, const Config& config, const st
   doc.drain_deadline = drain.deadline;
   doc.SetResources(agent.DescribeResources());
   doc.kernels = agent.ActiveKernels();
+  for (const auto& [pool, count] : agent.CountPools()) doc.warm += count.warm;
   return doc;
 }
 

@@ -75,7 +75,8 @@ json AgentDocument::ToJson() const {
           {"drain_deadline", drain_deadline ? json(*drain_deadline) : json(nullptr)},
           {"slots", slot_list},
           {"devices", device_list},
-          {"kernels", kernels}};
+          {"kernels", kernels},
+          {"warm", warm}};
 }
 
 Result<AgentDocument> AgentDocument::FromJson(std::string_view text) {
@@ -94,6 +95,7 @@ Result<AgentDocument> AgentDocument::FromJson(std::string_view text) {
   doc.draining = root.Optional("draining").Bool();
   if (!root.Optional("drain_deadline").IsNull()) doc.drain_deadline = root["drain_deadline"].Int();
   doc.kernels = root.Optional("kernels").Int();
+  doc.warm = root.Optional("warm").Int();
   if (const JsonField slots = root.Optional("slots"); WithinEntries(slots)) {
     for (const auto& [name, use] : slots.Members()) {
       if (name.size() > kMaxText) use.Problem("has a name longer than " + std::to_string(kMaxText) + " bytes");

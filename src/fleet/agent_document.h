@@ -56,7 +56,8 @@ struct AgentDocument {
   std::optional<int64_t> drain_deadline;  // unix seconds when its kernels are stopped; unset: none
   std::map<std::string, SlotUse> slots;  // "cpu", "mem", "ports", and one per device slot type
   std::vector<RegisteredDevice> devices;
-  int64_t kernels = 0;  // kernels the agent holds (not yet terminated)
+  int64_t kernels = 0;  // kernels the agent holds for its users (not yet terminated; warm pools' not counted)
+  int64_t warm = 0;     // WARM kernels of its warm pools, ready to be given
 
   bool operator==(const AgentDocument&) const = default;
 

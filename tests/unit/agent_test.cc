@@ -1271,6 +1271,33 @@ TEST_F(AgentTest, SharedKernelsFollowThePoolAsExclusiveKernelsComeAndGoAndAreAdo
   for (const Kernel& k : shared) EXPECT_EQ(engine_.Inspect(k.container_id)->cpuset_cpus, "0-3") << k.id();
 }
 
+// A shared kernel's cores changed behind the agent's back are its
+// condition; the moves the pool itself makes are not.
+TEST_F(AgentTest, ASharedKernelMovedOffThePoolBehindTheAgentsBackHasThatCondition) {
+  Kernel s = MustCreate(Request("s", {{"cpu", "250m"}}));
+  MustCreate(Request("x", {{"cpu", 1}}));  // the pool moves to 1-3
+  int updates = 0;
+  for (const EngineEvent& event : engine_.Events())
+    if (event.action == "update") updates += (agent_->OnEngineEvent(event), 1);
+  EXPECT_EQ(updates, 1);  // the agent's own move
+  EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
+
+  ASSERT_TRUE(engine_.UpdateCpuset(s.container_id, "0").ok());  // onto x's core, by someone else
+  agent_->OnEngineEvent(engine_.Events().back());
+  const std::string condition = agent_->GetKernel("s")->Conditions();
+  EXPECT_NE(condition.find("its cpuset was changed outside slotd to \"0\" (the shared pool: 1-3)"), std::string::npos)
+      << condition;
+
+  ASSERT_TRUE(engine_.UpdateCpuset(s.container_id, "1,2,3").ok());  // back, written another way
+  agent_->OnEngineEvent(engine_.Events().back());
+  EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
+  ASSERT_TRUE(agent_->DeleteKernel("x").ok());  // the pool grows back to 0-3
+  EXPECT_EQ(engine_.Inspect(s.container_id)->cpuset_cpus, "0-3");
+  ASSERT_EQ(engine_.Events().back().action, "update");  // the agent's own move
+  agent_->OnEngineEvent(engine_.Events().back());
+  EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
+}
+
 // An engine that cannot update a container's cores: the shared kernel's
 // condition says so, and the exclusive kernel is still made.
 TEST_F(AgentTest, ASharedKernelWhoseCoresCannotFollowThePoolHasThatCondition) {
@@ -1321,6 +1348,7 @@ TEST_F(AgentTest, AWarmPoolsKernelIsGivenToAMatchingCreateOnceAndAdoptedAsGiven)
   EXPECT_EQ(agent_->DescribeResources()["cpu_shared"]["used"], 500);
   EXPECT_EQ(engine_.Peek(warm[0].container_id)->labels.at(label::kWarmPool), "small");
   EXPECT_EQ(engine_.Peek(warm[0].container_id)->labels.at(label::kFormat), "7");
+  EXPECT_EQ(agent_->ActiveKernels(), 0);  // no user's yet
   // Full: another round makes nothing.
   const int creates = engine_.CallCount(Method::kCreate);
   agent_->FillPools(std::stop_token());
@@ -1343,6 +1371,7 @@ TEST_F(AgentTest, AWarmPoolsKernelIsGivenToAMatchingCreateOnceAndAdoptedAsGiven)
   EXPECT_TRUE(given.warm_pool.empty());
   EXPECT_TRUE(given.deadline.has_value());
   EXPECT_EQ(engine_.CallCount(Method::kCreate), creates);  // no container was made for it
+  EXPECT_EQ(agent_->ActiveKernels(), 1);
   // The next create gets the other one; the third finds none ready and makes its own.
   const Kernel second = MustCreate(*ParseCreateRequest(body));
   EXPECT_EQ(second.id(), warm[1].id());

@@ -39,6 +39,7 @@ TEST(AgentDocumentTest, WhatIsWrittenIsReadBack) {
   doc.version = "1.2.3";
   doc.draining = true;
   doc.kernels = 2;
+  doc.warm = 1;
   doc.devices = {{"GPU-1", "cuda.device", "unhealthy", false, true}, {"GPU-2", "cuda.device", "healthy", true, false}};
   auto read = AgentDocument::FromJson(doc.ToJson().dump());
   ASSERT_TRUE(read.ok()) << read.status().message();
