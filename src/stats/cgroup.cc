@@ -319,7 +319,6 @@ bool CgroupFiles::ReadNumber(Slot slot, uint64_t& value) const {
 }
 
 Result<CgroupSample> CgroupFiles::Read(CgroupMeasures which) const {
-  const bool all = which == CgroupMeasures::kAll;
   CgroupSample sample;
   bool any_file = false;
 
@@ -332,14 +331,6 @@ Result<CgroupSample> CgroupFiles::Read(CgroupMeasures which) const {
   }
 
   any_file |= ReadNumber(kMemoryUsed, sample.memory_used_bytes);
-  if (all) {
-    any_file |= ReadNumber(kMemoryLimit, sample.memory_limit_bytes);  // v2 "max" reads as 0
-    if (sample.memory_limit_bytes >= kUnlimitedMemoryFloor) sample.memory_limit_bytes = 0;
-    any_file |= ForEachLineOf(kOomKills, [&](std::string_view line) { KeyedValue(line, "oom_kill", sample.oom_kills); });
-    ForEachLineOf(kCpuset, [&](std::string_view line) {
-      if (sample.cpuset_cpus.empty()) sample.cpuset_cpus.assign(line.substr(0, line.find_last_not_of(" \t\r") + 1));
-    });
-  }
   if (memory_unified_) {
     any_file |= ForEachLineOf(kMemoryStat,
                               [&](std::string_view line) { KeyedValue(line, "file", sample.memory_cache_bytes); });
@@ -353,23 +344,30 @@ Result<CgroupSample> CgroupFiles::Read(CgroupMeasures which) const {
     sample.memory_cache_bytes = has_total ? total_cache : cache;
   }
 
-  any_file |= ReadNumber(kPids, sample.pids);
-
-  if (io_unified_) {
-    // "8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0", one line per device.
-    any_file |= ForEachLineOf(kIo, [&](std::string_view line) {
-      AddFieldValue(line, " rbytes=", sample.io_read_bytes);
-      AddFieldValue(line, " wbytes=", sample.io_write_bytes);
+  if (which == CgroupMeasures::kAll) {
+    any_file |= ReadNumber(kMemoryLimit, sample.memory_limit_bytes);  // v2 "max" reads as 0
+    if (sample.memory_limit_bytes >= kUnlimitedMemoryFloor) sample.memory_limit_bytes = 0;
+    any_file |= ForEachLineOf(kOomKills, [&](std::string_view line) { KeyedValue(line, "oom_kill", sample.oom_kills); });
+    ForEachLineOf(kCpuset, [&](std::string_view line) {
+      if (sample.cpuset_cpus.empty()) sample.cpuset_cpus.assign(line.substr(0, line.find_last_not_of(" \t\r") + 1));
     });
-  } else {
-    // "8:0 Read 4096", "8:0 Write 512", ... per device, then "Total 4608".
-    any_file |= ForEachLineOf(kIo, [&](std::string_view line) {
-      const size_t space = line.find(' ');
-      if (space == std::string_view::npos) return;
-      uint64_t value = 0;
-      if (KeyedValue(line.substr(space + 1), "Read", value)) sample.io_read_bytes += value;
-      if (KeyedValue(line.substr(space + 1), "Write", value)) sample.io_write_bytes += value;
-    });
+    any_file |= ReadNumber(kPids, sample.pids);
+    if (io_unified_) {
+      // "8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0", one line per device.
+      any_file |= ForEachLineOf(kIo, [&](std::string_view line) {
+        AddFieldValue(line, " rbytes=", sample.io_read_bytes);
+        AddFieldValue(line, " wbytes=", sample.io_write_bytes);
+      });
+    } else {
+      // "8:0 Read 4096", "8:0 Write 512", ... per device, then "Total 4608".
+      any_file |= ForEachLineOf(kIo, [&](std::string_view line) {
+        const size_t space = line.find(' ');
+        if (space == std::string_view::npos) return;
+        uint64_t value = 0;
+        if (KeyedValue(line.substr(space + 1), "Read", value)) sample.io_read_bytes += value;
+        if (KeyedValue(line.substr(space + 1), "Write", value)) sample.io_write_bytes += value;
+      });
+    }
   }
 
   if (!any_file) return Status::NotFound("cgroup " + some_dir_ + " is gone (its container or process has exited)");

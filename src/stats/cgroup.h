@@ -89,10 +89,11 @@ Result<uint64_t> ReadOomKills(const CgroupDir& memory);
 // Which measures a reading takes.
 enum class CgroupMeasures {
   kAll,
-  // Those that move by the second: cpu time, memory use and cache, pids and
-  // I/O. The memory limit, the OOM kill count and the cpuset, which change
-  // only on an update or a kill, are left 0 and empty.
-  kMoving,
+  // What every sweep needs: cpu time (for its rate and the idle windows)
+  // and memory use with its cache (read together, so that one can be taken
+  // from the other). Pids, I/O, the memory limit, the OOM kill count and the
+  // cpuset are left 0 and empty.
+  kCpuAndMemory,
 };
 
 // The measure files of one process's cgroups (from CgroupReader::Locate),

@@ -48,18 +48,18 @@ size_t OpenFilesBudget() {
 
 }  // namespace
 
-// How long a tracked kernel's settled measures (memory limit, OOM kill
-// count, cpuset: they change only on an update or a kill) are taken from its
-// last full reading before they are read again. Out-of-memory kills are
-// noticed at once through the OomWatch all the same.
-constexpr std::chrono::seconds kSettledMeasuresFor{5};
+// How long a tracked kernel's other measures (pids, I/O, memory limit, OOM
+// kill count, cpuset) are carried from its last full reading before they
+// are read again; every sweep reads its cpu time and memory use. Out-of-
+// memory kills are noticed at once through the OomWatch all the same.
+constexpr std::chrono::seconds kFullReadingEvery{5};
 
 // Where one container's measures are, and its previous sample for cpu_percent.
 struct StatsCollector::Tracked {
   std::optional<CgroupFiles> files;  // stats-type cgroup: found through the init pid
   size_t open_files = 0;             // of `files`, counted in kept_open_files_
-  CgroupSample settled;              // the settled measures of the last full reading
-  SteadyClock::time_point settled_at;
+  CgroupSample full;                 // the last full reading (CgroupMeasures::kAll)
+  SteadyClock::time_point full_at;   // when it was taken; unset: none yet
   bool has_previous = false;
   uint64_t previous_cpu_ns = 0;
   SteadyClock::time_point previous_at;
@@ -259,18 +259,21 @@ StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tr
                     "kernel {}: its memory cgroup is not watched for out-of-memory kills: {}", target.kernel_id,
                     armed.status().message());
     }
-    tracked.settled_at = {};  // read everything the first time
+    tracked.full_at = {};  // read everything the first time
   }
   const SteadyClock::time_point now = SteadyClock::now();
-  const bool settled_due = tracked.settled_at == SteadyClock::time_point{} || now - tracked.settled_at >= kSettledMeasuresFor;
-  Result<CgroupSample> sample = tracked.files->Read(settled_due ? CgroupMeasures::kAll : CgroupMeasures::kMoving);
-  if (sample.ok() && settled_due) {
-    tracked.settled = *sample;
-    tracked.settled_at = now;
+  const bool full_due = tracked.full_at == SteadyClock::time_point{} || now - tracked.full_at >= kFullReadingEvery;
+  Result<CgroupSample> sample = tracked.files->Read(full_due ? CgroupMeasures::kAll : CgroupMeasures::kCpuAndMemory);
+  if (sample.ok() && full_due) {
+    tracked.full = *sample;
+    tracked.full_at = now;
   } else if (sample.ok()) {
-    sample->memory_limit_bytes = tracked.settled.memory_limit_bytes;
-    sample->oom_kills = tracked.settled.oom_kills;
-    sample->cpuset_cpus = tracked.settled.cpuset_cpus;
+    sample->pids = tracked.full.pids;
+    sample->io_read_bytes = tracked.full.io_read_bytes;
+    sample->io_write_bytes = tracked.full.io_write_bytes;
+    sample->memory_limit_bytes = tracked.full.memory_limit_bytes;
+    sample->oom_kills = tracked.full.oom_kills;
+    sample->cpuset_cpus = tracked.full.cpuset_cpus;
   }
   return {std::move(sample), SteadyClock::now()};
 }

@@ -6,9 +6,10 @@
 // through the engine (Inspect of an owned container) and its cgroup
 // directories once through CgroupReader::Locate, whose files are then kept
 // open (CgroupFiles, up to half of the process's open-file limit for all
-// kernels together): every sweep reads each file with one pread. The
-// settled measures (memory limit, OOM kill count, cpuset) are read at most
-// every 5 s per kernel and carried in between. With stats-type "docker" each kernel costs one one-shot
+// kernels together): a sweep reads each file with one pread. Every sweep
+// reads a kernel's cpu time and memory use (CgroupMeasures::kCpuAndMemory);
+// its other measures (pids, I/O, memory limit, OOM kill count, cpuset) are
+// read at its first sweep and then every 5 s, and carried in between. With stats-type "docker" each kernel costs one one-shot
 // ContainerEngine::Stats call instead, up to kEngineStatsCalls at a time.
 //
 // Failure costs one sample, never more: a kernel whose container vanished or
