@@ -331,27 +331,27 @@ Result<CgroupSample> CgroupFiles::Read(CgroupMeasures which) const {
   }
 
   any_file |= ReadNumber(kMemoryUsed, sample.memory_used_bytes);
-  if (memory_unified_) {
-    any_file |= ForEachLineOf(kMemoryStat,
-                              [&](std::string_view line) { KeyedValue(line, "file", sample.memory_cache_bytes); });
-  } else {
-    uint64_t cache = 0, total_cache = 0;
-    bool has_total = false;
-    any_file |= ForEachLineOf(kMemoryStat, [&](std::string_view line) {
-      KeyedValue(line, "cache", cache);
-      has_total = KeyedValue(line, "total_cache", total_cache) || has_total;
-    });
-    sample.memory_cache_bytes = has_total ? total_cache : cache;
-  }
+  any_file |= ReadNumber(kPids, sample.pids);
 
   if (which == CgroupMeasures::kAll) {
+    if (memory_unified_) {
+      any_file |= ForEachLineOf(kMemoryStat,
+                                [&](std::string_view line) { KeyedValue(line, "file", sample.memory_cache_bytes); });
+    } else {
+      uint64_t cache = 0, total_cache = 0;
+      bool has_total = false;
+      any_file |= ForEachLineOf(kMemoryStat, [&](std::string_view line) {
+        KeyedValue(line, "cache", cache);
+        has_total = KeyedValue(line, "total_cache", total_cache) || has_total;
+      });
+      sample.memory_cache_bytes = has_total ? total_cache : cache;
+    }
     any_file |= ReadNumber(kMemoryLimit, sample.memory_limit_bytes);  // v2 "max" reads as 0
     if (sample.memory_limit_bytes >= kUnlimitedMemoryFloor) sample.memory_limit_bytes = 0;
     any_file |= ForEachLineOf(kOomKills, [&](std::string_view line) { KeyedValue(line, "oom_kill", sample.oom_kills); });
     ForEachLineOf(kCpuset, [&](std::string_view line) {
       if (sample.cpuset_cpus.empty()) sample.cpuset_cpus.assign(line.substr(0, line.find_last_not_of(" \t\r") + 1));
     });
-    any_file |= ReadNumber(kPids, sample.pids);
     if (io_unified_) {
       // "8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0", one line per device.
       any_file |= ForEachLineOf(kIo, [&](std::string_view line) {

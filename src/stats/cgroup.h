@@ -89,11 +89,10 @@ Result<uint64_t> ReadOomKills(const CgroupDir& memory);
 // Which measures a reading takes.
 enum class CgroupMeasures {
   kAll,
-  // What every sweep needs: cpu time (for its rate and the idle windows)
-  // and memory use with its cache (read together, so that one can be taken
-  // from the other). Pids, I/O, the memory limit, the OOM kill count and the
-  // cpuset are left 0 and empty.
-  kCpuAndMemory,
+  // What a sweep shows live: cpu time (for its rate and the idle windows),
+  // memory use and pids (a fork bomb's growth). The memory cache, I/O, the
+  // memory limit, the OOM kill count and the cpuset are left 0 and empty.
+  kLive,
 };
 
 // The measure files of one process's cgroups (from CgroupReader::Locate),

@@ -48,10 +48,11 @@ size_t OpenFilesBudget() {
 
 }  // namespace
 
-// How long a tracked kernel's other measures (pids, I/O, memory limit, OOM
-// kill count, cpuset) are carried from its last full reading before they
-// are read again; every sweep reads its cpu time and memory use. Out-of-
-// memory kills are noticed at once through the OomWatch all the same.
+// How long a tracked kernel's other measures (memory cache, I/O, memory
+// limit, OOM kill count, cpuset) are carried from its last full reading
+// before they are read again; every sweep reads its cpu time, memory use and
+// pids. Out-of-memory kills are noticed at once through the OomWatch all
+// the same.
 constexpr std::chrono::seconds kFullReadingEvery{5};
 
 // Where one container's measures are, and its previous sample for cpu_percent.
@@ -263,12 +264,12 @@ StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tr
   }
   const SteadyClock::time_point now = SteadyClock::now();
   const bool full_due = tracked.full_at == SteadyClock::time_point{} || now - tracked.full_at >= kFullReadingEvery;
-  Result<CgroupSample> sample = tracked.files->Read(full_due ? CgroupMeasures::kAll : CgroupMeasures::kCpuAndMemory);
+  Result<CgroupSample> sample = tracked.files->Read(full_due ? CgroupMeasures::kAll : CgroupMeasures::kLive);
   if (sample.ok() && full_due) {
     tracked.full = *sample;
     tracked.full_at = now;
   } else if (sample.ok()) {
-    sample->pids = tracked.full.pids;
+    sample->memory_cache_bytes = tracked.full.memory_cache_bytes;
     sample->io_read_bytes = tracked.full.io_read_bytes;
     sample->io_write_bytes = tracked.full.io_write_bytes;
     sample->memory_limit_bytes = tracked.full.memory_limit_bytes;

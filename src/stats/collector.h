@@ -7,9 +7,10 @@
 // directories once through CgroupReader::Locate, whose files are then kept
 // open (CgroupFiles, up to half of the process's open-file limit for all
 // kernels together): a sweep reads each file with one pread. Every sweep
-// reads a kernel's cpu time and memory use (CgroupMeasures::kCpuAndMemory);
-// its other measures (pids, I/O, memory limit, OOM kill count, cpuset) are
-// read at its first sweep and then every 5 s, and carried in between. With stats-type "docker" each kernel costs one one-shot
+// reads a kernel's cpu time, memory use and pids (CgroupMeasures::kLive);
+// its other measures (memory cache, I/O, memory limit, OOM kill count,
+// cpuset) are read at its first sweep and then every 5 s, and carried in
+// between. With stats-type "docker" each kernel costs one one-shot
 // ContainerEngine::Stats call instead, up to kEngineStatsCalls at a time.
 //
 // Failure costs one sample, never more: a kernel whose container vanished or

@@ -416,17 +416,16 @@ TEST(CgroupFiles, KeptOpenOnTheRealHostTheyReadAfreshEachTime) {
   ASSERT_TRUE(first.ok()) << first.status().message();
   for (volatile uint64_t spin = 0; spin < 50'000'000; spin = spin + 1) {
   }
-  Result<CgroupSample> second = files.Read(CgroupMeasures::kCpuAndMemory);
+  Result<CgroupSample> second = files.Read(CgroupMeasures::kLive);
   ASSERT_TRUE(second.ok()) << second.status().message();
   EXPECT_GT(second->cpu_usage_ns, first->cpu_usage_ns);  // the same descriptor, read again
   EXPECT_GT(second->memory_used_bytes, 0u);
   EXPECT_EQ(second->memory_limit_bytes, 0u);  // the other measures are not read
-  EXPECT_EQ(second->pids, 0u);
   EXPECT_TRUE(second->cpuset_cpus.empty());
   EXPECT_EQ(CgroupFiles(*paths, /*keep_open=*/false).OpenFiles(), 0u);
 }
 
-TEST(CgroupFiles, OffCgroupfsTheyAreReadByPathAndACpuAndMemoryReadLeavesTheRest) {
+TEST(CgroupFiles, OffCgroupfsTheyAreReadByPathAndALiveReadLeavesTheRest) {
   CgroupTree host;
   host.Write("proc/self/mountinfo", kV1Mounts);
   host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
@@ -437,18 +436,18 @@ TEST(CgroupFiles, OffCgroupfsTheyAreReadByPathAndACpuAndMemoryReadLeavesTheRest)
   EXPECT_EQ(files.OpenFiles(), 0u);  // a removed directory of a fake tree would read stale
   ExpectV1Measures(*files.Read(CgroupMeasures::kAll));
   host.Write("sys/fs/cgroup/memory/docker/" + kId + "/memory.usage_in_bytes", "1048576\n");
-  Result<CgroupSample> some = files.Read(CgroupMeasures::kCpuAndMemory);
+  Result<CgroupSample> some = files.Read(CgroupMeasures::kLive);
   ASSERT_TRUE(some.ok()) << some.status().message();
   EXPECT_EQ(some->cpu_usage_ns, 123456789u);
   EXPECT_EQ(some->memory_used_bytes, 1048576u);  // read afresh, by path
-  EXPECT_EQ(some->memory_cache_bytes, 4096000u);
-  EXPECT_EQ(some->pids, 0u);
+  EXPECT_EQ(some->pids, 7u);
+  EXPECT_EQ(some->memory_cache_bytes, 0u);
   EXPECT_EQ(some->io_read_bytes, 0u);
   EXPECT_EQ(some->memory_limit_bytes, 0u);
   EXPECT_EQ(some->oom_kills, 0u);
   EXPECT_TRUE(some->cpuset_cpus.empty());
   host.Remove("sys/fs/cgroup");
-  EXPECT_EQ(files.Read(CgroupMeasures::kCpuAndMemory).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(files.Read(CgroupMeasures::kLive).status().code(), Status::Code::kNotFound);
 }
 
 }  // namespace
