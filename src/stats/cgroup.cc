@@ -42,6 +42,10 @@ class FilePath {
   char path_[4096] = "";
 };
 
+// The file of a memory cgroup whose "oom_kill" line counts its processes
+// killed for lack of memory.
+const char* OomKillsFile(bool unified) { return unified ? "memory.events" : "memory.oom_control"; }
+
 // For a "key value" line whose key is `key`, stores the value and returns true.
 bool KeyedValue(std::string_view line, std::string_view key, uint64_t& value) {
   if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ' ') return false;
@@ -239,7 +243,7 @@ Result<CgroupPaths> CgroupReader::Locate(int pid) const {
 }
 
 Result<uint64_t> ReadOomKills(const CgroupDir& memory) {
-  const char* name = memory.unified ? "memory.events" : "memory.oom_control";
+  const char* name = OomKillsFile(memory.unified);
   uint64_t kills = 0;
   const FilePath path(memory.path, name);
   if (int error = ForEachLine(path.c_str(), [&](std::string_view line) { KeyedValue(line, "oom_kill", kills); }))
@@ -281,7 +285,7 @@ CgroupFiles::CgroupFiles(const CgroupPaths& paths, bool keep_open)
   name(kMemoryUsed, paths.memory, v2_memory ? "memory.current" : "memory.usage_in_bytes");
   name(kMemoryLimit, paths.memory, v2_memory ? "memory.max" : "memory.limit_in_bytes");
   name(kMemoryStat, paths.memory, "memory.stat");
-  name(kOomKills, paths.memory, v2_memory ? "memory.events" : "memory.oom_control");
+  name(kOomKills, paths.memory, OomKillsFile(v2_memory));
   name(kPids, paths.pids, "pids.current");
   name(kCpuset, paths.cpuset, "cpuset.cpus");
   if (io_unified_) {

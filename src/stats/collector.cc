@@ -58,7 +58,6 @@ constexpr std::chrono::seconds kFullReadingEvery{5};
 // Where one container's measures are, and its previous sample for cpu_percent.
 struct StatsCollector::Tracked {
   std::optional<CgroupFiles> files;  // stats-type cgroup: found through the init pid
-  size_t open_files = 0;             // of `files`, counted in kept_open_files_
   CgroupSample full;                 // the last full reading (CgroupMeasures::kAll)
   SteadyClock::time_point full_at;   // when it was taken; unset: none yet
   bool has_previous = false;
@@ -249,8 +248,7 @@ StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tr
     Result<CgroupPaths> paths = Reader().Locate(info->pid);
     if (!paths.ok()) return {paths.status(), SteadyClock::now()};
     tracked.files.emplace(*paths, /*keep_open=*/kept_open_files_ < open_files_budget_);
-    tracked.open_files = tracked.files->OpenFiles();
-    kept_open_files_ += tracked.open_files;
+    kept_open_files_ += tracked.files->OpenFiles();
     if (oom_watch_) {
       Result<OomWatch::Armed> armed = oom_watch_->Watch(target.kernel_id, target.container_id, paths->memory);
       if (armed.ok())
@@ -260,9 +258,9 @@ StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tr
                     "kernel {}: its memory cgroup is not watched for out-of-memory kills: {}", target.kernel_id,
                     armed.status().message());
     }
-    tracked.full_at = {};  // read everything the first time
   }
   const SteadyClock::time_point now = SteadyClock::now();
+  // A kernel located just now has no full reading yet: it gets one.
   const bool full_due = tracked.full_at == SteadyClock::time_point{} || now - tracked.full_at >= kFullReadingEvery;
   Result<CgroupSample> sample = tracked.files->Read(full_due ? CgroupMeasures::kAll : CgroupMeasures::kLive);
   if (sample.ok() && full_due) {
@@ -287,7 +285,7 @@ const CgroupReader& StatsCollector::Reader() {
 void StatsCollector::Untrack(const std::string& container_id) {
   auto it = tracked_.find(container_id);
   if (it == tracked_.end()) return;
-  kept_open_files_ -= it->second->open_files;
+  if (it->second->files) kept_open_files_ -= it->second->files->OpenFiles();
   tracked_.erase(it);
 }
 
