@@ -213,6 +213,22 @@ std::vector<Kernel> Agent::ListKernels() const {
   return out;
 }
 
+std::vector<std::shared_ptr<const std::string>> Agent::ListKernelRecords(bool with_warm) const {
+  MutexLock lock(mutex_);
+  std::vector<std::shared_ptr<const std::string>> out;
+  out.reserve(table_.All().size());
+  for (const auto& [id, kernel] : table_.All())
+    if (with_warm || kernel.warm_pool.empty()) out.push_back(table_.Record(kernel));
+  return out;
+}
+
+Result<std::shared_ptr<const std::string>> Agent::KernelRecord(const std::string& kernel_id) const {
+  MutexLock lock(mutex_);
+  const Kernel* kernel = table_.Find(kernel_id);
+  if (!kernel) return Status::NotFound("no kernel " + kernel_id + " on agent " + config_.agent.id);
+  return table_.Record(*kernel);
+}
+
 Result<Kernel> Agent::GetKernel(const std::string& kernel_id) const {
   MutexLock lock(mutex_);
   const Kernel* kernel = table_.Find(kernel_id);

@@ -99,6 +99,13 @@ class Agent {
 
   std::vector<Kernel> ListKernels() const;
   Result<Kernel> GetKernel(const std::string& kernel_id) const;
+  // Each kernel's record as the API shows it (Kernel::ToJson, as text), in
+  // id order; a warm pool's kernels (made, WARM, or ended unused) only
+  // `with_warm`. A record is made once per change of its kernel, so the
+  // agent's lock is held for little more than a pointer copy per kernel.
+  std::vector<std::shared_ptr<const std::string>> ListKernelRecords(bool with_warm) const;
+  // One kernel's record, as in ListKernelRecords; kNotFound as GetKernel.
+  Result<std::shared_ptr<const std::string>> KernelRecord(const std::string& kernel_id) const;
 
   // Reads [container] registry-auth-file (at start, and again on SIGHUP);
   // later pulls send its credentials. On error the credentials in use stay

@@ -140,11 +140,12 @@ void Agent::CheckDrift(const std::string& kernel_id, const std::string& containe
   auto info = engine_.Inspect(container_id);
   if (!info.ok()) return;  // gone: its destroy event or the next relist tells
   MutexLock lock(mutex_);
-  Kernel* k = table_.Find(kernel_id);
-  if (!k || !reconcile::MayCheckDrift(table_.KnownOf(*k), container_id)) return;  // changed meanwhile
-  if (k->cpuset_moves != moves_before) return;  // its cores moved meanwhile: the move's update event checks again
-  std::string condition = DriftOf(*k, *info);
-  if (condition == k->condition) return;
+  const Kernel* seen = table_.Find(kernel_id);
+  if (!seen || !reconcile::MayCheckDrift(table_.KnownOf(*seen), container_id)) return;  // changed meanwhile
+  if (seen->cpuset_moves != moves_before) return;  // its cores moved meanwhile: the move's update event checks again
+  std::string condition = DriftOf(*seen, *info);
+  if (condition == seen->condition) return;
+  Kernel* k = table_.Change(kernel_id);
   k->condition = std::move(condition);
   if (k->condition.empty()) {
     spdlog::info("kernel {}: its container matches its allocation again", kernel_id);
@@ -169,22 +170,22 @@ void Agent::ConvergeCpusets() {
     for (const auto& plugin : plugins_)
       if (plugin->Name() == "cpu") plugin->Apply(shared, now);
     if (now.cpuset_cpus.empty()) return;  // no pool: nothing to give
-    auto check = [&](Kernel& k) {
-      const bool runs = k.state() == KernelState::kRunning || k.state() == KernelState::kWarm;
-      if (k.allocation.shared_cpu_millis == 0 || !runs || k.container_id.empty()) return;
-      if (now.cpuset_cpus == k.applied_cpuset) return;
-      moves.push_back({k.id(), k.container_id, now.cpuset_cpus, k.applied_cpuset});
-      k.pending_cpuset = now.cpuset_cpus;
-      ++k.cpuset_moves;
-    };
+    std::vector<const Kernel*> candidates;
     if (now.cpuset_cpus != converged_pool_) {
-      std::vector<std::string> ids;
-      for (const auto& [id, k] : table_.All()) ids.push_back(id);
-      for (const std::string& id : ids) check(*table_.Find(id));
+      for (const auto& [id, k] : table_.All()) candidates.push_back(&k);
       converged_pool_ = now.cpuset_cpus;
     } else {
       for (const std::string& id : cpusets_to_check_)
-        if (Kernel* k = table_.Find(id)) check(*k);
+        if (const Kernel* k = table_.Find(id)) candidates.push_back(k);
+    }
+    for (const Kernel* k : candidates) {
+      const bool runs = k->state() == KernelState::kRunning || k->state() == KernelState::kWarm;
+      if (k->allocation.shared_cpu_millis == 0 || !runs || k->container_id.empty()) continue;
+      if (now.cpuset_cpus == k->applied_cpuset) continue;
+      moves.push_back({k->id(), k->container_id, now.cpuset_cpus, k->applied_cpuset});
+      Kernel& moving = *table_.Change(k->id());
+      moving.pending_cpuset = now.cpuset_cpus;
+      ++moving.cpuset_moves;
     }
     cpusets_to_check_.clear();
   }
@@ -195,7 +196,7 @@ void Agent::ConvergeCpusets() {
     const Status updated =
         move.applied == move.cpuset ? Status::Ok() : engine_.UpdateCpuset(move.container_id, move.cpuset);
     MutexLock lock(mutex_);
-    Kernel* k = table_.Find(move.kernel_id);
+    Kernel* k = table_.Change(move.kernel_id);
     if (!k || k->container_id != move.container_id) continue;
     k->pending_cpuset.clear();
     ++k->cpuset_moves;
@@ -249,7 +250,7 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
   const std::optional<std::string> kernel_id = reconcile::KernelIdOfEvent(event, config_.agent.id);
   if (!kernel_id) return false;
   MutexLock lock(mutex_);
-  Kernel* k = table_.Find(*kernel_id);
+  Kernel* k = table_.Change(*kernel_id);
   switch (EventStepFor(k, event)) {
     case reconcile::EventStep::kNothing:
       return false;
@@ -547,7 +548,7 @@ void Agent::ApplyDeviceHealth() {
       if (live && kernel.holds_resources) running.push_back(kernel_id);
     }
     for (const std::string& kernel_id : running) {
-      Kernel& kernel = *table_.Find(kernel_id);
+      const Kernel& kernel = *table_.Find(kernel_id);
       std::string condition;
       bool stop = false;
       for (const auto& [plugin, ids] : kernel.allocation.devices) {
@@ -563,7 +564,7 @@ void Agent::ApplyDeviceHealth() {
       if (stop && table_.Stopping(kernel_id).ok())
         to_stop.push_back({kernel_id, kernel.container_id, kernel.request.stop});
       if (condition == kernel.device_condition) continue;
-      kernel.device_condition = condition;
+      table_.Change(kernel_id)->device_condition = condition;
       if (!condition.empty()) spdlog::warn("kernel {}: {}", kernel_id, condition);
       table_.Announce("kernel_condition", kernel,
                       {{"condition", kernel.Conditions().empty() ? json(nullptr) : json(kernel.Conditions())}});

@@ -34,7 +34,7 @@ Result<ExecResult> Agent::Exec(const std::string& kernel_id, const std::vector<s
 
 void Agent::NoteExec(const std::string& kernel_id, int opened) {
   MutexLock lock(mutex_);
-  if (Kernel* k = table_.Find(kernel_id)) {
+  if (Kernel* k = table_.Change(kernel_id)) {
     k->last_exec_ms = clock_.UnixMillis();
     k->open_execs = std::max(0, k->open_execs + opened);
     k->idle_since_ms.reset();

@@ -38,7 +38,7 @@ void Agent::RecordHealth(const std::string& kernel_id, const std::string& contai
   std::optional<ToStop> to_end;  // stopped; its death decides the rest
   {
     MutexLock lock(mutex_);
-    Kernel* k = table_.Find(kernel_id);
+    Kernel* k = table_.Change(kernel_id);
     if (!k || k->container_id != container_id || k->state() != KernelState::kRunning || !k->request.health ||
         !k->health || table_.OwnedByACall(*k) || !k->end_cause.empty())
       return;
@@ -83,7 +83,7 @@ void Agent::RecordHealth(const std::string& kernel_id, const std::string& contai
       spdlog::error("kernel {}: unhealthy, but its container could not be stopped: {}", kernel_id,
                     stop.stopped.message());
       MutexLock lock(mutex_);
-      if (Kernel* k = table_.Find(kernel_id); k && k->container_id == container_id) k->end_cause.clear();
+      if (Kernel* k = table_.Change(kernel_id); k && k->container_id == container_id) k->end_cause.clear();
     }
   }
 }
@@ -92,7 +92,7 @@ void Agent::NoteActivity(const std::vector<KernelActivity>& activity) {
   const int64_t recent_ms = 2 * config_.container.stats_interval.count();
   MutexLock lock(mutex_);
   for (const KernelActivity& a : activity) {
-    Kernel* k = table_.Find(a.kernel_id);
+    const Kernel* k = table_.Find(a.kernel_id);
     if (!k || k->container_id != a.container_id || k->state() != KernelState::kRunning) continue;
     const IdleRule rule = ResolveIdle(k->request.idle, config_.container);
     if (rule.idle_for.count() == 0) continue;
@@ -103,11 +103,11 @@ void Agent::NoteActivity(const std::vector<KernelActivity>& activity) {
                       (a.gpu_percent && *a.gpu_percent / 100.0 >= rule.gpu_below) || k->open_execs > 0 ||
                       a.at_ms - k->last_exec_ms < recent_ms;
     if (busy) {
-      k->idle_since_ms.reset();
+      if (k->idle_since_ms) table_.Change(a.kernel_id)->idle_since_ms.reset();
       continue;
     }
     if (k->idle_since_ms) continue;
-    k->idle_since_ms = a.at_ms;
+    table_.Change(a.kernel_id)->idle_since_ms = a.at_ms;
     spdlog::info("kernel {}: idle; stopped after {} ms more unless it gets busy", a.kernel_id, rule.idle_for.count());
     table_.Announce("kernel_idle", *k, {{"idle_since_ms", a.at_ms}, {"stop_at_ms", a.at_ms + rule.idle_for.count()}});
   }
@@ -118,14 +118,14 @@ void Agent::NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings)
   {
     MutexLock lock(mutex_);
     for (const KernelCgroupReading& seen : readings) {
-      Kernel* k = table_.Find(seen.kernel_id);
+      const Kernel* k = table_.Find(seen.kernel_id);
       if (!k || k->container_id != seen.container_id || k->state() != KernelState::kRunning) continue;
       if (!seen.cpuset_cpus.empty() && seen.cpuset_cpus != k->cgroup_cpuset) {
-        k->cgroup_cpuset = seen.cpuset_cpus;
+        table_.Change(seen.kernel_id)->cgroup_cpuset = seen.cpuset_cpus;
         moved.emplace_back(seen.kernel_id, seen.container_id);
       }
       if (seen.oom_kills <= static_cast<uint64_t>(k->oom_kills)) continue;
-      k->oom_kills = static_cast<int>(std::min<uint64_t>(seen.oom_kills, std::numeric_limits<int>::max()));
+      table_.Change(seen.kernel_id)->oom_kills = static_cast<int>(std::min<uint64_t>(seen.oom_kills, std::numeric_limits<int>::max()));
       spdlog::warn("kernel {}: its cgroup counts {} process(es) killed for lack of memory", seen.kernel_id,
                    k->oom_kills);
       table_.Announce("kernel_condition", *k, {{"condition", json(k->Conditions())}});

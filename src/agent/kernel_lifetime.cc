@@ -105,7 +105,7 @@ void Agent::WarnKernels(int64_t now) {
         continue;
       }
       MutexLock lock(mutex_);
-      Kernel* k = table_.Find(d.kernel_id);
+      Kernel* k = table_.Change(d.kernel_id);
       if (!k || k->container_id != d.container_id) continue;
       k->warned = true;
       table_.Announce("kernel_warned", *k, {{"signal", d.signal}, {"deadline", d.ends_at}});
@@ -160,7 +160,7 @@ std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
     }
     const Status started = renamed.ok() ? engine_.Start(d.container_id) : renamed.WithPrefix("recording the restart");
     MutexLock lock(mutex_);
-    Kernel* k = table_.Find(d.kernel_id);
+    const Kernel* k = table_.Find(d.kernel_id);
     if (!k || k->container_id != d.container_id) continue;
     (void)table_.FinishPolicyRestart(d.kernel_id, renamed.ok() ? restarts : d.restarts, started.ok());
     restart_done_.notify_all();

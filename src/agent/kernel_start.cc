@@ -243,7 +243,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     MutexLock lock(mutex_);
     table_.SetContainer(request.kernel_id, *created);
     if (kernel.allocation.shared_cpu_millis > 0) {
-      table_.Find(request.kernel_id)->applied_cpuset = spec.cpuset_cpus;
+      table_.Change(request.kernel_id)->applied_cpuset = spec.cpuset_cpus;
       cpusets_to_check_.insert(request.kernel_id);
     }
     table_.Announce("kernel_created", kernel);

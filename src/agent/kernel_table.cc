@@ -69,7 +69,7 @@ KernelTable::KernelTable(std::string agent_id, std::vector<std::unique_ptr<Resou
 
 Result<Kernel*> KernelTable::Check(Transition transition, const std::string& kernel_id, Place to) {
   const Rule& rule = RuleOf(transition);
-  Kernel* kernel = Find(kernel_id);
+  Kernel* kernel = Change(kernel_id);
   const Place from = kernel ? Place(kernel->state()) : kNone;
   const bool leaves = std::find(rule.from.begin(), rule.from.end(), from) != rule.from.end();
   const bool reaches = !to || std::find(rule.to.begin(), rule.to.end(), to) != rule.to.end();
@@ -137,6 +137,7 @@ Kernel KernelTable::Remove(const std::string& kernel_id) {
   Free(kernel);
   Kernel final_record = std::move(kernel);
   kernels_.erase(kernel_id);
+  records_.erase(kernel_id);
   before_stopping_.erase(kernel_id);
   restarting_.erase(kernel_id);
   removed_at_seq_[kernel_id] = ++seq_;
@@ -229,7 +230,7 @@ Status KernelTable::BeginRestart(const std::string& kernel_id) {
 }
 
 Status KernelTable::FinishRestart(const std::string& kernel_id, bool restarted) {
-  Kernel* kernel = Find(kernel_id);
+  Kernel* kernel = Change(kernel_id);
   if (!kernel || restarting_.erase(kernel_id) == 0)
     return Status::FailedPrecondition("kernel " + kernel_id + " is not being restarted");
   if (!restarted) {
@@ -267,7 +268,7 @@ Status KernelTable::BeginPolicyRestart(const std::string& kernel_id) {
 }
 
 Status KernelTable::FinishPolicyRestart(const std::string& kernel_id, int64_t restarts, bool started) {
-  Kernel* kernel = Find(kernel_id);
+  Kernel* kernel = Change(kernel_id);
   if (!kernel || restarting_.erase(kernel_id) == 0)
     return Status::FailedPrecondition("kernel " + kernel_id + " is not being restarted");
   kernel->restarts = restarts;
@@ -339,7 +340,8 @@ Status KernelTable::Abandon(const std::string& kernel_id) {
   return Status::Ok();
 }
 
-Kernel* KernelTable::Find(const std::string& kernel_id) {
+Kernel* KernelTable::Change(const std::string& kernel_id) {
+  records_.erase(kernel_id);
   auto it = kernels_.find(kernel_id);
   return it == kernels_.end() ? nullptr : &it->second;
 }
@@ -349,8 +351,16 @@ const Kernel* KernelTable::Find(const std::string& kernel_id) const {
   return it == kernels_.end() ? nullptr : &it->second;
 }
 
+std::shared_ptr<const std::string> KernelTable::Record(const Kernel& kernel) const {
+  std::shared_ptr<const std::string>& record = records_[kernel.id()];
+  if (!record)
+    record = std::make_shared<const std::string>(
+        kernel.ToJson().dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace));
+  return record;
+}
+
 void KernelTable::SetContainer(const std::string& kernel_id, const std::string& container_id) {
-  if (Kernel* kernel = Find(kernel_id)) {
+  if (Kernel* kernel = Change(kernel_id)) {
     kernel->container_id = container_id;
     kernel->container_seq = ++seq_;
   }

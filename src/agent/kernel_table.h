@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "agent/event_hub.h"
@@ -133,10 +134,17 @@ class KernelTable {
 
   // ---- What is not a change of state.
 
-  // The kernel, or nullptr. Callers may change what is not its state,
-  // its resources or its container (conditions, the oom count).
-  Kernel* Find(const std::string& kernel_id);
+  // The kernel, or nullptr, to read.
   const Kernel* Find(const std::string& kernel_id) const;
+  // The kernel, or nullptr, to change. Callers may change what is not its
+  // state, its resources or its container (conditions, the oom count). Its
+  // Record is dropped, to be made again when next asked for; the pointer is
+  // for the caller's hold of the agent's lock only.
+  Kernel* Change(const std::string& kernel_id);
+  // `kernel`'s record as the API shows it (Kernel::ToJson, as text), made at
+  // its first ask after each Change and shared until the next. `kernel` must
+  // be in the table.
+  std::shared_ptr<const std::string> Record(const Kernel& kernel) const;
   const std::map<std::string, Kernel>& All() const { return kernels_; }
   // Records the container a create made for `kernel_id` (and when, for the reconcile decisions).
   void SetContainer(const std::string& kernel_id, const std::string& container_id);
@@ -184,6 +192,8 @@ class KernelTable {
   EventHub& hub_;
   const Clock& clock_;
   std::map<std::string, Kernel> kernels_;
+  // kernel id -> its Record; an entry is dropped by every way to change the kernel (Change, Remove).
+  mutable std::unordered_map<std::string, std::shared_ptr<const std::string>> records_;
   std::map<std::string, KernelState> before_stopping_;  // kernel id -> its state before kStopping
   std::set<std::string> restarting_;                     // kernels between BeginRestart and FinishRestart
   std::map<std::string, uint64_t> removed_at_seq_;       // kernel id -> seq when removed

@@ -51,7 +51,7 @@ std::optional<Agent::CreateOutcome> Agent::GiveWarm(const CreateRequest& request
                   pool->name, kernel_id, recorded.message());
     return std::nullopt;
   }
-  Kernel* kernel = table_.Find(kernel_id);
+  Kernel* kernel = table_.Change(kernel_id);
   if (!kernel || kernel->state() != KernelState::kWarm) {  // it ended or was deleted meanwhile
     warm_claims_.Remove(kernel_id);
     return std::nullopt;

@@ -20,18 +20,18 @@ http::Response JsonResponse(int status, const json& body) {
   return response;
 }
 
-http::Response KernelListResponse(const std::vector<Kernel>& kernels, bool with_warm) {
+http::Response KernelListResponse(const std::vector<std::shared_ptr<const std::string>>& records) {
   http::Response response;
   response.status = 200;
   response.content_type = "application/json";
+  size_t size = 16;
+  for (const auto& record : records) size += record->size() + 1;
   std::string& body = response.body;
-  body.reserve(64 + kernels.size() * 768);  // a record is about 600 bytes
+  body.reserve(size);
   body = "{\"kernels\":[";
-  bool first = true;
-  for (const Kernel& kernel : kernels) {
-    if (!with_warm && !kernel.warm_pool.empty()) continue;  // a pool's: made, WARM, or ended unused
-    if (!std::exchange(first, false)) body += ',';
-    body += DumpJson(kernel.ToJson());
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (i > 0) body += ',';
+    body += *records[i];
   }
   body += "]}";
   return response;

@@ -3,6 +3,7 @@
 // (not UTF-8, say) can turn an answer into a 500.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,11 +24,8 @@ std::string DumpJson(const nlohmann::json& body);
 // A JSON response with `status` and `body`.
 http::Response JsonResponse(int status, const nlohmann::json& body);
 
-// GET /v1/kernels: {"kernels": [...]}, each kernel's Kernel::ToJson, in
-// `kernels` order, a warm pool's kernels only `with_warm`. Each record is
-// serialised into the body as it is made, so that a thousand kernels never
-// stand as one document in memory.
-http::Response KernelListResponse(const std::vector<Kernel>& kernels, bool with_warm);
+// GET /v1/kernels: {"kernels": [...]}, the `records` (Agent::ListKernelRecords) in order.
+http::Response KernelListResponse(const std::vector<std::shared_ptr<const std::string>>& records);
 
 // The error body {"error":{"code","message"}} with `status`.
 http::Response ErrorResponse(int status, std::string_view code, const std::string& message);

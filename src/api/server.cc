@@ -274,7 +274,7 @@ const std::vector<ApiServer::RouteEntry>& ApiServer::RouteTable() {
       {"GET", "/v1/kernels", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.ListKernels(ex); }},
       {"POST", "/v1/kernels", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.CreateKernel(ex); }},
       {"GET", "/v1/kernels/{id}", Lane::kQuick,
-       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.GetKernel(p[0])); }},
+       [](S& s, Exchange& ex, const Params& p) { s.GetKernel(ex, p[0]); }},
       {"DELETE", "/v1/kernels/{id}", Lane::kLong,
        [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.DeleteKernel(p[0])); }},
       {"POST", "/v1/kernels/{id}/restart", Lane::kLong,
@@ -321,7 +321,17 @@ void ApiServer::AddRoutes() {
 void ApiServer::ListKernels(Exchange& ex) const {
   const std::optional<bool> warm = Flag(ex.request(), "warm");
   if (!warm) return ex.Reply(ErrorResponse(Status::InvalidArgument("warm: expected 1, true, 0 or false")));
-  ex.Reply(KernelListResponse(agent_.ListKernels(), *warm));
+  ex.Reply(KernelListResponse(agent_.ListKernelRecords(*warm)));
+}
+
+void ApiServer::GetKernel(Exchange& ex, const std::string& kernel_id) const {
+  Result<std::shared_ptr<const std::string>> record = agent_.KernelRecord(kernel_id);
+  if (!record.ok()) return ex.Reply(ErrorResponse(record.status()));
+  http::Response response;
+  response.status = 200;
+  response.content_type = "application/json";
+  response.body = **record;
+  ex.Reply(std::move(response));
 }
 
 void ApiServer::ReplyKernel(Exchange& ex, const Result<Kernel>& kernel) {

@@ -85,6 +85,8 @@ class ApiServer {
   void Health(http::Exchange& ex) const;
   // GET /v1/kernels: every kernel's record.
   void ListKernels(http::Exchange& ex) const;
+  // GET /v1/kernels/{id}: its record (Agent::KernelRecord), or its error.
+  void GetKernel(http::Exchange& ex, const std::string& kernel_id) const;
   // The record of `kernel` (200), or its error.
   static void ReplyKernel(http::Exchange& ex, const Result<Kernel>& kernel);
   // GET /v1/kernels/{id}/stats.

@@ -652,6 +652,39 @@ TEST_F(AgentTest, RelistForgetsAKernelWhoseContainerVanished) {
   EXPECT_EQ(events[0]["kernel_id"], "k1");
 }
 
+// The API's record of a kernel (KernelRecord, ListKernelRecords) is made
+// once per change: what changes nothing (a relist that finds it as it was, a
+// reading with nothing new) keeps it, and every change is in the next one.
+TEST_F(AgentTest, AKernelsRecordIsKeptUntilItChangesAndAlwaysSaysWhatItIsNow) {
+  Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
+  MustCreate(Request("k2", {{"cpu", 1}}));
+  auto current = [&](const std::string& id) {
+    auto record = agent_->KernelRecord(id);
+    auto kernel = agent_->GetKernel(id);
+    EXPECT_TRUE(record.ok() && kernel.ok());
+    if (record.ok() && kernel.ok())
+      EXPECT_EQ(**record, kernel->ToJson().dump(-1, ' ', false, json::error_handler_t::replace)) << id;
+    return record.ok() ? *record : nullptr;
+  };
+  const std::shared_ptr<const std::string> first = current("k1");
+  ASSERT_TRUE(agent_->Relist().ok());
+  agent_->NoteCgroupReadings({{"k1", k1.container_id, 0, ""}});
+  agent_->NoteActivity({{"k1", k1.container_id, 100.0, std::nullopt, 1}});
+  EXPECT_EQ(current("k1"), first) << "a relist or a reading that changed nothing made the record again";
+
+  agent_->NoteCgroupReadings({{"k1", k1.container_id, 3, ""}});
+  const std::shared_ptr<const std::string> after_oom = current("k1");
+  EXPECT_NE(after_oom->find("3 processes killed for lack of memory"), std::string::npos) << *after_oom;
+
+  ASSERT_TRUE(engine_.KillBehindBack(k1.container_id, 7).ok());
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_NE(current("k1")->find("\"TERMINATED\""), std::string::npos);
+  const std::vector<std::shared_ptr<const std::string>> listed = agent_->ListKernelRecords(/*with_warm=*/false);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0], current("k1"));
+  EXPECT_EQ(listed[1], current("k2"));
+}
+
 TEST_F(AgentTest, RelistNoticesADeathTheStreamMissed) {
   Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
   ASSERT_TRUE(engine_.KillBehindBack(k.container_id, 7).ok());  // the event is lost
