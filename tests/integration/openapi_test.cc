@@ -605,7 +605,7 @@ TEST(OpenApi, EveryRouteAnswersAsTheDocumentSays) {
                                           "image_pull",     "device_drained",   "device_undrained",  "agent_drained",
                                           "agent_undrained"};
   const std::set<std::string> seen = ExpectEventsFit(events, stream, expected);
-  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(seen, expected) << agent.log();
 
   // Every route was driven at least once.
   std::set<std::string> every;
