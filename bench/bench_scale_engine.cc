@@ -12,6 +12,9 @@
 //     < 1 s at 1,000); baseline: the engine's owner-filtered container list;
 //  2. GET /v1/kernels p50/p99 at N (target p99 < 20 ms), and GET
 //     /v1/kernels/{id} at N against the same with one kernel, before the fill;
+//     each GET of one kernel alternates with a GET /health, which reads no
+//     kernel: what the two share at the same moment (the machine's load,
+//     the engine's work on N containers) is not the count's;
 //  3. the agent's stats sweep of N kernels (sweep_us of GET /v1/stats; target
 //     < 50 ms), its resident memory (< 64 MiB) and CPU over 20 s at a 1 s
 //     stats interval (< 5 % of one core), beside the same with no kernel;
@@ -62,7 +65,7 @@ constexpr int64_t kPidsLimit = 4096;   // [container] pids-limit's default, whic
 constexpr int kClients = 8;            // concurrent creates while filling, and deletes at the end
 constexpr int kProgressEvery = 100;    // kernels between two progress lines on stderr
 constexpr uint64_t kMinAvailableMiB = 1024;  // the fill stops when MemAvailable falls under this
-constexpr int kGets = 200;             // calls timed per GET route and count
+constexpr int kGets = 2000;            // calls timed per GET route and count (p99: the 20th slowest)
 constexpr int kCycles = 20;            // create+delete cycles timed per phase
 constexpr int kRestarts = 3;           // measured restarts
 constexpr int kSweeps = 10;            // stats sweeps sampled
@@ -182,6 +185,18 @@ void PrintP50P99(const std::string& label, const Samples& samples, const std::st
   std::printf("  %-52s p50 %8.2f ms   p99 %8.2f ms   %s\n", label.c_str(), samples.Median(), samples.Percentile(99),
               target.c_str());
   std::fflush(stdout);
+}
+
+// `calls` GETs of `path` and as many of `control`, one after the other, so
+// that both meet the same moments; their times in milliseconds, in that order.
+std::pair<Samples, Samples> TimeGetsAlternating(const HttpClient& api, const std::string& path,
+                                                const std::string& control, int calls) {
+  Samples timed, controls;
+  for (int i = 0; i < calls; ++i) {
+    timed.Add(TimeGet(api, path, 1).Median());
+    controls.Add(TimeGet(api, control, 1).Median());
+  }
+  return {timed, controls};
 }
 
 // Runs `worker` on `clients` threads at once and waits for them all; a
@@ -360,7 +375,7 @@ void Run(const std::string& agent_id, int target) {
   };
   const std::string first_id = kernel_id(0);
   CallAgent(agent, "POST", "/v1/kernels", SharedKernelBody(first_id), 201);
-  const Samples get_one_alone = TimeGet(api, "/v1/kernels/" + first_id, kGets);
+  const auto [get_one_alone, health_alone] = TimeGetsAlternating(api, "/v1/kernels/" + first_id, "/health", kGets);
   const Samples list_alone = TimeGet(api, "/v1/kernels", kGets);
 
   // The fill.
@@ -389,7 +404,7 @@ void Run(const std::string& agent_id, int target) {
   // At N: the GETs, the stats, the footprint, the cycles.
   const std::string n = std::to_string(count);
   const Samples list_full = TimeGet(api, "/v1/kernels", kGets);
-  const Samples get_one_full = TimeGet(api, "/v1/kernels/" + first_id, kGets);
+  const auto [get_one_full, health_full] = TimeGetsAlternating(api, "/v1/kernels/" + first_id, "/health", kGets);
   const Samples sweeps = AgentSweeps(agent, count, kSweeps);
   const Usage busy = MeasureUsage(agent.pid(), n + " kernels", kFootprintWindow);
   const double agent_rate_full = AgentCycleRate(agent, "full");
@@ -417,8 +432,13 @@ void Run(const std::string& agent_id, int target) {
   PrintP50P99("   GET /v1/kernels at 1", list_alone, "");
   PrintP50P99("   GET /v1/kernels/{id} at " + n, get_one_full, "(unaffected by the count)");
   PrintP50P99("   GET /v1/kernels/{id} at 1", get_one_alone, "");
-  std::printf("     GET /v1/kernels/{id} p99 at %s / at 1: %.2f\n", n.c_str(),
-              get_one_full.Percentile(99) / get_one_alone.Percentile(99));
+  PrintP50P99("   GET /health at " + n + ", alternating with it", health_full, "(reads no kernel)");
+  PrintP50P99("   GET /health at 1, alternating with it", health_alone, "");
+  std::printf("     GET /v1/kernels/{id} p99 at %s / at 1: %.2f; against GET /health at the same moments: %.2f at %s, "
+              "%.2f at 1\n",
+              n.c_str(), get_one_full.Percentile(99) / get_one_alone.Percentile(99),
+              get_one_full.Percentile(99) / health_full.Percentile(99), n.c_str(),
+              get_one_alone.Percentile(99) / health_alone.Percentile(99));
   PrintSamples("3. stats sweep of " + n + " kernels (sweep_us)", sweeps);
   std::printf("     sweep median %.2f ms (target < 50 ms)\n", sweeps.Median());
   std::printf("     agent with %s kernels: %.1f MiB resident (target < 64), %.2f %% of one core (target < 5); "

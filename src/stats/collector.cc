@@ -2,11 +2,9 @@
 
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -56,11 +54,6 @@ size_t OpenFilesBudget() {
 // pids. Out-of-memory kills are noticed at once through the OomWatch all
 // the same.
 constexpr std::chrono::seconds kFullReadingEvery{5};
-
-// The stats loop's nice value, above the rest of the agent's (0): on a busy
-// node the API's threads come first and the sweep takes what is left, which
-// is still about a tenth of a contended core.
-constexpr int kSweepNice = 10;
 
 // Where one container's measures are, and its previous sample for cpu_percent.
 struct StatsCollector::Tracked {
@@ -221,12 +214,6 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Latest() const {
 std::shared_ptr<const StatsSnapshot> StatsCollector::SweepOnce() { return Sweep(); }
 
 void StatsCollector::Loop() {
-  // A sweep of a thousand kernels is tens of milliseconds of CPU: it yields
-  // the CPU to the API's threads, whose answers would otherwise wait behind
-  // it on a busy node. Lowering a thread's own priority needs no privilege.
-  if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kSweepNice) != 0)
-    spdlog::warn("stats loop: could not lower its priority to nice {}: {}; sweeps compete with the API for CPU",
-                 kSweepNice, std::strerror(errno));
   Clock::TimePoint next = clock_.Now();
   for (;;) {
     {
