@@ -252,6 +252,15 @@ Result<uint64_t> ReadOomKills(const CgroupDir& memory) {
   return kills;
 }
 
+Result<uint64_t> ReadOomKillsAt(int fd) {
+  uint64_t kills = 0;
+  if (int error = ForEachLineAt(fd, [&](std::string_view line) { KeyedValue(line, "oom_kill", kills); },
+                                FileEnd::kShortRead))
+    return Status::NotFound("the out-of-memory counter of a cgroup cannot be read (" + ErrnoText(error) +
+                            "): the cgroup is gone");
+  return kills;
+}
+
 struct CgroupFiles::File {
   std::string path;  // empty: the measure has no directory, or its file does not exist
   UniqueFd fd;       // kept open; invalid: opened per reading

@@ -85,6 +85,11 @@ struct CgroupPaths {
 // 0 where the line is missing). Errors: kNotFound when the file cannot be
 // read: the cgroup is gone. Thread-safe.
 Result<uint64_t> ReadOomKills(const CgroupDir& memory);
+// The same count read from `fd`, that cgroup's OomKillsFile kept open: it
+// reads the cgroup the file was opened in, and kNotFound once that cgroup is
+// removed, even where a new cgroup has been made at the same path since (a
+// container restarted). Thread-safe.
+Result<uint64_t> ReadOomKillsAt(int fd);
 
 // Which measures a reading takes.
 enum class CgroupMeasures {

@@ -84,7 +84,7 @@ Result<OomWatch::Armed> OomWatch::Watch(const std::string& kernel_id, const std:
                                         const CgroupDir& memory) {
   if (memory.path.empty()) return Status::InvalidArgument("no memory cgroup to watch for kernel " + kernel_id);
   if (!unavailable_.empty()) return Status::Unavailable(unavailable_);
-  Entry entry{kernel_id, container_id, memory, UniqueFd(), -1, 0};
+  Entry entry{kernel_id, container_id, memory, UniqueFd(), UniqueFd(), -1, 0};
   MutexLock lock(mutex_);
   const uint64_t id = next_id_++;
   if (memory.unified) {
@@ -108,13 +108,13 @@ Result<OomWatch::Armed> OomWatch::Watch(const std::string& kernel_id, const std:
     }
     entry.event = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!entry.event.valid()) return Status::Unavailable("cannot make an eventfd: " + ErrnoText(errno));
-    // The kernel keeps its own reference to the cgroup; ours to the file may go.
     const std::string registration = std::to_string(entry.event.get()) + " " + std::to_string(oom_control.get());
     if (int error = WriteFile(memory.path + "/cgroup.event_control", registration))
       return Status::Unavailable("cannot register for out-of-memory notices in " + memory.path +
                                  "/cgroup.event_control: " + ErrnoText(error));
     if (int error = AddToEpoll(epoll_.get(), entry.event.get(), id))
       return Status::Unavailable("cannot wait on an eventfd: " + ErrnoText(error));
+    entry.oom_control = std::move(oom_control);
   }
   entries_.emplace(id, std::move(entry));
   return Armed(this, id);
@@ -186,13 +186,16 @@ void OomWatch::OnInotify() {
 
 void OomWatch::Check(uint64_t id, uint64_t signalled) {
   CgroupDir memory;
+  Result<uint64_t> kills = Status::NotFound("not read");
   {
     MutexLock lock(mutex_);
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
     memory = it->second.memory;
+    // v1: the file of the cgroup watched, never one made since at its path.
+    if (!memory.unified) kills = ReadOomKillsAt(it->second.oom_control.get());
   }
-  Result<uint64_t> kills = ReadOomKills(memory);
+  if (memory.unified) kills = ReadOomKills(memory);
   if (!memory.unified) {
     // One signal is the cgroup's removal when it is gone; any other is an
     // out-of-memory notice, which comes before the kill is counted.

@@ -8,7 +8,10 @@
 // v1: an eventfd registered for the cgroup's memory.oom_control through its
 // cgroup.event_control; the kernel signals it when the cgroup runs out of
 // memory (just before the OOM killer picks a process) and once more when the
-// cgroup is removed, which is told apart by the cgroup being gone.
+// cgroup is removed, which is told apart by the cgroup being gone: read
+// through the memory.oom_control kept open since the watch began, so that a
+// cgroup made again at the same path (a restarted container) is not taken
+// for it.
 // v2: inotify on the cgroup's memory.events, which the kernel marks modified
 // when a counter of it changes; a higher oom_kill is the news.
 // One thread waits on every watch (epoll) and calls `notify`.
@@ -81,6 +84,7 @@ class OomWatch {
     std::string container_id;
     CgroupDir memory;
     UniqueFd event;       // v1: the eventfd the kernel signals
+    UniqueFd oom_control;  // v1: the cgroup's memory.oom_control, read for its count
     int inotify_wd = -1;  // v2: the inotify watch of memory.events
     uint64_t reported = 0;  // the count last passed to notify
   };

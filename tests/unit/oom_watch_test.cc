@@ -149,5 +149,31 @@ TEST(OomWatch, ARealV1CgroupRunOutOfMemoryIsToldAndItsRemovalIsNot) {
   }
 }
 
+// A container's restart removes its cgroup and makes it again at the same
+// path, which can be before the watch reads what the removal signalled: that
+// is not a kill. Twenty restarts, each a fresh watch as the stats loop arms.
+TEST(OomWatch, AV1CgroupRemovedAndMadeAgainAtItsPathIsNotAKill) {
+  const std::string hierarchy = "/sys/fs/cgroup/memory";
+  if (!fs::exists(hierarchy + "/cgroup.event_control"))
+    GTEST_SKIP() << "this host has no cgroup v1 memory hierarchy at " << hierarchy;
+  const std::string dir = hierarchy + "/slotd-oom-restart-test-" + std::to_string(getpid());
+  if (mkdir(dir.c_str(), 0755) != 0)
+    GTEST_SKIP() << "cannot make a memory cgroup at " << dir << ": " << std::strerror(errno) << " (not root?)";
+  struct Removed {
+    const std::string& dir;
+    ~Removed() { rmdir(dir.c_str()); }
+  } removed{dir};
+  Notices notices;
+  OomWatch watch(notices.Sink());
+  for (int restart = 0; restart < 20; ++restart) {
+    auto armed = watch.Watch("k", "c", {dir, false});
+    ASSERT_TRUE(armed.ok()) << armed.status().message();
+    ASSERT_EQ(rmdir(dir.c_str()), 0) << std::strerror(errno);
+    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0) << std::strerror(errno);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the watch reads meanwhile
+  }
+  EXPECT_TRUE(notices.WaitFor(0).empty()) << "a restart was told as an out-of-memory kill";
+}
+
 }  // namespace
 }  // namespace slotd
