@@ -250,17 +250,18 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
   const std::optional<std::string> kernel_id = reconcile::KernelIdOfEvent(event, config_.agent.id);
   if (!kernel_id) return false;
   MutexLock lock(mutex_);
-  Kernel* k = table_.Change(*kernel_id);
-  switch (EventStepFor(k, event)) {
+  switch (EventStepFor(table_.Find(*kernel_id), event)) {
     case reconcile::EventStep::kNothing:
       return false;
     case reconcile::EventStep::kRelist:
       return true;
-    case reconcile::EventStep::kNoteOom:
+    case reconcile::EventStep::kNoteOom: {
+      Kernel* k = table_.Change(*kernel_id);
       ++k->oom_kills;
       spdlog::warn("kernel {}: a process was killed for lack of memory", *kernel_id);
       table_.Announce("kernel_condition", *k, {{"condition", json(k->Conditions())}});
       return false;
+    }
     case reconcile::EventStep::kResume:
       Resume(*kernel_id, "started outside slotd");
       return false;

@@ -125,7 +125,8 @@ void Agent::NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings)
         moved.emplace_back(seen.kernel_id, seen.container_id);
       }
       if (seen.oom_kills <= static_cast<uint64_t>(k->oom_kills)) continue;
-      table_.Change(seen.kernel_id)->oom_kills = static_cast<int>(std::min<uint64_t>(seen.oom_kills, std::numeric_limits<int>::max()));
+      const uint64_t kills = std::min<uint64_t>(seen.oom_kills, std::numeric_limits<int>::max());
+      table_.Change(seen.kernel_id)->oom_kills = static_cast<int>(kills);
       spdlog::warn("kernel {}: its cgroup counts {} process(es) killed for lack of memory", seen.kernel_id,
                    k->oom_kills);
       table_.Announce("kernel_condition", *k, {{"condition", json(k->Conditions())}});

@@ -12,21 +12,20 @@ std::string DumpJson(const json& body) {
   return body.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace);
 }
 
-http::Response JsonResponse(int status, const json& body) {
+http::Response JsonResponse(int status, const json& body) { return JsonTextResponse(status, DumpJson(body)); }
+
+http::Response JsonTextResponse(int status, std::string text) {
   http::Response response;
   response.status = status;
   response.content_type = "application/json";
-  response.body = DumpJson(body);
+  response.body = std::move(text);
   return response;
 }
 
 http::Response KernelListResponse(const std::vector<std::shared_ptr<const std::string>>& records) {
-  http::Response response;
-  response.status = 200;
-  response.content_type = "application/json";
   size_t size = 16;
   for (const auto& record : records) size += record->size() + 1;
-  std::string& body = response.body;
+  std::string body;
   body.reserve(size);
   body = "{\"kernels\":[";
   for (size_t i = 0; i < records.size(); ++i) {
@@ -34,7 +33,7 @@ http::Response KernelListResponse(const std::vector<std::shared_ptr<const std::s
     body += *records[i];
   }
   body += "]}";
-  return response;
+  return JsonTextResponse(200, std::move(body));
 }
 
 http::Response ErrorResponse(int status, std::string_view code, const std::string& message) {

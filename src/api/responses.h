@@ -23,6 +23,8 @@ std::string DumpJson(const nlohmann::json& body);
 
 // A JSON response with `status` and `body`.
 http::Response JsonResponse(int status, const nlohmann::json& body);
+// A JSON response with `status` and `text`, JSON made already (DumpJson, a kernel's record).
+http::Response JsonTextResponse(int status, std::string text);
 
 // GET /v1/kernels: {"kernels": [...]}, the `records` (Agent::ListKernelRecords) in order.
 http::Response KernelListResponse(const std::vector<std::shared_ptr<const std::string>>& records);

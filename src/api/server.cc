@@ -326,12 +326,7 @@ void ApiServer::ListKernels(Exchange& ex) const {
 
 void ApiServer::GetKernel(Exchange& ex, const std::string& kernel_id) const {
   Result<std::shared_ptr<const std::string>> record = agent_.KernelRecord(kernel_id);
-  if (!record.ok()) return ex.Reply(ErrorResponse(record.status()));
-  http::Response response;
-  response.status = 200;
-  response.content_type = "application/json";
-  response.body = **record;
-  ex.Reply(std::move(response));
+  ex.Reply(record.ok() ? JsonTextResponse(200, **record) : ErrorResponse(record.status()));
 }
 
 void ApiServer::ReplyKernel(Exchange& ex, const Result<Kernel>& kernel) {

@@ -186,16 +186,15 @@ void OomWatch::OnInotify() {
 
 void OomWatch::Check(uint64_t id, uint64_t signalled) {
   CgroupDir memory;
-  Result<uint64_t> kills = Status::NotFound("not read");
+  Result<uint64_t> kills = Status::NotFound("");
   {
     MutexLock lock(mutex_);
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
     memory = it->second.memory;
     // v1: the file of the cgroup watched, never one made since at its path.
-    if (!memory.unified) kills = ReadOomKillsAt(it->second.oom_control.get());
+    kills = memory.unified ? ReadOomKills(memory) : ReadOomKillsAt(it->second.oom_control.get());
   }
-  if (memory.unified) kills = ReadOomKills(memory);
   if (!memory.unified) {
     // One signal is the cgroup's removal when it is gone; any other is an
     // out-of-memory notice, which comes before the kill is counted.

@@ -675,6 +675,10 @@ TEST_F(AgentTest, AKernelsRecordIsKeptUntilItChangesAndAlwaysSaysWhatItIsNow) {
   agent_->NoteCgroupReadings({{"k1", k1.container_id, 3, ""}});
   const std::shared_ptr<const std::string> after_oom = current("k1");
   EXPECT_NE(after_oom->find("3 processes killed for lack of memory"), std::string::npos) << *after_oom;
+  // The engine's word of one more, as its event stream brings it.
+  EngineEvent oom{"container", "oom", k1.container_id, {{"ai.backend.owner", "a1"}, {"ai.backend.kernel-id", "k1"}}};
+  agent_->OnEngineEvent(oom);
+  EXPECT_NE(current("k1")->find("4 processes killed for lack of memory"), std::string::npos) << *current("k1");
 
   ASSERT_TRUE(engine_.KillBehindBack(k1.container_id, 7).ok());
   ASSERT_TRUE(agent_->Relist().ok());

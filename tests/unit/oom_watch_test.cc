@@ -97,19 +97,33 @@ TEST(OomWatch, ACgroupThatIsGoneOrUnnamedIsRefusedSayingSo) {
   EXPECT_EQ(unnamed.status().code(), Status::Code::kInvalidArgument);
 }
 
+// A memory cgroup of the test's own, <name>-<pid>, on the host's v1
+// hierarchy, removed at the end if it is there then; `skip` says why there is
+// none (no v1 memory hierarchy, not root).
+struct V1MemoryCgroup {
+  explicit V1MemoryCgroup(const std::string& name) {
+    const std::string hierarchy = "/sys/fs/cgroup/memory";
+    if (!fs::exists(hierarchy + "/cgroup.event_control")) {
+      skip = "this host has no cgroup v1 memory hierarchy at " + hierarchy;
+      return;
+    }
+    dir = hierarchy + "/" + name + "-" + std::to_string(getpid());
+    if (mkdir(dir.c_str(), 0755) != 0)
+      skip = "cannot make a memory cgroup at " + dir + ": " + std::strerror(errno) + " (not root?)";
+  }
+  ~V1MemoryCgroup() {
+    if (skip.empty()) rmdir(dir.c_str());  // where the test stopped before removing it
+  }
+  std::string dir;
+  std::string skip;
+};
+
 // A child in a memory cgroup of 8 MiB touches 64 MiB: the kernel's OOM killer
 // ends it, and the watch says so; removing the cgroup then tells nothing.
 TEST(OomWatch, ARealV1CgroupRunOutOfMemoryIsToldAndItsRemovalIsNot) {
-  const std::string hierarchy = "/sys/fs/cgroup/memory";
-  if (!fs::exists(hierarchy + "/cgroup.event_control"))
-    GTEST_SKIP() << "this host has no cgroup v1 memory hierarchy at " << hierarchy;
-  const std::string dir = hierarchy + "/slotd-oom-watch-test-" + std::to_string(getpid());
-  if (mkdir(dir.c_str(), 0755) != 0)
-    GTEST_SKIP() << "cannot make a memory cgroup at " << dir << ": " << std::strerror(errno) << " (not root?)";
-  struct Removed {
-    const std::string& dir;
-    ~Removed() { rmdir(dir.c_str()); }  // where the test stopped before removing it
-  } removed{dir};
+  const V1MemoryCgroup cgroup("slotd-oom-watch-test");
+  if (!cgroup.skip.empty()) GTEST_SKIP() << cgroup.skip;
+  const std::string& dir = cgroup.dir;
   std::ofstream(dir + "/memory.limit_in_bytes") << (8 << 20);
   Notices notices;
   {
@@ -153,16 +167,9 @@ TEST(OomWatch, ARealV1CgroupRunOutOfMemoryIsToldAndItsRemovalIsNot) {
 // path, which can be before the watch reads what the removal signalled: that
 // is not a kill. Twenty restarts, each a fresh watch as the stats loop arms.
 TEST(OomWatch, AV1CgroupRemovedAndMadeAgainAtItsPathIsNotAKill) {
-  const std::string hierarchy = "/sys/fs/cgroup/memory";
-  if (!fs::exists(hierarchy + "/cgroup.event_control"))
-    GTEST_SKIP() << "this host has no cgroup v1 memory hierarchy at " << hierarchy;
-  const std::string dir = hierarchy + "/slotd-oom-restart-test-" + std::to_string(getpid());
-  if (mkdir(dir.c_str(), 0755) != 0)
-    GTEST_SKIP() << "cannot make a memory cgroup at " << dir << ": " << std::strerror(errno) << " (not root?)";
-  struct Removed {
-    const std::string& dir;
-    ~Removed() { rmdir(dir.c_str()); }
-  } removed{dir};
+  const V1MemoryCgroup cgroup("slotd-oom-restart-test");
+  if (!cgroup.skip.empty()) GTEST_SKIP() << cgroup.skip;
+  const std::string& dir = cgroup.dir;
   Notices notices;
   OomWatch watch(notices.Sink());
   for (int restart = 0; restart < 20; ++restart) {
