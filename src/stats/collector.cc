@@ -241,10 +241,11 @@ void StatsCollector::SweepSoon() {
 StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tracked& tracked) {
   if (!tracked.files) {
     Result<ContainerInfo> info = engine_.Inspect(target.container_id);
-    if (!info.ok()) return {info.status(), SteadyClock::now()};
+    if (!info.ok())
+      return {info.status(), SteadyClock::now(), /*container_gone=*/info.status().code() == Status::Code::kNotFound};
     if (!info->running || info->pid <= 0)
       return {Status::NotFound("container " + target.container_id + " is not running (state " + info->state + ")"),
-              SteadyClock::now()};
+              SteadyClock::now(), /*container_gone=*/true};
     Result<CgroupPaths> paths = Reader().Locate(info->pid);
     if (!paths.ok()) return {paths.status(), SteadyClock::now()};
     tracked.files.emplace(*paths, /*keep_open=*/kept_open_files_ < open_files_budget_);
@@ -297,7 +298,7 @@ std::vector<StatsCollector::TimedSample> StatsCollector::EngineSamples(const std
       Result<ContainerStats> stats = engine_.Stats(targets[i].container_id);
       const SteadyClock::time_point at = SteadyClock::now();
       if (!stats.ok()) {
-        fetched[i] = TimedSample{stats.status(), at};
+        fetched[i] = TimedSample{stats.status(), at, /*container_gone=*/stats.status().code() == Status::Code::kNotFound};
         continue;
       }
       CgroupSample sample;
@@ -341,12 +342,17 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
     TimedSample timed = engine_samples.empty() ? Sample(target, *tracked) : std::move(engine_samples[i]);
     const Result<CgroupSample>& sample = timed.sample;
     if (!sample.ok()) {
-      ++skipped_total_;
+      // A container that failed last sweep and that the engine now says is
+      // gone was counted then: it has nothing more to skip until the agent
+      // learns of its end and drops it from the targets.
+      const bool failed_before = !failing_.insert(target.container_id).second;
+      if (!(failed_before && timed.container_gone)) ++skipped_total_;
       spdlog::debug("kernel {}: stats sample skipped, its container will be located afresh: {}", target.kernel_id,
                     sample.status().message());
       Untrack(target.container_id);
       continue;
     }
+    failing_.erase(target.container_id);
     const SteadyClock::time_point at = timed.at;
     KernelStats kernel;
     kernel.kernel_id = target.kernel_id;
@@ -369,6 +375,7 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Sweep() {
   for (const auto& [container_id, entry] : tracked_)
     if (!by_container.contains(container_id)) gone.push_back(container_id);
   for (const std::string& container_id : gone) Untrack(container_id);
+  std::erase_if(failing_, [&](const std::string& container_id) { return !by_container.contains(container_id); });
 
   snapshot->agent.memory_capacity_bytes = options_.memory_share_bytes;
   SampleCores(*snapshot);

@@ -15,7 +15,10 @@
 //
 // Failure costs one sample, never more: a kernel whose container vanished or
 // whose cgroup cannot be read is left out of that sweep (counted in
-// skipped_samples_total, logged at debug) and located afresh next time. Each
+// skipped_samples_total, logged at debug) and located afresh next time. A
+// container that then turns out to be gone (the engine answers not found) is
+// left out of the sweeps that follow without being counted again, until the
+// agent learns of its end. Each
 // DeviceMeter call runs on that meter's own worker thread under a deadline;
 // an overrun marks the device not measured for that sweep, and while the call
 // is still stuck later sweeps skip the meter at once.
@@ -40,6 +43,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -130,6 +134,7 @@ class StatsCollector {
   struct TimedSample {
     Result<CgroupSample> sample;
     std::chrono::steady_clock::time_point at;
+    bool container_gone = false;  // the engine says the container does not exist or does not run
   };
   TimedSample Sample(const StatsTarget& target, Tracked& tracked);
   // The cgroup reader, made on first use on the sweeping thread: reading
@@ -166,6 +171,7 @@ class StatsCollector {
   // Owned by the sweeping thread (the loop, or SweepOnce's caller).
   std::optional<CgroupReader> reader_;  // made by the first sweep that needs it: see Reader()
   std::map<std::string, std::unique_ptr<Tracked>> tracked_;           // container id -> where its measures are
+  std::set<std::string> failing_;  // this sweep's targets whose last sample failed
   size_t kept_open_files_ = 0;  // cgroup files held open by tracked_'s entries
   const size_t open_files_budget_;  // how many may be: half of the open-file limit at construction
   std::map<int, std::pair<uint64_t, uint64_t>> previous_core_ticks_;  // core -> (busy, total) jiffies

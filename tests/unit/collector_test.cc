@@ -296,6 +296,8 @@ TEST_F(CollectorTest, AVanishedCgroupCostsOneSkippedSampleAndIsLocatedAfreshLate
   ASSERT_EQ(snapshot->kernels.size(), 1u);
   EXPECT_EQ(snapshot->kernels.count("k-b"), 1u);
   EXPECT_EQ(snapshot->agent.memory_used_bytes, 2 * kMiB);
+  // Its container still runs, so each sweep that cannot read it skips a sample.
+  EXPECT_EQ(collector->SweepOnce()->skipped_samples_total, 2u);
 
   // The container comes back (restarted: a new init pid): found afresh.
   ASSERT_TRUE(engine_.Restart(a.id, std::chrono::seconds(1)).ok());
@@ -306,7 +308,7 @@ TEST_F(CollectorTest, AVanishedCgroupCostsOneSkippedSampleAndIsLocatedAfreshLate
   host_.SetMeasures(a.id, {500, 3 * kMiB});
   const int inspects = engine_.CallCount(FakeEngine::Method::kInspect);
   snapshot = collector->SweepOnce();
-  EXPECT_EQ(snapshot->skipped_samples_total, 1u);
+  EXPECT_EQ(snapshot->skipped_samples_total, 2u);
   ASSERT_EQ(snapshot->kernels.size(), 2u);
   EXPECT_EQ(snapshot->kernels.at("k-a").sample.memory_used_bytes, 3 * kMiB);
   EXPECT_FALSE(snapshot->kernels.at("k-a").cpu_percent.has_value());  // a new start: no previous sample
@@ -324,6 +326,13 @@ TEST_F(CollectorTest, AKernelWhoseContainerIsGoneIsSkippedUntilItLeavesTheTarget
   ASSERT_TRUE(engine_.RemoveBehindBack(a.id).ok());
   host_.RemoveCgroup(a.id);
   EXPECT_EQ(collector->SweepOnce()->skipped_samples_total, 1u);
+  // The agent has not learnt of its end yet: the engine says it is gone, so
+  // the sweeps until then skip it without counting it again.
+  for (int sweep = 0; sweep < 3; ++sweep) {
+    std::shared_ptr<const StatsSnapshot> meanwhile = collector->SweepOnce();
+    EXPECT_EQ(meanwhile->skipped_samples_total, 1u);
+    EXPECT_EQ(meanwhile->kernels.count("k-a"), 0u);
+  }
   RemoveTarget("k-a");
   std::shared_ptr<const StatsSnapshot> snapshot = collector->SweepOnce();
   EXPECT_EQ(snapshot->skipped_samples_total, 1u);
