@@ -13,6 +13,8 @@ namespace {
 
 // How often Stream checks its stop flag while no data arrives.
 constexpr int kStreamPollMs = 100;
+// How much curl reads from the connection at a time.
+constexpr long kReadBufferBytes = 64 * 1024;
 
 // curl_global_init is not thread-safe; a function-local static runs it once.
 void EnsureCurlInitialized() {
@@ -161,6 +163,9 @@ std::unique_ptr<PreparedRequest> Prepare(CurlHandlePool* pool, bool unix_socket,
   curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
   curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method.c_str());
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  // A large body (a list of a thousand kernels, an engine's list) in 64 KiB
+  // reads rather than curl's default 16 KiB: a quarter of the calls.
+  curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, kReadBufferBytes);
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, req->error);
 
   curl_slist* headers = nullptr;
@@ -183,10 +188,16 @@ std::unique_ptr<PreparedRequest> Prepare(CurlHandlePool* pool, bool unix_socket,
   return req;
 }
 
-// What RequestStreamed's body callback needs.
+// The most of a 2xx body's declared length (Content-Length) that Request
+// sets aside before the body arrives; a longer body grows past it as it comes.
+constexpr curl_off_t kMaxBodyReserve = 64 << 20;
+
+// Where a transfer's body goes: a 2xx body to `on_chunk` or, when that is
+// null, whole into `whole_body`; a non-2xx body's start to `error_body`.
 struct ChunkTarget {
   CURL* easy = nullptr;
   const std::function<bool(std::string_view)>* on_chunk = nullptr;
+  std::string* whole_body = nullptr;
   std::string* error_body = nullptr;
 };
 
@@ -200,7 +211,16 @@ size_t DeliverChunk(char* data, size_t size, size_t count, void* user) {
       target->error_body->append(data, std::min(n, kMaxHttpErrorBody - target->error_body->size()));
     return n;
   }
-  return (*target->on_chunk)(std::string_view(data, n)) ? n : 0;
+  if (target->on_chunk) return (*target->on_chunk)(std::string_view(data, n)) ? n : 0;
+  if (target->whole_body->empty()) {
+    // Sized once from the declared length: a body grown piece by piece is
+    // copied again at each doubling, into memory never touched before.
+    curl_off_t declared = -1;
+    curl_easy_getinfo(target->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &declared);
+    if (declared > 0) target->whole_body->reserve(static_cast<size_t>(std::min(declared, kMaxBodyReserve)));
+  }
+  target->whole_body->append(data, n);
+  return n;
 }
 
 }  // namespace
@@ -210,11 +230,7 @@ Result<HttpResponse> HttpClient::Request(const std::string& method,
                                          std::chrono::milliseconds timeout,
                                          const std::vector<std::string>& headers) const {
   HttpResponse response;
-  auto keep = [&response](std::string_view chunk) {
-    response.body.append(chunk);
-    return true;
-  };
-  auto result = RequestStreamed(method, path_and_query, body, timeout, keep, headers);
+  auto result = Transfer(method, path_and_query, body, timeout, nullptr, &response.body, headers);
   if (!result.ok()) return result.status();
   if (!result->body.empty()) response.body = std::move(result->body);  // a non-2xx body
   response.status = result->status;
@@ -225,13 +241,20 @@ Result<HttpResponse> HttpClient::RequestStreamed(const std::string& method, cons
                                                  const std::string& body, std::chrono::milliseconds timeout,
                                                  const std::function<bool(std::string_view chunk)>& on_chunk,
                                                  const std::vector<std::string>& headers) const {
+  return Transfer(method, path_and_query, body, timeout, &on_chunk, nullptr, headers);
+}
+
+Result<HttpResponse> HttpClient::Transfer(const std::string& method, const std::string& path_and_query,
+                                          const std::string& body, std::chrono::milliseconds timeout,
+                                          const std::function<bool(std::string_view chunk)>* on_chunk,
+                                          std::string* whole_body, const std::vector<std::string>& headers) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
   auto req = Prepare(idle_handles_.get(), unix_socket_, target_, bearer_token_, method, path_and_query, body, headers);
   if (!req) return Status::Internal(where + ": cannot allocate a curl handle");
   CURL* easy = req->easy.get();
 
   HttpResponse response;
-  ChunkTarget target{easy, &on_chunk, &response.body};
+  ChunkTarget target{easy, on_chunk, whole_body, &response.body};
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &DeliverChunk);
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, &target);
   curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,

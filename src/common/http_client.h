@@ -84,17 +84,6 @@ class HttpClient {
                                        const std::function<bool(std::string_view chunk)>& on_chunk,
                                        const std::vector<std::string>& headers = {}) const;
 
-  // Sends a request and delivers the body of a 2xx response as it arrives:
-  // `on_connected` is called once, when the response headers have arrived
-  // (before any chunk, even if no body byte ever comes), then `on_chunk` for
-  // each piece of the body, split wherever the network split it. No timeout.
-  // Returns OK when `stop` becomes true (noticed within ~100 ms, also while no
-  // data flows) or when `on_chunk` returns false; kUnavailable when the
-  // connection fails, breaks or the server ends the body; for a non-2xx
-  // status, the status StatusForHttpError gives, with the response body in
-  // the message (on_connected is not called then). With `end_is_ok`, the
-  // server ending the body is OK too (a response that is long, not endless).
-  // The callbacks run on the calling thread. `headers` as for Request.
   // Sends `method` `path_and_query` with `body` (JSON, when not empty)
   // asking to turn the connection into a raw stream (Connection: Upgrade,
   // Upgrade: tcp, and `headers`) and returns the connection once the server
@@ -106,6 +95,17 @@ class HttpClient {
                                      const std::string& body, const std::vector<std::string>& headers,
                                      std::chrono::milliseconds timeout, bool accept_200 = false) const;
 
+  // Sends a request and delivers the body of a 2xx response as it arrives:
+  // `on_connected` is called once, when the response headers have arrived
+  // (before any chunk, even if no body byte ever comes), then `on_chunk` for
+  // each piece of the body, split wherever the network split it. No timeout.
+  // Returns OK when `stop` becomes true (noticed within ~100 ms, also while no
+  // data flows) or when `on_chunk` returns false; kUnavailable when the
+  // connection fails, breaks or the server ends the body; for a non-2xx
+  // status, the status StatusForHttpError gives, with the response body in
+  // the message (on_connected is not called then). With `end_is_ok`, the
+  // server ending the body is OK too (a response that is long, not endless).
+  // The callbacks run on the calling thread. `headers` as for Request.
   Status Stream(const std::string& method, const std::string& path_and_query,
                 const std::string& body, const std::function<void()>& on_connected,
                 const std::function<bool(std::string_view chunk)>& on_chunk,
@@ -114,6 +114,14 @@ class HttpClient {
 
  private:
   HttpClient(bool unix_socket, std::string target, std::string description);
+
+  // Request and RequestStreamed: a 2xx body goes to `on_chunk`, or, when it
+  // is null, into `whole_body`, sized from its declared length up front; a
+  // non-2xx body's start is the returned body.
+  Result<HttpResponse> Transfer(const std::string& method, const std::string& path_and_query,
+                                const std::string& body, std::chrono::milliseconds timeout,
+                                const std::function<bool(std::string_view chunk)>* on_chunk, std::string* whole_body,
+                                const std::vector<std::string>& headers) const;
 
   bool unix_socket_;  // true: target_ is a socket path; false: a base URL
   std::string target_;

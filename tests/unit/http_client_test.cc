@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -18,12 +19,14 @@
 namespace slotd {
 namespace {
 
-// Answers every request "200 ok", keeping the connection open, except that
-// it closes a connection after the answer when `close_after_each` is set.
-// Serves one connection at a time, which is all these tests need.
+// Answers every request with `answer` ("200 ok" unless given), keeping the
+// connection open, except that it closes a connection after the answer when
+// `close_after_each` is set. Serves one connection at a time, which is all
+// these tests need.
 class CountingServer {
  public:
-  CountingServer() {
+  explicit CountingServer(std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+      : answer_(std::move(answer)) {
     char dir_template[] = "/tmp/slotd-http-client-XXXXXX";
     dir_ = ::mkdtemp(dir_template);
     path_ = dir_ + "/s.sock";
@@ -63,8 +66,7 @@ class CountingServer {
         bool closed = false;
         while ((end = pending.find("\r\n\r\n")) != std::string::npos) {  // requests without a body
           pending.erase(0, end + 4);
-          const std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-          if (::write(fd, answer.data(), answer.size()) != static_cast<ssize_t>(answer.size())) closed = true;
+          if (!WriteAll(fd, answer_)) closed = true;
           if (close_after_each) closed = true;
           if (closed) break;
         }
@@ -74,6 +76,16 @@ class CountingServer {
     }
   }
 
+  static bool WriteAll(int fd, std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  const std::string answer_;
   std::string dir_;
   std::string path_;
   int listener_ = -1;
@@ -105,6 +117,29 @@ TEST(HttpClient, AConnectionTheServerClosedIsReplacedWithoutFailingTheCall) {
     EXPECT_EQ(answer->body, "ok");
   }
   EXPECT_EQ(server.connections(), 3);
+}
+
+TEST(HttpClient, ALargeBodyArrivesWholeAcrossManyReads) {
+  std::string body(3 * 1024 * 1024 + 17, 'x');
+  for (size_t i = 0; i < body.size(); i += 4096) body[i] = static_cast<char>('a' + (i / 4096) % 26);
+  CountingServer server("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  const HttpClient client = HttpClient::Unix(server.path());
+  for (int i = 0; i < 2; ++i) {
+    auto answer = client.Request("GET", "/big");
+    ASSERT_TRUE(answer.ok()) << answer.status().message();
+    EXPECT_EQ(answer->body, body);
+  }
+}
+
+TEST(HttpClient, ABodyShorterThanTheLengthItDeclaresIsABrokenTransfer) {
+  // A terabyte declared, two bytes sent, the connection closed: the call
+  // fails as a broken transfer, without setting aside what was declared.
+  CountingServer server("HTTP/1.1 200 OK\r\nContent-Length: 1099511627776\r\n\r\nok");
+  server.close_after_each = true;
+  const HttpClient client = HttpClient::Unix(server.path());
+  auto answer = client.Request("GET", "/liar");
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), Status::Code::kUnavailable) << answer.status().message();
 }
 
 }  // namespace
