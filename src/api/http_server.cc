@@ -218,6 +218,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Writes a whole response, then reads the next request or closes.
   void Send(Response response) {
     if (closed_) return;
+    if (!response.pieces.empty()) return SendPieces(std::move(response));
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
     res->version(11);
     res->result(static_cast<unsigned>(response.status));
@@ -228,11 +229,41 @@ class Session : public std::enable_shared_from_this<Session> {
     res->prepare_payload();
     Arm();
     bhttp::async_write(socket_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
-      self->timer_.cancel();
-      if (!ec && !res->keep_alive() && self->unread_body_) return self->LingerThenClose();
-      if (ec || !res->keep_alive()) return self->Close();
-      self->ReadRequest();
+      self->Sent(ec, res->keep_alive());
     });
+  }
+
+  // Send for a body of kept pieces: the head, with their length, then the
+  // pieces as they are (gathered, at most 64 to a system call).
+  void SendPieces(Response response) {
+    auto pieces = std::make_shared<std::vector<std::shared_ptr<const std::string>>>(std::move(response.pieces));
+    uint64_t length = 0;
+    for (const auto& piece : *pieces) length += piece->size();
+    auto res = std::make_shared<bhttp::response<bhttp::empty_body>>();
+    res->result(static_cast<unsigned>(response.status));
+    res->set(bhttp::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) res->set(name, value);
+    res->content_length(length);
+    res->keep_alive(keep_alive_ && !server_.stopping);
+    const bool keep_alive = res->keep_alive();
+    WriteHead(res, [self = shared_from_this(), pieces, keep_alive](bool written) {
+      if (!written) return;  // closed already
+      auto buffers = std::make_shared<std::vector<net::const_buffer>>();
+      buffers->reserve(pieces->size());
+      for (const auto& piece : *pieces) buffers->emplace_back(piece->data(), piece->size());
+      self->Arm();
+      net::async_write(self->socket_, *buffers,
+                       [self, pieces, buffers, keep_alive](beast::error_code ec, size_t) { self->Sent(ec, keep_alive); });
+    });
+  }
+
+  // After a whole response was written (or failed to be): reads the next
+  // request, or closes.
+  void Sent(beast::error_code ec, bool keep_alive) {
+    timer_.cancel();
+    if (!ec && !keep_alive && unread_body_) return LingerThenClose();
+    if (ec || !keep_alive) return Close();
+    ReadRequest();
   }
 
   // Ends a connection answered before its request's body was read whole:

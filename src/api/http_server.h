@@ -63,6 +63,11 @@ struct Response {
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  // When not empty, the body instead of `body`: these pieces in order,
+  // written from where they are kept, never joined into one buffer (a list
+  // of a thousand kept records costs no copy and no fresh memory). Each
+  // stays alive until it is written.
+  std::vector<std::shared_ptr<const std::string>> pieces;
 };
 
 // The answer to one request, given by the one thread that handles it: either

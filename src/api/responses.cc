@@ -23,17 +23,18 @@ http::Response JsonTextResponse(int status, std::string text) {
 }
 
 http::Response KernelListResponse(const std::vector<std::shared_ptr<const std::string>>& records) {
-  size_t size = 16;
-  for (const auto& record : records) size += record->size() + 1;
-  std::string body;
-  body.reserve(size);
-  body = "{\"kernels\":[";
+  static const auto head = std::make_shared<const std::string>("{\"kernels\":[");
+  static const auto comma = std::make_shared<const std::string>(",");
+  static const auto tail = std::make_shared<const std::string>("]}");
+  http::Response response;
+  response.pieces.reserve(2 * records.size() + 2);
+  response.pieces.push_back(head);
   for (size_t i = 0; i < records.size(); ++i) {
-    if (i > 0) body += ',';
-    body += *records[i];
+    if (i > 0) response.pieces.push_back(comma);
+    response.pieces.push_back(records[i]);
   }
-  body += "]}";
-  return JsonTextResponse(200, std::move(body));
+  response.pieces.push_back(tail);
+  return response;
 }
 
 http::Response ErrorResponse(int status, std::string_view code, const std::string& message) {

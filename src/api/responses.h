@@ -26,7 +26,8 @@ http::Response JsonResponse(int status, const nlohmann::json& body);
 // A JSON response with `status` and `text`, JSON made already (DumpJson, a kernel's record).
 http::Response JsonTextResponse(int status, std::string text);
 
-// GET /v1/kernels: {"kernels": [...]}, the `records` (Agent::ListKernelRecords) in order.
+// GET /v1/kernels: {"kernels": [...]}, the `records` (Agent::ListKernelRecords)
+// in order, as the response's pieces: the records are sent as they are kept.
 http::Response KernelListResponse(const std::vector<std::shared_ptr<const std::string>>& records);
 
 // The error body {"error":{"code","message"}} with `status`.

@@ -298,7 +298,8 @@ std::vector<StatsCollector::TimedSample> StatsCollector::EngineSamples(const std
       Result<ContainerStats> stats = engine_.Stats(targets[i].container_id);
       const SteadyClock::time_point at = SteadyClock::now();
       if (!stats.ok()) {
-        fetched[i] = TimedSample{stats.status(), at, /*container_gone=*/stats.status().code() == Status::Code::kNotFound};
+        const bool gone = stats.status().code() == Status::Code::kNotFound;
+        fetched[i] = TimedSample{stats.status(), at, /*container_gone=*/gone};
         continue;
       }
       CgroupSample sample;

@@ -335,7 +335,7 @@ Result<ExecSession> FakeEngine::ExecInteractive(const std::string& id, const std
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) return Status::Internal("socketpair failed");
   ::close(ends[1]);
   ExecSession session{"exec-" + std::to_string(next_id_++), ends[0], ""};
-  execs_[session.exec_id] = ExecInfo{(*c)->info.id, false, 0};
+  execs_[session.exec_id] = ExecInfo{.container_id = (*c)->info.id};
   return session;
 }
 

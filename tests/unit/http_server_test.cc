@@ -1,9 +1,12 @@
 // HttpServer on a loopback port, driven by HttpClient: what it does when the
-// host refuses it a thread.
+// host refuses it a thread, and a body of kept pieces.
 #include "api/http_server.h"
 
 #include <cerrno>
+#include <memory>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -19,7 +22,7 @@ using nlohmann::json;
 http::Dispatch TwoLanes(const http::Request& request) {
   http::Dispatch dispatch;
   dispatch.lane = request.path == "/long" ? http::Lane::kLong : http::Lane::kQuick;
-  dispatch.handler = [](http::Exchange& ex) { ex.Reply({200, "application/json", {}, "{}"}); };
+  dispatch.handler = [](http::Exchange& ex) { ex.Reply({.status = 200, .body = "{}"}); };
   return dispatch;
 }
 
@@ -48,6 +51,40 @@ TEST(HttpServer, AThreadThatCannotBeMadeIsA503AndTheServerGoesOn) {
   ASSERT_TRUE(quick.ok()) << quick.status().message();
   EXPECT_EQ(quick->status, 200);
   server.Stop();  // returns: no handler is counted in flight for the refused ones
+}
+
+TEST(HttpServer, ABodyOfPiecesArrivesWholeAndInOrderAndTheConnectionGoesOn) {
+  // More pieces than one system call gathers (64), more bytes than a socket
+  // buffer holds, and an empty piece among them.
+  std::vector<std::shared_ptr<const std::string>> pieces;
+  std::string whole;
+  for (int i = 0; i < 3000; ++i) {
+    pieces.push_back(std::make_shared<const std::string>(i == 7 ? "" : std::string(1000, static_cast<char>('a' + i % 26))));
+    whole += *pieces.back();
+  }
+  http::HttpServer server({});
+  ASSERT_TRUE(server
+                  .ListenTcp("127.0.0.1", 0,
+                             [&pieces](const http::Request& request) {
+                               http::Dispatch dispatch;
+                               dispatch.handler = [&pieces, small = request.path == "/small"](http::Exchange& ex) {
+                                 http::Response response;
+                                 if (small) response.body = "{}";
+                                 else response.pieces = pieces;
+                                 ex.Reply(std::move(response));
+                               };
+                               return dispatch;
+                             })
+                  .ok());
+  server.Start();
+  const HttpClient client = HttpClient::Tcp("http://127.0.0.1:" + std::to_string(server.tcp_port()));
+  for (const std::string path : {"/pieces", "/small", "/pieces"}) {  // one after another, as a client keeps them
+    auto answer = client.Request("GET", path);
+    ASSERT_TRUE(answer.ok()) << answer.status().message();
+    EXPECT_EQ(answer->status, 200);
+    EXPECT_EQ(answer->body, path == "/small" ? "{}" : whole) << path;
+  }
+  server.Stop();
 }
 
 }  // namespace

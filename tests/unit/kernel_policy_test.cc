@@ -83,7 +83,7 @@ TEST(KernelPolicy, ARestartPolicyReadsBackAsItWasWritten) {
   RestartPolicy again;
   ASSERT_TRUE(ParseRestartPolicy({{"restart", RestartPolicyJson(policy)}}, again).ok());
   EXPECT_EQ(again, policy);
-  EXPECT_EQ(RestartPolicyJson(RestartPolicy{RestartWhen::kAlways}), json({{"policy", "always"}}));
+  EXPECT_EQ(RestartPolicyJson(RestartPolicy{.when = RestartWhen::kAlways}), json({{"policy", "always"}}));
 }
 
 TEST(KernelPolicy, ABadRestartPolicyIsRefusedNamingItsField) {
@@ -116,17 +116,18 @@ TEST(KernelPolicy, TheAgentsDefaultsFillWhatARequestLeavesOutAndItsCapsHold) {
   container.restart_max = 5;
   container.restart_backoff_initial = milliseconds(1'000);
   container.restart_backoff_max = milliseconds(60'000);
-  RestartRule rule = ResolveRestart(RestartPolicy{RestartWhen::kAlways}, container);
+  RestartRule rule = ResolveRestart(RestartPolicy{.when = RestartWhen::kAlways}, container);
   EXPECT_EQ(rule.max, 5);
   EXPECT_EQ(rule.backoff_initial, milliseconds(1'000));
   EXPECT_EQ(rule.backoff_max, milliseconds(60'000));
   // A label written under a looser config is held to today's cap.
-  rule = ResolveRestart(RestartPolicy{RestartWhen::kAlways, 50, milliseconds(90'000), std::nullopt}, container);
+  rule = ResolveRestart(
+      RestartPolicy{.when = RestartWhen::kAlways, .max = 50, .backoff_initial = milliseconds(90'000)}, container);
   EXPECT_EQ(rule.max, 5);
   EXPECT_EQ(rule.backoff_initial, milliseconds(60'000));
   container.restart_max = 0;  // no limit
-  EXPECT_EQ(ResolveRestart(RestartPolicy{RestartWhen::kAlways}, container).max, 0);
-  EXPECT_EQ(ResolveRestart(RestartPolicy{RestartWhen::kAlways, 7}, container).max, 7);
+  EXPECT_EQ(ResolveRestart(RestartPolicy{.when = RestartWhen::kAlways}, container).max, 0);
+  EXPECT_EQ(ResolveRestart(RestartPolicy{.when = RestartWhen::kAlways, .max = 7}, container).max, 7);
 }
 
 TEST(KernelPolicy, TheBackoffDoublesFromItsInitialWaitUpToItsMax) {
