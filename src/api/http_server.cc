@@ -221,11 +221,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!response.pieces.empty()) return SendPieces(std::move(response));
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
     res->version(11);
-    res->result(static_cast<unsigned>(response.status));
-    res->set(bhttp::field::content_type, response.content_type);
-    for (const auto& [name, value] : response.headers) res->set(name, value);
+    SetHead(response, *res);
     res->body() = std::move(response.body);
-    res->keep_alive(keep_alive_ && !server_.stopping);
     res->prepare_payload();
     Arm();
     bhttp::async_write(socket_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
@@ -240,11 +237,8 @@ class Session : public std::enable_shared_from_this<Session> {
     uint64_t length = 0;
     for (const auto& piece : *pieces) length += piece->size();
     auto res = std::make_shared<bhttp::response<bhttp::empty_body>>();
-    res->result(static_cast<unsigned>(response.status));
-    res->set(bhttp::field::content_type, response.content_type);
-    for (const auto& [name, value] : response.headers) res->set(name, value);
+    SetHead(response, *res);
     res->content_length(length);
-    res->keep_alive(keep_alive_ && !server_.stopping);
     const bool keep_alive = res->keep_alive();
     WriteHead(res, [self = shared_from_this(), pieces, keep_alive](bool written) {
       if (!written) return;  // closed already
@@ -255,6 +249,16 @@ class Session : public std::enable_shared_from_this<Session> {
       net::async_write(self->socket_, *buffers,
                        [self, pieces, buffers, keep_alive](beast::error_code ec, size_t) { self->Sent(ec, keep_alive); });
     });
+  }
+
+  // The head of `res` as `response` has it (status, content type, headers),
+  // kept alive when this connection is and the server is not stopping.
+  template <class Body>
+  void SetHead(const Response& response, bhttp::response<Body>& res) const {
+    res.result(static_cast<unsigned>(response.status));
+    res.set(bhttp::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) res.set(name, value);
+    res.keep_alive(keep_alive_ && !server_.stopping);
   }
 
   // After a whole response was written (or failed to be): reads the next

@@ -16,9 +16,9 @@
 // Failure costs one sample, never more: a kernel whose container vanished or
 // whose cgroup cannot be read is left out of that sweep (counted in
 // skipped_samples_total, logged at debug) and located afresh next time. A
-// container that then turns out to be gone (the engine answers not found) is
-// left out of the sweeps that follow without being counted again, until the
-// agent learns of its end. Each
+// container that then turns out to be gone or stopped (as the engine answers)
+// is left out of the sweeps that follow without being counted again, until
+// the agent learns of its end. Each
 // DeviceMeter call runs on that meter's own worker thread under a deadline;
 // an overrun marks the device not measured for that sweep, and while the call
 // is still stuck later sweeps skip the meter at once.

@@ -53,13 +53,14 @@ TEST(HttpServer, AThreadThatCannotBeMadeIsA503AndTheServerGoesOn) {
   server.Stop();  // returns: no handler is counted in flight for the refused ones
 }
 
-TEST(HttpServer, ABodyOfPiecesArrivesWholeAndInOrderAndTheConnectionGoesOn) {
+TEST(HttpServer, ABodyOfPiecesArrivesWholeAndInOrderBetweenOtherAnswers) {
   // More pieces than one system call gathers (64), more bytes than a socket
   // buffer holds, and an empty piece among them.
   std::vector<std::shared_ptr<const std::string>> pieces;
   std::string whole;
   for (int i = 0; i < 3000; ++i) {
-    pieces.push_back(std::make_shared<const std::string>(i == 7 ? "" : std::string(1000, static_cast<char>('a' + i % 26))));
+    const char letter = static_cast<char>('a' + i % 26);
+    pieces.push_back(std::make_shared<const std::string>(i == 7 ? "" : std::string(1000, letter)));
     whole += *pieces.back();
   }
   http::HttpServer server({});
@@ -78,7 +79,7 @@ TEST(HttpServer, ABodyOfPiecesArrivesWholeAndInOrderAndTheConnectionGoesOn) {
                   .ok());
   server.Start();
   const HttpClient client = HttpClient::Tcp("http://127.0.0.1:" + std::to_string(server.tcp_port()));
-  for (const std::string path : {"/pieces", "/small", "/pieces"}) {  // one after another, as a client keeps them
+  for (const std::string path : {"/pieces", "/small", "/pieces"}) {
     auto answer = client.Request("GET", path);
     ASSERT_TRUE(answer.ok()) << answer.status().message();
     EXPECT_EQ(answer->status, 200);
