@@ -1,11 +1,12 @@
 // Fuzz target: what an image holds that decides the user a kernel runs as,
 // all of it the image author's. Byte 0 chooses: even, the rest is the tar
 // archive the engine sends for one file (ParseFirstArchivedFile); odd, the
-// rest is "<user>\n<passwd>\0<group>" (ResolveUser, and StatusUids on the
-// whole rest as a /proc status text).
+// rest is "<user>\n<passwd>\0<group>" (ResolveUser, and StatusIds and
+// IdsProblem on the whole rest as a /proc status text).
 // Invariants: nothing throws or crashes; a file read from an archive is no
 // longer than the archive; a resolved user and group are ids the runtime
-// takes (0 to 2^31-1), and a refusal is kInvalidArgument with a message.
+// takes (0 to 2^31-1) and read back from their label text as themselves
+// (ParseRunAs), and a refusal is kInvalidArgument with a message.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -37,10 +38,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (run_as.ok()) {
     FUZZ_CHECK(run_as->uid >= 0 && run_as->uid <= 2147483647, "uid out of range: " + std::to_string(run_as->uid));
     FUZZ_CHECK(run_as->gid >= 0 && run_as->gid <= 2147483647, "gid out of range: " + std::to_string(run_as->gid));
+    FUZZ_CHECK(slotd::ParseRunAs(run_as->Text()) == *run_as, "not read back from its label: " + run_as->Text());
   } else {
     FUZZ_CHECK(run_as.status().code() == slotd::Status::Code::kInvalidArgument, run_as.status().message());
     FUZZ_CHECK(!run_as.status().message().empty(), "a refusal without a message");
   }
-  (void)slotd::StatusUids(rest);
+  if (const std::optional<slotd::ProcessIds> ids = slotd::StatusIds(rest))
+    (void)slotd::IdsProblem(*ids, slotd::ParseRunAs(user), data[0] % 4 == 1);
   return 0;
 }

@@ -189,9 +189,9 @@ Result<Agent::CreateOutcome> Agent::CreateKernelFor(const CreateRequest& request
   }
   // Exclusive cores leave the shared pool before their kernel starts on them.
   if (!kernel.allocation.cores.empty()) ConvergeCpusets();
-  Result<std::string> image_user = PrepareImage(request, policy);
-  Result<CreateOutcome> outcome = image_user.ok() ? CreateContainer(request, kernel, *image_user, admitted->mounts)
-                                                  : Result<CreateOutcome>(image_user.status());
+  Result<RunAs> run_as = PrepareImage(request, policy);
+  Result<CreateOutcome> outcome = run_as.ok() ? CreateContainer(request, kernel, *run_as, admitted->mounts)
+                                              : Result<CreateOutcome>(run_as.status());
   {
     MutexLock lock(mutex_);
     pending->outcome = outcome;
@@ -344,6 +344,7 @@ Result<Agent::Drain> Agent::SetDraining(bool drain, std::optional<std::chrono::m
 Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
   std::string container_id;
   StopContract contract;
+  std::optional<RunAs> run_as;
   {
     MutexLock lock(mutex_);
     const Kernel* k = table_.Find(kernel_id);
@@ -356,14 +357,20 @@ Result<Kernel> Agent::RestartKernel(const std::string& kernel_id) {
       return Status::ResourceExhausted("kernel " + kernel_id + " cannot be restarted: " + s.message());
     container_id = k->container_id;
     contract = k->request.stop;
+    run_as = k->run_as;
   }
   Status s = engine_.Restart(container_id, StopTimeoutOf(contract));
+  const Status verified = s.ok() ? VerifyRestarted(kernel_id, container_id, run_as) : Status::Ok();
   MutexLock lock(mutex_);
   if (!table_.Find(kernel_id)) return Status::NotFound("kernel " + kernel_id + " was removed while restarting");
   Status finished = table_.FinishRestart(kernel_id, s.ok());
   restart_done_.notify_all();
   if (!finished.ok()) return finished;
   if (!s.ok()) return s.WithPrefix("restarting kernel " + kernel_id);
+  if (!verified.ok()) {
+    Ended(kernel_id, KernelEnd{std::nullopt, false, clock_.UnixMillis(), verified.message(), true, true});
+    return verified;
+  }
   return *table_.Find(kernel_id);
 }
 

@@ -80,6 +80,11 @@ class Agent {
   // when one is ready (GiveWarm), and created as any other when none is.
   Result<CreateOutcome> CreateKernel(const CreateRequest& request);
 
+  // Removes the containers made to read images' users (ReadImageUser) that
+  // an earlier run of this agent left behind, stopped before it could (label
+  // kUserProbe; one list of the engine, filtered by it); failures are logged.
+  void RemoveUserProbes();
+
   // One round of keeping the warm pools ([[pool]]) full: removes the pools'
   // kernels that ended before any create was given them, and WARM kernels
   // no pool wants (its entry gone or changed, or more than its count, or
@@ -334,30 +339,39 @@ class Agent {
   // the cap, a scratch size it cannot enforce); otherwise what it admits.
   Result<Admitted> Admit(const CreateRequest& request) const;
   // Brings the image of `kernel`, reserved PULLING by CreateKernel, onto the
-  // node as `policy` asks and checks the user it would run as (CheckUser);
-  // then the kernel is PREPARING. Returns the image's user (Config.User).
-  // On failure, undoes the reservation.
-  Result<std::string> PrepareImage(const CreateRequest& request, PullPolicy policy);
-  // The refusal of a kernel that would run as root without [container]
-  // allow-root, where it is sure before a container exists: kernel-uid 0, or
-  // an image `user` that is root without a look at the image's files (none,
-  // "0", "00", "+0:5"...). OK otherwise; ResolveRunAs decides the rest.
-  Status CheckUser(const std::string& image, const std::string& user);
-  // The uid and gid the created, not started, container `container_id` of
-  // `image` will run as, its image's user `user` resolved through the
-  // container's /etc/passwd and /etc/group (ResolveUser); the refusal when
-  // that is root and [container] allow-root is false. `own_mounts`: the
-  // kernel has mounts of its own, which may cover those files.
-  Result<RunAs> ResolveRunAs(const std::string& container_id, const std::string& image, const std::string& user,
-                             bool own_mounts);
-  // ResolveRunAs's lookup without its root rule. Without own mounts the
-  // answer is read from the engine once per image id (resolved_users_).
-  Result<RunAs> ReadRunAs(const std::string& container_id, const std::string& image, const std::string& user,
-                          bool own_mounts);
+  // node as `policy` asks and decides the user it runs as (DecideRunAs);
+  // then the kernel is PREPARING. On failure, undoes the reservation.
+  Result<RunAs> PrepareImage(const CreateRequest& request, PullPolicy policy);
+  // The user, as numbers, that every process of `request`'s kernel runs as,
+  // at every start, restart and exec: [container] kernel-uid and kernel-gid,
+  // else `image`'s user resolved through the image's own /etc/passwd and
+  // /etc/group (ReadImageUser). kPermissionDenied when that is uid 0 or gid
+  // 0 and [container] allow-root is false.
+  Result<RunAs> DecideRunAs(const CreateRequest& request, const ImageInfo& image);
+  // `user` (the image's Config.User) of image `image` (`info`) resolved
+  // through the image's files (ResolveUser), read from a container made from
+  // it for this (named UserProbeName of `kernel_id`, never started, removed
+  // at once); once per image id and user (resolved_users_). No user (root)
+  // needs no files.
+  Result<RunAs> ReadImageUser(const std::string& kernel_id, const std::string& image, const ImageInfo& info,
+                              const std::string& user);
+  // Whether the process `pid`, the first of kernel `kernel_id`, runs as the
+  // kernel may (IdsProblem: as `run_as` decided at create, and not as root
+  // or root's group without allow-root). kPermissionDenied saying which;
+  // OK when the process is gone.
+  Status VerifyIds(const std::string& kernel_id, int pid, const std::optional<RunAs>& run_as) const;
   // After a start: what the kernel's first process sees at each mount is
-  // what was checked (VerifyMounted), and it does not run as root unless
-  // allowed (its uids in /proc). kPermissionDenied saying which.
-  Status VerifyStarted(const std::string& container_id, const std::vector<ResolvedMount>& mounts);
+  // what was checked (VerifyMounted), and it runs as `run_as` and not as
+  // root unless allowed (VerifyIds). kPermissionDenied saying which.
+  Status VerifyStarted(const std::string& kernel_id, const std::string& container_id,
+                       const std::vector<ResolvedMount>& mounts, const std::optional<RunAs>& run_as);
+  // After a start of a kernel's container that CreateContainer did not make
+  // (a restart, or a start of one adopted unstarted): VerifyIds of its first
+  // process. When that fails the container is killed at once, and the
+  // refusal returned is for the caller to make the kernel's end (never one
+  // a restart mends: KernelEnd::final). Call without the lock.
+  Status VerifyRestarted(const std::string& kernel_id, const std::string& container_id,
+                         const std::optional<RunAs>& run_as) EXCLUDES(mutex_);
   // Removes `kernel_id`'s scratch, its mounts' binds and its record of a
   // warm kernel given to it, logging what fails.
   void RemoveKernelFiles(const std::string& kernel_id);
@@ -374,10 +388,11 @@ class Agent {
   ContainerSpec SpecFor(const CreateRequest& request, const Kernel& kernel) EXCLUDES(mutex_);
   // Builds, creates and starts the container of `kernel`, already reserved
   // (PREPARING) by CreateKernel; on failure, undoes the reservation.
-  // `image_user`: the image's user (PrepareImage); `mounts`: the request's
-  // mounts, resolved (ResolveMounts).
-  Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel,
-                                        const std::string& image_user, const std::vector<ResolvedMount>& mounts);
+  // `run_as`: the user it runs as (PrepareImage), given to the engine as
+  // numbers and recorded in label kRunAs; `mounts`: the request's mounts,
+  // resolved (ResolveMounts).
+  Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel, const RunAs& run_as,
+                                        const std::vector<ResolvedMount>& mounts);
   // Records an exec of `kernel_id` now (it is not idle): `opened` +1 when an
   // interactive exec starts, -1 when it ends, 0 for a one-shot exec.
   void NoteExec(const std::string& kernel_id, int opened) EXCLUDES(mutex_);

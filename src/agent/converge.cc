@@ -284,23 +284,22 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
 void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
   for (const std::string& kernel_id : kernel_ids) {
     std::string container_id;
-    std::string image;
-    bool own_mounts = false;
+    std::optional<RunAs> run_as;
     {
       MutexLock lock(mutex_);
       const Kernel* k = table_.Find(kernel_id);
       if (!k || k->state() != KernelState::kPreparing) continue;
       container_id = k->container_id;
-      image = k->request.image.name;
-      own_mounts = !k->request.mounts.empty();
+      run_as = k->run_as;
     }
-    // The agent may have stopped before it decided the user: decide it now.
-    Status cleared = Status::Ok();
-    if (!config_.container.allow_root && !config_.container.kernel_uid) {
-      Result<ImageInfo> info = engine_.InspectImage(image);
-      cleared = info.ok() ? ResolveRunAs(container_id, image, info->user, own_mounts).status() : info.status();
-    }
-    const Status started = cleared.ok() ? engine_.Start(container_id) : cleared;
+    // A container made before the user was decided as numbers (label
+    // kRunAs) would run as whatever its files name now: not started.
+    Status started = Status::Ok();
+    if (!run_as && !config_.container.allow_root)
+      started = Status::PermissionDenied("it records no user decided as numbers (made by an older slotd), and "
+                                         "[container] allow-root is false; create the kernel again");
+    if (started.ok()) started = engine_.Start(container_id);
+    if (started.ok()) started = VerifyRestarted(kernel_id, container_id, run_as);
     MutexLock lock(mutex_);
     const Kernel* k = table_.Find(kernel_id);
     if (!k || k->container_id != container_id || k->state() != KernelState::kPreparing) continue;

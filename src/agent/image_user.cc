@@ -1,5 +1,6 @@
 #include "agent/image_user.h"
 
+#include <algorithm>
 #include <charconv>
 #include <vector>
 
@@ -100,23 +101,93 @@ Result<RunAs> ResolveUser(const std::string& user, std::string_view passwd, std:
   return run_as;
 }
 
-std::optional<std::array<int64_t, 4>> StatusUids(std::string_view status) {
+std::optional<RunAs> ParseRunAs(std::string_view text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  RunAs run_as;
+  int64_t* const ids[2] = {&run_as.uid, &run_as.gid};
+  const std::string_view parts[2] = {text.substr(0, colon), text.substr(colon + 1)};
+  for (int i = 0; i < 2; ++i) {
+    const std::string_view part = parts[i];
+    if (part.empty() || part.size() > 10 || part.find_first_not_of("0123456789") != std::string_view::npos)
+      return std::nullopt;
+    std::from_chars(part.data(), part.data() + part.size(), *ids[i]);
+    if (*ids[i] > kMaxId) return std::nullopt;
+  }
+  return run_as;
+}
+
+namespace {
+
+// The text after "`key`:" on the line of `status` that starts with it;
+// nullopt when no line does.
+std::optional<std::string_view> StatusLine(std::string_view status, std::string_view key) {
   size_t at = 0;
-  if (status.rfind("Uid:", 0) != 0) {
-    at = status.find("\nUid:");
-    if (at == std::string_view::npos) return std::nullopt;
-    at += 1;
+  while (at < status.size()) {
+    size_t end = status.find('\n', at);
+    if (end == std::string_view::npos) end = status.size();
+    const std::string_view line = status.substr(at, end - at);
+    if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ':')
+      return line.substr(key.size() + 1);
+    at = end + 1;
   }
-  const size_t end = status.find('\n', at);
-  std::string_view line = status.substr(at + 4, end == std::string_view::npos ? std::string_view::npos : end - at - 4);
-  std::array<int64_t, 4> values{};
-  for (int64_t& value : values) {
-    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
-    const auto [end, error] = std::from_chars(line.data(), line.data() + line.size(), value);
+  return std::nullopt;
+}
+
+// The whitespace-separated numbers of `text`; nullopt when a word is not one.
+std::optional<std::vector<int64_t>> Numbers(std::string_view text) {
+  std::vector<int64_t> values;
+  while (true) {
+    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+    if (text.empty()) return values;
+    int64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (error != std::errc()) return std::nullopt;
-    line.remove_prefix(end - line.data());
+    text.remove_prefix(end - text.data());
+    if (!text.empty() && text.front() != ' ' && text.front() != '\t') return std::nullopt;
+    values.push_back(value);
   }
-  return values;
+}
+
+}  // namespace
+
+std::optional<ProcessIds> StatusIds(std::string_view status) {
+  ProcessIds ids;
+  const std::pair<const char*, std::array<int64_t, 4>*> fours[] = {{"Uid", &ids.uids}, {"Gid", &ids.gids}};
+  for (const auto& [key, into] : fours) {
+    const std::optional<std::string_view> line = StatusLine(status, key);
+    if (!line) return std::nullopt;
+    const std::optional<std::vector<int64_t>> values = Numbers(*line);
+    if (!values || values->size() != 4) return std::nullopt;
+    std::copy(values->begin(), values->end(), into->begin());
+  }
+  if (const std::optional<std::string_view> line = StatusLine(status, "Groups")) {
+    std::optional<std::vector<int64_t>> groups = Numbers(*line);
+    if (!groups) return std::nullopt;
+    ids.groups = std::move(*groups);
+  }
+  return ids;
+}
+
+std::string IdsProblem(const ProcessIds& ids, const std::optional<RunAs>& decided, bool allow_root) {
+  for (const int64_t uid : ids.uids) {
+    if (uid == 0 && !allow_root) return "runs as root (uid 0)";
+    if (decided && uid != decided->uid)
+      return "runs as uid " + std::to_string(uid) + ", not as uid " + std::to_string(decided->uid) +
+             " decided when it was created";
+  }
+  for (const int64_t gid : ids.gids) {
+    if (gid == 0 && !allow_root) return "runs in root's group (gid 0)";
+    if (decided && gid != decided->gid)
+      return "runs as gid " + std::to_string(gid) + ", not as gid " + std::to_string(decided->gid) +
+             " decided when it was created";
+  }
+  for (const int64_t group : ids.groups) {
+    if (group == 0 && !allow_root) return "has root's group (gid 0) among its groups";
+    if (decided && group != decided->gid)
+      return "has group " + std::to_string(group) + " among its groups, which it was not given when it was created";
+  }
+  return "";
 }
 
 std::optional<RunAs> ResolvedUsers::Find(const std::string& image_id, const std::string& user) const {

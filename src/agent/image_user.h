@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "common/mutex.h"
 #include "common/status.h"
@@ -24,7 +25,15 @@ struct RunAs {
   int64_t gid = 0;
 
   bool operator==(const RunAs&) const = default;
+  // "uid:gid": how the engine is given it (a container's User, never a
+  // name, which the runtime would look up again in the kernel's own files at
+  // every start and exec) and how label kRunAs records it.
+  std::string Text() const { return std::to_string(uid) + ":" + std::to_string(gid); }
 };
+
+// A RunAs::Text() read back: two decimal numbers from 0 to 2^31-1 joined by
+// ':', nothing else; nullopt otherwise.
+std::optional<RunAs> ParseRunAs(std::string_view text);
 
 // `text` as a number the way the runtime reads one (an optional sign, then
 // decimal digits, no more than an int64 holds); nullopt when it is not one.
@@ -58,8 +67,22 @@ class ResolvedUsers {
   std::map<std::pair<std::string, std::string>, RunAs> entries_ GUARDED_BY(mutex_);
 };
 
-// The uids (real, effective, saved, filesystem) on the "Uid:" line of a
-// /proc/<pid>/status text; nullopt when there is none.
-std::optional<std::array<int64_t, 4>> StatusUids(std::string_view status);
+// Who a process runs as, as /proc/<pid>/status says.
+struct ProcessIds {
+  std::array<int64_t, 4> uids{};  // real, effective, saved, filesystem ("Uid:")
+  std::array<int64_t, 4> gids{};  // the same for groups ("Gid:")
+  std::vector<int64_t> groups;    // its supplementary groups ("Groups:")
+};
+
+// The ids of a /proc/<pid>/status text; nullopt when its Uid: or Gid: line
+// is missing or malformed (a Groups: line that is missing is no groups).
+std::optional<ProcessIds> StatusIds(std::string_view status);
+
+// What is wrong with a kernel's process running as `ids`, when the agent
+// decided at create that the kernel runs as `decided` (unset: a kernel made
+// before the decision was recorded) and root is allowed or not; empty when
+// nothing is. Without allow-root, uid 0 and group 0 (as its group or one of
+// its groups) are wrong; with a decision, any uid or gid other than it is.
+std::string IdsProblem(const ProcessIds& ids, const std::optional<RunAs>& decided, bool allow_root);
 
 }  // namespace slotd

@@ -430,6 +430,10 @@ std::string ContainerName(const std::string& agent_id, const std::string& kernel
   return prefix + "-" + std::to_string(agent_id.size()) + "-" + agent_id + "-" + kernel_id;
 }
 
+std::string UserProbeName(const std::string& agent_id, const std::string& kernel_id) {
+  return "slotd_user-" + std::to_string(agent_id.size()) + "-" + agent_id + "-" + kernel_id;
+}
+
 NameMarks MarksInName(const std::string& name) {
   constexpr std::string_view kPrefix = "slotd.";
   if (name.compare(0, kPrefix.size(), kPrefix) != 0) return {};

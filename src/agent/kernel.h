@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/health_check.h"
+#include "agent/image_user.h"
 #include "agent/kernel_policy.h"
 #include "common/status.h"
 #include "config/choices.h"
@@ -42,6 +43,16 @@ inline constexpr char kFormat[] = "ai.backend.slotd.label-format";
 // The warm pool ([[pool]] name) a container was made for: kept started for
 // a create that matches it (agent/warm_pool.h); absent: an ordinary kernel.
 inline constexpr char kWarmPool[] = "ai.backend.slotd.warm-pool";
+// The user its processes run as, "uid:gid" (RunAs::Text), decided once at
+// create and given to the engine as those numbers. Read by every format
+// since 7 and written by it without raising a kernel's format: an older
+// slotd that ignores it still runs the kernel as the numbers the container
+// itself was given. Absent: a kernel made before it was recorded.
+inline constexpr char kRunAs[] = "ai.backend.slotd.run-as";
+// On a container made only to read an image's /etc/passwd and /etc/group
+// (never started, removed at once): the id of the agent that made it, whose
+// Restore removes one it left behind. Such a container has no owner label.
+inline constexpr char kUserProbe[] = "ai.backend.slotd.user-probe";
 inline constexpr char kReservedPrefix[] = "ai.backend.";
 inline constexpr int kCurrentFormat = 7;
 }  // namespace label
@@ -169,6 +180,9 @@ struct Kernel {
   // A kernel given to a create keeps it: its request is then the create's,
   // recorded beside the container (WarmClaims), not in its labels.
   std::string warm_pool;
+  // The user its processes run as, decided at create (label kRunAs); unset
+  // for a kernel made before that was recorded.
+  std::optional<RunAs> run_as;
   int64_t created_at = 0;    // unix seconds
   // Unix seconds when it ended, as the engine saw it (the container's end);
   // unset while it runs, and when the engine does not say (it never started).
@@ -239,5 +253,9 @@ struct NameMarks {
 std::string ContainerName(const std::string& agent_id, const std::string& kernel_id, NameMarks marks = {});
 // The marks a container's name records (ContainerName); none for any other name.
 NameMarks MarksInName(const std::string& name);
+// The name of the container made to read the image's users for kernel
+// `kernel_id` (label kUserProbe): slotd_user-<length>-<agent-id>-<kernel-id>,
+// which no kernel's container is ever named.
+std::string UserProbeName(const std::string& agent_id, const std::string& kernel_id);
 
 }  // namespace slotd

@@ -124,6 +124,7 @@ std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
     std::string kernel_id;
     std::string container_id;
     int64_t restarts;  // before this one
+    std::optional<RunAs> run_as;
   };
   std::vector<Due> due;
   std::optional<int64_t> next;
@@ -141,7 +142,7 @@ std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
       if (*kernel.next_restart_at_ms > now_ms) {
         note_next(kernel);
       } else if (table_.BeginPolicyRestart(id).ok()) {
-        due.push_back({id, kernel.container_id, kernel.restarts});
+        due.push_back({id, kernel.container_id, kernel.restarts, kernel.run_as});
       }
     }
   }
@@ -159,11 +160,16 @@ std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
       renamed = engine_.Rename(d.container_id, ContainerName(config_.agent.id, d.kernel_id, {restarts, warned}));
     }
     const Status started = renamed.ok() ? engine_.Start(d.container_id) : renamed.WithPrefix("recording the restart");
+    const Status verified = started.ok() ? VerifyRestarted(d.kernel_id, d.container_id, d.run_as) : Status::Ok();
     MutexLock lock(mutex_);
     const Kernel* k = table_.Find(d.kernel_id);
     if (!k || k->container_id != d.container_id) continue;
     (void)table_.FinishPolicyRestart(d.kernel_id, renamed.ok() ? restarts : d.restarts, started.ok());
     restart_done_.notify_all();
+    if (!verified.ok()) {
+      Ended(d.kernel_id, KernelEnd{std::nullopt, false, now_ms, verified.message(), true, true});
+      continue;
+    }
     if (started.ok()) {
       spdlog::info("kernel {}: restarted by its restart policy (restart {})", d.kernel_id, restarts);
       continue;

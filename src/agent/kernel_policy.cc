@@ -212,7 +212,7 @@ ExitOutcome DecideOnExit(const RestartRule& rule, int64_t restarts, const Kernel
   const bool failed = end.forced || end.out_of_memory || !end.exit_code || *end.exit_code != 0;
   const bool restarts_it =
       rule.when == RestartWhen::kAlways || (rule.when == RestartWhen::kOnFailure && failed);
-  if (!restarts_it) return {false, 0, end.why};
+  if (!restarts_it || end.final) return {false, 0, end.why};
   if (deadline_s && *deadline_s * 1000 <= now_ms) return {false, 0, end.why};
   if (rule.max > 0 && restarts >= rule.max) return {false, 0, "restart limit reached"};
   return {true, end.ended_at_ms + BackoffBefore(rule, restarts).count(), end.why};

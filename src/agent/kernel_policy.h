@@ -127,6 +127,9 @@ struct KernelEnd {
   int64_t ended_at_ms = 0;       // when, in unix milliseconds
   std::string why;               // "exited with code 1", "out of memory", "restart failed: ..."
   bool forced = false;           // ended by the agent for a failure (unhealthy), whatever its exit code
+  // Ended by the agent for what no restart mends (it ran as a user it may
+  // not): TERMINATED whatever its restart rule says.
+  bool final = false;
 };
 
 // What the end of a kernel's container comes to.
@@ -139,8 +142,9 @@ struct ExitOutcome {
 // The decision for a kernel that has been restarted `restarts` times and
 // whose lifetime ends at `deadline_s` (unix seconds; unset: never), when
 // its container ends as `end` says, at `now_ms`: a restart when the rule
-// restarts such an end, the limit is not reached and the lifetime has not
-// run out; else the end, with the limit as its reason when that stopped it.
+// restarts such an end, the end is not final, the limit is not reached and
+// the lifetime has not run out; else the end, with the limit as its reason
+// when that stopped it.
 ExitOutcome DecideOnExit(const RestartRule& rule, int64_t restarts, const KernelEnd& end,
                          std::optional<int64_t> deadline_s, int64_t now_ms);
 

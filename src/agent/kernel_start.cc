@@ -27,20 +27,20 @@ Status ImageMissing(const std::string& image, const Status& engine_said) {
 
 }  // namespace
 
-Result<std::string> Agent::PrepareImage(const CreateRequest& request, PullPolicy policy) {
+Result<RunAs> Agent::PrepareImage(const CreateRequest& request, PullPolicy policy) {
   Result<std::optional<ImageInfo>> image = puller_.Ensure(request.image, policy);
   Result<ImageInfo> info = !image.ok() ? Result<ImageInfo>(image.status())
                            : *image    ? Result<ImageInfo>(**image)
                                        : engine_.InspectImage(request.image.name);
   if (!info.ok() && info.status().code() == Status::Code::kNotFound)
     info = ImageMissing(request.image.name, info.status());
-  const Status ready = info.ok() ? CheckUser(request.image.name, info->user) : info.status();
-  if (!ready.ok()) return AbandonReservation(request.kernel_id, ready);
+  Result<RunAs> run_as = info.ok() ? DecideRunAs(request, *info) : Result<RunAs>(info.status());
+  if (!run_as.ok()) return AbandonReservation(request.kernel_id, run_as.status());
   image_gc_.RecordUse(request.image, clock_.UnixSeconds());
   MutexLock lock(mutex_);
   if (const Kernel* k = table_.Find(request.kernel_id); k && k->state() == KernelState::kPulling)
     if (Status s = table_.Prepared(request.kernel_id); !s.ok()) return s;
-  return info->user;
+  return run_as;
 }
 
 namespace {
@@ -72,75 +72,121 @@ Status Agent::CheckScratchRoom() const {
                                    "kernels, or remove other files) or the floor is lowered");
 }
 
-Status Agent::CheckUser(const std::string& image, const std::string& user) {
+Result<RunAs> Agent::DecideRunAs(const CreateRequest& request, const ImageInfo& image) {
   const ContainerConfig& c = config_.container;
-  if (c.allow_root) return Status::Ok();
+  const std::string& name = request.image.name;
   if (c.kernel_uid) {
-    if (*c.kernel_uid != 0) return Status::Ok();
-    return Status::PermissionDenied(std::string("[container] kernel-uid = 0 runs kernels as root, and allow-root is false") +
-                                    kRootAdvice);
+    const RunAs run_as{*c.kernel_uid, c.kernel_gid.value_or(*c.kernel_uid)};
+    if (c.allow_root || (run_as.uid != 0 && run_as.gid != 0)) return run_as;
+    return Status::PermissionDenied(std::string("[container] kernel-uid = ") + std::to_string(run_as.uid) +
+                                    ", kernel-gid = " + std::to_string(run_as.gid) + " runs kernels as root " +
+                                    (run_as.uid == 0 ? "" : "'s group") + ", and allow-root is false" + kRootAdvice);
   }
-  // Without the image's files: a name is decided once its container exists (ResolveRunAs).
-  Result<RunAs> bare = ResolveUser(user, "", "");
-  if (bare.ok() && bare->uid == 0) return RunsAsRoot(image, user, "");
-  return Status::Ok();
+  Result<RunAs> run_as = ReadImageUser(request.kernel_id, name, image, image.user);
+  if (!run_as.ok()) return run_as.status().WithPrefix("image " + name);
+  if (c.allow_root) return run_as;
+  const std::string how = NumericId(image.user.substr(0, image.user.find(':'))) ? "" : " in the image's /etc/passwd";
+  if (run_as->uid == 0) return RunsAsRoot(name, image.user, how);
+  if (run_as->gid == 0)
+    return Status::PermissionDenied(
+        "image " + name + " runs in root's group (its user \"" + image.user + "\" has gid 0" +
+        (image.user.find(':') == std::string::npos ? how : std::string()) +
+        "; a kernel in group 0 can write what root's group may, such as a group-writable /etc/passwd) and "
+        "[container] allow-root is false; give the image's USER a group other than 0 (USER uid:gid), set "
+        "[container] kernel-uid and kernel-gid, or allow-root = true");
+  return run_as;
 }
 
-Result<RunAs> Agent::ReadRunAs(const std::string& container_id, const std::string& image, const std::string& user,
-                               bool own_mounts) {
+Result<RunAs> Agent::ReadImageUser(const std::string& kernel_id, const std::string& image, const ImageInfo& info,
+                                   const std::string& user) {
   // No user is the runtime's default, root, whatever the files say. (A
   // number is not enough: a passwd line may be named by it.)
   if (user.empty()) return ResolveUser(user, "", "");
-  Result<ContainerInfo> container = engine_.Inspect(container_id);
-  if (!container.ok()) return container.status().WithPrefix("deciding the user it runs as");
-  // A kernel's own mounts may cover /etc: its files are then not its image's.
-  const std::string image_id = own_mounts ? "" : container->image_id;
-  if (!image_id.empty())
-    if (std::optional<RunAs> known = resolved_users_.Find(image_id, user)) return *known;
+  if (!info.id.empty())
+    if (std::optional<RunAs> known = resolved_users_.Find(info.id, user)) return *known;
+  // The image's own files, read from a container of it that is created for
+  // this, never started, and removed (Restore removes one an agent stopped
+  // before it could: label kUserProbe).
+  ContainerSpec probe;
+  probe.name = UserProbeName(config_.agent.id, kernel_id);
+  probe.image = image;
+  probe.command = {"/nonexistent"};
+  probe.network_mode = "none";
+  probe.labels = {{label::kUserProbe, config_.agent.id}};
+  Result<std::string> created = engine_.Create(probe);
+  if (!created.ok()) return created.status().WithPrefix("deciding the user it runs as");
   // Longer files than this are no user database an image means.
   constexpr size_t kMaxUserFile = 4u << 20;
   std::string files[2];
   const char* const paths[2] = {"/etc/passwd", "/etc/group"};
-  for (int i = 0; i < 2; ++i) {
-    Result<std::string> text = engine_.ReadFile(container_id, paths[i], kMaxUserFile);
+  Status read = Status::Ok();
+  for (int i = 0; i < 2 && read.ok(); ++i) {
+    Result<std::string> text = engine_.ReadFile(*created, paths[i], kMaxUserFile);
     if (text.ok()) {
       files[i] = std::move(*text);
     } else if (text.status().code() != Status::Code::kNotFound) {
-      return text.status().WithPrefix("deciding the user it runs as");
+      read = text.status().WithPrefix("deciding the user it runs as");
     }
   }
+  if (Status removed = engine_.Remove(*created, /*force=*/true); !removed.ok() && removed.code() != Status::Code::kNotFound)
+    spdlog::error("kernel {}: could not remove the container {} made to read its image's users: {}", kernel_id,
+                  probe.name, removed.message());
+  if (!read.ok()) return read;
   Result<RunAs> run_as = ResolveUser(user, files[0], files[1]);
-  if (run_as.ok() && !image_id.empty()) resolved_users_.Remember(image_id, user, *run_as);
+  if (run_as.ok() && !info.id.empty()) resolved_users_.Remember(info.id, user, *run_as);
   return run_as;
 }
 
-Result<RunAs> Agent::ResolveRunAs(const std::string& container_id, const std::string& image, const std::string& user,
-                                  bool own_mounts) {
-  Result<RunAs> run_as = ReadRunAs(container_id, image, user, own_mounts);
-  if (!run_as.ok()) return run_as.status().WithPrefix("image " + image);
-  if (run_as->uid == 0 && !config_.container.allow_root)
-    return RunsAsRoot(image, user, NumericId(user.substr(0, user.find(':'))) ? "" : " in the image's /etc/passwd");
-  return run_as;
+void Agent::RemoveUserProbes() {
+  Result<std::vector<ContainerInfo>> probes = engine_.List({std::string(label::kUserProbe) + "=" + config_.agent.id});
+  if (!probes.ok()) {
+    spdlog::warn("could not list the containers made to read images' users: {}", probes.status().message());
+    return;
+  }
+  for (const ContainerInfo& probe : *probes) {
+    Status removed = engine_.Remove(probe.id, /*force=*/true);
+    if (!removed.ok() && removed.code() != Status::Code::kNotFound)
+      spdlog::error("could not remove {}, made to read an image's users: {}", probe.name, removed.message());
+    else
+      spdlog::info("removed {}, made to read an image's users before the agent stopped", probe.name);
+  }
 }
 
-Status Agent::VerifyStarted(const std::string& container_id, const std::vector<ResolvedMount>& mounts) {
+Status Agent::VerifyIds(const std::string& kernel_id, int pid, const std::optional<RunAs>& run_as) const {
+  if (pid <= 0) return Status::Ok();  // it ended meanwhile: nothing runs as anyone
+  std::ifstream file("/proc/" + std::to_string(pid) + "/status");
+  std::stringstream status;
+  status << file.rdbuf();
+  const std::optional<ProcessIds> ids = StatusIds(status.str());
+  if (!ids) return Status::Ok();  // it ended meanwhile
+  const std::string problem = IdsProblem(*ids, run_as, config_.container.allow_root);
+  if (problem.empty()) return Status::Ok();
+  return Status::PermissionDenied("kernel " + kernel_id + ": its first process (pid " + std::to_string(pid) + ") " +
+                                  problem + (config_.container.allow_root ? "" : ", and [container] allow-root is false") +
+                                  "; the kernel is not kept" + kRootAdvice);
+}
+
+Status Agent::VerifyStarted(const std::string& kernel_id, const std::string& container_id,
+                            const std::vector<ResolvedMount>& mounts, const std::optional<RunAs>& run_as) {
   if (mounts.empty() && config_.container.allow_root) return Status::Ok();  // nothing to check
   Result<ContainerInfo> info = engine_.Inspect(container_id);
   if (!info.ok()) return info.status().WithPrefix("checking the started container");
   if (Status s = VerifyMounted(info->pid, mounts); !s.ok()) return s;
-  if (config_.container.allow_root || info->pid <= 0) return Status::Ok();
-  std::ifstream file("/proc/" + std::to_string(info->pid) + "/status");
-  std::stringstream status;
-  status << file.rdbuf();
-  const std::optional<std::array<int64_t, 4>> uids = StatusUids(status.str());
-  if (!uids) return Status::Ok();  // it ended meanwhile: nothing runs as anyone
-  for (const int64_t uid : *uids) {
-    if (uid == 0)
-      return Status::PermissionDenied("the kernel's first process (pid " + std::to_string(info->pid) +
-                                      ") runs as root, and [container] allow-root is false; the kernel is not kept" +
-                                      kRootAdvice);
-  }
-  return Status::Ok();
+  if (config_.container.allow_root) return Status::Ok();
+  return VerifyIds(kernel_id, info->pid, run_as);
+}
+
+Status Agent::VerifyRestarted(const std::string& kernel_id, const std::string& container_id,
+                              const std::optional<RunAs>& run_as) {
+  if (config_.container.allow_root) return Status::Ok();  // as VerifyStarted
+  Result<ContainerInfo> info = engine_.Inspect(container_id);
+  Status verified = info.ok() ? VerifyIds(kernel_id, info->pid, run_as)
+                              : info.status().WithPrefix("checking the user of its started container");
+  if (verified.ok()) return verified;
+  spdlog::error("{}", verified.message());
+  if (Status killed = engine_.Kill(container_id); !killed.ok() && killed.code() != Status::Code::kNotFound)
+    spdlog::error("kernel {}: could not kill its container {}: {}", kernel_id, container_id, killed.message());
+  return verified;
 }
 
 void Agent::RemoveKernelFiles(const std::string& kernel_id) {
@@ -189,10 +235,12 @@ ContainerSpec Agent::SpecFor(const CreateRequest& request, const Kernel& kernel)
   return spec;
 }
 
-Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request, const Kernel& kernel,
-                                                    const std::string& image_user,
-                                                    const std::vector<ResolvedMount>& mounts) {
+Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request, const Kernel& reserved,
+                                                    const RunAs& run_as, const std::vector<ResolvedMount>& mounts) {
+  Kernel kernel = reserved;
+  kernel.run_as = run_as;
   ContainerSpec spec = SpecFor(request, kernel);
+  spec.user = run_as.Text();  // numbers: a name would be looked up again in the kernel's files at each start
   // Undo everything taken above; used on every failure path below.
   auto abandon = [&](const Status& why, const std::string& container_id) -> Status {
     spdlog::warn("kernel {}: the create failed, and everything it held is freed: {}", request.kernel_id,
@@ -208,19 +256,14 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     return why;
   };
 
-  std::optional<ScratchStore::Owner> owner;
-  if (config_.container.kernel_uid) {
-    owner = ScratchStore::Owner{*config_.container.kernel_uid,
-                                config_.container.kernel_gid.value_or(*config_.container.kernel_uid)};
-    spec.user = std::to_string(owner->uid) + ":" + std::to_string(owner->gid);
-  }
   const uint64_t scratch_bytes = request.resources.scratch_bytes.value_or(config_.container.scratch_size);
   if (config_.container.scratch_type == ScratchType::kTmpfs) {
     spec.mounts.push_back(
         {Mount::Type::kTmpfs, "", kScratchTarget, false, scratch_bytes ? scratch_bytes : request.resources.mem_bytes});
   } else {
     if (Status room = CheckScratchRoom(); !room.ok()) return abandon(room, "");
-    Result<std::string> scratch = scratch_.Prepare(request.kernel_id, owner, scratch_bytes);
+    Result<std::string> scratch =
+        scratch_.Prepare(request.kernel_id, ScratchStore::Owner{run_as.uid, run_as.gid}, scratch_bytes);
     if (!scratch.ok()) return abandon(scratch.status(), "");
     spec.mounts.push_back({Mount::Type::kBind, *scratch, kScratchTarget, false, 0});
   }
@@ -242,22 +285,15 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
   {
     MutexLock lock(mutex_);
     table_.SetContainer(request.kernel_id, *created);
+    table_.Change(request.kernel_id)->run_as = run_as;
     if (kernel.allocation.shared_cpu_millis > 0) {
       table_.Change(request.kernel_id)->applied_cpuset = spec.cpuset_cpus;
       cpusets_to_check_.insert(request.kernel_id);
     }
     table_.Announce("kernel_created", kernel);
   }
-  if (!owner) {
-    Result<RunAs> run_as = ResolveRunAs(*created, request.image.name, image_user, !mounts.empty());
-    if (!run_as.ok()) return abandon(run_as.status(), *created);
-    if (config_.container.scratch_type != ScratchType::kTmpfs) {
-      if (Status s = scratch_.GiveTo(request.kernel_id, {run_as->uid, run_as->gid}); !s.ok())
-        return abandon(s, *created);
-    }
-  }
   if (Status s = engine_.Start(*created); !s.ok()) return abandon(s.WithPrefix("starting the container"), *created);
-  if (Status s = VerifyStarted(*created, mounts); !s.ok()) return abandon(s, *created);
+  if (Status s = VerifyStarted(request.kernel_id, *created, mounts, run_as); !s.ok()) return abandon(s, *created);
 
   MutexLock lock(mutex_);
   const Status started =

@@ -104,6 +104,7 @@ Labels KernelLabels(const Kernel& kernel) {
   labels[label::kAllocations] = AllocationLabel(kernel.allocation).dump();
   labels[label::kRequest] = RequestLabel(kernel.request).dump();
   if (kernel.deadline) labels[label::kDeadline] = std::to_string(*kernel.deadline);
+  if (kernel.run_as) labels[label::kRunAs] = kernel.run_as->Text();
   labels[label::kFormat] = std::to_string(LabelFormatFor(kernel.request));
   if (!kernel.warm_pool.empty()) {
     labels[label::kWarmPool] = kernel.warm_pool;
@@ -175,6 +176,12 @@ Result<Kernel> KernelFromContainer(const ContainerInfo& info) {
   kernel.restarts = marks.restarts;
   kernel.warned = marks.warned;
   if (auto pool = labels->find(label::kWarmPool); pool != labels->end()) kernel.warm_pool = pool->second;
+  if (auto run_as = labels->find(label::kRunAs); run_as != labels->end()) {
+    kernel.run_as = ParseRunAs(run_as->second);
+    if (!kernel.run_as)
+      return Status::InvalidArgument("container " + info.name + ": label " + label::kRunAs + " is \"" +
+                                     run_as->second + "\", not uid:gid");
+  }
   if (auto deadline = labels->find(label::kDeadline); deadline != labels->end()) {
     const std::string& text = deadline->second;
     kernel.deadline = LabelNumber(text, 18);

@@ -84,8 +84,7 @@ Status ScratchStore::Limit(const std::string& kernel_id, const std::string& path
   return MountScratchImage(image, path);
 }
 
-Result<std::string> ScratchStore::Prepare(const std::string& kernel_id, std::optional<Owner> owner,
-                                          uint64_t limit_bytes) {
+Result<std::string> ScratchStore::Prepare(const std::string& kernel_id, Owner owner, uint64_t limit_bytes) {
   MutexLock lock(mutex_);
   const std::string path = root_ + "/" + kernel_id;
   // The marker first: a directory is never without it, whatever stops the agent.
@@ -96,15 +95,8 @@ Result<std::string> ScratchStore::Prepare(const std::string& kernel_id, std::opt
     return Status::Unavailable("cannot make the scratch directory " + path + ": " + ec.message() +
                                "; check [container] scratch-root and the agent's rights there");
   if (Status limited = Limit(kernel_id, path, limit_bytes); !limited.ok()) return limited;
-  if (Status given = Own(path, owner.value_or(Owner{static_cast<int64_t>(::geteuid()), static_cast<int64_t>(::getegid())}));
-      !given.ok())
-    return given;
+  if (Status given = Own(path, owner); !given.ok()) return given;
   return path;
-}
-
-Status ScratchStore::GiveTo(const std::string& kernel_id, Owner owner) {
-  MutexLock lock(mutex_);
-  return Own(root_ + "/" + kernel_id, owner);
 }
 
 Status ScratchStore::Remove(const std::string& kernel_id) {

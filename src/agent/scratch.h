@@ -38,26 +38,21 @@ class ScratchStore {
   // The directory kernels' scratch directories go in; made when first needed.
   ScratchStore(std::string root, ScratchKind kind);
 
-  // The user a scratch directory belongs to ([container] kernel-uid and kernel-gid).
+  // The user a scratch directory belongs to: the user its kernel runs as.
   struct Owner {
     int64_t uid = 0;
     int64_t gid = 0;
   };
   // Makes `kernel_id`'s directory, or keeps the one there, and returns its
-  // path; mode 0700, never writable by other users. With `owner`, it belongs
-  // to that user; without, to the agent until GiveTo. `limit_bytes` is its
+  // path; mode 0700, never writable by other users, and belonging to
+  // `owner`. `limit_bytes` is its
   // size: a hostdir scratch gets that project quota (none when 0); a
   // hostfile scratch gets an image of that size (which must not be 0), or
   // its image mounted again when it is there but not mounted (after a
   // reboot). kUnavailable naming the path and the error when it cannot (an
   // agent that is not root cannot give it away), kFailedPrecondition when
   // the filesystem cannot limit it.
-  Result<std::string> Prepare(const std::string& kernel_id, std::optional<Owner> owner, uint64_t limit_bytes)
-      EXCLUDES(mutex_);
-
-  // Gives `kernel_id`'s directory to `owner` (the user its image runs as),
-  // mode 0700. Errors as Prepare's.
-  Status GiveTo(const std::string& kernel_id, Owner owner) EXCLUDES(mutex_);
+  Result<std::string> Prepare(const std::string& kernel_id, Owner owner, uint64_t limit_bytes) EXCLUDES(mutex_);
 
   // Unmounts `kernel_id`'s image, if any, and removes its directory with
   // everything in it, the image and the marker; absent is fine.

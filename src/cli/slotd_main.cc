@@ -12,6 +12,7 @@
 #include "common/units.h"
 #include "common/version.h"
 #include "daemon/daemon.h"
+#include "engine/docker/docker_engine.h"
 #include "node/check.h"
 
 namespace {
@@ -54,7 +55,12 @@ int CheckConfigs(const std::vector<std::string>& paths, const std::string& node_
     if (!bytes.ok()) return std::cerr << "slotd check: --node-memory: " << bytes.status().message() << "\n", 2;
     host.memory_bytes = *bytes;
   }
-  const slotd::CheckReport report = slotd::CheckNodeConfigs(paths, host);
+  const slotd::CheckReport report =
+      slotd::CheckNodeConfigs(paths, host, [](const std::string& docker_host) -> slotd::Result<std::string> {
+        auto engine = slotd::DockerEngine::FromHost(docker_host);
+        if (!engine.ok()) return engine.status();
+        return (*engine)->DataRoot();
+      });
   std::cout << report.Text();
   return report.ExitCode();
 }

@@ -554,12 +554,15 @@ KeyTable<ContainerConfig> ContainerKeys() {
               {IntegerRange(0, 2'147'483'647), GidNeedsUid()})
         .DefaultDoc("`kernel-uid`'s number"),
     MemberKey("allow-root", &ContainerConfig::allow_root, BoolType(),
-              "Whether a kernel may run as root: `false` refuses (`403`) a kernel whose user would be uid 0: "
-              "`kernel-uid = 0`, or an image whose user is uid 0 the way the runtime reads it (unset, `0`, `00`, "
-              "`+0`, `0000:0`, or a name that the image's own `/etc/passwd` gives uid 0, read from the created "
-              "container before it starts). After the start, the uids of the kernel's first process are "
-              "checked too, and a kernel found running as root is removed. With `false`, kernels also run "
-              "with `no-new-privileges`: no set-uid file of the image makes them root."),
+              "Whether a kernel may run as root: `false` refuses (`403`) a kernel whose user would be uid 0 "
+              "or whose group would be gid 0: `kernel-uid = 0` or `kernel-gid = 0`, or an image whose user is "
+              "so the way the runtime reads it (unset, `0`, `00`, `+0`, `0000:0`, `1000:0`, or a name that the "
+              "image's own `/etc/passwd` gives uid or gid 0). The user is decided once, at create, and the "
+              "engine is given its numbers, never a name, so a kernel that rewrites its own `/etc/passwd` "
+              "stays who it was. After every start and restart, the uids and gids of the kernel's first "
+              "process are checked too, and a kernel found running otherwise is killed and ended. With "
+              "`false`, kernels also run with `no-new-privileges`: no set-uid file of the image makes them "
+              "root."),
     MemberKey("auto-pull", &ContainerConfig::auto_pull, ChoiceType(PullPolicyWords()),
               "When the agent pulls a kernel's image: `tag` when the node does not have it; `digest` also when "
               "the registry says its tag now names another digest (a registry round trip at every create); "

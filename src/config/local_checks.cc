@@ -191,4 +191,20 @@ std::vector<std::string> MountAllowProblems(const Config& config) {
   return problems;
 }
 
+std::vector<std::string> EngineRootProblems(const Config& config, const std::string& engine_root) {
+  std::vector<std::string> problems;
+  if (engine_root.empty() || engine_root[0] != '/') return problems;
+  const std::string root = NormalPath(engine_root);
+  for (size_t i = 0; i < config.container.mount_allow.size(); ++i) {
+    const std::string path = NormalPath(config.container.mount_allow[i].path);
+    const bool in = IsWithin(path, root);
+    if (!in && !IsWithin(root, path)) continue;
+    problems.push_back("container.mount-allow[" + std::to_string(i) + "]: " + config.container.mount_allow[i].path +
+                       (in ? " is in " : " holds ") + "the container engine's data root (" + root +
+                       "), where the files of every container and image on the node lie, other tenants' too; no "
+                       "kernel may reach it: allow a directory outside it");
+  }
+  return problems;
+}
+
 }  // namespace slotd

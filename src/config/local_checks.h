@@ -43,6 +43,12 @@ std::vector<OwnPath> AgentOwnPaths(const Config& config);
 // holds one of AgentOwnPaths. Part of LocalProblems.
 std::vector<std::string> MountAllowProblems(const Config& config);
 
+// Every [container] mount-allow entry in or over `engine_root`, the engine's
+// data root (its images', containers' and volumes' files, other tenants'
+// included), one line each naming the entry and what to do. Checked at start
+// and by `slotd check` once the engine names its data root.
+std::vector<std::string> EngineRootProblems(const Config& config, const std::string& engine_root);
+
 // What is unsafe but does not stop the agent, one line each, naming the key
 // and what to do: a token-file or registry-auth-file that users other than
 // its owner may read or write (mode & 077), and [container] ulimits above

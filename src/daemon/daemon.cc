@@ -87,6 +87,22 @@ Result<ConnectedEngine> ConnectEngine(const Config& config) {
   return ConnectedEngine{std::move(*engine), *identity};
 }
 
+// The refusal of [container] mount-allow entries in or over the engine's
+// data root (EngineRootProblems). An engine that does not name its data
+// root leaves them unchecked, with a warning.
+Status CheckEngineRoot(const Config& config, ContainerEngine& engine) {
+  if (config.container.mount_allow.empty()) return Status::Ok();
+  Result<std::string> root = engine.DataRoot();
+  if (!root.ok()) {
+    spdlog::warn("container.mount-allow: not checked against the engine's data root, which the engine did not "
+                 "name: {}", root.status().message());
+    return Status::Ok();
+  }
+  std::string text;
+  for (const std::string& problem : EngineRootProblems(config, *root)) text += (text.empty() ? "" : "\n  ") + problem;
+  return text.empty() ? Status::Ok() : Status::InvalidArgument(text);
+}
+
 // The token the TCP API asks for: [agent] token-file's, or else the agent's
 // own, made once under var-base-path. The TCP API never goes without one.
 Result<std::string> ApiToken(const Config& config) {
@@ -223,6 +239,7 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   Agent agent(config, engine, std::move(plugins), hub);
   if (Status s = agent.LoadRegistryCredentials(); !s.ok()) return s;
   if (Status s = agent.Restore(std::move(admission.listed)); !s.ok()) return s;
+  agent.RemoveUserProbes();
 
   StatsCollector::Options stats;
   stats.agent_id = config.agent.id;
@@ -311,6 +328,7 @@ int RunDaemon(const std::string& config_path) {
   }
   auto engine = ConnectEngine(*config);
   if (!engine.ok()) return fail(engine.status());
+  if (Status s = CheckEngineRoot(*config, *engine->engine); !s.ok()) return fail(s);
   auto plugins = MakePlugins(*config, host);
   if (!plugins.ok()) return fail(plugins.status());
   const AgentClaims mine = ClaimsOf(*config, ClaimedDevices(*plugins));

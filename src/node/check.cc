@@ -147,7 +147,8 @@ std::string CheckReport::Text() const {
          (warnings.empty() && notes.empty() ? "" : " (mind the " + mind + " above)") + "\n";
 }
 
-CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host) {
+CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
+                             const EngineRootOf& engine_root) {
   CheckReport report;
   report.files = static_cast<int>(paths.size());
   std::vector<LoadedConfig> loaded;
@@ -170,6 +171,16 @@ CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFa
     for (const std::string& problem : LocalProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
     for (const std::string& problem : ScratchProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
     for (const std::string& warning : LocalWarnings(*config)) report.warnings.push_back("warning: " + path + ": " + warning);
+    if (engine_root && !config->container.mount_allow.empty()) {
+      Result<std::string> root = engine_root(config->container.docker_host);
+      if (!root.ok()) {
+        report.notes.push_back("note: " + path + ": its mount-allow entries were not checked against the engine's "
+                               "data root: " + root.status().message() + " (start the engine and check again)");
+      } else {
+        for (const std::string& problem : EngineRootProblems(*config, *root))
+          report.problems.push_back("problem: " + path + ": " + problem);
+      }
+    }
     if (config->container.scratch_size > 0 || config->container.scratch_type == ScratchType::kHostFile)
       report.notes.push_back("note: " + path + ": " + ScratchAbilities(*config));
     ResolvedDevices devices = ResolveDevices(*config);

@@ -8,6 +8,7 @@
 // node.claims-dir must agree, and their memory shares must fit in the node.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,6 +45,11 @@ struct CheckReport {
 // device allow-lists on this node through its device kinds
 // (DeviceKind::check_devices), then compares the configs as agents of one
 // node whose memory is host.memory_bytes.
-CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host);
+// `engine_root`, when given, asks the engine at a config's docker-host for
+// its data root, for the configs with mount-allow entries (EngineRootProblems;
+// an engine that does not answer is a note).
+using EngineRootOf = std::function<Result<std::string>(const std::string& docker_host)>;
+CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
+                             const EngineRootOf& engine_root = nullptr);
 
 }  // namespace slotd

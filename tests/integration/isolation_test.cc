@@ -1,6 +1,7 @@
 // Isolation against a hostile kernel: a kernel racing to swap a mounted
 // directory for a link, images that are root under another name or number,
 // scratch that other users could reach.
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -164,6 +165,23 @@ TEST(Isolation, TheEnginesSocketAndTheAgentsOwnFilesCannotBeMountedEvenFromAnAll
   EXPECT_EQ(described["resources"]["cpu"]["used"], 0) << described.dump();  // nothing held by the refusals
 }
 
+// The finding: a mount-allow entry in the engine's data root (its
+// containers' and images' files, every tenant's) was accepted, so a kernel
+// could mount another kernel's files.
+TEST(Isolation, AMountAllowEntryInTheEnginesDataRootIsRefusedAtStartAndByCheck) {
+  Result<std::string> root = Engine().DataRoot();
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  for (const std::string& entry : {*root + "/containers", *root}) {
+    SCOPED_TRACE(entry);
+    AgentProcess agent(TwoCoreAgent("root", "mount-allow = [{ path = \"" + entry + "\", mode = \"ro\" }]\n"));
+    EXPECT_FALSE(agent.Start());
+    EXPECT_NE(agent.log().find("the container engine's data root (" + *root + ")"), std::string::npos) << agent.log();
+    const CommandResult checked = Slotd({"check", agent.config_path()});
+    EXPECT_EQ(checked.exit_code, 1) << checked.out << checked.err;
+    EXPECT_NE(checked.out.find("mount-allow[0]: " + entry), std::string::npos) << checked.out;
+  }
+}
+
 // The finding: only the strings "root" and "0" were refused, so USER 00,
 // +0, 0000:0 and a name with uid 0 in the image's passwd ran as root.
 TEST(Isolation, AnImageThatIsRootByAnotherNumberOrNameDoesNotRunWithoutAllowRoot) {
@@ -193,6 +211,110 @@ TEST(Isolation, AnImageThatIsRootByAnotherNumberOrNameDoesNotRunWithoutAllowRoot
   EXPECT_EQ(agent.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size(), 0u);
   const CommandResult left = RunCommand({"docker", "ps", "-aq", "--filter", "label=ai.backend.owner=" + o.id});
   EXPECT_EQ(left.out, "") << "containers left by refused creates";
+}
+
+// An image whose user "work" (uid 1000, gid 1000) owns the image's
+// /etc/passwd and /etc/group, as an image that chowns them does; tagged `tag`.
+void MakeOwnUserDatabaseImage(const std::string& tag) {
+  const std::string base = "slotd-isolation-base-" + RunTag();
+  const CommandResult r = RunCommand(
+      {"docker", "run", "--name", base, "--network", "none", "--user", "0:0", kTestImage, "sh", "-c",
+       "echo 'work:x:1000:1000::/home/work:/bin/sh' >> /etc/passwd && echo 'work:x:1000:' >> /etc/group && "
+       "chown 1000:1000 /etc/passwd /etc/group"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  CommitImage(base, tag, {"USER work"});
+  RunCommand({"docker", "rm", "-f", base});
+}
+
+// Waits up to 20 s for the file `path` and returns what it holds ("" when it never came).
+std::string WaitForFile(const std::string& path) {
+  for (int i = 0; i < 200 && !fs::exists(path); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // written whole by then: one short echo
+  return fs::exists(path) ? ReadFile(path) : "";
+}
+
+// The finding: the user was checked once, at create, by name, and the engine
+// looks a name up again in the kernel's own /etc/passwd at every start and
+// exec; a kernel able to write that file made itself root in every later
+// exec, exec probe, pre_stop and restart, and left set-uid-root files in its
+// read-write mounts.
+TEST(Isolation, AKernelThatRewritesItsOwnPasswdIsNeverRootInAnyProcessTheAgentStarts) {
+  const std::string image = "slotd-test/own-passwd:" + RunTag();
+  ASSERT_NO_FATAL_FAILURE(MakeOwnUserDatabaseImage(image));
+  TempDir data;
+  fs::permissions(data.path(), fs::perms::all);
+  AgentOptions o = TwoCoreAgent("passwd", "mount-allow = [{ path = \"" + data.path() + "\", mode = \"rw\" }]\n");
+  o.allow_root = false;
+  AgentProcess agent(o);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json k = SleepKernel("k");
+  k["image"] = image;
+  k["mounts"] = {{{"source", data.path()}, {"target", "/data"}, {"readonly", false}}};
+  k["pre_stop"] = {"sh", "-c", "id -u > /data/pre-stop; id -g >> /data/pre-stop"};
+  k["health"] = {{"exec", {"sh", "-c", "id -u > /data/probe; id -g >> /data/probe"}}, {"interval", "200ms"}};
+  k["restart"] = {{"policy", "always"}, {"backoff", {{"initial", "100ms"}}}};
+  const json created = agent.CreateKernel(k);
+  EXPECT_EQ(RunIn(agent, "k", "id -u; id -g"), "1000\n1000\n");
+
+  // The attack: the kernel makes its user root in its own files.
+  EXPECT_EQ(RunIn(agent, "k", "echo 'work:x:0:0::/:/bin/sh' > /etc/passwd && echo 'work:x:0:' > /etc/group && "
+                              "id -un"),
+            "work\n");
+  EXPECT_EQ(RunIn(agent, "k", "id -u; id -g; id -G"), "1000\n1000\n1000\n") << "an exec through the API";
+  fs::remove(data.path() + "/probe");
+  EXPECT_EQ(WaitForFile(data.path() + "/probe"), "1000\n1000\n") << "an exec health probe";
+
+  agent.CallJson("POST", "/v1/kernels/k/restart", nullptr, 200);
+  EXPECT_EQ(RunIn(agent, "k", "grep -E '^(Uid|Gid):' /proc/1/status"), "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\n")
+      << "the first process after POST /restart";
+
+  Result<ContainerInfo> info = Engine().Inspect(created["container_id"].get<std::string>());
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  ASSERT_GT(info->pid, 0);
+  ASSERT_EQ(::kill(info->pid, SIGKILL), 0);  // a crash: its restart policy starts it again
+  json back;
+  for (int i = 0; i < 100; ++i) {
+    back = agent.CallJson("GET", "/v1/kernels/k", nullptr, 200);
+    if (back["state"] == "RUNNING" && back["restarts"] == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(back["restarts"], 1) << back.dump();
+  EXPECT_EQ(RunIn(agent, "k", "grep -E '^(Uid|Gid):' /proc/1/status"), "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\n")
+      << "the first process after a restart of its restart policy";
+
+  agent.CallJson("DELETE", "/v1/kernels/k", nullptr, 200);
+  EXPECT_EQ(ReadFile(data.path() + "/pre-stop"), "1000\n1000\n") << "its pre_stop command";
+  for (const fs::directory_entry& entry : fs::directory_iterator(data.path())) {
+    struct stat st {};
+    ASSERT_EQ(::stat(entry.path().c_str(), &st), 0);
+    EXPECT_NE(st.st_uid, 0u) << entry.path() << " belongs to root";
+  }
+  RunCommand({"docker", "rmi", image});
+}
+
+// The finding: a user in root's group (gid 0) was let run without
+// allow-root; group 0 is how an image makes /etc/passwd writable to it.
+TEST(Isolation, AnImageWhoseUserIsInRootsGroupDoesNotRunWithoutAllowRoot) {
+  const std::string tag = RunTag();
+  AgentOptions o = TwoCoreAgent("gid0");
+  o.allow_root = false;
+  AgentProcess agent(o);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const std::string passwd = "root:x:0:0:root:/:/bin/sh\nwheel:x:1000:0::/:/bin/sh\n";
+  const std::pair<std::string, std::string> cases[] = {{"1000:0", ""}, {"wheel", passwd}, {"1000:root", ""}};
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    SCOPED_TRACE(cases[i].first);
+    const std::string image = "slotd-test/gid0-" + std::to_string(i) + ":" + tag;
+    ASSERT_NO_FATAL_FAILURE(MakeImage(image, cases[i].first, cases[i].second));
+    json k = SleepKernel("k" + std::to_string(i));
+    k["image"] = image;
+    const HttpResponse refused = agent.Call("POST", "/v1/kernels", k.dump());
+    EXPECT_EQ(refused.status, 403) << refused.body;
+    EXPECT_NE(refused.body.find("root's group"), std::string::npos) << refused.body;
+    RunCommand({"docker", "rmi", image});
+  }
+  const CommandResult left = RunCommand({"docker", "ps", "-aq", "--filter", "label=ai.backend.slotd.user-probe"});
+  EXPECT_EQ(left.out, "") << "containers made to read the images' users were left behind";
 }
 
 // The findings: scratch was 0777 without kernel-uid, so any local user could

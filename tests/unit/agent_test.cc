@@ -276,9 +276,16 @@ TEST_F(AgentTest, AnImagesUserIsReadFromItsFilesOncePerImage) {
   engine_.AddImage("number", "1001:1001");
   engine_.SetImageFile("number", "/etc/passwd", "1001:x:0:0:a user named by a number:/:/bin/sh\n");
 
-  MustCreate(Request("k1", {{"cpu", 1}}, {{"image", "named"}}));
+  const Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}, {{"image", "named"}}));
   MustCreate(Request("k2", {{"cpu", 1}}, {{"image", "named"}}));
   EXPECT_EQ(engine_.CallCount(FakeEngine::Method::kReadFile), 2);  // its passwd and group, once
+  // The engine is given numbers, never the name the kernel's files could
+  // later make root; the labels record them; the container the files were
+  // read from is gone.
+  EXPECT_EQ(engine_.SpecOf(k1.container_id)->user, "1000:1001");
+  EXPECT_EQ(engine_.SpecOf(k1.container_id)->labels.at(label::kRunAs), "1000:1001");
+  EXPECT_EQ(k1.run_as, (RunAs{1000, 1001}));
+  EXPECT_EQ(engine_.ContainerCount(), 2u);
 
   // A user found to be root is refused each time, from the cache too; a
   // number is looked up as well, since a passwd line may be named by it.

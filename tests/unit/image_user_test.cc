@@ -73,13 +73,70 @@ TEST(ImageUser, UnknownNamesAndIdsOutOfRangeAreRefusedAsTheRuntimeWould) {
   }
 }
 
-TEST(ImageUser, TheUidsOfAProcessAreReadFromItsStatus) {
-  EXPECT_EQ(StatusUids("Name:\tsh\nUid:\t1000\t1000\t0\t1000\nGid:\t1\t1\t1\t1\n"),
-            (std::array<int64_t, 4>{1000, 1000, 0, 1000}));
-  EXPECT_EQ(StatusUids("Uid:\t0\t0\t0\t0"), (std::array<int64_t, 4>{0, 0, 0, 0}));
-  EXPECT_EQ(StatusUids("Name:\tsh\n"), std::nullopt);
-  EXPECT_EQ(StatusUids("Uid:\t1\t2\n"), std::nullopt);
-  EXPECT_EQ(StatusUids(""), std::nullopt);
+TEST(ImageUser, TheIdsOfAProcessAreReadFromItsStatus) {
+  const std::optional<ProcessIds> ids =
+      StatusIds("Name:\tsh\nUid:\t1000\t1000\t0\t1000\nGid:\t1\t1\t1\t1\nGroups:\t1 27 \nNSpid:\t9\n");
+  ASSERT_TRUE(ids);
+  EXPECT_EQ(ids->uids, (std::array<int64_t, 4>{1000, 1000, 0, 1000}));
+  EXPECT_EQ(ids->gids, (std::array<int64_t, 4>{1, 1, 1, 1}));
+  EXPECT_EQ(ids->groups, (std::vector<int64_t>{1, 27}));
+  const std::optional<ProcessIds> bare = StatusIds("Uid:\t0\t0\t0\t0\nGid:\t5\t5\t5\t5\nGroups:\t\n");
+  ASSERT_TRUE(bare);
+  EXPECT_TRUE(bare->groups.empty());
+  for (const char* broken : {"Name:\tsh\n", "Uid:\t1\t2\nGid:\t1\t1\t1\t1\n", "Uid:\t1\t1\t1\t1\n",
+                             "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:\tx\n", "XUid:\t1\t1\t1\t1\n", ""}) {
+    SCOPED_TRACE(broken);
+    EXPECT_FALSE(StatusIds(broken));
+  }
+}
+
+// The user a kernel's processes run as, decided at create, against what a
+// process of it runs as: the rule behind the checks after every start.
+TEST(ImageUser, AProcessIsJudgedAgainstTheUserDecidedAtCreateAndTheRootRule) {
+  auto ids = [](int64_t uid, int64_t gid, std::vector<int64_t> groups) {
+    return ProcessIds{{uid, uid, uid, uid}, {gid, gid, gid, gid}, std::move(groups)};
+  };
+  const RunAs work{1000, 1000};
+  struct Case {
+    const char* what;
+    ProcessIds ids;
+    std::optional<RunAs> decided;
+    bool allow_root;
+    const char* problem;  // a part of the problem; "" none
+  };
+  const Case cases[] = {
+      {"as decided", ids(1000, 1000, {1000}), work, false, ""},
+      {"root by a rewritten passwd", ids(0, 0, {0}), work, false, "runs as root (uid 0)"},
+      {"root, allowed, but not as decided", ids(0, 0, {0}), work, true, "runs as uid 0, not as uid 1000"},
+      {"another user", ids(1001, 1000, {1000}), work, false, "runs as uid 1001"},
+      {"root's group", ids(1000, 0, {0}), work, false, "runs in root's group (gid 0)"},
+      {"root's group among its groups", ids(1000, 1000, {1000, 0}), work, false, "root's group (gid 0) among"},
+      {"a group it was not given", ids(1000, 1000, {1000, 27}), work, false, "has group 27 among its groups"},
+      {"no decision recorded, not root", ids(1000, 1000, {1000, 27}), std::nullopt, false, ""},
+      {"no decision recorded, root", ids(0, 0, {}), std::nullopt, false, "runs as root"},
+      {"no decision recorded, root allowed", ids(0, 0, {0}), std::nullopt, true, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string problem = IdsProblem(c.ids, c.decided, c.allow_root);
+    if (std::string(c.problem).empty()) {
+      EXPECT_EQ(problem, "");
+    } else {
+      EXPECT_NE(problem.find(c.problem), std::string::npos) << problem;
+    }
+  }
+}
+
+TEST(ImageUser, AUserDecidedIsWrittenAsNumbersAndReadBackOnlyAsThem) {
+  EXPECT_EQ((RunAs{1000, 50}).Text(), "1000:50");
+  EXPECT_EQ(ParseRunAs("1000:50"), (RunAs{1000, 50}));
+  EXPECT_EQ(ParseRunAs("0:0"), (RunAs{0, 0}));
+  EXPECT_EQ(ParseRunAs("2147483647:1"), (RunAs{2147483647, 1}));
+  for (const char* bad : {"", "1000", "work:work", "1000:", ":5", "+1:1", "-1:1", "1:1:1", "2147483648:1", " 1:1",
+                          "99999999999:1"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(ParseRunAs(bad), std::nullopt);
+  }
 }
 
 }  // namespace

@@ -179,6 +179,9 @@ TEST(KernelPolicy, WhatAnEndComesToUnderEachPolicy) {
        {false, 0, "exited with code 1"}},
       {"a lifetime still running restarts it", rule(RestartWhen::kAlways), 0, crashed, kNow / 1000 + 60,
        {true, kEnd + 1'000, "exited with code 1"}},
+      {"a final end is never restarted", rule(RestartWhen::kAlways, 0), 0,
+       KernelEnd{std::nullopt, false, kEnd, "its first process runs as root (uid 0)", true, true}, std::nullopt,
+       {false, 0, "its first process runs as root (uid 0)"}},
   };
   for (const Case& c : cases) {
     const ExitOutcome got = DecideOnExit(c.rule, c.restarts, c.end, c.deadline_s, kNow);

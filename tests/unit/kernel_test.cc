@@ -454,6 +454,30 @@ TEST(KernelLabelsTest, TheDeadlineTravelsInItsLabelAndAMalformedOneIsNamed) {
   EXPECT_NE(bad.status().message().find(label::kDeadline), std::string::npos) << bad.status().message();
 }
 
+TEST(KernelLabelsTest, TheUserDecidedAtCreateTravelsInItsLabelWithoutRaisingTheFormat) {
+  Kernel kernel = SampleKernel();
+  const std::string format = KernelLabels(kernel).at(label::kFormat);
+  EXPECT_EQ(KernelLabels(kernel).count(label::kRunAs), 0u);  // a kernel made before it was recorded
+  kernel.run_as = RunAs{1000, 1001};
+  ContainerInfo info;
+  info.id = "c0ffee";
+  info.name = ContainerName("a1", "k-0001");
+  info.labels = KernelLabels(kernel);
+  EXPECT_EQ(info.labels.at(label::kRunAs), "1000:1001");
+  EXPECT_EQ(info.labels.at(label::kFormat), format);
+  Result<Kernel> back = KernelFromContainer(info);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->run_as, (RunAs{1000, 1001}));
+
+  for (const char* bad : {"work", "1000", "0:x", ""}) {
+    SCOPED_TRACE(bad);
+    info.labels[label::kRunAs] = bad;
+    Result<Kernel> refused = KernelFromContainer(info);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find(label::kRunAs), std::string::npos) << refused.status().message();
+  }
+}
+
 TEST(KernelLabelsTest, KernelFromContainerNamesAMissingOrMalformedLabel) {
   ContainerInfo info;
   info.id = "c0ffee";
