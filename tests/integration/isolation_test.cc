@@ -258,8 +258,8 @@ TEST(Isolation, AKernelThatRewritesItsOwnPasswdIsNeverRootInAnyProcessTheAgentSt
 
   // The attack: the kernel makes its user root in its own files.
   EXPECT_EQ(RunIn(agent, "k", "echo 'work:x:0:0::/:/bin/sh' > /etc/passwd && echo 'work:x:0:' > /etc/group && "
-                              "id -un"),
-            "work\n");
+                              "echo rewritten"),
+            "rewritten\n");
   EXPECT_EQ(RunIn(agent, "k", "id -u; id -g; id -G"), "1000\n1000\n1000\n") << "an exec through the API";
   fs::remove(data.path() + "/probe");
   EXPECT_EQ(WaitForFile(data.path() + "/probe"), "1000\n1000\n") << "an exec health probe";
