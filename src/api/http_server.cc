@@ -16,6 +16,7 @@
 #include <optional>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -630,6 +631,13 @@ void HttpServer::Impl::Accept(Listener& listener) {
         if (!e && !stopping) Accept(listener);
       });
       return;
+    }
+    if constexpr (std::is_same_v<decltype(socket), net::ip::tcp::socket>) {
+      // Each piece of an answer goes out at once: with Nagle's algorithm a
+      // body written after its head waits for the client's delayed ACK
+      // (40 ms on Linux) on every answer after a connection's first.
+      beast::error_code ignored;
+      socket.set_option(net::ip::tcp::no_delay(true), ignored);
     }
     OnAccepted(listener, Socket(std::move(socket)));
     Accept(listener);
