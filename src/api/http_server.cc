@@ -67,6 +67,32 @@ std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view que
   return out;
 }
 
+// Why the end of the body of a request with `head` cannot be found safely
+// (RFC 9112 §6): a Transfer-Encoding that is not exactly "chunked" (a last
+// coding other than chunked leaves the body's end unknown, and a coding
+// before it is one this server does not decode), one given beside a
+// Content-Length, or one in an HTTP/1.0 request. Read as anything else (as
+// no body, say), the body would be taken for the next request on the
+// connection. "" when the framing is sound.
+std::string BadFraming(const bhttp::request_header<>& head) {
+  std::string codings;
+  for (const auto& field : head)
+    if (field.name() == bhttp::field::transfer_encoding)
+      codings += std::string(codings.empty() ? "" : ", ") + std::string(field.value());
+  if (codings.empty()) return "";
+  const std::string quoted = "Transfer-Encoding \"" + codings + "\"";
+  if (head.version() < 11) return quoted + " in an HTTP/1.0 request";
+  if (head.find(bhttp::field::content_length) != head.end())
+    return quoted + " beside a Content-Length: send one of them";
+  std::string_view list = codings;
+  while (!list.empty() && (list.front() == ' ' || list.front() == '\t')) list.remove_prefix(1);
+  while (!list.empty() && (list.back() == ' ' || list.back() == '\t')) list.remove_suffix(1);
+  if (!EqualsIgnoreCase(list, "chunked"))
+    return quoted + ": the only transfer coding this server reads is \"chunked\", alone; send the body with a "
+                    "Content-Length, or chunked";
+  return "";
+}
+
 // A fixed set of threads running posted tasks in order; Stop() runs what is
 // queued, then joins.
 class WorkerPool {
@@ -423,6 +449,10 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto& head = parser_->get();
     if (head.target().size() > kMaxTarget)
       return Refuse(414, "uri_too_long", "the request target is longer than " + std::to_string(kMaxTarget) + " bytes");
+    if (const std::string framing = BadFraming(head); !framing.empty()) {
+      unread_body_ = true;  // whatever follows is read and dropped, never taken for a request
+      return Refuse(400, "bad_request", framing);
+    }
     if (parser_->content_length() && *parser_->content_length() > server_.options.max_body_bytes) return RefuseBody();
     keep_alive_ = head.keep_alive();
     if (listener_.gate) {

@@ -1,6 +1,6 @@
 // HttpServer on a loopback port, driven by HttpClient and by raw sockets:
-// what it does when the host refuses it a thread, a body of kept pieces, and
-// how it sets up an accepted connection.
+// what it does when the host refuses it a thread, a body of kept pieces, how
+// it sets up an accepted connection, and requests framed to smuggle another.
 #include "api/http_server.h"
 
 #include <arpa/inet.h>
@@ -109,6 +109,13 @@ int ServerSideOf(int server_port, int client_port) {
   return found;
 }
 
+// How many answers (status lines) `bytes` holds.
+int AnswersIn(const std::string& bytes) {
+  int count = 0;
+  for (size_t at = bytes.find("HTTP/1.1 "); at != std::string::npos; at = bytes.find("HTTP/1.1 ", at + 1)) ++count;
+  return count;
+}
+
 TEST(HttpServer, AThreadThatCannotBeMadeIsA503AndTheServerGoesOn) {
   http::ServerOptions options;
   int refused = 0;
@@ -191,6 +198,47 @@ TEST(HttpServer, AnAcceptedTcpConnectionHasNagleOff) {
   ASSERT_EQ(::getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len), 0);
   EXPECT_NE(nodelay, 0) << "TCP_NODELAY is off on the server's side of an accepted connection";
   server.Stop();
+}
+
+TEST(HttpServer, ABodyFramedByATransferCodingOtherThanChunkedIs400AndNeverReadAsTheNextRequest) {
+  // Each request's body is itself a request: read as "no body", it would be
+  // the connection's next request (a smuggled one, past whatever checked the
+  // first).
+  std::vector<std::string> seen;  // the paths dispatched, on the I/O thread only
+  http::HttpServer server({});
+  ASSERT_TRUE(server
+                  .ListenTcp("127.0.0.1", 0,
+                             [&seen](const http::Request& request) {
+                               seen.push_back(request.path);
+                               http::Dispatch dispatch;
+                               dispatch.immediate = {.status = 200, .body = "{}"};
+                               return dispatch;
+                             })
+                  .ok());
+  server.Start();
+  const std::string smuggled = "DELETE /smuggled HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+  for (const std::string codings : {"Transfer-Encoding: identity\r\n", "Transfer-Encoding: gzip\r\n",
+                                    "Transfer-Encoding: chunked, identity\r\n",
+                                    "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n"}) {
+    RawSocket client(server.tcp_port());
+    ASSERT_TRUE(client.Send("POST /first HTTP/1.1\r\nHost: x\r\n" + codings + "\r\n" + smuggled));
+    bool closed = false;
+    const std::string answers = client.Read(std::chrono::seconds(10), &closed);
+    EXPECT_TRUE(closed) << codings << "the connection stayed open";
+    EXPECT_EQ(AnswersIn(answers), 1) << codings << answers;
+    EXPECT_EQ(answers.rfind("HTTP/1.1 400", 0), 0u) << codings << answers;
+    EXPECT_NE(answers.find("\"bad_request\""), std::string::npos) << answers;
+    EXPECT_NE(answers.find("Transfer-Encoding"), std::string::npos) << answers;
+  }
+  // A chunked body is still read as one.
+  RawSocket client(server.tcp_port());
+  ASSERT_TRUE(client.Send("POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n"
+                          "\r\n2\r\n{}\r\n0\r\n\r\n"));
+  bool closed = false;
+  const std::string answer = client.Read(std::chrono::seconds(10), &closed);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+  server.Stop();
+  EXPECT_EQ(seen, std::vector<std::string>{"/chunked"});
 }
 
 }  // namespace
