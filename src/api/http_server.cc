@@ -12,10 +12,12 @@
 #include <deque>
 #include <future>
 #include <list>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -64,6 +66,32 @@ std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view que
     query.remove_prefix(amp + 1);
   }
   return out;
+}
+
+// Why the end of the body of a request with `head` cannot be found safely
+// (RFC 9112 §6): a Transfer-Encoding that is not exactly "chunked" (a last
+// coding other than chunked leaves the body's end unknown, and a coding
+// before it is one this server does not decode), one given beside a
+// Content-Length, or one in an HTTP/1.0 request. Read as anything else (as
+// no body, say), the body would be taken for the next request on the
+// connection. "" when the framing is sound.
+std::string BadFraming(const bhttp::request_header<>& head) {
+  std::string codings;
+  for (const auto& field : head)
+    if (field.name() == bhttp::field::transfer_encoding)
+      codings += std::string(codings.empty() ? "" : ", ") + std::string(field.value());
+  if (codings.empty()) return "";
+  const std::string quoted = "Transfer-Encoding \"" + codings + "\"";
+  if (head.version() < 11) return quoted + " in an HTTP/1.0 request";
+  if (head.find(bhttp::field::content_length) != head.end())
+    return quoted + " beside a Content-Length: send one of them";
+  std::string_view list = codings;
+  while (!list.empty() && (list.front() == ' ' || list.front() == '\t')) list.remove_prefix(1);
+  while (!list.empty() && (list.back() == ' ' || list.back() == '\t')) list.remove_suffix(1);
+  if (!EqualsIgnoreCase(list, "chunked"))
+    return quoted + ": the only transfer coding this server reads is \"chunked\", alone; send the body with a "
+                    "Content-Length, or chunked";
+  return "";
 }
 
 // A fixed set of threads running posted tasks in order; Stop() runs what is
@@ -164,13 +192,29 @@ struct Listener {
   std::optional<net::local::stream_protocol::acceptor> local;
   std::optional<net::steady_timer> backoff;
   int open = 0;  // connections open now; I/O thread only
+  // The connections waiting for a request's headers (new ones, and kept-alive
+  // ones between requests), longest waiting first, and how many of them each
+  // TCP client address has (none counted on the unix socket). Each session
+  // enters and leaves these itself (Session::StartWaiting, StopWaiting); I/O
+  // thread only.
+  std::list<Session*> waiting;
+  std::map<net::ip::address, int> waiting_from;
 };
 
 struct HttpServer::Impl {
   explicit Impl(ServerOptions o) : options(o), io(1), guard(net::make_work_guard(io)) {}
 
   void Accept(Listener& listener);
-  void OnAccepted(Listener& listener, Socket socket);
+  // Serves a new connection from `peer` (for TCP), making room for it or
+  // refusing it with 503 (see the file comment of http_server.h).
+  void OnAccepted(Listener& listener, Socket socket, std::optional<net::ip::address> peer);
+  // Closes the connection of `listener` that has waited longest for a
+  // request's headers, among those from `peer` when given; false when none
+  // waits.
+  bool CloseLongestWaiting(Listener& listener, const net::ip::address* peer);
+  // How many connections waiting for headers one TCP client address may
+  // hold on a listener: a quarter of max_connections.
+  int WaitingPerAddress() const { return std::max(1, options.max_connections / 4); }
   // Runs `handler` for `request`, which arrived on `session`, on `lane`.
   void Run(Lane lane, std::shared_ptr<Session> session, Request request, std::function<void(Exchange&)> handler);
 
@@ -191,8 +235,8 @@ struct HttpServer::Impl {
 // only through posts (see ExchangeImpl).
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(HttpServer::Impl& server, Listener& listener, Socket socket)
-      : server_(server), listener_(listener), socket_(std::move(socket)), timer_(server.io) {
+  Session(HttpServer::Impl& server, Listener& listener, Socket socket, std::optional<net::ip::address> peer)
+      : server_(server), listener_(listener), socket_(std::move(socket)), timer_(server.io), peer_(std::move(peer)) {
     ++listener_.open;
   }
   ~Session() { Close(); }
@@ -208,6 +252,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     closed_ = true;
     gone_ = true;
+    StopWaiting();
     timer_.cancel();
     beast::error_code ignored;
     socket_.shutdown(net::socket_base::shutdown_both, ignored);
@@ -357,8 +402,25 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   const std::atomic<bool>& gone() const { return gone_; }
+  // The TCP client's address; none on the unix socket.
+  const std::optional<net::ip::address>& peer() const { return peer_; }
 
  private:
+  // Enters the listener's count of connections waiting for a request's
+  // headers, as the newest; StopWaiting leaves it, and may be called again.
+  void StartWaiting() {
+    waiting_at_ = listener_.waiting.insert(listener_.waiting.end(), this);
+    if (peer_) ++listener_.waiting_from[*peer_];
+  }
+  void StopWaiting() {
+    if (!waiting_at_) return;
+    listener_.waiting.erase(*waiting_at_);
+    waiting_at_.reset();
+    if (!peer_) return;
+    auto count = listener_.waiting_from.find(*peer_);
+    if (--count->second == 0) listener_.waiting_from.erase(count);
+  }
+
   // Writes the head of `res` (HTTP/1.1, no body yet) under the write
   // deadline, then calls `then` with whether it was written; a failed write
   // closes the connection first.
@@ -390,6 +452,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(kMaxHeaderBytes);
     parser_->body_limit(server_.options.max_body_bytes);
     Arm();
+    StartWaiting();
     bhttp::async_read_header(socket_, buffer_, *parser_,
                              [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
   }
@@ -402,6 +465,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnHeader(beast::error_code ec) {
+    StopWaiting();
     if (ec == bhttp::error::header_limit) {
       // Without a line end in what was read, the request line alone is too long.
       const std::string_view seen(static_cast<const char*>(buffer_.data().data()), buffer_.size());
@@ -422,6 +486,10 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto& head = parser_->get();
     if (head.target().size() > kMaxTarget)
       return Refuse(414, "uri_too_long", "the request target is longer than " + std::to_string(kMaxTarget) + " bytes");
+    if (const std::string framing = BadFraming(head); !framing.empty()) {
+      unread_body_ = true;  // whatever follows is read and dropped, never taken for a request
+      return Refuse(400, "bad_request", framing);
+    }
     if (parser_->content_length() && *parser_->content_length() > server_.options.max_body_bytes) return RefuseBody();
     keep_alive_ = head.keep_alive();
     if (listener_.gate) {
@@ -499,6 +567,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Listener& listener_;
   Socket socket_;
   net::steady_timer timer_;
+  const std::optional<net::ip::address> peer_;
+  std::optional<std::list<Session*>::iterator> waiting_at_;  // in listener_.waiting while waiting for headers
   beast::flat_buffer buffer_;  // bounded by the parser's header and body limits
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   bool keep_alive_ = true;
@@ -631,15 +701,47 @@ void HttpServer::Impl::Accept(Listener& listener) {
       });
       return;
     }
-    OnAccepted(listener, Socket(std::move(socket)));
+    if constexpr (std::is_same_v<decltype(socket), net::ip::tcp::socket>) {
+      // Each piece of an answer goes out at once: with Nagle's algorithm a
+      // body written after its head waits for the client's delayed ACK
+      // (40 ms on Linux) on every answer after a connection's first.
+      beast::error_code ignored;
+      socket.set_option(net::ip::tcp::no_delay(true), ignored);
+    }
+    std::optional<net::ip::address> peer;
+    if constexpr (std::is_same_v<decltype(socket), net::ip::tcp::socket>) {
+      beast::error_code gone;
+      const auto endpoint = socket.remote_endpoint(gone);
+      if (!gone) peer = endpoint.address();
+    }
+    OnAccepted(listener, Socket(std::move(socket)), std::move(peer));
     Accept(listener);
   };
   if (listener.tcp) listener.tcp->async_accept(on_accept);
   else listener.local->async_accept(on_accept);
 }
 
-void HttpServer::Impl::OnAccepted(Listener& listener, Socket socket) {
-  if (listener.open >= options.max_connections) {
+bool HttpServer::Impl::CloseLongestWaiting(Listener& listener, const net::ip::address* peer) {
+  for (Session* session : listener.waiting) {
+    if (peer != nullptr && session->peer() != *peer) continue;
+    session->Close();  // leaves listener.waiting
+    return true;
+  }
+  return false;
+}
+
+void HttpServer::Impl::OnAccepted(Listener& listener, Socket socket, std::optional<net::ip::address> peer) {
+  // A client address at its share of connections waiting for headers makes
+  // room from its own: a flood from one address never crowds out another.
+  if (peer) {
+    const auto count = listener.waiting_from.find(*peer);
+    if (count != listener.waiting_from.end() && count->second >= WaitingPerAddress())
+      CloseLongestWaiting(listener, &*peer);
+  }
+  // A full listener makes room by closing the connection that has waited
+  // longest for a request's headers; only when every connection is busy
+  // (reading a body, handled, answering, streaming) is the new one refused.
+  if (listener.open >= options.max_connections && !CloseLongestWaiting(listener, nullptr)) {
     // One non-blocking send of a canned answer: a refused client never holds the I/O thread.
     static const std::string kBody = [] {
       return DumpJson({{"error",
@@ -655,7 +757,7 @@ void HttpServer::Impl::OnAccepted(Listener& listener, Socket socket) {
     socket.close(ignored);
     return;
   }
-  auto session = std::make_shared<Session>(*this, listener, std::move(socket));
+  auto session = std::make_shared<Session>(*this, listener, std::move(socket), std::move(peer));
   sessions.remove_if([](const std::weak_ptr<Session>& s) { return s.expired(); });
   sessions.push_back(session);
   session->Start();

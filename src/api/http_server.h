@@ -7,9 +7,16 @@
 //   moment the server waits for it; a slow or idle client is cut there;
 // - bodies over the limit are refused with 413 before they are read, and a
 //   listener's gate (the token check) answers before the body is read;
-// - each listener has its own bound on open connections; past it a new
-//   connection gets a 503 JSON answer and is closed, so a flood on TCP never
-//   locks out the unix socket;
+// - each listener has its own bound on open connections, so a flood on TCP
+//   never locks out the unix socket. A connection waiting for a request's
+//   headers (a new one, or a kept-alive one between requests) holds its
+//   place only until room is needed: a new connection past the bound closes
+//   the one that has waited longest, and only when none waits is it
+//   answered 503 (JSON) and closed;
+// - on TCP, one client address may hold at most a quarter of the bound in
+//   connections waiting for headers; its next one closes its own longest
+//   waiting, so a flood of unfinished requests from one address never
+//   crowds out another address, nor that address's own prompt clients;
 // - handlers run off the I/O thread: kQuick ones (answered from memory) on a
 //   small shared pool, kLong ones (engine calls, execs, streams) each on a
 //   thread of their own, so long-lived work never waits for, or holds, the
@@ -126,7 +133,7 @@ using Gate = std::function<std::optional<Response>(const Request&)>;
 struct ServerOptions {
   std::chrono::milliseconds request_timeout{10'000};  // to receive one whole request; also each write
   uint64_t max_body_bytes = 1 << 20;                  // larger bodies: 413
-  int max_connections = 1024;                         // per listener; past it: 503 and close
+  int max_connections = 1024;                         // per listener; past it: room made or 503 (see above)
   int quick_workers = 4;                              // threads of the kQuick lane
   // Runs a kLong handler's `task` on a thread of its own; throws
   // std::system_error when no thread can be made (as std::thread does under

@@ -346,7 +346,9 @@ KeyTable<AgentConfig> AgentKeys() {
 KeyTable<ApiConfig> ApiKeys() {
   return {"api", "[api]", {
     MemberKey("max-connections", &ApiConfig::max_connections, IntegerType(),
-              "Open connections each listener serves at once; one more is answered `503` and closed. TCP and the "
+              "Open connections each listener serves at once. One more closes the connection that has waited "
+              "longest for a request's headers, or, when every connection is busy, is answered `503` and closed. "
+              "One TCP client address may hold a quarter of it in connections waiting for headers. TCP and the "
               "unix socket count apart.",
               {IntegerRange(1, 65536)}),
     MemberKey("request-timeout", &ApiConfig::request_timeout, DurationType(),

@@ -95,14 +95,18 @@ TEST(Api, AClientThatSendsItsRequestTooSlowlyIsCutAtTheRequestTimeout) {
 }
 
 TEST(Api, ConnectionsPastTheBoundAreRefusedWith503AndTheUnixSocketStillAnswers) {
-  AgentProcess agent(ApiAgent("bound", "max-connections = 8\nrequest-timeout = \"60s\"\n"));
+  AgentOptions o = ApiAgent("bound", "max-connections = 8\nrequest-timeout = \"60s\"\n");
+  o.token = "t-" + RunTag();
+  AgentProcess agent(o);
   ASSERT_TRUE(agent.Start()) << agent.log();
+  // Eight event streams: every place taken by a connection that is busy, not
+  // waiting for a request's headers (those make room, see HostileClient).
   std::vector<std::unique_ptr<RawClient>> held;
   for (int i = 0; i < 8; ++i) {
     held.push_back(std::make_unique<RawClient>(agent.port()));
-    held.back()->Send("GET /health HTTP/1.1\r\n");  // unfinished
+    held.back()->Send("GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + o.token + "\r\n\r\n");
+    ASSERT_EQ(StatusOf(held.back()->Read(std::chrono::seconds(10), nullptr, "\r\n\r\n")), 200);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   RawClient ninth(agent.port());
   ASSERT_TRUE(ninth.connected());
   bool closed = false;
@@ -116,7 +120,7 @@ TEST(Api, ConnectionsPastTheBoundAreRefusedWith503AndTheUnixSocketStillAnswers) 
 
   held.clear();  // once clients leave, TCP serves again
   HttpResponse res;
-  for (int i = 0; i < 50 && res.status != 200; ++i) {
+  for (int i = 0; i < 100 && res.status != 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     res = agent.Call("GET", "/health", "", /*tcp=*/true);
   }

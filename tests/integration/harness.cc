@@ -245,6 +245,19 @@ RawClient::RawClient(int port) {
   connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
 }
 
+RawClient::RawClient(int port, const std::string& from) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in source{};
+  source.sin_family = AF_INET;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  connected_ = fd_ >= 0 && ::inet_pton(AF_INET, from.c_str(), &source.sin_addr) == 1 &&
+               ::bind(fd_, reinterpret_cast<sockaddr*>(&source), sizeof source) == 0 &&
+               ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+}
+
 RawClient::RawClient(const std::string& path) {
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};

@@ -104,6 +104,9 @@ class RawClient {
  public:
   // Connects to 127.0.0.1:`port`.
   explicit RawClient(int port);
+  // Connects to 127.0.0.1:`port` from the loopback address `from`
+  // (127.0.0.2, say: a client address of its own).
+  RawClient(int port, const std::string& from);
   // Connects to the unix socket at `path`.
   explicit RawClient(const std::string& path);
   ~RawClient();

@@ -120,6 +120,43 @@ TEST(HostileClient, AnUnauthenticatedRequestIsRefusedWith401BeforeItsBodyIsRead)
   EXPECT_EQ(StatusOf(good.Read(60s, nullptr, "\r\n\r\n")), 201);
 }
 
+TEST(HostileClient, AFloodOfUnfinishedHeadersLocksNoTokenHolderOut) {
+  AgentOptions o = Options("flood", "request-timeout = \"120s\"\n");
+  o.token = "t-" + RunTag();
+  AgentProcess agent(o);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  // Connections that each send part of a request's headers, no token, and
+  // wait: with the default max-connections (1024) and a request timeout of
+  // two minutes, enough to hold every place of the TCP listener.
+  std::vector<std::unique_ptr<RawClient>> flood;
+  auto open_flood = [&](int count, std::vector<std::string> from) {
+    for (int i = 0; i < count; ++i) {
+      flood.push_back(std::make_unique<RawClient>(agent.port(), from[i % from.size()]));
+      ASSERT_TRUE(flood.back()->connected()) << "flood connection " << flood.size();
+      flood.back()->Send("GET /v1/kernels HTTP/1.1\r\nHost: x\r\nX-Padding: aaaa");
+    }
+  };
+  // The token holder, from the flood's own address and from another, and
+  // a client of the unix socket: each answered, within a generous bound.
+  auto expect_served = [&](const std::string& when) {
+    for (const std::string from : {"127.0.0.1", "127.0.0.2"}) {
+      RawClient holder(agent.port(), from);
+      ASSERT_TRUE(holder.connected()) << when;
+      holder.Send("GET /v1/kernels HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + o.token +
+                  "\r\nConnection: close\r\n\r\n");
+      const std::string answer = holder.Read(30s, nullptr, "\r\n\r\n");
+      EXPECT_EQ(StatusOf(answer), 200) << when << ", the token holder on " << from << " got: " << answer;
+    }
+    EXPECT_EQ(agent.Call("GET", "/v1/kernels").status, 200) << when;
+  };
+  open_flood(1100, {"127.0.0.1"});
+  expect_served("after 1,100 unfinished requests from 127.0.0.1");
+  // 1,000 more, spread over four addresses: under each address's share (a
+  // quarter of max-connections), past the listener's bound together.
+  open_flood(1000, {"127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"});
+  expect_served("after 1,000 more from four addresses");
+}
+
 TEST(HostileClient, InteractiveExecsPastMaxExecSessionsAre503AndAPlaceFreesWhenOneEnds) {
   AgentProcess agent(Options("sessions", "max-exec-sessions = 3\n"));
   ASSERT_TRUE(agent.Start()) << agent.log();

@@ -1,8 +1,18 @@
-// HttpServer on a loopback port, driven by HttpClient: what it does when the
-// host refuses it a thread, and a body of kept pieces.
+// HttpServer on a loopback port, driven by HttpClient and by raw sockets:
+// what it does when the host refuses it a thread, a body of kept pieces, how
+// it sets up an accepted connection, and requests framed to smuggle another.
 #include "api/http_server.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -24,6 +34,86 @@ http::Dispatch TwoLanes(const http::Request& request) {
   dispatch.lane = request.path == "/long" ? http::Lane::kLong : http::Lane::kQuick;
   dispatch.handler = [](http::Exchange& ex) { ex.Reply({.status = 200, .body = "{}"}); };
   return dispatch;
+}
+
+// A client socket connected to 127.0.0.1:`port`, closed when it goes.
+class RawSocket {
+ public:
+  explicit RawSocket(int port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~RawSocket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawSocket(const RawSocket&) = delete;
+  RawSocket& operator=(const RawSocket&) = delete;
+
+  bool connected() const { return connected_; }
+  bool Send(std::string_view bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  }
+  // What comes within `limit`, until the server closes (`closed` then
+  // true) or, when `until` is not empty, until it has come.
+  std::string Read(std::chrono::milliseconds limit, bool* closed, std::string_view until = {}) {
+    std::string out;
+    *closed = false;
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end && (until.empty() || out.find(until) == std::string::npos)) {
+      pollfd p{fd_, POLLIN, 0};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 1))) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        *closed = true;
+        break;
+      }
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+  // The local port this client connected from.
+  int local_port() const {
+    sockaddr_in addr{};
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    return ntohs(addr.sin_port);
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+// The descriptor of this process that is the server's side of the TCP
+// connection from local port `client_port` to `server_port`; -1 when none.
+int ServerSideOf(int server_port, int client_port) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int found = -1;
+  while (dirent* entry = ::readdir(dir)) {
+    const int fd = std::atoi(entry->d_name);
+    if (entry->d_name[0] == '.' || fd == ::dirfd(dir)) continue;
+    sockaddr_in local{}, peer{};
+    socklen_t local_len = sizeof local, peer_len = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 || local.sin_family != AF_INET ||
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0)
+      continue;
+    if (ntohs(local.sin_port) == server_port && ntohs(peer.sin_port) == client_port) found = fd;
+  }
+  ::closedir(dir);
+  return found;
+}
+
+// How many answers (status lines) `bytes` holds.
+int AnswersIn(const std::string& bytes) {
+  int count = 0;
+  for (size_t at = bytes.find("HTTP/1.1 "); at != std::string::npos; at = bytes.find("HTTP/1.1 ", at + 1)) ++count;
+  return count;
 }
 
 TEST(HttpServer, AThreadThatCannotBeMadeIsA503AndTheServerGoesOn) {
@@ -86,6 +176,69 @@ TEST(HttpServer, ABodyOfPiecesArrivesWholeAndInOrderBetweenOtherAnswers) {
     EXPECT_EQ(answer->body, path == "/small" ? "{}" : whole) << path;
   }
   server.Stop();
+}
+
+TEST(HttpServer, AnAcceptedTcpConnectionHasNagleOff) {
+  // With Nagle's algorithm on the server's side, a body written after its
+  // head (a body of pieces) waits for the client's delayed ACK: about 40 ms
+  // on every answer after a kept-alive connection's first.
+  http::HttpServer server({});
+  ASSERT_TRUE(server.ListenTcp("127.0.0.1", 0, TwoLanes).ok());
+  server.Start();
+  RawSocket client(server.tcp_port());
+  ASSERT_TRUE(client.Send("GET /quick HTTP/1.1\r\nHost: x\r\n\r\n"));
+  bool closed = false;
+  const std::string answer = client.Read(std::chrono::seconds(10), &closed, "\r\n\r\n{}");
+  ASSERT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;  // the server has set its side up
+  ASSERT_FALSE(closed);
+  const int fd = ServerSideOf(server.tcp_port(), client.local_port());
+  ASSERT_GE(fd, 0) << "no descriptor of this process is the server's side of the connection";
+  int nodelay = 0;
+  socklen_t len = sizeof nodelay;
+  ASSERT_EQ(::getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len), 0);
+  EXPECT_NE(nodelay, 0) << "TCP_NODELAY is off on the server's side of an accepted connection";
+  server.Stop();
+}
+
+TEST(HttpServer, ABodyFramedByATransferCodingOtherThanChunkedIs400AndNeverReadAsTheNextRequest) {
+  // Each request's body is itself a request: read as "no body", it would be
+  // the connection's next request (a smuggled one, past whatever checked the
+  // first).
+  std::vector<std::string> seen;  // the paths dispatched, on the I/O thread only
+  http::HttpServer server({});
+  ASSERT_TRUE(server
+                  .ListenTcp("127.0.0.1", 0,
+                             [&seen](const http::Request& request) {
+                               seen.push_back(request.path);
+                               http::Dispatch dispatch;
+                               dispatch.immediate = {.status = 200, .body = "{}"};
+                               return dispatch;
+                             })
+                  .ok());
+  server.Start();
+  const std::string smuggled = "DELETE /smuggled HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+  for (const std::string codings : {"Transfer-Encoding: identity\r\n", "Transfer-Encoding: gzip\r\n",
+                                    "Transfer-Encoding: chunked, identity\r\n",
+                                    "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n"}) {
+    RawSocket client(server.tcp_port());
+    ASSERT_TRUE(client.Send("POST /first HTTP/1.1\r\nHost: x\r\n" + codings + "\r\n" + smuggled));
+    bool closed = false;
+    const std::string answers = client.Read(std::chrono::seconds(10), &closed);
+    EXPECT_TRUE(closed) << codings << "the connection stayed open";
+    EXPECT_EQ(AnswersIn(answers), 1) << codings << answers;
+    EXPECT_EQ(answers.rfind("HTTP/1.1 400", 0), 0u) << codings << answers;
+    EXPECT_NE(answers.find("\"bad_request\""), std::string::npos) << answers;
+    EXPECT_NE(answers.find("Transfer-Encoding"), std::string::npos) << answers;
+  }
+  // A chunked body is still read as one.
+  RawSocket client(server.tcp_port());
+  ASSERT_TRUE(client.Send("POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n"
+                          "\r\n2\r\n{}\r\n0\r\n\r\n"));
+  bool closed = false;
+  const std::string answer = client.Read(std::chrono::seconds(10), &closed);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+  server.Stop();
+  EXPECT_EQ(seen, std::vector<std::string>{"/chunked"});
 }
 
 }  // namespace
