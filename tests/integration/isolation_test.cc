@@ -40,6 +40,20 @@ void MakeImage(const std::string& tag, const std::string& user, const std::strin
   RunCommand({"docker", "rm", "-f", base});
 }
 
+// Creates, on `agent`, a kernel of `image`, made from the test image with
+// `user` (and `passwd` as its /etc/passwd, when not empty), and expects it
+// refused (403) with each of `words` in the message; removes the image.
+void ExpectUserRefused(const AgentProcess& agent, const std::string& image, const std::string& user,
+                       const std::string& passwd, const std::vector<std::string>& words) {
+  ASSERT_NO_FATAL_FAILURE(MakeImage(image, user, passwd));
+  json k = SleepKernel("k");
+  k["image"] = image;
+  const HttpResponse refused = agent.Call("POST", "/v1/kernels", k.dump());
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  for (const std::string& word : words) EXPECT_NE(refused.body.find(word), std::string::npos) << refused.body;
+  RunCommand({"docker", "rmi", image});
+}
+
 // The finding: ResolveMounts checked a path, the engine then mounted whatever
 // the path named by then, so a kernel swapping a directory for a link got
 // another kernel the directory the link pointed to, read-write.
@@ -198,15 +212,8 @@ TEST(Isolation, AnImageThatIsRootByAnotherNumberOrNameDoesNotRunWithoutAllowRoot
   ASSERT_TRUE(agent.Start()) << agent.log();
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(cases[i].user);
-    const std::string image = "slotd-test/user-" + std::to_string(i) + ":" + tag;
-    ASSERT_NO_FATAL_FAILURE(MakeImage(image, cases[i].user, cases[i].passwd));
-    json k = SleepKernel("k" + std::to_string(i));
-    k["image"] = image;
-    const HttpResponse refused = agent.Call("POST", "/v1/kernels", k.dump());
-    EXPECT_EQ(refused.status, 403) << refused.body;
-    EXPECT_NE(refused.body.find("runs as root"), std::string::npos) << refused.body;
-    EXPECT_NE(refused.body.find("allow-root is false"), std::string::npos) << refused.body;
-    RunCommand({"docker", "rmi", image});
+    ExpectUserRefused(agent, "slotd-test/user-" + std::to_string(i) + ":" + tag, cases[i].user, cases[i].passwd,
+                      {"runs as root", "allow-root is false"});
   }
   EXPECT_EQ(agent.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size(), 0u);
   const CommandResult left = RunCommand({"docker", "ps", "-aq", "--filter", "label=ai.backend.owner=" + o.id});
@@ -304,14 +311,8 @@ TEST(Isolation, AnImageWhoseUserIsInRootsGroupDoesNotRunWithoutAllowRoot) {
   const std::pair<std::string, std::string> cases[] = {{"1000:0", ""}, {"wheel", passwd}, {"1000:root", ""}};
   for (size_t i = 0; i < std::size(cases); ++i) {
     SCOPED_TRACE(cases[i].first);
-    const std::string image = "slotd-test/gid0-" + std::to_string(i) + ":" + tag;
-    ASSERT_NO_FATAL_FAILURE(MakeImage(image, cases[i].first, cases[i].second));
-    json k = SleepKernel("k" + std::to_string(i));
-    k["image"] = image;
-    const HttpResponse refused = agent.Call("POST", "/v1/kernels", k.dump());
-    EXPECT_EQ(refused.status, 403) << refused.body;
-    EXPECT_NE(refused.body.find("root's group"), std::string::npos) << refused.body;
-    RunCommand({"docker", "rmi", image});
+    ExpectUserRefused(agent, "slotd-test/gid0-" + std::to_string(i) + ":" + tag, cases[i].first, cases[i].second,
+                      {"root's group", "allow-root is false"});
   }
   const CommandResult left = RunCommand({"docker", "ps", "-aq", "--filter", "label=ai.backend.slotd.user-probe"});
   EXPECT_EQ(left.out, "") << "containers made to read the images' users were left behind";
