@@ -199,9 +199,9 @@ Result<Agent::CreateOutcome> Agent::CreateKernelFor(const CreateRequest& request
     pending_creates_.erase(request.kernel_id);
     create_done_.notify_all();
   }
-  // A failed create freed what it held; a shared kernel's cpuset was the pool
-  // when its spec was made, which an exclusive create may have shrunk since.
-  if (!outcome.ok() || kernel.allocation.shared_cpu_millis > 0) ConvergeCpusets();
+  // A failed create freed what it held. (A shared kernel's container was
+  // brought to the pool before it started, and moved by every change since.)
+  if (!outcome.ok()) ConvergeCpusets();
   return outcome;
 }
 

@@ -451,14 +451,20 @@ class Agent {
   // to what differs from its allocation: paused, cpuset, memory limit; emits
   // kernel_condition when that changes. Takes mutex_ itself.
   void CheckDrift(const std::string& kernel_id, const std::string& container_id) EXCLUDES(mutex_);
-  // Gives each RUNNING shared kernel's container the shared pool as it is now
-  // where its cores (Kernel::applied_cpuset) differ: the pool shrank as
+  // Gives the container of each shared kernel that holds its quota (running,
+  // warm, still starting, waiting for a restart) the shared pool as it is
+  // now where its cores (Kernel::applied_cpuset) differ: the pool shrank as
   // exclusive cores were given, or grew as they were freed. Engine calls
-  // unlocked; a failure (an engine that cannot update: Podman) is the
-  // kernel's condition until an update succeeds. Called after exclusive,
-  // shared and failed creates, deletes and relists (not the restore's, which
-  // would wait on an inspect of every adopted shared kernel). Takes mutex_.
-  void ConvergeCpusets() EXCLUDES(mutex_);
+  // unlocked, one convergence at a time (converge_mutex_), so that when it
+  // returns every such container the agent knows runs on the pool of its
+  // start or a later one; a failure (an engine that cannot update: Podman)
+  // is the kernel's condition until an update succeeds. Called after an
+  // exclusive create takes its cores (before its container starts), before
+  // a shared kernel's container starts, after failed creates, deletes,
+  // relists and the restore. Takes mutex_.
+  void ConvergeCpusets() EXCLUDES(mutex_, converge_mutex_);
+  // The shared pool's cores as the cpu plugin gives them now ("1-3"); empty: no pool.
+  std::string SharedPoolNow() const REQUIRES(mutex_);
   // OnEngineEvent without the StopIntruders that follows it.
   bool ApplyEngineEvent(const EngineEvent& event) EXCLUDES(mutex_);
   // Stops the containers Resume found running on resources their kernels do
@@ -532,13 +538,16 @@ class Agent {
   // "<container id> <state>" of the unknown states reported; emptied past the bound.
   static constexpr size_t kMaxUnknownStatesReported = 1024;
   std::set<std::string> unknown_states_reported_ GUARDED_BY(mutex_);
-  // The shared pool's cores as ConvergeCpusets last brought every running
-  // shared kernel to them; when the pool differs, every shared kernel is
-  // checked, otherwise only those of cpusets_to_check_: just made (their
-  // spec's pool may be older), or refused an update. So a create or delete
-  // that leaves the pool as it is costs no walk over every kernel.
+  // The shared pool's cores as ConvergeCpusets last brought every shared
+  // kernel's container that holds its quota to them; when the pool differs,
+  // every shared kernel is checked, otherwise only those of
+  // cpusets_to_check_: just made (their spec's pool may be older), taken
+  // back by a resume, or refused an update. So a create or delete that
+  // leaves the pool as it is costs no walk over every kernel.
   std::string converged_pool_ GUARDED_BY(mutex_);
   std::set<std::string> cpusets_to_check_ GUARDED_BY(mutex_);  // kernel ids
+  // Held by ConvergeCpusets for its whole run; taken before mutex_, never inside it.
+  Mutex converge_mutex_;
   // The warm pools ([[pool]]); empty when their entries are refused (Restore
   // then fails naming the entry: pools_status_).
   std::vector<WarmPool> pools_;

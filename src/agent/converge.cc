@@ -4,6 +4,8 @@
 // or drifted, and what the devices' health means for the kernels on them.
 #include "agent/agent.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "agent/label_codec.h"
@@ -16,6 +18,8 @@ using nlohmann::json;
 void Agent::Resume(const std::string& kernel_id, const std::string& how) {
   Status claimed = table_.Resume(kernel_id, how);
   const Kernel* kernel = table_.Find(kernel_id);
+  // Its cores did not follow the pool while it held no quota.
+  if (claimed.ok() && kernel && kernel->allocation.shared_cpu_millis > 0) cpusets_to_check_.insert(kernel_id);
   if (claimed.ok() || !kernel || kernel->state() != KernelState::kError) return;
   spdlog::error("kernel {}: {}; stopping it", kernel_id, kernel->reason);
   intruders_.emplace_back(kernel_id, kernel->container_id);
@@ -156,19 +160,28 @@ void Agent::CheckDrift(const std::string& kernel_id, const std::string& containe
                   {{"condition", k->Conditions().empty() ? json(nullptr) : json(k->Conditions())}});
 }
 
+std::string Agent::SharedPoolNow() const {
+  // Every shared kernel is given the same cores: the pool, as the cpu plugin applies it.
+  Allocation shared;
+  shared.shared_cpu_millis = 1;
+  ContainerSpec now;
+  for (const auto& plugin : plugins_)
+    if (plugin->Name() == "cpu") plugin->Apply(shared, now);
+  return now.cpuset_cpus;
+}
+
 void Agent::ConvergeCpusets() {
   struct Move {
     std::string kernel_id, container_id, cpuset, applied;
   };
   std::vector<Move> moves;
+  // One convergence at a time, from deciding its moves to their end: a later
+  // pool's moves never reach the engine before an earlier one's.
+  MutexLock converging(converge_mutex_);
   {
     MutexLock lock(mutex_);
-    // Every shared kernel is given the same cores: the pool, as the cpu plugin applies it.
-    Allocation shared;
-    shared.shared_cpu_millis = 1;
     ContainerSpec now;
-    for (const auto& plugin : plugins_)
-      if (plugin->Name() == "cpu") plugin->Apply(shared, now);
+    now.cpuset_cpus = SharedPoolNow();
     if (now.cpuset_cpus.empty()) return;  // no pool: nothing to give
     std::vector<const Kernel*> candidates;
     if (now.cpuset_cpus != converged_pool_) {
@@ -179,8 +192,9 @@ void Agent::ConvergeCpusets() {
         if (const Kernel* k = table_.Find(id)) candidates.push_back(k);
     }
     for (const Kernel* k : candidates) {
-      const bool runs = k->state() == KernelState::kRunning || k->state() == KernelState::kWarm;
-      if (k->allocation.shared_cpu_millis == 0 || !runs || k->container_id.empty()) continue;
+      // Every container that holds the kernel's quota, whether it runs yet or
+      // not: one still starting, or waiting for a restart, starts on the pool.
+      if (k->allocation.shared_cpu_millis == 0 || !k->holds_resources || k->container_id.empty()) continue;
       if (now.cpuset_cpus == k->applied_cpuset) continue;
       moves.push_back({k->id(), k->container_id, now.cpuset_cpus, k->applied_cpuset});
       Kernel& moving = *table_.Change(k->id());
@@ -264,6 +278,8 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
     }
     case reconcile::EventStep::kResume:
       Resume(*kernel_id, "started outside slotd");
+      lock.Unlock();
+      ConvergeCpusets();  // a shared kernel's cores onto the pool as it is now
       return false;
     case reconcile::EventStep::kForget:
       spdlog::warn("kernel {}: its container was removed outside slotd; freeing its resources", *kernel_id);
@@ -496,12 +512,12 @@ Status Agent::Converge(bool at_start, std::optional<std::vector<ContainerInfo>> 
     MutexLock lock(mutex_);
     if (Status s = ApplyList(mine, inspected, list_seq, at_start, applied); !s.ok()) return s;
   }
+  // Shared kernels onto the pool as it is now, before a kernel created before
+  // the agent stopped starts (an adopted one's cores are learnt by an inspect).
+  ConvergeCpusets();
   FinishStarts(applied.never_started);
   StopIntruders();
   for (const auto& [kernel_id, container_id] : applied.to_check) CheckDrift(kernel_id, container_id);
-  // Not at start: an adopted shared kernel's cores are learnt by an inspect
-  // each, which the restore does not wait for; the first relist does it.
-  if (!at_start) ConvergeCpusets();
   // Scratch of no kernel (its container vanished, or the agent died while
   // deleting it) goes; that of any container listed as ours stays.
   auto kept = [&]() EXCLUDES(mutex_) {

@@ -292,6 +292,8 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     }
     table_.Announce("kernel_created", kernel);
   }
+  // Its spec's pool may be older than the pool now: never started on cores an exclusive kernel took meanwhile.
+  if (kernel.allocation.shared_cpu_millis > 0) ConvergeCpusets();
   if (Status s = engine_.Start(*created); !s.ok()) return abandon(s.WithPrefix("starting the container"), *created);
   if (Status s = VerifyStarted(request.kernel_id, *created, mounts, run_as); !s.ok()) return abandon(s, *created);
 

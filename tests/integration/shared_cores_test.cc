@@ -1,13 +1,16 @@
 // Shared cores through the real binaries and engine: ten shared kernels run
 // beside an exclusive one on two cores, the pool follows the exclusive
 // kernel, an exclusive core that would starve the pool is refused, an agent
-// SIGKILLed and started again adopts both kinds exactly, and a quota holds a
-// spinning kernel to its share.
+// SIGKILLed and started again adopts both kinds exactly, a quota holds a
+// spinning kernel to its share, and shared kernels created at the same moment
+// as an exclusive one never keep its core.
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -110,6 +113,56 @@ TEST(SharedCores, AQuotaHoldsASpinningKernelToItsShare) {
   const CommandResult shown = Slotctl({"--socket", agent.socket_path(), "stats", "spin"});
   EXPECT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_NE(shown.out.find("% of its 250m quota, "), std::string::npos) << shown.out;
+}
+
+// The cores the kernel's first process may run on, as the host's kernel
+// enforces its cgroup's cpuset (Cpus_allowed_list of /proc/<pid>/status).
+std::string AllowedCoresOf(const AgentProcess& agent, const std::string& id) {
+  const json k = agent.CallJson("GET", "/v1/kernels/" + id, nullptr, 200);
+  Result<ContainerInfo> info = Engine().Inspect(k["container_id"]);
+  if (!info.ok() || info->pid <= 0) return "(not running)";
+  std::ifstream in("/proc/" + std::to_string(info->pid) + "/status");
+  const std::string field = "Cpus_allowed_list:";
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field, 0) == 0) return line.substr(line.find_first_not_of(" \t", field.size()));
+  return "(unreadable)";
+}
+
+// Shared kernels created at the same moment as an exclusive one, several
+// rounds: whatever order the agent takes them in, no shared kernel keeps the
+// exclusive core, as the engine records it and as its cgroup enforces it.
+TEST(SharedCores, SharedKernelsCreatedBesideAnExclusiveOneNeverKeepItsCore) {
+  if (EngineIsPodman()) GTEST_SKIP() << "Podman cannot move a running container's cores";
+  AgentProcess agent(TwoCoreAgent("race"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  constexpr int kRounds = 4, kPerRound = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string tag = std::to_string(round);
+    std::vector<std::string> shared;
+    for (int i = 0; i < kPerRound; ++i) shared.push_back("s" + tag + "-" + std::to_string(i));
+    std::vector<int> statuses(kPerRound + 1, 0);
+    std::vector<std::thread> creators;
+    for (int i = 0; i < kPerRound; ++i)
+      creators.emplace_back([&, i] { statuses[i] = agent.Call("POST", "/v1/kernels", Sleeper(shared[i], "100m").dump()).status; });
+    creators.emplace_back(
+        [&] { statuses[kPerRound] = agent.Call("POST", "/v1/kernels", Sleeper("x" + tag, 1).dump()).status; });
+    for (auto& t : creators) t.join();
+    for (int i = 0; i <= kPerRound; ++i) ASSERT_EQ(statuses[i], 201) << "round " << round << ", create " << i;
+
+    const json x = agent.CallJson("GET", "/v1/kernels/x" + tag, nullptr, 200);
+    ASSERT_EQ(x["allocations"]["cpu"].size(), 1u) << x.dump();
+    const std::string taken = std::to_string(x["allocations"]["cpu"][0].get<int>());
+    const std::string pool = taken == "0" ? "1" : "0";
+    for (const std::string& id : shared) {
+      EXPECT_EQ(CpusetOf(agent, id), pool) << "round " << round << ", " << id << " beside x on core " << taken;
+      EXPECT_EQ(AllowedCoresOf(agent, id), pool) << "round " << round << ", " << id;
+      const json k = agent.CallJson("GET", "/v1/kernels/" + id, nullptr, 200);
+      EXPECT_TRUE(k["condition"].is_null()) << k.dump();
+    }
+    agent.CallJson("DELETE", "/v1/kernels/x" + tag, nullptr, 200);
+    for (const std::string& id : shared) EXPECT_EQ(CpusetOf(agent, id), "0-1") << id;
+    for (const std::string& id : shared) agent.CallJson("DELETE", "/v1/kernels/" + id, nullptr, 200);
+  }
 }
 
 }  // namespace

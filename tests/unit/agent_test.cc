@@ -1358,6 +1358,85 @@ TEST_F(AgentTest, ASharedKernelWhoseCoresCannotFollowThePoolHasThatCondition) {
   EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
 }
 
+// A shared create and an exclusive one at the same moment: the shared
+// kernel's container, created on the old pool and not yet started, is moved
+// off the exclusive core before the exclusive kernel starts, not left on it
+// because it did not run yet when the pool moved.
+TEST_F(AgentTest, ASharedKernelStartingWhileAnExclusiveOneTakesACoreIsMovedOffItFirst) {
+  engine_.HoldNext(Method::kStart);
+  Result<Agent::CreateOutcome> shared = Status::Internal("not run");
+  std::thread creator([&] { shared = agent_->CreateKernel(Request("s", {{"cpu", "250m"}})); });
+  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStart));
+  const std::string container = agent_->GetKernel("s")->container_id;
+  EXPECT_EQ(engine_.SpecOf(container)->cpuset_cpus, "0-3");  // made on the pool of then
+
+  Kernel x = MustCreate(Request("x", {{"cpu", 1}}));
+  EXPECT_EQ(x.allocation.cores, (std::vector<int>{0}));
+  EXPECT_EQ(engine_.Peek(container)->cpuset_cpus, "1-3");  // before it ever starts
+  engine_.Release(Method::kStart);
+  creator.join();
+  ASSERT_TRUE(shared.ok()) << shared.status().message();
+  EXPECT_EQ(engine_.Peek(container)->cpuset_cpus, "1-3");
+  EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_EQ(engine_.Peek(container)->cpuset_cpus, "1-3");
+}
+
+// The same race one step earlier: the exclusive kernel takes its core while
+// the shared kernel's container is being created on the old pool, before
+// the agent knows of it. It is brought to the pool before it starts.
+TEST_F(AgentTest, ASharedKernelCreatedOnAPoolThatShrankMeanwhileStartsOnThePoolAsItIsNow) {
+  engine_.HoldNext(Method::kCreate);
+  Result<Agent::CreateOutcome> shared = Status::Internal("not run");
+  std::thread creator([&] { shared = agent_->CreateKernel(Request("s", {{"cpu", "250m"}})); });
+  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kCreate));
+  MustCreate(Request("x", {{"cpu", 1}}));
+  engine_.HoldNext(Method::kStart);
+  engine_.Release(Method::kCreate);
+  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStart));
+  const std::string container = agent_->GetKernel("s")->container_id;
+  EXPECT_EQ(engine_.SpecOf(container)->cpuset_cpus, "0-3");
+  EXPECT_EQ(engine_.Peek(container)->cpuset_cpus, "1-3");  // at its start
+  engine_.Release(Method::kStart);
+  creator.join();
+  ASSERT_TRUE(shared.ok()) << shared.status().message();
+  EXPECT_EQ(engine_.Peek(container)->cpuset_cpus, "1-3");
+}
+
+// Two exclusive creates one after the other, the first one's move of the
+// shared kernel slow: the second one's move never lands before it, so the
+// shared kernel ends on the pool without either exclusive core.
+TEST_F(AgentTest, TheSharedPoolsMovesReachTheEngineInTheOrderThePoolChanged) {
+  Kernel s = MustCreate(Request("s", {{"cpu", "250m"}}));
+  engine_.HoldNext(Method::kUpdate);
+  std::thread first([&] { MustCreate(Request("x1", {{"cpu", 1}})); });
+  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kUpdate));  // moving s to 1-3
+  std::thread second([&] { MustCreate(Request("x2", {{"cpu", 1}})); });
+  for (int i = 0; i < 1000 && !agent_->GetKernel("x2").ok(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(agent_->GetKernel("x2").ok());  // core 1 taken
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it move s if it may; the outcome must not depend on it
+  engine_.Release(Method::kUpdate);
+  first.join();
+  second.join();
+  EXPECT_EQ(agent_->GetKernel("x2")->allocation.cores, (std::vector<int>{1}));
+  EXPECT_EQ(engine_.Peek(s.container_id)->cpuset_cpus, "2-3");
+  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_EQ(engine_.Peek(s.container_id)->cpuset_cpus, "2-3");
+}
+
+// A shared kernel waiting for its restart policy's restart holds its quota:
+// the pool's moves meanwhile reach its container, which starts on the pool.
+TEST_F(AgentTest, ASharedKernelWaitingForARestartStartsOnThePoolAsItIsNow) {
+  Kernel s = MustCreate(Request("s", {{"cpu", "250m"}}, {{"restart", {{"policy", "always"}, {"backoff", {{"initial", "1h"}}}}}}));
+  Result<EngineEvent> died = engine_.KillBehindBack(s.container_id, 1);
+  ASSERT_TRUE(died.ok());
+  agent_->OnEngineEvent(*died);
+  ASSERT_EQ(StateOf("s"), KernelState::kBackoff);
+  MustCreate(Request("x", {{"cpu", 1}}));
+  EXPECT_EQ(engine_.Peek(s.container_id)->cpuset_cpus, "1-3");
+}
+
 // The kernels of `agent` in `state`, by id.
 std::vector<Kernel> InState(const Agent& agent, KernelState state) {
   std::vector<Kernel> kernels;
