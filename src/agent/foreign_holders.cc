@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include "agent/kernel.h"
 #include "agent/label_codec.h"
 #include "common/json_reader.h"
+#include "common/units.h"
 #include "resources/allocation.h"
 
 namespace slotd {
@@ -16,19 +18,57 @@ Result<std::vector<ContainerInfo>> ListOwnedContainers(ContainerEngine& engine) 
   return listed;
 }
 
+namespace {
+
+// Whether `info` is a running container of another owner than `agent_id`
+// that records an allocation: a kernel whose holdings count against us.
+bool IsForeignKernel(const ContainerInfo& info, const std::string& agent_id) {
+  auto owner = info.labels.find(label::kOwner);
+  return owner != info.labels.end() && owner->second != agent_id && info.running &&
+         info.labels.count(label::kAllocations) > 0;
+}
+
+}  // namespace
+
+Status InspectForeignCpusets(ContainerEngine& engine, std::vector<ContainerInfo>& listed, const std::string& agent_id) {
+  for (ContainerInfo& info : listed) {
+    if (!IsForeignKernel(info, agent_id)) continue;
+    Result<ContainerInfo> inspected = engine.Inspect(info.id);
+    if (!inspected.ok() && inspected.status().code() == Status::Code::kNotFound) continue;  // gone: holds nothing
+    if (!inspected.ok())
+      return inspected.status().WithPrefix("inspecting container " + info.name + " of agent " +
+                                           info.labels.at(label::kOwner) + " to read the cores it runs on");
+    info.cpuset_cpus = inspected->cpuset_cpus;
+  }
+  return Status::Ok();
+}
+
 Status CheckForeignHolders(const std::vector<ContainerInfo>& listed, const AgentClaims& mine) {
   std::string problems;
   for (const auto& info : listed) {
+    if (!IsForeignKernel(info, mine.agent_id)) continue;
     const std::string& owner = info.labels.at(label::kOwner);
-    if (owner == mine.agent_id || !info.running) continue;
-    auto text = info.labels.find(label::kAllocations);
-    if (text == info.labels.end()) continue;
-    std::optional<nlohmann::json> parsed = ParseJsonWithin(text->second);
+    std::optional<nlohmann::json> parsed = ParseJsonWithin(info.labels.at(label::kAllocations));
     auto alloc = parsed ? AllocationFromLabel(std::move(*parsed)) : Result<Allocation>(Status::InvalidArgument("not JSON"));
-    if (!alloc.ok()) continue;  // not a record this agent can read; it claims nothing here
+    if (!alloc.ok()) alloc = Allocation{};  // not a record this agent can read: its label claims nothing here
+    // The cores its label records, and those its cpuset lets it run on
+    // whatever the label says (a shared kernel's: the pool it was given).
     std::vector<std::string> held;
-    for (int core : alloc->cores)
-      if (std::binary_search(mine.cores.begin(), mine.cores.end(), core)) held.push_back("cpu core " + std::to_string(core));
+    std::set<int> cores(alloc->cores.begin(), alloc->cores.end());
+    std::set<int> by_cpuset;
+    if (!info.cpuset_cpus.empty()) {
+      Result<std::vector<int>> cpuset = ParseCoreList(info.cpuset_cpus);
+      if (!cpuset.ok())
+        held.push_back("cpu cores (its cpuset \"" + info.cpuset_cpus.substr(0, 64) + "\" is no core list)");
+      else
+        for (int core : *cpuset)
+          if (!cores.count(core)) by_cpuset.insert(core);
+      cores.insert(by_cpuset.begin(), by_cpuset.end());
+    }
+    for (int core : cores)
+      if (std::binary_search(mine.cores.begin(), mine.cores.end(), core))
+        held.push_back("cpu core " + std::to_string(core) +
+                       (by_cpuset.count(core) ? " (its cpuset: " + info.cpuset_cpus + ")" : ""));
     for (const auto& [plugin, ids] : alloc->devices) {
       auto own = mine.devices.find(plugin);
       if (own == mine.devices.end()) continue;

@@ -32,6 +32,8 @@ Result<Admission> AdmitAgent(const Config& config, ContainerEngine& engine, cons
                                      [&] {
                                        Result<std::vector<ContainerInfo>> listed = ListOwnedContainers(engine);
                                        if (!listed.ok()) return listed.status();
+                                       if (Status s = InspectForeignCpusets(engine, *listed, mine.agent_id); !s.ok())
+                                         return s;
                                        admission.listed = std::move(*listed);
                                        return CheckForeignHolders(admission.listed, mine);
                                      });

@@ -256,5 +256,28 @@ TEST_F(MultiAgent, ADeadAgentsRunningKernelsStillHoldTheirCores) {
   EXPECT_TRUE(info->running);
 }
 
+// A dead agent's shared kernel records no core in its label, yet runs on
+// its pool: what its cpuset lets it run on keeps a new agent off those cores.
+TEST_F(MultiAgent, ADeadAgentsRunningSharedKernelsStillHoldTheCoresTheyRunOn) {
+  AgentOptions o = NodeAgent(claims_.path(), 0, "dead-shared");
+  o.cores = "0-1";
+  o.extra_toml.clear();
+  AgentProcess first(o);
+  ASSERT_TRUE(first.Start()) << first.log();
+  json shared = SleepKernel("shared-one", "16m");
+  shared["resources"]["cpu"] = "100m";
+  first.CreateKernel(shared);
+  first.Kill(SIGKILL);
+  AgentOptions successor = NodeAgent(claims_.path(), 1, "successor");
+  successor.extra_toml.clear();
+  AgentProcess second(successor);
+  EXPECT_FALSE(second.Start());
+  const std::string name = ContainerName(first.options().id, "shared-one");
+  EXPECT_NE(second.log().find("cpu core 1 (its cpuset: 0-1): held by running container " + name + " of agent " +
+                              first.options().id),
+            std::string::npos)
+      << second.log();
+}
+
 }  // namespace
 }  // namespace slotd::testing
