@@ -465,6 +465,10 @@ class Agent {
   void ConvergeCpusets() EXCLUDES(mutex_, converge_mutex_);
   // The shared pool's cores as the cpu plugin gives them now ("1-3"); empty: no pool.
   std::string SharedPoolNow() const REQUIRES(mutex_);
+  // At start, once ConvergeCpusets has moved the adopted shared kernels:
+  // reconcile::CheckAdoptedShared of every shared kernel holding its quota.
+  // Takes mutex_.
+  Status CheckAdoptedShared() const EXCLUDES(mutex_);
   // OnEngineEvent without the StopIntruders that follows it.
   bool ApplyEngineEvent(const EngineEvent& event) EXCLUDES(mutex_);
   // Stops the containers Resume found running on resources their kernels do

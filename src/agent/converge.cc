@@ -170,6 +170,19 @@ std::string Agent::SharedPoolNow() const {
   return now.cpuset_cpus;
 }
 
+Status Agent::CheckAdoptedShared() const {
+  MutexLock lock(mutex_);
+  std::vector<reconcile::AdoptedShared> shared;
+  for (const auto& [id, k] : table_.All())
+    if (k.allocation.shared_cpu_millis > 0 && k.holds_resources && !k.container_id.empty())
+      shared.push_back({id, k.container_id, k.allocation.shared_cpu_millis, k.applied_cpuset, k.pool_condition});
+  std::vector<int> allowed = config_.resource.allowed_cores;
+  std::sort(allowed.begin(), allowed.end());
+  const std::string pool_text = SharedPoolNow();
+  Result<std::vector<int>> pool = ParseCoreList(pool_text);
+  return reconcile::CheckAdoptedShared(allowed, pool.ok() && !pool_text.empty() ? *pool : std::vector<int>{}, shared);
+}
+
 void Agent::ConvergeCpusets() {
   struct Move {
     std::string kernel_id, container_id, cpuset, applied;
@@ -515,6 +528,8 @@ Status Agent::Converge(bool at_start, std::optional<std::vector<ContainerInfo>> 
   // Shared kernels onto the pool as it is now, before a kernel created before
   // the agent stopped starts (an adopted one's cores are learnt by an inspect).
   ConvergeCpusets();
+  if (at_start)
+    if (Status s = CheckAdoptedShared(); !s.ok()) return s;
   FinishStarts(applied.never_started);
   StopIntruders();
   for (const auto& [kernel_id, container_id] : applied.to_check) CheckDrift(kernel_id, container_id);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "common/units.h"
+
 namespace slotd::reconcile {
 
 namespace {
@@ -109,6 +111,45 @@ EventStep DecideOnEvent(const EngineEvent& event, const Known* known) {
   if (action == "start") return Settled(*known) ? EventStep::kResume : EventStep::kNothing;
   if (action == "destroy" || action == "remove") return EventStep::kForget;
   return EventStep::kNothing;
+}
+
+Status CheckAdoptedShared(const std::vector<int>& allowed, const std::vector<int>& pool,
+                          const std::vector<AdoptedShared>& shared) {
+  if (shared.empty()) return Status::Ok();
+  const std::string allowed_text = allowed.empty() ? "none" : FormatCoreList(allowed);
+  std::string problems;
+  int64_t millis = 0;
+  for (const AdoptedShared& k : shared) {
+    millis += k.millis;
+    const std::string which = "\n  kernel " + k.kernel_id + " (container " + k.container_id.substr(0, 12) + ", " +
+                              FormatMillicores(k.millis) + " of shared cpu): ";
+    if (pool.empty()) {
+      problems += which + (k.cpuset.empty() ? "no core of this agent to run on" : "runs on cores " + k.cpuset);
+      continue;
+    }
+    if (k.cpuset.empty()) {
+      problems += which + "the cores it runs on could not be read" + (k.not_moved.empty() ? "" : ": " + k.not_moved);
+      continue;
+    }
+    Result<std::vector<int>> cores = ParseCoreList(k.cpuset);
+    std::vector<int> outside;
+    for (int core : cores.ok() ? *cores : std::vector<int>{})
+      if (!std::binary_search(allowed.begin(), allowed.end(), core)) outside.push_back(core);
+    if (!cores.ok() || !outside.empty())
+      problems += which + "runs on cores " + k.cpuset + ", " +
+                  (cores.ok() ? "of which " + FormatCoreList(outside) + " are not" : "which are not all") +
+                  " this agent's, and could not be moved into its shared pool (" + FormatCoreList(pool) + ")" +
+                  (k.not_moved.empty() ? "" : ": " + k.not_moved);
+  }
+  if (problems.empty()) return Status::Ok();
+  const std::string why = pool.empty() ? "this agent has no shared pool for them: every core of its allowed-cores (" +
+                                             allowed_text + ") is held by an exclusive kernel or none is allowed"
+                                       : "their cores are not this agent's (allowed-cores " + allowed_text + ")";
+  return Status::FailedPrecondition(
+      "shared kernels cannot be restored: " + why + ", and no core may be in the hands of two agents:" + problems +
+      "\n  Give this agent cores for them in [resource] allowed-cores (" + FormatMillicores(millis) +
+      " of quota needs " + std::to_string((millis + 999) / 1000) +
+      " core(s) no exclusive kernel holds), or remove those containers (docker rm -f ID), then start the agent again");
 }
 
 }  // namespace slotd::reconcile

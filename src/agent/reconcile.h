@@ -107,4 +107,25 @@ extern const std::vector<std::string> kEventActions;
 // that kernel or nullptr.
 EventStep DecideOnEvent(const EngineEvent& event, const Known* known);
 
+// A shared kernel the restore adopted, as it stands once the restore has
+// brought the shared kernels onto the pool (Agent::ConvergeCpusets).
+struct AdoptedShared {
+  std::string kernel_id;
+  std::string container_id;
+  int millis = 0;          // its quota
+  std::string cpuset;      // the cores its container runs on as last known (Kernel::applied_cpuset); empty: unknown
+  std::string not_moved;   // why its cores could not follow the pool (Kernel::pool_condition); empty: they did
+};
+
+// Whether the agent may start with the shared kernels it adopted: never
+// with one on a core that is not its own. kFailedPrecondition naming each
+// such kernel, what it runs on and the remedy, when the agent has no shared
+// pool (`pool` empty: every core of `allowed` held exclusively) while it
+// holds a shared kernel, or a shared kernel's container runs on a core
+// outside `allowed` (it could not be moved into the pool), or where it runs
+// is unknown; OK otherwise. A pool smaller than the quotas it holds is no
+// refusal: they run on the pool, and new shared kernels wait.
+Status CheckAdoptedShared(const std::vector<int>& allowed, const std::vector<int>& pool,
+                          const std::vector<AdoptedShared>& shared);
+
 }  // namespace slotd::reconcile

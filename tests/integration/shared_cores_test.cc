@@ -165,5 +165,66 @@ TEST(SharedCores, SharedKernelsCreatedBesideAnExclusiveOneNeverKeepItsCore) {
   }
 }
 
+// An agent started again with fewer allowed-cores beside a second agent
+// given the cores it gave up: its shared kernels are moved into its new pool
+// before it serves, so the second agent starts beside them; with no core left
+// for them it refuses to start, naming them, and so does the second agent
+// while they still run on its cores. No core is ever in two agents' hands.
+TEST(SharedCores, AnAgentStartedAgainWithFewerCoresNeverLeavesItsSharedKernelsOnTheCoresItGaveUp) {
+  if (EngineIsPodman()) GTEST_SKIP() << "Podman cannot move a running container's cores";
+  TempDir claims;
+  AgentOptions whole = TwoCoreAgent("fewer");
+  whole.claims_dir = claims.path();
+  AgentProcess first(whole);
+  ASSERT_TRUE(first.Start()) << first.log();
+  first.CreateKernel(Sleeper("s", "450m"));
+  ASSERT_EQ(CpusetOf(first, "s"), "0-1");
+  const std::string container = first.CallJson("GET", "/v1/kernels/s", nullptr, 200)["container_id"];
+  first.Kill(SIGKILL);
+
+  AgentOptions fewer = whole;
+  fewer.cores = "1";
+  AgentProcess restarted(fewer);
+  ASSERT_TRUE(restarted.Start()) << restarted.log();
+  EXPECT_EQ(Engine().Inspect(container)->cpuset_cpus, "1");  // as soon as it serves
+  EXPECT_EQ(AllowedCoresOf(restarted, "s"), "1");
+  AgentOptions beside = TwoCoreAgent("beside");
+  beside.cores = "0";
+  beside.claims_dir = claims.path();
+  beside.port_first = 32100;
+  beside.port_last = 32109;
+  {
+    AgentProcess second(beside);
+    ASSERT_TRUE(second.Start()) << second.log();
+    second.CreateKernel(Sleeper("x", 1));
+    EXPECT_EQ(CpusetOf(second, "x"), "0");
+    EXPECT_EQ(CpusetOf(restarted, "s"), "1");
+  }  // gone, its kernel removed
+  restarted.Kill(SIGKILL);
+
+  // Back on both cores, an exclusive kernel takes core 0; then started with
+  // core 0 alone, which that kernel holds: no pool is left for "s".
+  ASSERT_TRUE(first.Start()) << first.log();
+  first.CreateKernel(Sleeper("x", 1));
+  ASSERT_EQ(CpusetOf(first, "s"), "1");
+  first.Kill(SIGKILL);
+  fewer.cores = "0";
+  AgentProcess refused(fewer);
+  ASSERT_FALSE(refused.Start()) << refused.log();
+  EXPECT_NE(refused.log().find("this agent has no shared pool for them"), std::string::npos) << refused.log();
+  EXPECT_NE(refused.log().find("kernel s (container " + container.substr(0, 12) + ", 450m of shared cpu)"),
+            std::string::npos)
+      << refused.log();
+  // And the agent given core 1 is kept off it while "s" runs there.
+  beside.cores = "1";
+  AgentProcess kept_off(beside);
+  ASSERT_FALSE(kept_off.Start()) << kept_off.log();
+  EXPECT_NE(kept_off.log().find("cpu core 1 (its cpuset: 1): held by running container"), std::string::npos)
+      << kept_off.log();
+  EXPECT_EQ(Engine().Inspect(container)->cpuset_cpus, "1");
+  ASSERT_TRUE(first.Start()) << first.log();  // given its cores back
+  EXPECT_EQ(first.WaitForState("s", "RUNNING")["allocations"]["cpu_shared"], 450);
+}
+
 }  // namespace
 }  // namespace slotd::testing

@@ -1437,6 +1437,51 @@ TEST_F(AgentTest, ASharedKernelWaitingForARestartStartsOnThePoolAsItIsNow) {
   EXPECT_EQ(engine_.Peek(s.container_id)->cpuset_cpus, "1-3");
 }
 
+// An agent started again with fewer allowed-cores moves its shared kernels
+// into its new pool before it serves, off the cores it gave up.
+TEST_F(AgentTest, AnAgentStartedAgainWithFewerCoresMovesItsSharedKernelsIntoItsPoolAtOnce) {
+  Kernel s = MustCreate(Request("s", {{"cpu", "450m"}}));
+  ASSERT_EQ(engine_.Peek(s.container_id)->cpuset_cpus, "0-3");
+  config_.resource.allowed_cores = {2, 3};
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  EXPECT_EQ(engine_.Peek(s.container_id)->cpuset_cpus, "2-3");  // before any relist
+  EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
+}
+
+// With no core left for them (its only core held by its exclusive kernel),
+// or where they cannot be moved, the agent refuses to start, naming them:
+// their cores stay out of any other agent's hands.
+TEST_F(AgentTest, AnAgentStartedAgainWithoutCoresForItsSharedKernelsRefusesToStartNamingThem) {
+  Kernel s = MustCreate(Request("s", {{"cpu", "450m"}}));
+  MustCreate(Request("x", {{"cpu", 1}}));
+  ASSERT_EQ(engine_.Peek(s.container_id)->cpuset_cpus, "1-3");
+  config_.resource.allowed_cores = {0};
+  agent_ = NewAgent();
+  Status refused = agent_->Restore();
+  ASSERT_EQ(refused.code(), Status::Code::kFailedPrecondition) << refused.message();
+  EXPECT_NE(refused.message().find("this agent has no shared pool for them"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("kernel s (container " + s.container_id.substr(0, 12) + ", 450m of shared cpu)"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_EQ(engine_.Peek(s.container_id)->cpuset_cpus, "1-3");
+
+  // An engine that cannot move it off the cores the agent gave up.
+  config_.resource.allowed_cores = {0, 2, 3};
+  agent_ = NewAgent();
+  engine_.FailNext(Method::kUpdate, Status::FailedPrecondition("the engine cannot change a container's cores"));
+  refused = agent_->Restore();
+  ASSERT_EQ(refused.code(), Status::Code::kFailedPrecondition) << refused.message();
+  EXPECT_NE(refused.message().find("runs on cores 1-3, of which 1 are not this agent's, and could not be moved into "
+                                   "its shared pool (2-3): its cores could not follow"),
+            std::string::npos)
+      << refused.message();
+  // Where the engine can move it, the same config starts, and it is moved.
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  EXPECT_EQ(engine_.Peek(s.container_id)->cpuset_cpus, "2-3");
+}
+
 // The kernels of `agent` in `state`, by id.
 std::vector<Kernel> InState(const Agent& agent, KernelState state) {
   std::vector<Kernel> kernels;

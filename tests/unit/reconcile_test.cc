@@ -263,5 +263,46 @@ TEST(ReconcileTest, EachEventGetsTheStepOfItsCase) {
   }
 }
 
+// The restore of shared kernels: never kept on a core that is not the
+// agent's, nor without a pool to run on.
+TEST(Reconcile, AdoptedSharedKernelsStayOnlyOnTheAgentsOwnCores) {
+  struct SharedCase {
+    const char* what;
+    std::vector<int> allowed, pool;
+    std::vector<AdoptedShared> shared;
+    const char* refusal;  // a part of the message; nullptr: admitted
+  };
+  const AdoptedShared on_pool{"s1", "0123456789abcdef", 450, "1", ""};
+  const AdoptedShared unmoved{"s1", "0123456789abcdef", 450, "0-1", "the engine cannot update"};
+  const AdoptedShared unread{"s1", "0123456789abcdef", 450, "", "No such container"};
+  const std::vector<SharedCase> cases = {
+      {"no shared kernel, no pool", {0}, {}, {}, nullptr},
+      {"moved into the pool", {1}, {1}, {on_pool}, nullptr},
+      {"over the pool's capacity, on it", {1}, {1}, {on_pool, {"s2", "c2", 900, "1", ""}}, nullptr},
+      {"on the agent's cores, off the pool (its exclusive kernel's core)", {0, 1}, {1}, {unmoved}, nullptr},
+      {"no pool: every allowed core held exclusively", {0}, {}, {on_pool},
+       "this agent has no shared pool for them: every core of its allowed-cores (0) is held by an exclusive kernel"},
+      {"no pool, the kernel named", {0}, {}, {unread}, "kernel s1 (container 0123456789ab, 450m of shared cpu)"},
+      {"no pool, what it takes", {0}, {}, {on_pool, {"s2", "c2", 900, "1", ""}}, "1350m of quota needs 2 core(s)"},
+      {"left on a core the agent gave up", {1}, {1}, {unmoved},
+       "runs on cores 0-1, of which 0 are not this agent's, and could not be moved into its shared pool (1): the "
+       "engine cannot update"},
+      {"where it runs unknown", {1}, {1}, {unread}, "the cores it runs on could not be read: No such container"},
+      {"a cpuset that is no list", {1}, {1}, {{"s1", "c1", 450, "x", ""}}, "runs on cores x, which are not all"},
+  };
+  for (const SharedCase& c : cases) {
+    const Status s = CheckAdoptedShared(c.allowed, c.pool, c.shared);
+    if (!c.refusal) {
+      EXPECT_TRUE(s.ok()) << c.what << ": " << s.message();
+      continue;
+    }
+    ASSERT_EQ(s.code(), Status::Code::kFailedPrecondition) << c.what;
+    EXPECT_NE(s.message().find(c.refusal), std::string::npos) << c.what << ": " << s.message();
+    EXPECT_NE(s.message().find("or remove those containers (docker rm -f ID), then start the agent again"),
+              std::string::npos)
+        << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace slotd::reconcile
