@@ -16,15 +16,21 @@
 //   - a probe: GET /health every kProbeEvery on the unix socket.
 // Before the churn the same probe runs on the quiet agent (kQuietProbes
 // calls). The agent's footprint (VmRSS and Threads of /proc/<pid>/status,
-// the entries of /proc/<pid>/fd) is read after a warm-up round of every
-// kind of operation, and again once the churn has stopped and the agent is
-// idle (its threads and open files back to their start or kIdleWait past).
+// the entries of /proc/<pid>/fd, counted by kind: unix or TCP socket, pipe,
+// eventfd, cgroup file, ...) is read after a warm-up round of every kind of
+// operation, and again once the churn has stopped and the agent is idle (its
+// threads and open files back to their start or kIdleWait past).
+//
+// --parts picks parts of the mix (default all of kParts), to find which one
+// makes a footprint grow.
 //
 // Exits 1 when any operation failed, when the resident memory grew by more
-// than kRssGrowthLimitMiB, or when the open files or threads grew. The
-// /health figures are printed, not checked.
+// than kRssGrowthLimitMiB, or when the open files or threads grew (naming
+// the kinds of open file that grew). The /health figures are printed, not
+// checked.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common.h"
@@ -61,6 +68,14 @@ constexpr char kKernelScript[] = "trap 'exit 0' TERM; while :; do echo tick; sle
 
 using testing::AgentProcess;
 using testing::RawClient;
+
+// The parts of the mix --parts can pick. A churn thread runs when "kernels",
+// "exec", "logs" or "follow" is picked: it creates and deletes kernels, and
+// does in each what else is picked of those.
+constexpr const char* kParts[] = {"kernels", "exec", "logs", "follow", "events", "reconnect", "slow", "idle", "probe"};
+
+// The parts picked: a set of names of kParts.
+using Parts = std::set<std::string>;
 
 // What the threads did: operations by kind, and every unexpected failure.
 class Tally {
@@ -93,17 +108,24 @@ struct Footprint {
   long rss_kib = 0;
   long open_files = 0;
   long threads = 0;
+  std::map<std::string, long> file_kinds;  // the open files by kind (testing::OpenFileKinds)
 };
 
 Footprint FootprintOf(pid_t pid) {
-  return {testing::ProcStatusField(pid, "VmRSS"), OpenFiles(pid), testing::ProcStatusField(pid, "Threads")};
+  std::map<std::string, long> kinds = testing::OpenFileKinds(pid);
+  long open_files = 0;
+  for (const auto& [kind, n] : kinds) open_files += n;
+  return {testing::ProcStatusField(pid, "VmRSS"), open_files, testing::ProcStatusField(pid, "Threads"),
+          std::move(kinds)};
 }
 
 std::string Describe(const Footprint& f) {
   char text[128];
   std::snprintf(text, sizeof text, "resident %.1f MiB, %ld open files, %ld threads", f.rss_kib / 1024.0, f.open_files,
                 f.threads);
-  return text;
+  std::string kinds;
+  for (const auto& [kind, n] : f.file_kinds) kinds += (kinds.empty() ? "" : ", ") + kind + " " + std::to_string(n);
+  return std::string(text) + "\n    open files by kind: " + kinds;
 }
 
 // Calls the agent over its unix socket; true when it answered `expect`,
@@ -138,14 +160,15 @@ bool FollowLogsUntilALine(const AgentProcess& agent, Tally& tally, const std::st
   return true;
 }
 
-// One kernel's life: create, execs, logs, logs followed, delete.
-void ChurnOnce(const AgentProcess& agent, Tally& tally, const std::string& kernel_id) {
+// One kernel's life: create, execs, logs, logs followed (those of them
+// picked in `parts`), delete.
+void ChurnOnce(const AgentProcess& agent, Tally& tally, const std::string& kernel_id, const Parts& parts) {
   nlohmann::json request = KernelRequestBody(kernel_id, kKernelMemory);
   request["command"] = {"sh", "-c", kKernelScript};
   if (!Expect(agent, tally, "create", "POST", "/v1/kernels", request.dump(), 201)) return;
   tally.Count("create");
   const std::string path = "/v1/kernels/" + kernel_id;
-  for (int i = 0; i < kExecsPerKernel; ++i) {
+  for (int i = 0; parts.contains("exec") && i < kExecsPerKernel; ++i) {
     HttpResponse res;
     if (!Expect(agent, tally, "exec", "POST", path + "/exec", R"({"command":["echo","soak"]})", 200, &res)) continue;
     const nlohmann::json answer = nlohmann::json::parse(res.body, nullptr, false);
@@ -154,8 +177,9 @@ void ChurnOnce(const AgentProcess& agent, Tally& tally, const std::string& kerne
     else
       tally.Count("exec");
   }
-  if (Expect(agent, tally, "logs", "GET", path + "/logs?tail=10", "", 200)) tally.Count("logs");
-  if (FollowLogsUntilALine(agent, tally, kernel_id)) tally.Count("logs follow");
+  if (parts.contains("logs") && Expect(agent, tally, "logs", "GET", path + "/logs?tail=10", "", 200))
+    tally.Count("logs");
+  if (parts.contains("follow") && FollowLogsUntilALine(agent, tally, kernel_id)) tally.Count("logs follow");
   if (Expect(agent, tally, "delete", "DELETE", path, "", 200)) tally.Count("delete");
 }
 
@@ -261,18 +285,32 @@ std::pair<Footprint, double> WaitUntilIdle(pid_t pid, const Footprint& start) {
   return {FootprintOf(pid), Millis(begin, Clock::now()) / 1000};
 }
 
-void Run(const std::string& id, std::chrono::seconds duration) {
+// The parts as "a, b, c".
+std::string Join(const Parts& parts) {
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : ", ") + part;
+  return text;
+}
+
+void Run(const std::string& id, std::chrono::seconds duration, const Parts& parts) {
   testing::AgentOptions options = BenchAgentOptions(id);
   options.extra_toml = std::string("[api]\nrequest-timeout = \"") + kRequestTimeout + "\"\n";
   options.token = "bench-" + id;  // TCP clients other than /health need it
   const int churn_threads = std::min<int>(kMaxChurnThreads, static_cast<int>(
                                                                   Check(ParseCoreList(options.cores), "cores").size()));
+  const bool churning = parts.contains("kernels") || parts.contains("exec") || parts.contains("logs") ||
+                        parts.contains("follow");
+  const int subscribers = (parts.contains("events") ? kSteadySubscribers : 0) +
+                          (parts.contains("reconnect") ? kReconnectingSubscribers : 0);
   PrintHeader("bench_soak", options);
+  if (parts.size() != std::size(kParts))
+    std::printf("  parts of the mix: %s (the warm-up does every kind once all the same)\n", Join(parts).c_str());
   std::printf("  %lld s of churn: %d churn threads (create, %d execs, logs, logs followed, delete; %s, 1 core each), "
               "%d event subscribers held throughout and %d reconnecting, %d slow and %d idle clients "
               "(request-timeout %s), GET /health every %lld ms\n",
-              static_cast<long long>(duration.count()), churn_threads, kExecsPerKernel, kKernelMemory,
-              kSteadySubscribers, kReconnectingSubscribers, kSlowClients, kIdleClients, kRequestTimeout,
+              static_cast<long long>(duration.count()), churning ? churn_threads : 0, kExecsPerKernel, kKernelMemory,
+              parts.contains("events") ? kSteadySubscribers : 0, parts.contains("reconnect") ? kReconnectingSubscribers : 0,
+              parts.contains("slow") ? kSlowClients : 0, parts.contains("idle") ? kIdleClients : 0, kRequestTimeout,
               static_cast<long long>(kProbeEvery.count()));
   std::fflush(stdout);
   AgentProcess agent(options);
@@ -287,7 +325,7 @@ void Run(const std::string& id, std::chrono::seconds duration) {
     std::jthread subscriber([&] {
       Subscribe(agent, warm_up, stop, 0, std::chrono::milliseconds(0), warm_up_events);
     });
-    ChurnOnce(agent, warm_up, "warm-up");
+    ChurnOnce(agent, warm_up, "warm-up", Parts(std::begin(kParts), std::end(kParts)));
     SlowRequest(agent, warm_up);
     IdleConnection(agent, warm_up, /*silent=*/true);
     stop = true;
@@ -306,24 +344,27 @@ void Run(const std::string& id, std::chrono::seconds duration) {
   Samples churn;
   {
     std::vector<std::jthread> threads;
-    for (int w = 0; w < churn_threads; ++w)
+    for (int w = 0; churning && w < churn_threads; ++w)
       threads.emplace_back([&, w] {
-        for (long n = 0; !stop; ++n) ChurnOnce(agent, tally, "s" + std::to_string(w) + "-" + std::to_string(n));
+        for (long n = 0; !stop; ++n)
+          ChurnOnce(agent, tally, "s" + std::to_string(w) + "-" + std::to_string(n), parts);
       });
-    for (int i = 0; i < kSteadySubscribers + kReconnectingSubscribers; ++i)
-      threads.emplace_back([&, i] {
-        const bool steady = i < kSteadySubscribers;
+    for (int i = 0; i < kSteadySubscribers + kReconnectingSubscribers; ++i) {
+      const bool steady = i < kSteadySubscribers;
+      if (!parts.contains(steady ? "events" : "reconnect")) continue;
+      threads.emplace_back([&, i, steady] {
         Subscribe(agent, tally, stop, i, std::chrono::milliseconds(steady ? 0 : 2000 + 1000 * i), events);
       });
-    for (int i = 0; i < kSlowClients; ++i)
+    }
+    for (int i = 0; parts.contains("slow") && i < kSlowClients; ++i)
       threads.emplace_back([&] {
         while (!stop) SlowRequest(agent, tally);
       });
-    for (int i = 0; i < kIdleClients; ++i)
+    for (int i = 0; parts.contains("idle") && i < kIdleClients; ++i)
       threads.emplace_back([&, i] {
         for (bool silent = i % 2 == 0; !stop; silent = !silent) IdleConnection(agent, tally, silent);
       });
-    threads.emplace_back([&] { churn = Probe(agent, tally, stop, 0); });
+    if (parts.contains("probe")) threads.emplace_back([&] { churn = Probe(agent, tally, stop, 0); });
 
     const auto end = Clock::now() + duration;
     try {
@@ -349,10 +390,12 @@ void Run(const std::string& id, std::chrono::seconds duration) {
   const std::vector<std::string> errors = tally.errors();
   std::printf("  unexpected failures: %zu\n", errors.size());
   for (size_t i = 0; i < errors.size() && i < 20; ++i) std::printf("    %s\n", errors[i].c_str());
-  std::printf("  GET /health unix: quiet p50 %6.2f ms  p99 %6.2f ms (n=%zu) | churn p50 %6.2f ms  p99 %6.2f ms (n=%zu) "
-              "| ratio churn/quiet p50 %.2f  p99 %.2f\n",
-              quiet.Median(), quiet.Percentile(99), quiet.size(), churn.Median(), churn.Percentile(99), churn.size(),
-              churn.Median() / std::max(quiet.Median(), 0.001), churn.Percentile(99) / std::max(quiet.Percentile(99), 0.001));
+  if (parts.contains("probe"))
+    std::printf("  GET /health unix: quiet p50 %6.2f ms  p99 %6.2f ms (n=%zu) | churn p50 %6.2f ms  p99 %6.2f ms (n=%zu) "
+                "| ratio churn/quiet p50 %.2f  p99 %.2f\n",
+                quiet.Median(), quiet.Percentile(99), quiet.size(), churn.Median(), churn.Percentile(99), churn.size(),
+                churn.Median() / std::max(quiet.Median(), 0.001),
+                churn.Percentile(99) / std::max(quiet.Percentile(99), 0.001));
 
   std::vector<std::string> failed;
   const double rss_growth_mib = (end.rss_kib - start.rss_kib) / 1024.0;
@@ -362,12 +405,13 @@ void Run(const std::string& id, std::chrono::seconds duration) {
               errors.size(), listed["kernels"].size());
   std::fflush(stdout);
   if (rss_growth_mib > kRssGrowthLimitMiB) failed.push_back("resident memory grew by " + std::to_string(rss_growth_mib) + " MiB");
-  if (end.open_files > start.open_files) failed.push_back("open files grew");
+  if (end.open_files > start.open_files)
+    failed.push_back("open files grew (" + testing::GrownFileKinds(start.file_kinds, end.file_kinds) + ")");
   if (end.threads > start.threads) failed.push_back("threads grew");
   if (!errors.empty()) failed.push_back(std::to_string(errors.size()) + " operations failed");
   if (!listed["kernels"].empty()) failed.push_back("kernels are left");
-  if (tally.counts()["create"] == 0) failed.push_back("no kernel was created");
-  if (events == 0) failed.push_back("no event reached a subscriber");
+  if (churning && tally.counts()["create"] == 0) failed.push_back("no kernel was created");
+  if (churning && subscribers > 0 && events == 0) failed.push_back("no event reached a subscriber");
   if (!failed.empty()) {
     std::string text;
     for (const auto& f : failed) text += (text.empty() ? "" : "; ") + f;
@@ -376,16 +420,52 @@ void Run(const std::string& id, std::chrono::seconds duration) {
   std::printf("  all checks met\n");
 }
 
-// The --duration of the command line, in seconds; exits 2 on a bad one.
-std::chrono::seconds ParseDuration(int argc, char** argv) {
-  const char* usage = "usage: bench_soak [--duration SECONDS]   (default 180; see bench/README.md)\n";
+// The command line: --duration in seconds and --parts.
+struct Arguments {
   std::chrono::seconds duration{180};
+  Parts parts{std::begin(kParts), std::end(kParts)};
+};
+
+// Parses --parts' value, "exec,logs": each a name of kParts; exits 2 on a bad one.
+Parts ParseParts(const std::string& value, const char* usage) {
+  Parts parts;
+  for (size_t at = 0; at <= value.size();) {
+    const size_t comma = std::min(value.find(',', at), value.size());
+    const std::string part = value.substr(at, comma - at);
+    if (std::find(std::begin(kParts), std::end(kParts), part) == std::end(kParts)) {
+      std::fprintf(stderr, "bench_soak: --parts \"%s\": unknown part \"%s\"\n%s", value.c_str(), part.c_str(), usage);
+      std::exit(2);
+    }
+    parts.insert(part);
+    at = comma + 1;
+  }
+  return parts;
+}
+
+// Parses the command line; exits 2 on a bad argument.
+Arguments ParseArguments(int argc, char** argv) {
+  const char* usage =
+      "usage: bench_soak [--duration SECONDS] [--parts PART,...]\n"
+      "  --duration  seconds of churn, 1 to 86400 (default 180)\n"
+      "  --parts     the parts of the mix to run (default all): kernels (create, delete), exec, logs, follow\n"
+      "              (done in each kernel), events (held subscribers), reconnect (reconnecting subscribers),\n"
+      "              slow, idle (clients), probe (GET /health every 10 ms)\n"
+      "see bench/README.md\n";
+  Arguments arguments;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
     if (arg == "--help" || arg == "-h") {
       std::printf("%s", usage);
       std::exit(0);
+    }
+    if (arg == "--parts" && i + 1 < argc) {
+      arguments.parts = ParseParts(argv[++i], usage);
+      continue;
+    }
+    if (arg.rfind("--parts=", 0) == 0) {
+      arguments.parts = ParseParts(arg.substr(8), usage);
+      continue;
     }
     if (arg == "--duration" && i + 1 < argc) value = argv[++i];
     else if (arg.rfind("--duration=", 0) == 0) value = arg.substr(11);
@@ -399,9 +479,9 @@ std::chrono::seconds ParseDuration(int argc, char** argv) {
       std::fprintf(stderr, "bench_soak: --duration \"%s\": expected whole seconds from 1 to 86400\n%s", value.c_str(), usage);
       std::exit(2);
     }
-    duration = std::chrono::seconds(seconds);
+    arguments.duration = std::chrono::seconds(seconds);
   }
-  return duration;
+  return arguments;
 }
 
 }  // namespace
@@ -409,7 +489,7 @@ std::chrono::seconds ParseDuration(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace slotd::bench;
-  const std::chrono::seconds duration = ParseDuration(argc, argv);
+  const Arguments arguments = ParseArguments(argc, argv);
   const std::string agent_id = UniqueAgentId("soak");
-  return RunBenchmark("bench_soak", {agent_id}, [&] { Run(agent_id, duration); });
+  return RunBenchmark("bench_soak", {agent_id}, [&] { Run(agent_id, arguments.duration, arguments.parts); });
 }

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <utility>
 
@@ -30,42 +31,76 @@ void EnsureCurlInitialized() {
 // connection; curl connects again when the server has closed it meanwhile.
 // A handle is reset as it comes back: an idle one points at nothing of the
 // call that used it.
-// At most kMaxIdle are kept: as many as the client's busiest callers use at once.
+// At most kMaxIdle are kept: as many as the client's busiest callers use at
+// once. Each costs three descriptors (its connection, and the socket pair of
+// curl's internal multi handle), so a handle idle for kMaxIdleTime is cleaned
+// up at the next Take or Give: a burst of parallel calls leaves no
+// connections behind once it has passed, and a steady caller keeps reusing
+// the most recent handle.
 class CurlHandlePool {
  public:
   static constexpr size_t kMaxIdle = 8;
+  static constexpr std::chrono::seconds kMaxIdleTime{5};
 
   ~CurlHandlePool() {
     MutexLock lock(mutex_);
-    for (CURL* easy : idle_) curl_easy_cleanup(easy);
+    for (const Idle& idle : idle_) curl_easy_cleanup(idle.easy);
   }
 
-  // An idle handle, or a new one; null when curl cannot allocate one.
+  // The most recently given idle handle, or a new one; null when curl
+  // cannot allocate one.
   CURL* Take() {
+    CURL* easy = nullptr;
+    std::vector<CURL*> expired;
     {
       MutexLock lock(mutex_);
+      expired = TakeExpired();
       if (!idle_.empty()) {
-        CURL* easy = idle_.back();
+        easy = idle_.back().easy;
         idle_.pop_back();
-        return easy;
       }
     }
-    return curl_easy_init();
+    for (CURL* old : expired) curl_easy_cleanup(old);
+    return easy != nullptr ? easy : curl_easy_init();
   }
 
   // Keeps `easy`, reset, for a later call, or cleans it up when kMaxIdle are kept.
   void Give(CURL* easy) {
     curl_easy_reset(easy);
+    std::vector<CURL*> expired;
     {
       MutexLock lock(mutex_);
-      if (idle_.size() < kMaxIdle) return idle_.push_back(easy);
+      expired = TakeExpired();
+      if (idle_.size() < kMaxIdle) {
+        idle_.push_back({easy, std::chrono::steady_clock::now()});
+        easy = nullptr;
+      }
     }
-    curl_easy_cleanup(easy);
+    for (CURL* old : expired) curl_easy_cleanup(old);
+    if (easy != nullptr) curl_easy_cleanup(easy);
   }
 
  private:
+  struct Idle {
+    CURL* easy;
+    std::chrono::steady_clock::time_point since;  // when it was given back
+  };
+
+  // Removes the handles idle for kMaxIdleTime or longer and returns them,
+  // to be cleaned up without the lock (closing their connections).
+  std::vector<CURL*> TakeExpired() REQUIRES(mutex_) {
+    std::vector<CURL*> expired;
+    const auto limit = std::chrono::steady_clock::now() - kMaxIdleTime;
+    // Given back in order, so the oldest are at the front.
+    while (!idle_.empty() && idle_.front().since <= limit) {
+      expired.push_back(idle_.front().easy);
+      idle_.erase(idle_.begin());
+    }
+    return expired;
+  }
+
   Mutex mutex_;
-  std::vector<CURL*> idle_ GUARDED_BY(mutex_);
+  std::vector<Idle> idle_ GUARDED_BY(mutex_);  // oldest first
 };
 
 namespace {

@@ -8,7 +8,8 @@
 // once; every call uses a curl handle of its own while it runs. Request and
 // RequestStreamed keep a few handles between calls (copies of a client share
 // them), each with its connection open, so that a later call need not
-// connect again; Stream and Upgrade always connect anew. SetBearerToken
+// connect again; a handle unused for 5 s is closed at a later call. Stream
+// and Upgrade always connect anew. SetBearerToken
 // must not run concurrently with calls.
 #pragma once
 

@@ -3,6 +3,7 @@
 // processes, real containers; raw sockets where a client must misbehave.
 #include <signal.h>
 
+#include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -256,6 +257,41 @@ TEST(Api, MemoryReturnsToItsBaselineAfterLargeRequests) {
   }
   const long after = ProcStatusField(agent.pid(), "VmRSS");
   EXPECT_LT(after - baseline, 8 * 1024) << "RSS grew from " << baseline << " KiB to " << after << " KiB";
+}
+
+// A client that makes many calls at once makes the agent make as many engine
+// calls at once. Each kept a connection to the engine (and curl's socket pair
+// beside it) open for ever after, up to 8 idle ones: 24 descriptors a burst
+// left behind. Once the burst has passed they are closed again.
+TEST(Api, ABurstOfParallelExecsLeavesNoEngineConnectionsOpen) {
+  AgentProcess agent(ApiAgent("burst"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  agent.CreateKernel(SleepKernel("busy"));
+  agent.CallJson("POST", "/v1/kernels/busy/exec", {{"command", {"true"}}}, 200);
+  // What the agent holds when nothing happens: the idle connections left
+  // from the start are closed after a few seconds, the engine probe's kept.
+  std::this_thread::sleep_for(std::chrono::seconds(8));
+  const std::map<std::string, long> before = OpenFileKinds(agent.pid());
+
+  constexpr int kRounds = 5, kAtOnce = 16;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::jthread> clients;
+    for (int i = 0; i < kAtOnce; ++i)
+      clients.emplace_back([&] {
+        const HttpResponse res = agent.Call("POST", "/v1/kernels/busy/exec", R"({"command":["echo","burst"]})");
+        EXPECT_EQ(res.status, 200) << res.body;
+      });
+  }
+  std::map<std::string, long> after;
+  auto settled = [&] {
+    after = OpenFileKinds(agent.pid());
+    return after["socket unix"] <= before.at("socket unix") + 3;  // one kept connection's worth of slack
+  };
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!settled() && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  EXPECT_LE(after["socket unix"], before.at("socket unix") + 3)
+      << "30 s after " << kRounds << " bursts of " << kAtOnce << " parallel execs the agent holds more than before: "
+      << GrownFileKinds(before, after);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -234,6 +235,65 @@ long ProcStatusField(pid_t pid, const std::string& field) {
   while (std::getline(in, line))
     if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
   return -1;
+}
+
+namespace {
+
+// The socket inodes listed in /proc/<pid>/net/<table> (unix: the 7th field;
+// tcp, tcp6: the 10th), added to `inodes`.
+void SocketInodesOf(pid_t pid, const std::string& table, std::set<std::string>& inodes) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/net/" + table);
+  const size_t field = table == "unix" ? 6 : 9;
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string value;
+    for (size_t i = 0; i <= field && fields >> value; ++i)
+      if (i == field) inodes.insert(value);
+  }
+}
+
+}  // namespace
+
+std::map<std::string, long> OpenFileKinds(pid_t pid) {
+  std::map<std::string, long> kinds;
+  std::set<std::string> unix_inodes, tcp_inodes;
+  SocketInodesOf(pid, "unix", unix_inodes);
+  SocketInodesOf(pid, "tcp", tcp_inodes);
+  SocketInodesOf(pid, "tcp6", tcp_inodes);
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", error)) {
+    const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+    if (error) continue;  // closed since it was listed
+    std::string kind;
+    if (target.rfind("socket:[", 0) == 0) {
+      const std::string inode = target.substr(8, target.size() - 9);
+      kind = unix_inodes.contains(inode) ? "socket unix" : tcp_inodes.contains(inode) ? "socket tcp" : "socket other";
+    } else if (target.rfind("pipe:", 0) == 0) {
+      kind = "pipe";
+    } else if (target.rfind("anon_inode:", 0) == 0) {
+      kind = target;
+    } else if (target.rfind("/sys/fs/cgroup/", 0) == 0) {
+      kind = "cgroup file";
+    } else if (target.rfind("/dev/", 0) == 0) {
+      kind = "device";
+    } else {
+      kind = "regular file";
+    }
+    ++kinds[kind];
+  }
+  return kinds;
+}
+
+std::string GrownFileKinds(const std::map<std::string, long>& before, const std::map<std::string, long>& after) {
+  std::string grown;
+  for (const auto& [kind, n] : after) {
+    const auto was = before.find(kind);
+    const long growth = n - (was == before.end() ? 0 : was->second);
+    if (growth > 0) grown += (grown.empty() ? "" : ", ") + kind + " +" + std::to_string(growth);
+  }
+  return grown;
 }
 
 RawClient::RawClient(int port) {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -76,6 +77,17 @@ std::string ReadFile(const std::string& path);
 // The number at the start of the line "<field>:" of /proc/<pid>/status
 // ("VmRSS" in KiB, "Threads"); -1 when there is no such line.
 long ProcStatusField(pid_t pid, const std::string& field);
+
+// The open files of process `pid` (the links of /proc/<pid>/fd), counted by
+// kind: "socket unix", "socket tcp" (an inode of /proc/<pid>/net/unix,
+// tcp or tcp6), "socket other", "pipe", "anon_inode:[eventfd]" (and the other
+// anonymous inodes by their own names: eventpoll, inotify, timerfd), "cgroup
+// file" (a path under /sys/fs/cgroup), "device" (under /dev), "regular file"
+// (any other path). Empty when the process is gone.
+std::map<std::string, long> OpenFileKinds(pid_t pid);
+// The kinds whose count is higher in `after` than in `before`, as
+// "socket unix +3, pipe +1"; empty when none grew.
+std::string GrownFileKinds(const std::map<std::string, long>& before, const std::map<std::string, long>& after);
 
 // A unique id fragment for this test process ("p1234").
 std::string RunTag();
