@@ -28,8 +28,7 @@ using http::Lane;
 // With no event to send, an event stream sends a comment this often, so
 // proxies and clients see a live connection.
 constexpr std::chrono::seconds kKeepAliveEvery{10};
-// How long an interactive exec whose client went away has between SIGHUP
-// and SIGKILL.
+// How long an exec whose client went away has between SIGHUP and SIGKILL.
 constexpr std::chrono::seconds kHangUpGrace{2};
 
 // How deep a request body's arrays and objects may nest; no route takes more
@@ -155,14 +154,15 @@ json WarmJson(const Agent& agent) {
 }  // namespace
 
 ApiServer::ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
-                     http::ServerOptions options, int max_exec_sessions)
+                     http::ServerOptions options, int max_exec_sessions, int max_oneshot_execs)
     : agent_(agent),
       hub_(hub),
       collector_(collector),
       token_(std::move(token)),
       server_(options),
       write_timeout_(options.request_timeout),
-      max_exec_sessions_(max_exec_sessions) {
+      exec_sessions_(max_exec_sessions),
+      oneshot_execs_(max_oneshot_execs) {
   AddRoutes();
 }
 
@@ -512,7 +512,22 @@ void ApiServer::Exec(Exchange& ex, const std::string& kernel_id) {
       return ex.Reply(ErrorResponse(Status::InvalidArgument("timeout_s: expected whole seconds between 1 and 86400")));
     timeout_s = t.get<int>();
   }
-  auto result = agent_.Exec(kernel_id, command, std::chrono::seconds(timeout_s));
+  if (!oneshot_execs_.Take())
+    return ex.Reply(ErrorResponse(503, "unavailable",
+                                  "too many one-shot execs: " + std::to_string(oneshot_execs_.max()) +
+                                      " are running, the most this agent runs at once ([api] max-oneshot-execs in "
+                                      "its config); retry when one has ended"));
+  struct Release {
+    ExecPlaces& places;
+    ~Release() { places.Release(); }
+  } release{oneshot_execs_};
+  std::string exec_id;
+  auto result = agent_.Exec(kernel_id, command, std::chrono::seconds(timeout_s), &ex.Gone(), &exec_id);
+  if (!result.ok() && ex.Gone() && !exec_id.empty()) {
+    // Its client is gone: the command would be left behind, counting against the kernel's pids.
+    if (Status ended = agent_.HangUpExec(kernel_id, exec_id, kHangUpGrace); !ended.ok())
+      spdlog::warn("exec {} of kernel {}: its client is gone, but: {}", exec_id, kernel_id, ended.message());
+  }
   if (!result.ok()) return ex.Reply(ErrorResponse(result.status()));
   json answer = {{"exit_code", result->exit_code}};
   ExactText(answer, "stdout", result->stdout_text);
@@ -528,15 +543,15 @@ void ApiServer::ExecInteractive(Exchange& ex, const std::string& kernel_id, cons
   if (!rows.ok()) return ex.Reply(ErrorResponse(rows.status()));
   Result<int> cols = TerminalSize(body, "cols", 80);
   if (!cols.ok()) return ex.Reply(ErrorResponse(cols.status()));
-  if (!TakeExecSession())
+  if (!exec_sessions_.Take())
     return ex.Reply(ErrorResponse(503, "unavailable",
-                                  "too many interactive execs: " + std::to_string(max_exec_sessions_) +
+                                  "too many interactive execs: " + std::to_string(exec_sessions_.max()) +
                                       " are open, the most this agent serves at once ([api] max-exec-sessions in its "
                                       "config); retry when one has ended"));
   struct Release {
-    ApiServer& server;
-    ~Release() { server.ReleaseExecSession(); }
-  } release{*this};
+    ExecPlaces& places;
+    ~Release() { places.Release(); }
+  } release{exec_sessions_};
   Result<ExecSession> session = agent_.ExecInteractive(kernel_id, command, *rows, *cols);
   if (!session.ok()) return ex.Reply(ErrorResponse(session.status()));
   std::string early;
@@ -562,16 +577,16 @@ void ApiServer::ExecInteractive(Exchange& ex, const std::string& kernel_id, cons
                  ended.message());
 }
 
-bool ApiServer::TakeExecSession() {
-  MutexLock lock(exec_sessions_mutex_);
-  if (exec_sessions_ >= max_exec_sessions_) return false;
-  ++exec_sessions_;
+bool ApiServer::ExecPlaces::Take() {
+  MutexLock lock(mutex_);
+  if (taken_ >= max_) return false;
+  ++taken_;
   return true;
 }
 
-void ApiServer::ReleaseExecSession() {
-  MutexLock lock(exec_sessions_mutex_);
-  --exec_sessions_;
+void ApiServer::ExecPlaces::Release() {
+  MutexLock lock(mutex_);
+  --taken_;
 }
 
 void ApiServer::ExecState(Exchange& ex, const std::string& kernel_id, const std::string& exec_id) {
