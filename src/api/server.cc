@@ -268,23 +268,26 @@ http::Dispatch ApiServer::Dispatch(const http::Request& request) const {
 const std::vector<ApiServer::RouteEntry>& ApiServer::RouteTable() {
   using Params = Router::Params;
   using S = ApiServer;
+  constexpr bool kEngine = true;  // the route waits on the engine
   static const std::vector<RouteEntry> kTable = {
       {"GET", "/health", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.Health(ex); }},
       {"GET", "/v1/agent", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.DescribeAgent(ex); }},
       {"GET", "/v1/kernels", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.ListKernels(ex); }},
-      {"POST", "/v1/kernels", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.CreateKernel(ex); }},
+      {"POST", "/v1/kernels", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.CreateKernel(ex); }, kEngine},
       {"GET", "/v1/kernels/{id}", Lane::kQuick,
        [](S& s, Exchange& ex, const Params& p) { s.GetKernel(ex, p[0]); }},
       {"DELETE", "/v1/kernels/{id}", Lane::kLong,
-       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.DeleteKernel(p[0])); }},
+       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.DeleteKernel(p[0])); }, kEngine},
       {"POST", "/v1/kernels/{id}/restart", Lane::kLong,
-       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.RestartKernel(p[0])); }},
-      {"POST", "/v1/kernels/{id}/exec", Lane::kLong, [](S& s, Exchange& ex, const Params& p) { s.Exec(ex, p[0]); }},
+       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.RestartKernel(p[0])); }, kEngine},
+      {"POST", "/v1/kernels/{id}/exec", Lane::kLong,
+       [](S& s, Exchange& ex, const Params& p) { s.Exec(ex, p[0]); }, kEngine},
       {"GET", "/v1/kernels/{id}/exec/{exec}", Lane::kLong,
-       [](S& s, Exchange& ex, const Params& p) { s.ExecState(ex, p[0], p[1]); }},
+       [](S& s, Exchange& ex, const Params& p) { s.ExecState(ex, p[0], p[1]); }, kEngine},
       {"POST", "/v1/kernels/{id}/exec/{exec}/resize", Lane::kLong,
-       [](S& s, Exchange& ex, const Params& p) { s.ResizeExec(ex, p[0], p[1]); }},
-      {"GET", "/v1/kernels/{id}/logs", Lane::kLong, [](S& s, Exchange& ex, const Params& p) { s.Logs(ex, p[0]); }},
+       [](S& s, Exchange& ex, const Params& p) { s.ResizeExec(ex, p[0], p[1]); }, kEngine},
+      {"GET", "/v1/kernels/{id}/logs", Lane::kLong,
+       [](S& s, Exchange& ex, const Params& p) { s.Logs(ex, p[0]); }, kEngine},
       {"GET", "/v1/kernels/{id}/stats", Lane::kQuick,
        [](S& s, Exchange& ex, const Params& p) { s.KernelStats(ex, p[0]); }},
       {"GET", "/v1/stats", Lane::kQuick,
@@ -300,8 +303,8 @@ const std::vector<ApiServer::RouteEntry>& ApiServer::RouteTable() {
        [](S& s, Exchange& ex, const Params& p) { s.ChangeDevice(ex, p[0], "undrain"); }},
       {"POST", "/v1/devices/{id}/clear", Lane::kQuick,
        [](S& s, Exchange& ex, const Params& p) { s.ChangeDevice(ex, p[0], "clear"); }},
-      {"GET", "/v1/images", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.ListImages(ex); }},
-      {"POST", "/v1/images/pull", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.PullImage(ex); }},
+      {"GET", "/v1/images", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.ListImages(ex); }, kEngine},
+      {"POST", "/v1/images/pull", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.PullImage(ex); }, kEngine},
   };
   return kTable;
 }
@@ -315,7 +318,23 @@ std::vector<ApiServer::RouteName> ApiServer::Routes() {
 void ApiServer::AddRoutes() {
   for (const RouteEntry& route : RouteTable())
     router_.Add(route.method, route.pattern, route.lane,
-                [this, handle = route.handle](Exchange& ex, const Router::Params& p) { handle(*this, ex, p); });
+                [this, handle = route.handle, engine = route.waits_on_engine](Exchange& ex, const Router::Params& p) {
+                  // A hung engine would hold the request for the engine call's whole timeout (60 s).
+                  if (engine && !agent_.EngineReachable()) return ex.Reply(EngineUnreachable());
+                  handle(*this, ex, p);
+                });
+}
+
+http::Response ApiServer::EngineUnreachable() const {
+  const std::string address = agent_.config().container.docker_host;
+  const std::string engine = engine_ ? engine_->name + " at " + address : address;
+  http::Response refused =
+      ErrorResponse(503, "unavailable",
+                    "the container engine (" + engine + ") does not answer: the agent's probes of it go unanswered "
+                    "(GET /health says engine_unreachable), so this request was not tried; retry once the engine "
+                    "answers again");
+  refused.headers.emplace_back("Retry-After", "2");
+  return refused;
 }
 
 void ApiServer::ListKernels(Exchange& ex) const {

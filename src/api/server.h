@@ -63,12 +63,15 @@ class ApiServer {
   static std::vector<RouteName> Routes();
 
  private:
-  // A route with its lane and its handler, which reaches the server through its first argument.
+  // A route with its lane and its handler, which reaches the server through
+  // its first argument; `waits_on_engine`: its handler calls the engine, and
+  // is not run while the engine is known not to answer (EngineUnreachable).
   struct RouteEntry {
     const char* method;
     const char* pattern;
     http::Lane lane;
     void (*handle)(ApiServer&, http::Exchange&, const Router::Params&);
+    bool waits_on_engine = false;
   };
   static const std::vector<RouteEntry>& RouteTable();
   // Registers RouteTable() with the router.
@@ -80,6 +83,9 @@ class ApiServer {
   std::optional<http::Response> Unauthorized(const http::Request& request) const;
   // Whether `request` carries the bearer token (constant-time comparison).
   bool Authorized(const http::Request& request) const;
+  // The 503 of a route that waits on the engine while Agent::EngineReachable()
+  // is false: at once, rather than after the engine call's timeout.
+  http::Response EngineUnreachable() const;
   // The body of GET /v1/kernels/{id}/stats for `kernel`, from `latest`.
   static nlohmann::json KernelStatsJson(const Kernel& kernel, const StatsSnapshot& latest);
 
