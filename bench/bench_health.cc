@@ -163,7 +163,7 @@ double EngineExecRate(const std::string& container_id) {
     for (int i = 0; i < kThreads; ++i)
       threads.emplace_back([&] {
         while (Clock::now() - start < kFor)
-          if (testing::Engine().Exec(container_id, {"true"}, std::chrono::seconds(5)).ok()) ++done;
+          if (testing::Engine().Exec(container_id, {"true"}, std::chrono::seconds(5), nullptr, nullptr).ok()) ++done;
       });
   }
   return done / (Millis(start, Clock::now()) / 1000.0);

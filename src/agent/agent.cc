@@ -282,7 +282,7 @@ Agent::StopOutcome Agent::StopContainer(const std::string& container_id, const S
   std::chrono::seconds timeout = StopTimeoutOf(contract);
   if (!contract.pre_stop.empty() && timeout.count() > 0) {
     const Clock::TimePoint began = clock_.Now();
-    Result<ExecResult> ran = engine_.Exec(container_id, contract.pre_stop, timeout);
+    Result<ExecResult> ran = engine_.Exec(container_id, contract.pre_stop, timeout, nullptr, nullptr);
     if (!ran.ok()) {
       spdlog::info("container {}: its pre_stop command did not run to its end: {}", container_id,
                    ran.status().message());

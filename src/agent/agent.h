@@ -160,8 +160,12 @@ class Agent {
   // BACKOFF kernel is due (unix milliseconds), if one is.
   std::optional<int64_t> RestartDueKernels(int64_t now_ms) EXCLUDES(mutex_);
 
+  // Runs `command` in the RUNNING kernel and waits for it; `timeout`, `stop`
+  // and `exec_id` as for ContainerEngine::Exec. A caller that stops waiting
+  // ends the command itself (HangUpExec).
   Result<ExecResult> Exec(const std::string& kernel_id, const std::vector<std::string>& command,
-                          std::chrono::seconds timeout);
+                          std::chrono::seconds timeout, const std::atomic<bool>* stop = nullptr,
+                          std::string* exec_id = nullptr);
   // Starts `command` in the RUNNING kernel with a terminal of `rows` x
   // `cols`; the caller relays the session and closes it.
   Result<ExecSession> ExecInteractive(const std::string& kernel_id, const std::vector<std::string>& command, int rows,
@@ -171,7 +175,7 @@ class Agent {
   Result<ExecInfo> InspectExec(const std::string& kernel_id, const std::string& exec_id);
   // Ends `kernel_id`'s exec `exec_id` if it still runs, as a terminal
   // hanging up would: SIGHUP to its process, then SIGKILL when it has not
-  // ended within `grace`. For an interactive exec whose client went away.
+  // ended within `grace`. For an exec whose client went away.
   // OK when it has ended (or never ran); errors as InspectExec's, or the
   // signal's when the agent may not send it.
   Status HangUpExec(const std::string& kernel_id, const std::string& exec_id, std::chrono::milliseconds grace);

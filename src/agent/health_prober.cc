@@ -205,7 +205,7 @@ ProbeResult HealthProber::Probe(const HealthRule& rule, const std::string& conta
 ProbeResult HealthProber::Exec(const HealthRule& rule, const std::string& container_id) const {
   // The engine counts whole seconds.
   const auto timeout = std::chrono::seconds((rule.timeout.count() + 999) / 1000);
-  Result<ExecResult> ran = engine_.Exec(container_id, rule.check.command, timeout);
+  Result<ExecResult> ran = engine_.Exec(container_id, rule.check.command, timeout, nullptr, nullptr);
   if (!ran.ok()) return {false, Bounded(ran.status().message())};
   std::string output = ran->stdout_text + ran->stderr_text;
   if (ran->exit_code != 0) output = "exit code " + std::to_string(ran->exit_code) + (output.empty() ? "" : ": ") + output;

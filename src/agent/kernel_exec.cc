@@ -23,11 +23,11 @@ Result<std::string> Agent::RunningContainer(const std::string& kernel_id) const 
 }
 
 Result<ExecResult> Agent::Exec(const std::string& kernel_id, const std::vector<std::string>& command,
-                               std::chrono::seconds timeout) {
+                               std::chrono::seconds timeout, const std::atomic<bool>* stop, std::string* exec_id) {
   Result<std::string> container = RunningContainer(kernel_id);
   if (!container.ok()) return container.status();
   NoteExec(kernel_id, 0);
-  Result<ExecResult> ran = engine_.Exec(*container, command, timeout);
+  Result<ExecResult> ran = engine_.Exec(*container, command, timeout, stop, exec_id);
   NoteExec(kernel_id, 0);
   return ran;
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -262,6 +263,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Writes a whole response, then reads the next request or closes.
   void Send(Response response) {
+    awaiting_answer_ = false;
     if (closed_) return;
     if (!response.pieces.empty()) return SendPieces(std::move(response));
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
@@ -548,7 +550,32 @@ class Session : public std::enable_shared_from_this<Session> {
 
     Dispatch dispatch = listener_.dispatcher(request);
     if (!dispatch.handler) return Send(std::move(dispatch.immediate));
+    if (dispatch.lane == Lane::kLong) {
+      awaiting_answer_ = true;
+      WatchWhileAnswered();
+    }
     server_.Run(dispatch.lane, shared_from_this(), std::move(request), std::move(dispatch.handler));
+  }
+
+  // While a long handler works on its answer the client has said all it had
+  // to: its connection ending (end of stream, a reset) marks it gone, so an
+  // exec or another long wait on its behalf can end. Peeks, never reads: the
+  // bytes of a next request stay for ReadRequest, and once any have come
+  // (read already or waiting) the client is plainly there and the watch
+  // ends. Waits for readiness only with nothing unread in the socket, so
+  // that a later read is never queued behind a wait no new byte would end.
+  void WatchWhileAnswered() {
+    if (closed_ || !awaiting_answer_ || buffer_.size() > 0) return;
+    char byte;
+    const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      gone_ = true;
+      return;
+    }
+    socket_.async_wait(net::socket_base::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      if (!ec) self->WatchWhileAnswered();
+    });
   }
 
   // While a stream is sent the client has nothing more to say: a read that
@@ -574,6 +601,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true;
   bool unread_body_ = false;  // answered before the request's body was read whole: linger before closing
   bool closed_ = false;
+  bool awaiting_answer_ = false;  // a long handler works on this request's answer (WatchWhileAnswered)
   std::atomic<bool> gone_{false};
   char hang_up_probe_[64];
 };

@@ -28,8 +28,7 @@ using http::Lane;
 // With no event to send, an event stream sends a comment this often, so
 // proxies and clients see a live connection.
 constexpr std::chrono::seconds kKeepAliveEvery{10};
-// How long an interactive exec whose client went away has between SIGHUP
-// and SIGKILL.
+// How long an exec whose client went away has between SIGHUP and SIGKILL.
 constexpr std::chrono::seconds kHangUpGrace{2};
 
 // How deep a request body's arrays and objects may nest; no route takes more
@@ -155,14 +154,15 @@ json WarmJson(const Agent& agent) {
 }  // namespace
 
 ApiServer::ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
-                     http::ServerOptions options, int max_exec_sessions)
+                     http::ServerOptions options, int max_exec_sessions, int max_oneshot_execs)
     : agent_(agent),
       hub_(hub),
       collector_(collector),
       token_(std::move(token)),
       server_(options),
       write_timeout_(options.request_timeout),
-      max_exec_sessions_(max_exec_sessions) {
+      exec_sessions_(max_exec_sessions),
+      oneshot_execs_(max_oneshot_execs) {
   AddRoutes();
 }
 
@@ -268,23 +268,26 @@ http::Dispatch ApiServer::Dispatch(const http::Request& request) const {
 const std::vector<ApiServer::RouteEntry>& ApiServer::RouteTable() {
   using Params = Router::Params;
   using S = ApiServer;
+  constexpr bool kEngine = true;  // the route waits on the engine
   static const std::vector<RouteEntry> kTable = {
       {"GET", "/health", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.Health(ex); }},
       {"GET", "/v1/agent", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.DescribeAgent(ex); }},
       {"GET", "/v1/kernels", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.ListKernels(ex); }},
-      {"POST", "/v1/kernels", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.CreateKernel(ex); }},
+      {"POST", "/v1/kernels", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.CreateKernel(ex); }, kEngine},
       {"GET", "/v1/kernels/{id}", Lane::kQuick,
        [](S& s, Exchange& ex, const Params& p) { s.GetKernel(ex, p[0]); }},
       {"DELETE", "/v1/kernels/{id}", Lane::kLong,
-       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.DeleteKernel(p[0])); }},
+       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.DeleteKernel(p[0])); }, kEngine},
       {"POST", "/v1/kernels/{id}/restart", Lane::kLong,
-       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.RestartKernel(p[0])); }},
-      {"POST", "/v1/kernels/{id}/exec", Lane::kLong, [](S& s, Exchange& ex, const Params& p) { s.Exec(ex, p[0]); }},
+       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.RestartKernel(p[0])); }, kEngine},
+      {"POST", "/v1/kernels/{id}/exec", Lane::kLong,
+       [](S& s, Exchange& ex, const Params& p) { s.Exec(ex, p[0]); }, kEngine},
       {"GET", "/v1/kernels/{id}/exec/{exec}", Lane::kLong,
-       [](S& s, Exchange& ex, const Params& p) { s.ExecState(ex, p[0], p[1]); }},
+       [](S& s, Exchange& ex, const Params& p) { s.ExecState(ex, p[0], p[1]); }, kEngine},
       {"POST", "/v1/kernels/{id}/exec/{exec}/resize", Lane::kLong,
-       [](S& s, Exchange& ex, const Params& p) { s.ResizeExec(ex, p[0], p[1]); }},
-      {"GET", "/v1/kernels/{id}/logs", Lane::kLong, [](S& s, Exchange& ex, const Params& p) { s.Logs(ex, p[0]); }},
+       [](S& s, Exchange& ex, const Params& p) { s.ResizeExec(ex, p[0], p[1]); }, kEngine},
+      {"GET", "/v1/kernels/{id}/logs", Lane::kLong,
+       [](S& s, Exchange& ex, const Params& p) { s.Logs(ex, p[0]); }, kEngine},
       {"GET", "/v1/kernels/{id}/stats", Lane::kQuick,
        [](S& s, Exchange& ex, const Params& p) { s.KernelStats(ex, p[0]); }},
       {"GET", "/v1/stats", Lane::kQuick,
@@ -300,8 +303,8 @@ const std::vector<ApiServer::RouteEntry>& ApiServer::RouteTable() {
        [](S& s, Exchange& ex, const Params& p) { s.ChangeDevice(ex, p[0], "undrain"); }},
       {"POST", "/v1/devices/{id}/clear", Lane::kQuick,
        [](S& s, Exchange& ex, const Params& p) { s.ChangeDevice(ex, p[0], "clear"); }},
-      {"GET", "/v1/images", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.ListImages(ex); }},
-      {"POST", "/v1/images/pull", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.PullImage(ex); }},
+      {"GET", "/v1/images", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.ListImages(ex); }, kEngine},
+      {"POST", "/v1/images/pull", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.PullImage(ex); }, kEngine},
   };
   return kTable;
 }
@@ -315,7 +318,23 @@ std::vector<ApiServer::RouteName> ApiServer::Routes() {
 void ApiServer::AddRoutes() {
   for (const RouteEntry& route : RouteTable())
     router_.Add(route.method, route.pattern, route.lane,
-                [this, handle = route.handle](Exchange& ex, const Router::Params& p) { handle(*this, ex, p); });
+                [this, handle = route.handle, engine = route.waits_on_engine](Exchange& ex, const Router::Params& p) {
+                  // A hung engine would hold the request for the engine call's whole timeout (60 s).
+                  if (engine && !agent_.EngineReachable()) return ex.Reply(EngineUnreachable());
+                  handle(*this, ex, p);
+                });
+}
+
+http::Response ApiServer::EngineUnreachable() const {
+  const std::string address = agent_.config().container.docker_host;
+  const std::string engine = engine_ ? engine_->name + " at " + address : address;
+  http::Response refused =
+      ErrorResponse(503, "unavailable",
+                    "the container engine (" + engine + ") does not answer: the agent's probes of it go unanswered "
+                    "(GET /health says engine_unreachable), so this request was not tried; retry once the engine "
+                    "answers again");
+  refused.headers.emplace_back("Retry-After", "2");
+  return refused;
 }
 
 void ApiServer::ListKernels(Exchange& ex) const {
@@ -512,7 +531,22 @@ void ApiServer::Exec(Exchange& ex, const std::string& kernel_id) {
       return ex.Reply(ErrorResponse(Status::InvalidArgument("timeout_s: expected whole seconds between 1 and 86400")));
     timeout_s = t.get<int>();
   }
-  auto result = agent_.Exec(kernel_id, command, std::chrono::seconds(timeout_s));
+  if (!oneshot_execs_.Take())
+    return ex.Reply(ErrorResponse(503, "unavailable",
+                                  "too many one-shot execs: " + std::to_string(oneshot_execs_.max()) +
+                                      " are running, the most this agent runs at once ([api] max-oneshot-execs in "
+                                      "its config); retry when one has ended"));
+  struct Release {
+    ExecPlaces& places;
+    ~Release() { places.Release(); }
+  } release{oneshot_execs_};
+  std::string exec_id;
+  auto result = agent_.Exec(kernel_id, command, std::chrono::seconds(timeout_s), &ex.Gone(), &exec_id);
+  if (!result.ok() && ex.Gone() && !exec_id.empty()) {
+    // Its client is gone: the command would be left behind, counting against the kernel's pids.
+    if (Status ended = agent_.HangUpExec(kernel_id, exec_id, kHangUpGrace); !ended.ok())
+      spdlog::warn("exec {} of kernel {}: its client is gone, but: {}", exec_id, kernel_id, ended.message());
+  }
   if (!result.ok()) return ex.Reply(ErrorResponse(result.status()));
   json answer = {{"exit_code", result->exit_code}};
   ExactText(answer, "stdout", result->stdout_text);
@@ -528,15 +562,15 @@ void ApiServer::ExecInteractive(Exchange& ex, const std::string& kernel_id, cons
   if (!rows.ok()) return ex.Reply(ErrorResponse(rows.status()));
   Result<int> cols = TerminalSize(body, "cols", 80);
   if (!cols.ok()) return ex.Reply(ErrorResponse(cols.status()));
-  if (!TakeExecSession())
+  if (!exec_sessions_.Take())
     return ex.Reply(ErrorResponse(503, "unavailable",
-                                  "too many interactive execs: " + std::to_string(max_exec_sessions_) +
+                                  "too many interactive execs: " + std::to_string(exec_sessions_.max()) +
                                       " are open, the most this agent serves at once ([api] max-exec-sessions in its "
                                       "config); retry when one has ended"));
   struct Release {
-    ApiServer& server;
-    ~Release() { server.ReleaseExecSession(); }
-  } release{*this};
+    ExecPlaces& places;
+    ~Release() { places.Release(); }
+  } release{exec_sessions_};
   Result<ExecSession> session = agent_.ExecInteractive(kernel_id, command, *rows, *cols);
   if (!session.ok()) return ex.Reply(ErrorResponse(session.status()));
   std::string early;
@@ -562,16 +596,16 @@ void ApiServer::ExecInteractive(Exchange& ex, const std::string& kernel_id, cons
                  ended.message());
 }
 
-bool ApiServer::TakeExecSession() {
-  MutexLock lock(exec_sessions_mutex_);
-  if (exec_sessions_ >= max_exec_sessions_) return false;
-  ++exec_sessions_;
+bool ApiServer::ExecPlaces::Take() {
+  MutexLock lock(mutex_);
+  if (taken_ >= max_) return false;
+  ++taken_;
   return true;
 }
 
-void ApiServer::ReleaseExecSession() {
-  MutexLock lock(exec_sessions_mutex_);
-  --exec_sessions_;
+void ApiServer::ExecPlaces::Release() {
+  MutexLock lock(mutex_);
+  --taken_;
 }
 
 void ApiServer::ExecState(Exchange& ex, const std::string& kernel_id, const std::string& exec_id) {

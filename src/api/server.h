@@ -28,9 +28,10 @@ namespace slotd {
 class ApiServer {
  public:
   // `agent`, `hub` and `collector` must outlive the server. `token`: nullopt
-  // disables auth. `options` and `max_exec_sessions`: the limits of [api].
+  // disables auth. `options`, `max_exec_sessions` and `max_oneshot_execs`:
+  // the limits of [api].
   ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
-            http::ServerOptions options, int max_exec_sessions);
+            http::ServerOptions options, int max_exec_sessions, int max_oneshot_execs);
   ~ApiServer();
 
   // Binds both listeners. Port 0 picks a free port (see port()). The unix
@@ -62,12 +63,15 @@ class ApiServer {
   static std::vector<RouteName> Routes();
 
  private:
-  // A route with its lane and its handler, which reaches the server through its first argument.
+  // A route with its lane and its handler, which reaches the server through
+  // its first argument; `waits_on_engine`: its handler calls the engine, and
+  // is not run while the engine is known not to answer (EngineUnreachable).
   struct RouteEntry {
     const char* method;
     const char* pattern;
     http::Lane lane;
     void (*handle)(ApiServer&, http::Exchange&, const Router::Params&);
+    bool waits_on_engine = false;
   };
   static const std::vector<RouteEntry>& RouteTable();
   // Registers RouteTable() with the router.
@@ -79,6 +83,9 @@ class ApiServer {
   std::optional<http::Response> Unauthorized(const http::Request& request) const;
   // Whether `request` carries the bearer token (constant-time comparison).
   bool Authorized(const http::Request& request) const;
+  // The 503 of a route that waits on the engine while Agent::EngineReachable()
+  // is false: at once, rather than after the engine call's timeout.
+  http::Response EngineUnreachable() const;
   // The body of GET /v1/kernels/{id}/stats for `kernel`, from `latest`.
   static nlohmann::json KernelStatsJson(const Kernel& kernel, const StatsSnapshot& latest);
 
@@ -114,10 +121,20 @@ class ApiServer {
   void ChangeDevice(http::Exchange& ex, const std::string& device, const std::string& action);
   void Metrics(http::Exchange& ex) const;
 
-  // Takes one of the max_exec_sessions_ places of an interactive exec;
-  // false when all are taken. ReleaseExecSession gives it back.
-  bool TakeExecSession();
-  void ReleaseExecSession();
+  // A bound on execs running at once, each holding a place while it runs.
+  class ExecPlaces {
+   public:
+    explicit ExecPlaces(int max) : max_(max) {}
+    // Takes a place; false when all `max` are taken. Release gives it back.
+    bool Take() EXCLUDES(mutex_);
+    void Release() EXCLUDES(mutex_);
+    int max() const { return max_; }
+
+   private:
+    const int max_;
+    Mutex mutex_;
+    int taken_ GUARDED_BY(mutex_) = 0;
+  };
 
   Agent& agent_;
   EventHub& hub_;
@@ -132,9 +149,8 @@ class ApiServer {
   std::string unix_path_;
   // The longest one write of an interactive exec may wait for its reader ([api] request-timeout).
   const std::chrono::milliseconds write_timeout_;
-  const int max_exec_sessions_;
-  Mutex exec_sessions_mutex_;
-  int exec_sessions_ GUARDED_BY(exec_sessions_mutex_) = 0;  // interactive execs open now
+  ExecPlaces exec_sessions_;  // interactive execs ([api] max-exec-sessions)
+  ExecPlaces oneshot_execs_;  // one-shot execs ([api] max-oneshot-execs)
 };
 
 }  // namespace slotd

@@ -265,7 +265,7 @@ Result<HttpResponse> HttpClient::Request(const std::string& method,
                                          std::chrono::milliseconds timeout,
                                          const std::vector<std::string>& headers) const {
   HttpResponse response;
-  auto result = Transfer(method, path_and_query, body, timeout, nullptr, &response.body, headers);
+  auto result = Transfer(method, path_and_query, body, timeout, nullptr, &response.body, nullptr, headers);
   if (!result.ok()) return result.status();
   if (!result->body.empty()) response.body = std::move(result->body);  // a non-2xx body
   response.status = result->status;
@@ -275,14 +275,26 @@ Result<HttpResponse> HttpClient::Request(const std::string& method,
 Result<HttpResponse> HttpClient::RequestStreamed(const std::string& method, const std::string& path_and_query,
                                                  const std::string& body, std::chrono::milliseconds timeout,
                                                  const std::function<bool(std::string_view chunk)>& on_chunk,
+                                                 const std::atomic<bool>* stop,
                                                  const std::vector<std::string>& headers) const {
-  return Transfer(method, path_and_query, body, timeout, &on_chunk, nullptr, headers);
+  return Transfer(method, path_and_query, body, timeout, &on_chunk, nullptr, stop, headers);
 }
+
+namespace {
+
+// curl's progress callback for a transfer with a stop flag: non-zero aborts
+// it. curl calls it often while data flows and about once a second while none does.
+int AbortWhenStopped(void* stop, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<const std::atomic<bool>*>(stop)->load() ? 1 : 0;
+}
+
+}  // namespace
 
 Result<HttpResponse> HttpClient::Transfer(const std::string& method, const std::string& path_and_query,
                                           const std::string& body, std::chrono::milliseconds timeout,
                                           const std::function<bool(std::string_view chunk)>* on_chunk,
-                                          std::string* whole_body, const std::vector<std::string>& headers) const {
+                                          std::string* whole_body, const std::atomic<bool>* stop,
+                                          const std::vector<std::string>& headers) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
   auto req = Prepare(idle_handles_.get(), unix_socket_, target_, bearer_token_, method, path_and_query, body, headers);
   if (!req) return Status::Internal(where + ": cannot allocate a curl handle");
@@ -294,6 +306,11 @@ Result<HttpResponse> HttpClient::Transfer(const std::string& method, const std::
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, &target);
   curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
                    static_cast<long>(std::max<int64_t>(1, timeout.count())));
+  if (stop != nullptr) {
+    curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, &AbortWhenStopped);
+    curl_easy_setopt(easy, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(stop));
+    curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
+  }
 
   const CURLcode code = curl_easy_perform(easy);
   if (code == CURLE_OPERATION_TIMEDOUT) {
@@ -305,6 +322,8 @@ Result<HttpResponse> HttpClient::Transfer(const std::string& method, const std::
                                       std::to_string(timeout.count()) + " ms");
     }
   }
+  if (code == CURLE_ABORTED_BY_CALLBACK && stop != nullptr && stop->load())
+    return Status::Unavailable(where + ": abandoned, its caller stopped waiting");
   if (code != CURLE_OK) {
     return Status::Unavailable(where + " failed: " + CurlErrorText(code, req->error));
   }

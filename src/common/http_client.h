@@ -79,10 +79,12 @@ class HttpClient {
   // Like Request, but hands the body of a 2xx response to `on_chunk` piece by
   // piece instead of keeping it (the returned body is empty then; a non-2xx
   // body is kept, up to 64 KiB, for the error message). `on_chunk` returning
-  // false aborts the transfer: kUnavailable.
+  // false aborts the transfer: kUnavailable. So does `stop`, when given,
+  // becoming true (noticed within about a second, also while no data flows).
   Result<HttpResponse> RequestStreamed(const std::string& method, const std::string& path_and_query,
                                        const std::string& body, std::chrono::milliseconds timeout,
                                        const std::function<bool(std::string_view chunk)>& on_chunk,
+                                       const std::atomic<bool>* stop = nullptr,
                                        const std::vector<std::string>& headers = {}) const;
 
   // Sends `method` `path_and_query` with `body` (JSON, when not empty)
@@ -118,11 +120,12 @@ class HttpClient {
 
   // Request and RequestStreamed: a 2xx body goes to `on_chunk`, or, when it
   // is null, into `whole_body`, sized from its declared length up front; a
-  // non-2xx body's start is the returned body.
+  // non-2xx body's start is the returned body. A non-null `stop` aborts it
+  // once true.
   Result<HttpResponse> Transfer(const std::string& method, const std::string& path_and_query,
                                 const std::string& body, std::chrono::milliseconds timeout,
                                 const std::function<bool(std::string_view chunk)>* on_chunk, std::string* whole_body,
-                                const std::vector<std::string>& headers) const;
+                                const std::atomic<bool>* stop, const std::vector<std::string>& headers) const;
 
   bool unix_socket_;  // true: target_ is a socket path; false: a base URL
   std::string target_;

@@ -364,6 +364,12 @@ KeyTable<ApiConfig> ApiKeys() {
               "together; one more is answered `503` before any command starts. Each holds a thread of the agent "
               "for as long as it lasts, so keep it well under the agent's tasks limit (systemd `TasksMax`).",
               {IntegerRange(1, 4096)}),
+    MemberKey("max-oneshot-execs", &ApiConfig::max_oneshot_execs, IntegerType(),
+              "One-shot execs (`POST /v1/kernels/{id}/exec` without `Upgrade`) running at once, both listeners "
+              "together; one more is answered `503` before any command starts. Each holds a thread of the agent "
+              "and a few descriptors until its command ends, its `timeout_s` passes or its client goes away, so "
+              "keep it, with `max-exec-sessions`, well under the agent's tasks limit.",
+              {IntegerRange(1, 4096)}),
   }};
 }
 

@@ -55,6 +55,7 @@ struct ApiConfig {
   std::chrono::milliseconds request_timeout{10'000};  // to receive one whole request (headers and body)
   uint64_t max_body_size = 1ull << 20;                // larger request bodies: 413
   int max_exec_sessions = 64;                         // interactive execs open at once; past it: 503
+  int max_oneshot_execs = 64;                         // one-shot execs running at once; past it: 503
 
   bool operator==(const ApiConfig&) const = default;
 };

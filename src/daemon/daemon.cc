@@ -262,7 +262,8 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   limits.max_connections = config.api.max_connections;
   limits.request_timeout = config.api.request_timeout;
   limits.max_body_bytes = config.api.max_body_size;
-  ApiServer api(agent, hub, collector, *token, limits, config.api.max_exec_sessions);
+  ApiServer api(agent, hub, collector, *token, limits, config.api.max_exec_sessions,
+                config.api.max_oneshot_execs);
   api.ShowEngine(identity);
   const std::string socket = config.agent.ipc_base_path + "/agent.sock";
   if (Status s = api.Bind(config.agent.rpc_host, config.agent.rpc_port, socket); !s.ok()) return s;

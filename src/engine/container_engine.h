@@ -228,9 +228,14 @@ class ContainerEngine {
   virtual Result<std::vector<ContainerInfo>> List(const std::vector<std::string>& label_filters) = 0;
 
   // Runs `command` in a running container and waits for it, at most `timeout`
-  // (then kDeadlineExceeded). stdout and stderr are demultiplexed.
+  // (then kDeadlineExceeded) and, when `stop` is given, only until it becomes
+  // true (then kUnavailable; noticed within about a second). stdout and
+  // stderr are demultiplexed. `exec_id`, when given, gets the exec's id as
+  // soon as the engine has made it, so that a caller that stopped waiting can
+  // end the command: the engine leaves it running.
   virtual Result<ExecResult> Exec(const std::string& id, const std::vector<std::string>& command,
-                                  std::chrono::seconds timeout) = 0;
+                                  std::chrono::seconds timeout, const std::atomic<bool>* stop,
+                                  std::string* exec_id) = 0;
 
   // Starts `command` in a running container with a terminal of `rows` x
   // `cols` and its stdin attached, and returns the connection carrying it

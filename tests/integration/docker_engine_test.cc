@@ -216,7 +216,7 @@ TEST_F(DockerEngineTest, ExecSeparatesStreamsAndReportsExitCode) {
   ASSERT_TRUE(id.ok()) << id.status().message();
   ASSERT_TRUE(engine_->Start(*id).ok());
 
-  auto result = engine_->Exec(*id, {"sh", "-c", "echo out; echo err >&2; exit 3"}, 30s);
+  auto result = engine_->Exec(*id, {"sh", "-c", "echo out; echo err >&2; exit 3"}, 30s, nullptr, nullptr);
   ASSERT_TRUE(result.ok()) << result.status().message();
   EXPECT_EQ(result->stdout_text, "out\n");
   EXPECT_EQ(result->stderr_text, "err\n");
@@ -224,7 +224,7 @@ TEST_F(DockerEngineTest, ExecSeparatesStreamsAndReportsExitCode) {
 
   // Output larger than one frame and than curl's buffer arrives whole.
   auto big = engine_->Exec(
-      *id, {"sh", "-c", "i=0; while [ $i -lt 20000 ]; do echo line$i; i=$((i+1)); done"}, 60s);
+      *id, {"sh", "-c", "i=0; while [ $i -lt 20000 ]; do echo line$i; i=$((i+1)); done"}, 60s, nullptr, nullptr);
   ASSERT_TRUE(big.ok()) << big.status().message();
   EXPECT_EQ(big->exit_code, 0);
   EXPECT_EQ(std::count(big->stdout_text.begin(), big->stdout_text.end(), '\n'), 20000);
@@ -235,7 +235,7 @@ TEST_F(DockerEngineTest, ExecPastTimeoutIsDeadlineExceeded) {
   auto id = CreateTracked(Spec("exectimeout", {"sleep", "300"}));
   ASSERT_TRUE(id.ok()) << id.status().message();
   ASSERT_TRUE(engine_->Start(*id).ok());
-  auto result = engine_->Exec(*id, {"sleep", "30"}, 1s);
+  auto result = engine_->Exec(*id, {"sleep", "30"}, 1s, nullptr, nullptr);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), Code::kDeadlineExceeded) << result.status().message();
 }
@@ -243,7 +243,7 @@ TEST_F(DockerEngineTest, ExecPastTimeoutIsDeadlineExceeded) {
 TEST_F(DockerEngineTest, ExecInStoppedContainerIsConflict) {
   auto id = CreateTracked(Spec("execstopped", {"sleep", "300"}));
   ASSERT_TRUE(id.ok()) << id.status().message();
-  auto result = engine_->Exec(*id, {"true"}, 10s);
+  auto result = engine_->Exec(*id, {"true"}, 10s, nullptr, nullptr);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), Code::kConflict) << result.status().message();
   // Podman: "can only create exec sessions on running containers".

@@ -4,6 +4,7 @@
 // processes, real containers; raw sockets where a client must misbehave.
 #include <signal.h>
 
+#include <filesystem>
 #include <future>
 #include <thread>
 
@@ -237,6 +238,92 @@ TEST(HostileClient, AnInteractiveExecWhoseClientClosesResetsOrHalfClosesLeavesNo
   clients.resize(2);  // 4 and 5 close in order; 0 and 1 stay half-closed, still reading
   EXPECT_TRUE(Eventually([&] { return ProcessesNamed(agent, "k1", "sh") == 0; }, 60s))
       << ProcessesNamed(agent, "k1", "sh") << " sh left in the kernel\n" << agent.log();
+}
+
+// How many entries /proc/<pid>/`what` has ("task": threads, "fd": open descriptors).
+int ProcEntries(pid_t pid, const std::string& what) {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/" + what, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+// How many processes of `container` run exactly `args` (busybox ps), asked of
+// the engine itself: the agent may be at its bound of execs. -1 when unknown.
+int ProcessesRunning(const std::string& container, const std::string& args) {
+  auto listed = Engine().Exec(container, {"ps", "-o", "args"}, 10s, nullptr, nullptr);
+  if (!listed.ok() || listed->exit_code != 0) return -1;
+  int count = 0;
+  const std::string& out = listed->stdout_text;
+  for (size_t at = 0; at < out.size();) {
+    const size_t end = std::min(out.find('\n', at), out.size());
+    std::string line = out.substr(at, end - at);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    if (line == args) ++count;
+    at = end + 1;
+  }
+  return count;
+}
+
+// The finding: 300 one-shot execs whose clients left after 3 s held 300
+// threads and 1,200 descriptors of the agent, and their commands, for their
+// whole timeout_s. A one-shot exec whose client goes away now ends its wait
+// and its command, and one-shot execs are bounded as interactive ones are.
+TEST(HostileClient, OneShotExecsWhoseClientsLeaveEndTheirCommandsAndHoldNothingAndOnePastTheBoundIs503) {
+  constexpr int kExecs = 24;
+  AgentProcess agent(Options("abandoned", "max-oneshot-execs = " + std::to_string(kExecs) + "\n"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const std::string container = agent.CreateKernel(SleepKernel("k1", "64m"))["container_id"];
+  // What the agent holds at rest, after execs have warmed its engine connections.
+  std::vector<std::future<std::string>> warming;
+  for (int i = 0; i < 8; ++i)
+    warming.push_back(std::async(std::launch::async, [&] { return RunIn(agent, "k1", "true"); }));
+  for (auto& done : warming) done.get();
+  const int threads_before = ProcEntries(agent.pid(), "task");
+  const int fds_before = ProcEntries(agent.pid(), "fd");
+
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < kExecs; ++i) {
+    clients.push_back(std::make_unique<RawClient>(agent.socket_path()));
+    ASSERT_TRUE(clients.back()->Send(RawRequest(
+        "POST", "/v1/kernels/k1/exec", json{{"command", {"sleep", "60"}}, {"timeout_s", 600}}.dump())));
+  }
+  ASSERT_TRUE(Eventually([&] {
+    if (ProcessesRunning(container, "sleep 60") == kExecs) return true;
+    std::this_thread::sleep_for(200ms);
+    return false;
+  }, 60s)) << ProcessesRunning(container, "sleep 60") << " of " << kExecs << " execs run\n" << agent.log();
+  const int threads_held = ProcEntries(agent.pid(), "task");
+  const int fds_held = ProcEntries(agent.pid(), "fd");
+  RecordProperty("threads", std::to_string(threads_before) + " at rest, " + std::to_string(threads_held) +
+                                " with the execs");
+  RecordProperty("fds", std::to_string(fds_before) + " at rest, " + std::to_string(fds_held) + " with the execs");
+
+  // One more is refused before any command starts, saying which bound.
+  const HttpResponse refused = agent.Call("POST", "/v1/kernels/k1/exec", json{{"command", {"true"}}}.dump());
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(ErrorMessage(refused).find("[api] max-oneshot-execs"), std::string::npos) << refused.body;
+
+  // The clients go: half of them close, half reset.
+  for (size_t i = 0; i < clients.size(); ++i)
+    if (i % 2 == 1) clients[i]->Reset();
+  clients.clear();
+  EXPECT_TRUE(Eventually([&] {
+    if (ProcessesRunning(container, "sleep 60") == 0) return true;
+    std::this_thread::sleep_for(200ms);
+    return false;
+  }, 40s)) << ProcessesRunning(container, "sleep 60") << " commands left running\n" << agent.log();
+  // Their threads and descriptors are given back; a few of the engine's
+  // connections may stay open for later calls.
+  EXPECT_TRUE(Eventually([&] { return ProcEntries(agent.pid(), "task") <= threads_before + 2; }, 30s))
+      << ProcEntries(agent.pid(), "task") << " threads; " << threads_before << " at rest, " << threads_held
+      << " with the execs";
+  EXPECT_TRUE(Eventually([&] { return ProcEntries(agent.pid(), "fd") <= fds_before + 8; }, 30s))
+      << ProcEntries(agent.pid(), "fd") << " descriptors; " << fds_before << " at rest, " << fds_held
+      << " with the execs";
+  EXPECT_EQ(agent.CallJson("POST", "/v1/kernels/k1/exec", json{{"command", {"true"}}}, 200)["exit_code"], 0);
 }
 
 TEST(HostileClient, SigtermEndsTheAgentWhileInteractiveClientsNeverRead) {

@@ -306,7 +306,8 @@ Status FakeEngine::RemoveVolume(const std::string& name) {
 }
 
 Result<ExecResult> FakeEngine::Exec(const std::string& id, const std::vector<std::string>& command,
-                                    std::chrono::seconds /*timeout*/) {
+                                    std::chrono::seconds /*timeout*/, const std::atomic<bool>* /*stop*/,
+                                    std::string* /*exec_id*/) {
   MutexLock lock(mutex_);
   auto c = EnterFor(Method::kExec, id);
   if (!c.ok()) return c.status();

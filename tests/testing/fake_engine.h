@@ -84,7 +84,8 @@ class FakeEngine : public ContainerEngine {
   // Echoes the command: exit code 0, stdout the arguments joined by spaces and a newline.
   // kConflict when the container is not running.
   Result<ExecResult> Exec(const std::string& id, const std::vector<std::string>& command,
-                          std::chrono::seconds timeout) override;
+                          std::chrono::seconds timeout, const std::atomic<bool>* stop,
+                          std::string* exec_id) override;
   // A session that ends at once: the returned socket's other end is closed,
   // and the exec is recorded as ended with code 0. kConflict when the
   // container is not running. Counted as kExec.

@@ -597,6 +597,19 @@ TEST(ConfigTest, MaxExecSessionsBoundsInteractiveExecsFrom1To4096AndIs64ByDefaul
   EXPECT_EQ(set->api.max_exec_sessions, 8);
 }
 
+TEST(ConfigTest, MaxOneshotExecsBoundsOneShotExecsFrom1To4096AndIs64ByDefault) {
+  Result<Config> plain = Parse(kMinimal);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->api.max_oneshot_execs, 64);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "[api]\nmax-oneshot-execs = 0\n").find("api.max-oneshot-execs"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kMinimal) + "[api]\nmax-oneshot-execs = 5000\n").find("api.max-oneshot-execs"),
+            std::string::npos);
+  Result<Config> set = Parse(std::string(kMinimal) + "[api]\nmax-oneshot-execs = 8\n");
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->api.max_oneshot_execs, 8);
+}
+
 TEST(ConfigTest, StatsIntervalIsADurationFrom100msTo1h) {
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nstats-interval = 5\n"),
             "agent.toml:4: container.stats-interval: expected a duration string like \"10s\", found an integer");

@@ -1,6 +1,7 @@
 // HttpServer on a loopback port, driven by HttpClient and by raw sockets:
 // what it does when the host refuses it a thread, a body of kept pieces, how
-// it sets up an accepted connection, and requests framed to smuggle another.
+// it sets up an accepted connection, requests framed to smuggle another, and
+// a client that leaves while a long handler works.
 #include "api/http_server.h"
 
 #include <arpa/inet.h>
@@ -11,11 +12,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -239,6 +243,97 @@ TEST(HttpServer, ABodyFramedByATransferCodingOtherThanChunkedIs400AndNeverReadAs
   EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
   server.Stop();
   EXPECT_EQ(seen, std::vector<std::string>{"/chunked"});
+}
+
+// A TCP connection to 127.0.0.1:`port`; -1 when it cannot be made.
+int ConnectTo(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) return fd;
+  if (fd >= 0) ::close(fd);
+  return -1;
+}
+
+// The bytes `fd` receives until `until` has come twice or the peer closes (at most 10 s).
+std::string ReadAnswers(int fd, std::string_view until) {
+  timeval limit{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  std::string seen;
+  char buffer[4096];
+  while (true) {
+    const size_t first = seen.find(until);
+    if (first != std::string::npos && seen.find(until, first + 1) != std::string::npos) return seen;
+    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) return seen;
+    seen.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+// A long handler learns that its client went away while it worked (an exec
+// waiting on its command then ends it); a client that stays, even one that
+// sends its next request meanwhile, is not taken for gone, and that request
+// is served after.
+TEST(HttpServer, ALongHandlerSeesItsClientGoButNotOneThatSendsItsNextRequest) {
+  std::promise<void> started_promise;
+  std::future<void> started = started_promise.get_future();
+  std::promise<void> release_promise;
+  std::shared_future<void> release = release_promise.get_future().share();
+  std::promise<bool> saw_gone;
+  http::HttpServer server({});
+  ASSERT_TRUE(server
+                  .ListenTcp("127.0.0.1", 0,
+                             [&](const http::Request& request) {
+                               http::Dispatch dispatch;
+                               dispatch.lane = http::Lane::kLong;
+                               if (request.path == "/next") {
+                                 dispatch.handler = [](http::Exchange& ex) { ex.Reply({.status = 200, .body = "{}"}); };
+                                 return dispatch;
+                               }
+                               dispatch.handler = [&](http::Exchange& ex) {
+                                 started_promise.set_value();
+                                 // Until the client goes, or the test lets it answer (bounded either way).
+                                 const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+                                 while (!ex.Gone() && std::chrono::steady_clock::now() < give_up &&
+                                        release.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) {
+                                 }
+                                 saw_gone.set_value(ex.Gone());
+                                 ex.Reply({.status = 200, .body = "{}"});
+                               };
+                               return dispatch;
+                             })
+                  .ok());
+  server.Start();
+
+  // A client that closes while its request is worked on.
+  const int leaving = ConnectTo(server.tcp_port());
+  ASSERT_GE(leaving, 0);
+  const std::string request = "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(leaving, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  started.wait();
+  ::close(leaving);
+  EXPECT_TRUE(saw_gone.get_future().get()) << "the handler never learnt that its client went away";
+
+  // A client that stays and sends its next request before the first is answered.
+  started_promise = std::promise<void>();
+  started = started_promise.get_future();
+  saw_gone = std::promise<bool>();
+  std::future<bool> second_saw_gone = saw_gone.get_future();
+  const int staying = ConnectTo(server.tcp_port());
+  ASSERT_GE(staying, 0);
+  ASSERT_EQ(::send(staying, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  started.wait();
+  const std::string next = "GET /next HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(staying, next.data(), next.size(), MSG_NOSIGNAL), static_cast<ssize_t>(next.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the bytes of /next are there to be seen
+  release_promise.set_value();
+  EXPECT_FALSE(second_saw_gone.get()) << "a client that sent its next request was taken for gone";
+  const std::string answers = ReadAnswers(staying, "HTTP/1.1 200");
+  EXPECT_EQ(std::count(answers.begin(), answers.end(), '{'), 2) << "both requests answered: " << answers;
+  ::close(staying);
+  server.Stop();
 }
 
 }  // namespace

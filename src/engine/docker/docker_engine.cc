@@ -463,12 +463,16 @@ Result<std::vector<ContainerInfo>> DockerEngine::List(
 
 Result<ExecResult> DockerEngine::Exec(const std::string& id,
                                       const std::vector<std::string>& command,
-                                      std::chrono::seconds timeout) {
+                                      std::chrono::seconds timeout, const std::atomic<bool>* stop,
+                                      std::string* exec_id_out) {
   const std::string what = "exec \"" + JoinCommand(command) + "\" in container " + id;
   const auto deadline = Clock::now() + timeout;
   const Status late =
       Status::DeadlineExceeded(what + ": did not finish within " + std::to_string(timeout.count()) +
                                " s; the command may still be running in the container");
+  const Status abandoned =
+      Status::Unavailable(what + ": abandoned, its caller stopped waiting; the command may still be running");
+  auto stopped = [&] { return stop != nullptr && stop->load(); };
   // Time left before the deadline, or nothing when it has passed.
   auto left = [&]() -> std::optional<std::chrono::milliseconds> {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -492,12 +496,14 @@ Result<ExecResult> DockerEngine::Exec(const std::string& id,
   if (!created_json.ok()) return created_json.status();
   const std::string exec_id = StringField(*created_json, "Id");
   if (exec_id.empty()) return Status::Internal(what + ": the answer has no Id: " + created->body);
+  if (exec_id_out != nullptr) *exec_id_out = exec_id;
   const std::string exec_path = std::string(kApi) + "/exec/" + UrlEncode(exec_id);
 
   // The engine answers the start with the multiplexed output until the
   // command's streams close.
   remaining = left();
   if (!remaining) return late;
+  if (stopped()) return abandoned;
   ExecResult result;
   DockerStreamDemuxer demuxer;
   // What this exec took of exec_output_, given back when it returns.
@@ -516,7 +522,9 @@ Result<ExecResult> DockerEngine::Exec(const std::string& id,
   };
   auto started = http_.RequestStreamed("POST", exec_path + "/start", Dump({{"Detach", false}, {"Tty", false}}),
                                        *remaining,
-                                       [&](std::string_view chunk) { return demuxer.Feed(chunk, keep_bounded); });
+                                       [&](std::string_view chunk) { return demuxer.Feed(chunk, keep_bounded); },
+                                       stop);
+  if (stopped()) return abandoned;
   if (!started.ok()) return with_deadline(started.status().WithPrefix(what));
   if (started->status < 200 || started->status >= 300) return EngineError(what, http_, *started);
   if (Status demux = demuxer.Finish(); !demux.ok()) return demux.WithPrefix(what);
@@ -525,6 +533,7 @@ Result<ExecResult> DockerEngine::Exec(const std::string& id,
   while (true) {
     remaining = left();
     if (!remaining) return late;
+    if (stopped()) return abandoned;
     auto inspected = Call(http_, what, "GET", exec_path + "/json", "", *remaining);
     if (!inspected.ok()) return with_deadline(inspected.status());
     auto j = ParseJson(inspected->body, what);

@@ -65,11 +65,12 @@ class DockerEngine : public ContainerEngine {
   // A stopped container is kFailedPrecondition (the engine answers it with an
   // empty reading dated at the zero time).
   Result<ContainerStats> Stats(const std::string& id) override;
-  // A command still running at `timeout` keeps running in the container (the
-  // API cannot kill an exec); only the wait ends. kConflict when the
-  // container is not running.
+  // A command still running at `timeout`, or when `stop` becomes true, keeps
+  // running in the container (the API cannot kill an exec); only the wait
+  // ends. kConflict when the container is not running.
   Result<ExecResult> Exec(const std::string& id, const std::vector<std::string>& command,
-                          std::chrono::seconds timeout) override;
+                          std::chrono::seconds timeout, const std::atomic<bool>* stop,
+                          std::string* exec_id) override;
   // POST /exec/{id}/start with Connection: Upgrade, the connection hijacked
   // (Tty: output comes as written, not multiplexed); then the size is set.
   Result<ExecSession> ExecInteractive(const std::string& id, const std::vector<std::string>& command, int rows,
