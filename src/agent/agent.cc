@@ -279,7 +279,10 @@ std::chrono::seconds Agent::StopTimeoutOf(const StopContract& contract) const {
 }
 
 Agent::StopOutcome Agent::StopContainer(const std::string& container_id, const StopContract& contract) {
-  std::chrono::seconds timeout = StopTimeoutOf(contract);
+  // One budget for the whole stop, counted from here: what the pre_stop
+  // command spends is taken from the stop signal's wait.
+  const std::chrono::seconds timeout = StopTimeoutOf(contract);
+  std::chrono::seconds signal_wait = timeout;
   if (!contract.pre_stop.empty() && timeout.count() > 0) {
     const Clock::TimePoint began = clock_.Now();
     Result<ExecResult> ran = engine_.Exec(container_id, contract.pre_stop, timeout, nullptr, nullptr);
@@ -289,10 +292,13 @@ Agent::StopOutcome Agent::StopContainer(const std::string& container_id, const S
     } else if (ran->exit_code != 0) {
       spdlog::info("container {}: its pre_stop command exited with code {}", container_id, ran->exit_code);
     }
-    const auto spent = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now() - began);
-    timeout = std::max(std::chrono::seconds(0), timeout - spent);
+    // The whole seconds left, rounded down, so that SIGKILL comes no later
+    // than `timeout` after the start; none left: at once.
+    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() - began);
+    signal_wait = std::chrono::duration_cast<std::chrono::seconds>(
+        std::max(std::chrono::milliseconds(0), std::chrono::milliseconds(timeout) - spent));
   }
-  StopOutcome outcome{engine_.Stop(container_id, timeout), std::nullopt, std::nullopt};
+  StopOutcome outcome{engine_.Stop(container_id, signal_wait), std::nullopt, std::nullopt};
   if (outcome.stopped.ok()) {
     if (auto info = engine_.Inspect(container_id); info.ok()) {
       outcome.exit_code = info->exit_code;

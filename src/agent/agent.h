@@ -145,12 +145,12 @@ class Agent {
   // kernel that a call holds waits for the next round, and one whose
   // container cannot be stopped stays as it was for the next.
   void StopExpiredKernels(int64_t now) EXCLUDES(mutex_);
-  // Sends each RUNNING kernel whose lifetime ends within its warn_before
-  // (its deadline minus `before` not after `now`, unix seconds), and every
-  // RUNNING kernel while a drain with a deadline runs, its warning signal
-  // (SIGTERM for a drained kernel without warn_before), once: its container is renamed to record it first (so no agent
-  // restart sends it again), then signalled (kernel_warned). A kernel that
-  // a call holds, or whose rename fails, waits for the next round.
+  // Sends each RUNNING kernel with a warn_before whose lifetime, idle window
+  // or drain's deadline ends within it (that end minus `before` not after
+  // `now`, unix seconds) its warning signal, once: its container is renamed
+  // to record it first (so no agent restart sends it again), then signalled
+  // (kernel_warned). A kernel without warn_before is sent nothing. A kernel
+  // that a call holds, or whose rename fails, waits for the next round.
   void WarnKernels(int64_t now) EXCLUDES(mutex_);
   // Starts again every BACKOFF kernel whose next_restart_at_ms is not after
   // `now_ms` and that nothing else acts on: renames its container to record
@@ -201,9 +201,10 @@ class Agent {
   using DeviceState = DeviceManager::DeviceState;
   Result<DeviceChange> DrainDevice(const std::string& name, bool drain) { return devices_.DrainDevice(name, drain); }
   Result<DeviceChange> ClearDevice(const std::string& name) { return devices_.ClearDevice(name); }
-  // While draining, CreateKernel is kUnavailable naming the drain. A drain
-  // with a deadline (unix seconds) also warns each RUNNING kernel at once
-  // (its warn_before signal, else SIGTERM; WarnKernels), restarts none, and
+  // While draining, CreateKernel is kUnavailable naming the drain; its
+  // kernels run on. A drain with a deadline (unix seconds) also restarts
+  // none, warns each RUNNING kernel with warn_before its `before` ahead of
+  // the deadline (WarnKernels; no other kernel is signalled before it), and
   // stops those still there at the deadline, TERMINATED "drained"
   // (StopExpiredKernels).
   Drain Draining() const { return devices_.Draining(); }

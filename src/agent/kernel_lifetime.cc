@@ -75,17 +75,20 @@ void Agent::WarnKernels(int64_t now) {
     MutexLock lock(mutex_);
     for (const auto& [id, kernel] : table_.All()) {
       if (kernel.warned || kernel.state() != KernelState::kRunning || table_.OwnedByACall(kernel)) continue;
+      // Only a kernel that asked for a warning is sent one.
       const std::optional<StopWarning>& warn = kernel.request.stop.warn_before;
-      const bool lifetime_ends = warn && kernel.deadline && *kernel.deadline * 1000 - warn->before.count() <= now * 1000;
+      if (!warn) continue;
+      const int64_t before_ms = warn->before.count();
+      const bool lifetime_ends = kernel.deadline && *kernel.deadline * 1000 - before_ms <= now * 1000;
       const std::optional<int64_t> idle_end = IdleEndMs(kernel);
-      const bool idle_ends = warn && idle_end && *idle_end - warn->before.count() <= now * 1000;
-      const std::string signal = warn ? warn->signal : "SIGTERM";
+      const bool idle_ends = idle_end && *idle_end - before_ms <= now * 1000;
+      const bool drain_ends = drain_deadline > 0 && drain_deadline * 1000 - before_ms <= now * 1000;
       if (lifetime_ends) {
-        due.push_back({id, kernel.container_id, signal, *kernel.deadline, "its lifetime"});
+        due.push_back({id, kernel.container_id, warn->signal, *kernel.deadline, "its lifetime"});
       } else if (idle_ends) {
-        due.push_back({id, kernel.container_id, signal, (*idle_end + 999) / 1000, "its idle window"});
-      } else if (drain_deadline > 0) {
-        due.push_back({id, kernel.container_id, signal, drain_deadline, "the drain's deadline"});
+        due.push_back({id, kernel.container_id, warn->signal, (*idle_end + 999) / 1000, "its idle window"});
+      } else if (drain_ends) {
+        due.push_back({id, kernel.container_id, warn->signal, drain_deadline, "the drain's deadline"});
       }
     }
   }

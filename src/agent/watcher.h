@@ -6,8 +6,9 @@
 //  - the prober pings the engine every kProbeEvery, with that as its
 //    deadline, and tells the agent whether it answered (its health);
 //  - the lifetime keeper, every kLifetimeCheckEvery, warns the kernels
-//    whose lifetime ends within their warn_before (Agent::WarnKernels) and
-//    stops those whose max_lifetime has run out (Agent::StopExpiredKernels);
+//    whose lifetime, idle window or drain's deadline ends within their
+//    warn_before (Agent::WarnKernels) and stops those whose end has come
+//    (Agent::StopExpiredKernels);
 //  - the image collector runs Agent::CollectImages every kImageGcEvery;
 //  - the health keeper runs Agent::ApplyDeviceHealth every kHealthLookEvery
 //    (it does nothing when no device's health changed);

@@ -29,13 +29,13 @@ namespace {
 // The highest core number slotctl believes; past it a core list is a bad answer.
 constexpr uint64_t kMaxCore = 1 << 20;
 
-// Unix seconds as "2026-12-01 18:05" (UTC).
+// Unix seconds as "2026-12-01 18:05:30 UTC": to the second, its zone named.
 std::string FormatTime(uint64_t unix_seconds) {
   const std::time_t t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", &tm);
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &tm);
   return text;
 }
 

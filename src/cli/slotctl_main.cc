@@ -173,8 +173,9 @@ Subcommand AddDrain(CLI::App& app) {
   auto deadline = std::make_shared<std::string>();
   CLI::App* drain = app.add_subcommand("drain", "close the agent to new kernels; its kernels run on");
   drain->footer("New creates are answered 503 draining until `slotctl undrain`; kept across agent restarts. With "
-                "--deadline, each running kernel is sent its warn_before signal (else SIGTERM) at once, none is "
-                "restarted, and those still there at the deadline are stopped (reason drained).");
+                "--deadline, the kernels run on until the deadline (a kernel with warn_before is sent its signal that "
+                "long before it; no other is signalled), none is restarted, and those still there at the deadline "
+                "are stopped (reason drained).");
   drain->add_flag("--wait", *wait, "then wait until none of the agent's kernels runs any more");
   drain->add_option("--deadline", *deadline, "stop the kernels still running after this long, e.g. 30m");
   return {drain,

@@ -1,7 +1,9 @@
 // Agent drain end to end: a drained agent refuses new kernels with 503
 // draining while its kernels, execs and deletes go on; the drain survives a
-// restart; `slotctl drain --wait` returns when no kernel runs; a drain that
-// cannot be recorded (a full disk) is refused and loses nothing.
+// restart; `slotctl drain --wait` returns when no kernel runs; a drain with
+// a deadline lets its kernels run until it, warning only those that asked,
+// and stops the rest then; a drain that cannot be recorded (a full disk) is
+// refused and loses nothing.
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,6 +11,8 @@
 
 #include <filesystem>
 #include <future>
+#include <regex>
+#include <thread>
 
 #include "integration/harness.h"
 
@@ -75,6 +79,53 @@ TEST(Drain, DrainWaitReturnsWhenNoKernelRuns) {
   EXPECT_NE(result.out.find("waiting for 1 kernel: short"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("drained: no kernel runs"), std::string::npos) << result.out;
   EXPECT_EQ(agent.CallJson("GET", "/v1/kernels/short", nullptr, 200)["state"], "TERMINATED");
+}
+
+// Polls GET /v1/kernels/{id} until its state is TERMINATED, up to 30 s; returns the last record.
+json WaitTerminated(const AgentProcess& agent, const std::string& id) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  json k;
+  while (std::chrono::steady_clock::now() < until) {
+    k = agent.CallJson("GET", "/v1/kernels/" + id, nullptr, 200);
+    if (k["state"] == "TERMINATED") return k;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ADD_FAILURE() << "kernel " << id << " did not end: " << k.dump();
+  return k;
+}
+
+TEST(Drain, ADeadlineLetsKernelsRunUntilItWarningOnlyThoseThatAskedAndStopsTheRestThen) {
+  AgentOptions options = DrainAgent("deadline");
+  options.cores = "0-1";
+  AgentProcess agent(options);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  // Both log the signals they get to their scratch; the first asked for no warning.
+  json plain = SleepKernelFor("plain");
+  plain["command"] = {"sh", "-c", "trap 'echo term >> /home/work/log; exit 0' TERM; while :; do sleep 0.1; done"};
+  agent.CreateKernel(plain);
+  json asked = SleepKernelFor("asked");
+  asked["command"] = {"sh", "-c", "trap 'echo usr1 >> /home/work/log' USR1; while :; do sleep 0.1; done"};
+  asked["warn_before"] = {{"signal", "SIGUSR1"}, {"before", "2s"}};
+  agent.CreateKernel(asked);
+
+  CommandResult drained = Slotctl({"--socket", agent.socket_path(), "drain", "--deadline", "4s"});
+  ASSERT_EQ(drained.exit_code, 0) << drained.err;
+  // The deadline to the second, its zone named.
+  const std::string stamp = "\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC";
+  EXPECT_TRUE(std::regex_search(drained.out, std::regex("kernels still running at " + stamp + " are stopped")))
+      << drained.out;
+  CommandResult info = Slotctl({"--socket", agent.socket_path(), "info"});
+  EXPECT_TRUE(std::regex_search(
+      info.out, std::regex("draining since " + stamp + "; kernels still running at " + stamp + " are stopped")))
+      << info.out;
+
+  for (const char* id : {"plain", "asked"}) EXPECT_EQ(WaitTerminated(agent, id)["reason"], "drained") << id;
+  const json plain_end = agent.CallJson("GET", "/v1/kernels/plain", nullptr, 200);
+  EXPECT_EQ(plain_end["warned"], false) << plain_end.dump();
+  EXPECT_EQ(plain_end["exit_code"], 0) << "it ended on the deadline's SIGTERM: " << plain_end.dump();
+  EXPECT_EQ(ReadFile(agent.dir() + "/var/scratch/plain/log"), "term\n") << "one SIGTERM, the deadline's stop";
+  EXPECT_EQ(agent.CallJson("GET", "/v1/kernels/asked", nullptr, 200)["warned"], true);
+  EXPECT_EQ(ReadFile(agent.dir() + "/var/scratch/asked/log"), "usr1\n");
 }
 
 TEST(Drain, ADrainOnAFullDiskIsRefusedAndTheRecordedStateStaysIntact) {

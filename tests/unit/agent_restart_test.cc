@@ -250,41 +250,60 @@ TEST_F(AgentRestartTest, AWarningIsSentOnceBeforeTheLifetimeEndsAndAnAgentRestar
   EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "not again after a restart of the agent";
 }
 
-TEST_F(AgentRestartTest, ADrainWithADeadlineWarnsAtOnceRestartsNothingAndStopsWhatIsLeftAtTheDeadline) {
-  const Kernel warned = Create(RestartingKernel("warned", {{"policy", "always"}},
-                                                {{"warn_before", {{"signal", "USR1"}, {"before", "1m"}}}}));
-  const Kernel plain = Create(RestartingKernel("plain", {{"policy", "never"}}));
+TEST_F(AgentRestartTest, ADrainSignalsNoKernelBeforeItsDeadlineButThoseThatAskedForAWarningAndStopsTheRestAtIt) {
+  Create(RestartingKernel("warned", {{"policy", "always"}}, {{"warn_before", {{"signal", "USR1"}, {"before", "1m"}}}}));
+  Create(RestartingKernel("plain", {{"policy", "never"}}));
   Create(RestartingKernel("waiting", {{"policy", "always"}}));
   Crash("waiting", 1);
   ASSERT_EQ(Get("waiting").state(), KernelState::kBackoff);
+
+  // Without a deadline a drain leaves its kernels alone, however long it lasts.
+  ASSERT_TRUE(agent_->SetDraining(true).ok());
+  constexpr int64_t kYearLater = 1'800'000'000 + 365 * 86400;
+  agent_->WarnKernels(kYearLater);
+  agent_->StopExpiredKernels(kYearLater);
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 0);
+  EXPECT_EQ(engine_.CallCount(Method::kStop), 0);
+  EXPECT_EQ(Get("plain").state(), KernelState::kRunning);
 
   Result<Agent::Drain> drain = agent_->SetDraining(true, std::chrono::minutes(30));
   ASSERT_TRUE(drain.ok()) << drain.status().message();
   ASSERT_TRUE(drain->deadline);
   const int64_t deadline = *drain->deadline;
-  agent_->WarnKernels(deadline - 1800);
-  EXPECT_EQ(engine_.CallCount(Method::kKill), 2);  // each RUNNING kernel once: USR1 and, without warn_before, SIGTERM
+  for (const int64_t now : {deadline - 1800, deadline - 600, deadline - 61}) {
+    agent_->WarnKernels(now);
+    agent_->StopExpiredKernels(now);
+  }
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 0) << "no kernel is signalled while the drain's deadline is far";
+  EXPECT_EQ(engine_.CallCount(Method::kStop), 0);
+  EXPECT_FALSE(Get("plain").warned);
+  EXPECT_FALSE(Get("warned").warned);
+  agent_->WarnKernels(deadline - 60);
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "USR1, its warn_before ahead of the deadline";
   EXPECT_TRUE(Get("warned").warned);
-  EXPECT_TRUE(Get("plain").warned);
-  agent_->WarnKernels(deadline - 1000);
-  EXPECT_EQ(engine_.CallCount(Method::kKill), 2);
+  EXPECT_FALSE(Get("plain").warned) << "a kernel that did not ask is not warned";
+  agent_->WarnKernels(deadline - 1);
+  EXPECT_EQ(engine_.CallCount(Method::kKill), 1);
 
-  // The fake engine ends a container on any signal: a relist sees both
-  // ended, and under the drain neither is restarted, whatever its policy.
+  // The fake engine ends a container on any signal: a relist sees the
+  // warned one ended, and under the drain it is not restarted, whatever
+  // its policy; nor is the one waiting in BACKOFF.
   ASSERT_TRUE(agent_->Relist().ok());
   EXPECT_EQ(Get("warned").state(), KernelState::kTerminated);
-  EXPECT_EQ(Get("plain").state(), KernelState::kTerminated);
   EXPECT_EQ(agent_->RestartDueKernels(EndedAt("waiting") + 3'600'000), std::nullopt);
   EXPECT_EQ(Get("waiting").state(), KernelState::kBackoff);
 
   agent_->StopExpiredKernels(deadline - 1);
+  EXPECT_EQ(Get("plain").state(), KernelState::kRunning);
   EXPECT_EQ(Get("waiting").state(), KernelState::kBackoff);
+  EXPECT_EQ(engine_.CallCount(Method::kStop), 0);
   agent_->StopExpiredKernels(deadline);
-  EXPECT_EQ(Get("waiting").state(), KernelState::kTerminated);
-  EXPECT_EQ(Get("waiting").reason, "drained");
+  for (const char* id : {"plain", "waiting"}) {
+    EXPECT_EQ(Get(id).state(), KernelState::kTerminated) << id;
+    EXPECT_EQ(Get(id).reason, "drained") << id;
+  }
+  EXPECT_FALSE(Get("plain").warned);
   EXPECT_EQ(UsedCores(), 0u);
-  (void)plain;
-  (void)warned;
 }
 
 TEST_F(AgentRestartTest, AnIdleKernelIsWarnedAndStoppedWhileABusyOneAndOneWithAnExecAreKept) {
