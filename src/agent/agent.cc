@@ -417,6 +417,12 @@ bool Agent::EngineReachable() const {
          clock_.Now().time_since_epoch() - Clock::Duration(last) < kEngineAnswerFresh;
 }
 
+bool Agent::EngineKnownDown() const {
+  const int64_t last = last_answer_ns_;
+  return !EngineReachable() && last >= 0 &&
+         clock_.Now().time_since_epoch() - Clock::Duration(last) >= kEngineDownAfter;
+}
+
 void Agent::RecordEngineAnswer(bool answered) {
   if (answered) last_answer_ns_ = clock_.Now().time_since_epoch().count();
   engine_answered_ = answered;

@@ -311,6 +311,12 @@ class Agent {
   void RecordEngineAnswer(bool answered);
   // How long a successful answer keeps the engine reachable without another.
   static constexpr std::chrono::seconds kEngineAnswerFresh{6};
+  // Whether the engine is known not to answer: not reachable, and nothing
+  // answered for kEngineDownAfter. One probe that a busy node slowed past
+  // its deadline is not enough; a hung engine is, within about 6 s. Routes
+  // that would wait on the engine refuse at once while it is.
+  bool EngineKnownDown() const;
+  static constexpr std::chrono::seconds kEngineDownAfter{5};
 
   const Config& config() const { return config_; }
 

@@ -320,7 +320,7 @@ void ApiServer::AddRoutes() {
     router_.Add(route.method, route.pattern, route.lane,
                 [this, handle = route.handle, engine = route.waits_on_engine](Exchange& ex, const Router::Params& p) {
                   // A hung engine would hold the request for the engine call's whole timeout (60 s).
-                  if (engine && !agent_.EngineReachable()) return ex.Reply(EngineUnreachable());
+                  if (engine && agent_.EngineKnownDown()) return ex.Reply(EngineUnreachable());
                   handle(*this, ex, p);
                 });
 }
@@ -330,9 +330,10 @@ http::Response ApiServer::EngineUnreachable() const {
   const std::string engine = engine_ ? engine_->name + " at " + address : address;
   http::Response refused =
       ErrorResponse(503, "unavailable",
-                    "the container engine (" + engine + ") does not answer: the agent's probes of it go unanswered "
-                    "(GET /health says engine_unreachable), so this request was not tried; retry once the engine "
-                    "answers again");
+                    "the container engine (" + engine + ") does not answer: the agent's probes of it have gone "
+                    "unanswered for " + std::to_string(Agent::kEngineDownAfter.count()) +
+                    " s (GET /health says engine_unreachable), so this request was not tried; retry once the "
+                    "engine answers again");
   refused.headers.emplace_back("Retry-After", "2");
   return refused;
 }

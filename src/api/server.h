@@ -83,8 +83,8 @@ class ApiServer {
   std::optional<http::Response> Unauthorized(const http::Request& request) const;
   // Whether `request` carries the bearer token (constant-time comparison).
   bool Authorized(const http::Request& request) const;
-  // The 503 of a route that waits on the engine while Agent::EngineReachable()
-  // is false: at once, rather than after the engine call's timeout.
+  // The 503 of a route that waits on the engine while Agent::EngineKnownDown():
+  // at once, rather than after the engine call's timeout.
   http::Response EngineUnreachable() const;
   // The body of GET /v1/kernels/{id}/stats for `kernel`, from `latest`.
   static nlohmann::json KernelStatsJson(const Kernel& kernel, const StatsSnapshot& latest);

@@ -67,6 +67,9 @@ TEST(Health, RoutesThatWaitOnAHungEngineAre503AtOnceOnceHealthSaysUnreachable) {
   proxy.Freeze(true);
   const HttpResponse health = WaitForHealth(agent, 503, std::chrono::seconds(30));
   ASSERT_EQ(json::parse(health.body, nullptr, false).value("status", ""), "engine_unreachable") << health.body;
+  // Known down once nothing has answered for Agent::kEngineDownAfter (5 s):
+  // the freeze began before /health said so.
+  std::this_thread::sleep_for(std::chrono::seconds(6));
   // Each on a connection of its own, waited for at most 20 s: the engine
   // client's own timeout (60 s) is far past it.
   const std::vector<std::pair<std::string, std::string>> routes = {
