@@ -74,10 +74,12 @@ class Agent {
   // Allocates, creates and starts a kernel. All-or-nothing: on any failure
   // nothing stays allocated and no container is left behind. A repeat of the
   // same request returns the existing kernel; a different request with the
-  // same id is kConflict; no room is kResourceExhausted; an unknown slot type
-  // is kInvalidArgument; an unknown image is kNotFound naming it. A request
-  // that a warm pool serves (MatchesPool) is given one of its WARM kernels
-  // when one is ready (GiveWarm), and created as any other when none is.
+  // same id is kConflict, and so is any request naming the id of a warm
+  // pool's kernel not yet given (no create's, so nobody's to repeat); no
+  // room is kResourceExhausted; an unknown slot type is kInvalidArgument;
+  // an unknown image is kNotFound naming it. A request that a warm pool
+  // serves (MatchesPool) is given one of its WARM kernels when one is ready
+  // (GiveWarm), and created as any other when none is.
   Result<CreateOutcome> CreateKernel(const CreateRequest& request);
 
   // Removes the containers made to read images' users (ReadImageUser) that

@@ -154,5 +154,45 @@ TEST(WarmPool, CreatesRacingForThePoolEachGetAKernelOfTheirOwn) {
   for (const std::string& id : ids) EXPECT_EQ(listed.count(id), 1u) << id;
 }
 
+// A client that lists the warm kernels (or guesses an id) and creates with
+// one's id and the pool's exact shape repeats nobody's create: 409, and the
+// kernel is later given to a matching create, and only to it.
+TEST(WarmPool, ACreateNamingAWarmKernelsIdIsRefusedAndTheKernelGoesToOneCreateOnly) {
+  AgentProcess agent(PoolAgent("steal", 1));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  WaitForWarm(agent, 1);
+  const std::map<std::string, std::string> warm = Listed(agent, true);
+  ASSERT_EQ(warm.size(), 1u);
+  const std::string id = warm.begin()->first;
+  // The warm kernel's own request, as its labels hold it: its id, and the session the id gives.
+  json stolen = {{"kernel_id", id},
+                 {"image", kTestImage},
+                 {"command", {"sleep", "3600"}},
+                 {"resources", {{"cpu", "100m"}, {"mem", "16m"}}}};
+  json with_session = stolen;
+  with_session["session_id"] = id;
+  json with_labels = Matching("x");
+  with_labels["kernel_id"] = id;
+  for (const json& body : {stolen, with_session, with_labels}) {
+    const HttpResponse r = agent.Call("POST", "/v1/kernels", body.dump());
+    EXPECT_EQ(r.status, 409) << body.dump() << "\n" << r.body;
+    const json answer = json::parse(r.body, nullptr, false);
+    const std::string message = answer.is_object() && answer.contains("error") ? answer["error"].value("message", "") : "";
+    EXPECT_NE(message.find("kept by warm pool \"small\""), std::string::npos) << r.body;
+  }
+  EXPECT_TRUE(Listed(agent, false).empty());
+  EXPECT_EQ(Listed(agent, true), warm);
+
+  const json given = agent.CreateKernel(Matching("s1"));
+  EXPECT_EQ(given["kernel_id"], id);
+  EXPECT_EQ(given["session_id"], "s1");
+  // Given, it is the create's: the stolen request is another kernel's, still refused.
+  EXPECT_EQ(agent.Call("POST", "/v1/kernels", stolen.dump()).status, 409);
+  // The next matching create is given the refilled pool's kernel or makes its own, never this one.
+  const json next = agent.CreateKernel(Matching("s2"));
+  EXPECT_NE(next["kernel_id"], id);
+  EXPECT_EQ(agent.CallJson("GET", "/v1/kernels/" + id, nullptr, 200)["session_id"], "s1");
+}
+
 }  // namespace
 }  // namespace slotd::testing

@@ -1484,6 +1484,36 @@ TEST_F(AgentTest, AWarmKernelThatEndsIsReplaced) {
   EXPECT_EQ(InState(*agent_, KernelState::kWarm).size(), 1u);
 }
 
+// A create naming a warm kernel's id, with the pool's very request, repeats
+// no create: kConflict; the kernel is still given to the next matching create.
+TEST_F(AgentTest, ACreateNamingAWarmKernelsIdIsAConflict) {
+  config_.pools = {SmallPool(1)};
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  agent_->FillPools(std::stop_token());
+  const std::vector<Kernel> warm = InState(*agent_, KernelState::kWarm);
+  ASSERT_EQ(warm.size(), 1u);
+  // The pool's very request, naming the warm kernel's id (and so its session).
+  Result<CreateRequest> naming = ParseCreateRequest({{"kernel_id", warm[0].id()},
+                                                     {"image", FakeEngine::kDefaultImage},
+                                                     {"command", {"sleep", "3600"}},
+                                                     {"resources", {{"cpu", "250m"}, {"mem", "64m"}}}});
+  ASSERT_TRUE(naming.ok());
+  ASSERT_EQ(*naming, warm[0].request);
+  Result<Agent::CreateOutcome> stolen = agent_->CreateKernel(*naming);
+  EXPECT_EQ(stolen.status().code(), Status::Code::kConflict);
+  EXPECT_NE(stolen.status().message().find("kept by warm pool \"small\""), std::string::npos)
+      << stolen.status().message();
+  Result<CreateRequest> matching = ParseCreateRequest({{"image", FakeEngine::kDefaultImage},
+                                                       {"command", {"sleep", "3600"}},
+                                                       {"resources", {{"cpu", "250m"}, {"mem", "64m"}}},
+                                                       {"session_id", "s1"}});
+  ASSERT_TRUE(matching.ok());
+  const Kernel given = MustCreate(*matching);
+  EXPECT_EQ(given.id(), warm[0].id());
+  EXPECT_EQ(given.request.session_id, "s1");
+}
+
 TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {
   Kernel k = MustCreate(Request("k1"));
   auto exec = agent_->Exec("k1", {"echo", "hi"}, std::chrono::seconds(5));
