@@ -59,7 +59,9 @@ class Agent {
   // what this agent's config no longer gives it; the message names the
   // kernel and what to do. A running container on resources that a newer
   // kernel holds (started again behind the agent's back) is no reason to
-  // refuse: it is stopped, TERMINATED "stopped by slotd: ...".
+  // refuse: it is stopped, TERMINATED "stopped by slotd: ...". A warm
+  // pool's kernel never given whose [[pool]] entry is gone or changed is
+  // removed, not adopted (its removal failing refuses the start).
   // `listed`: the engine's containers, every owner's or this agent's, as
   // listed just before (the admission's list, so that a start lists once);
   // unset: Restore lists them.
@@ -461,6 +463,11 @@ class Agent {
   // shared and failed creates, deletes and relists (not the restore's, which
   // would wait on an inspect of every adopted shared kernel). Takes mutex_.
   void ConvergeCpusets() EXCLUDES(mutex_);
+  // Removes the containers of the warm kernels Adopt queued (unkept_warm_),
+  // with their files: nothing of them is held, and nobody was given them.
+  // One that cannot be removed refuses the start (`at_start`), naming it and
+  // what to do; later it is logged, and the next relist tries again.
+  Status RemoveUnkeptWarm(bool at_start) EXCLUDES(mutex_);
   // OnEngineEvent without the StopIntruders that follows it.
   bool ApplyEngineEvent(const EngineEvent& event) EXCLUDES(mutex_);
   // Stops the containers Resume found running on resources their kernels do
@@ -480,6 +487,8 @@ class Agent {
   Status AdoptRefused(Kernel kernel, const ContainerInfo& info, const Status& claimed, bool at_start)
       REQUIRES(mutex_);
   // `inspected`: the container as inspected (its exit code and end), when it was.
+  // A warm pool's kernel never given that no pool keeps (PoolKeeps) is not
+  // adopted: queued for RemoveUnkeptWarm.
   Status Adopt(reconcile::Step step, const ContainerInfo& info, const ContainerInfo* inspected, bool at_start,
                std::vector<std::string>& never_started) REQUIRES(mutex_);
   // Relist and Restore: one list of the engine (`listed`, or asked for
@@ -549,6 +558,15 @@ class Agent {
   // WARM kernels a call has taken, to give to a create (GiveWarm) or to
   // remove (FillPools): no other call takes them meanwhile.
   std::set<std::string> warm_taken_ GUARDED_BY(mutex_);
+  // A warm pool's kernel, never given, whose pool the config no longer has
+  // (or has in another shape), as Adopt found it, for RemoveUnkeptWarm.
+  struct UnkeptWarm {
+    std::string kernel_id;
+    std::string container_id;
+    std::string container_name;
+    std::string pool;
+  };
+  std::vector<UnkeptWarm> unkept_warm_ GUARDED_BY(mutex_);
   // Per pool: after a kernel of it could not be made, when FillPools tries
   // again (unix milliseconds), so that a missing image is not retried (and
   // logged) every round.

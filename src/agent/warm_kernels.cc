@@ -76,6 +76,31 @@ Result<KernelState> Agent::WarmStateOf(Kernel& kernel) const {
   return KernelState::kRunning;
 }
 
+Status Agent::RemoveUnkeptWarm(bool at_start) {
+  std::vector<UnkeptWarm> unkept;
+  {
+    MutexLock lock(mutex_);
+    unkept.swap(unkept_warm_);
+  }
+  for (const UnkeptWarm& warm : unkept) {
+    const Status removed = engine_.Remove(warm.container_id, /*force=*/true);
+    if (removed.ok() || removed.code() == Status::Code::kNotFound) {
+      spdlog::info("warm kernel {}: removed: made for warm pool {}, which this agent's config no longer has in that "
+                   "shape, and never given",
+                   warm.kernel_id, warm.pool);
+      RemoveKernelFiles(warm.kernel_id);
+      continue;
+    }
+    const Status why = Status::Unavailable(
+        "warm kernel " + warm.kernel_id + " (container " + warm.container_name + "), made for warm pool " +
+        warm.pool + ", which this agent's config no longer has in that shape, cannot be removed: " +
+        removed.message() + "; remove it (docker rm -f " + warm.container_name + "), then start the agent again");
+    if (at_start) return why;
+    spdlog::error("{} (tried again at the next relist)", why.message());
+  }
+  return Status::Ok();
+}
+
 std::map<std::string, Agent::PoolCount> Agent::CountPools() const {
   std::map<std::string, PoolCount> counts;
   for (const WarmPool& pool : pools_) counts[pool.name];

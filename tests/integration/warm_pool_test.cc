@@ -194,5 +194,40 @@ TEST(WarmPool, ACreateNamingAWarmKernelsIdIsRefusedAndTheKernelGoesToOneCreateOn
   EXPECT_EQ(agent.CallJson("GET", "/v1/kernels/" + id, nullptr, 200)["session_id"], "s1");
 }
 
+// The agent's config loses its pool and the agent starts again: the pool's
+// kernels never given are removed, their containers gone and their cores
+// free for an exclusive create; the given one stays its create's.
+TEST(WarmPool, KernelsOfAPoolRemovedFromTheConfigAreRemovedAtTheNextStart) {
+  AgentOptions options = TwoCoreAgent("gone");
+  options.extra_toml = std::string("[[pool]]\nname = \"whole\"\nimage = \"") + kTestImage +
+                       "\"\ncommand = [\"sleep\", \"3600\"]\ncpu = \"1\"\nmem = \"16m\"\ncount = 2\n";
+  AgentProcess agent(options);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  WaitForWarm(agent, 2);
+  const std::map<std::string, std::string> warm = Listed(agent, true);
+  ASSERT_EQ(warm.size(), 2u);
+  json matching = {{"image", kTestImage}, {"command", {"sleep", "3600"}}, {"resources", {{"cpu", 1}, {"mem", "16m"}}}};
+  const std::string given = agent.CreateKernel(matching)["kernel_id"];
+  ASSERT_TRUE(warm.count(given)) << given;
+
+  agent.Kill(SIGKILL);
+  agent.SetExtraToml("");
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const std::string owner = std::string("ai.backend.owner=") + options.id;
+  Result<std::vector<ContainerInfo>> left = Engine().List({owner});
+  ASSERT_TRUE(left.ok()) << left.status().message();
+  std::set<std::string> kernels;
+  for (const ContainerInfo& c : *left) kernels.insert(c.labels.at("ai.backend.kernel-id"));
+  EXPECT_EQ(kernels, (std::set<std::string>{given})) << agent.log();
+  EXPECT_EQ(Listed(agent, true), (std::map<std::string, std::string>{{given, "RUNNING"}}));
+  EXPECT_TRUE(agent.CallJson("GET", "/v1/agent", nullptr, 200)["warm"]["pools"].empty());
+  // The removed kernel's core is free: with the given kernel deleted, an exclusive create takes both.
+  agent.CallJson("DELETE", "/v1/kernels/" + given, nullptr, 200);
+  const json big = agent.CreateKernel({{"image", kTestImage},
+                                       {"command", {"sleep", "3600"}},
+                                       {"resources", {{"cpu", 2}, {"mem", "16m"}}}});
+  EXPECT_EQ(big["state"], "RUNNING");
+}
+
 }  // namespace
 }  // namespace slotd::testing

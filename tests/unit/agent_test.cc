@@ -1514,6 +1514,42 @@ TEST_F(AgentTest, ACreateNamingAWarmKernelsIdIsAConflict) {
   EXPECT_EQ(given.request.session_id, "s1");
 }
 
+// An agent started again without the pool (its [[pool]] entry removed)
+// removes the pool's kernels never given, so that what they held is free;
+// a given one stays the create's.
+TEST_F(AgentTest, WarmKernelsOfAPoolGoneFromTheConfigAreRemovedAtStart) {
+  TempTree var("slotd-agent-var");
+  config_.agent.var_base_path = var.root();
+  config_.pools = {SmallPool(3)};
+  config_.pools[0].cpu = "1";  // exclusive cores: three of the four
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  agent_->FillPools(std::stop_token());
+  const std::vector<Kernel> warm = InState(*agent_, KernelState::kWarm);
+  ASSERT_EQ(warm.size(), 3u);
+  Result<CreateRequest> matching = ParseCreateRequest({{"image", FakeEngine::kDefaultImage},
+                                                       {"command", {"sleep", "3600"}},
+                                                       {"resources", {{"cpu", 1}, {"mem", "64m"}}},
+                                                       {"session_id", "s1"}});
+  ASSERT_TRUE(matching.ok());
+  const Kernel given = MustCreate(*matching);
+  ASSERT_EQ(given.warm_pool, "");
+  EXPECT_EQ(agent_->CreateKernel(Request("big", {{"cpu", 2}})).status().code(), Status::Code::kResourceExhausted);
+
+  config_.pools.clear();
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  EXPECT_EQ(agent_->ListKernels().size(), 1u);
+  EXPECT_EQ(agent_->GetKernel(given.id())->state(), KernelState::kRunning);
+  for (const Kernel& k : warm) {
+    if (k.id() == given.id()) continue;
+    EXPECT_FALSE(agent_->GetKernel(k.id()).ok()) << k.id();
+    EXPECT_FALSE(engine_.Peek(k.container_id).has_value()) << k.id();
+  }
+  EXPECT_EQ(Used("cpu"), 1u);
+  MustCreate(Request("big", {{"cpu", 3}}));
+}
+
 TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {
   Kernel k = MustCreate(Request("k1"));
   auto exec = agent_->Exec("k1", {"echo", "hi"}, std::chrono::seconds(5));
