@@ -94,15 +94,21 @@ class Agent {
   // no pool wants (its entry gone or changed, or more than its count, or
   // any while the agent drains: none can be given), then creates what each
   // pool lacks, one after another until `stop` is asked for. Nothing is
-  // made while the agent drains. Failures are logged (a pool whose kernel
-  // could not be made is tried again 10 s later).
+  // made while the agent drains. Nothing is reserved for a pool before its
+  // image is on the node (pulled first where [container] auto-pull allows).
+  // Failures are logged and kept (PoolCount::trouble); a pool whose kernel
+  // could not be made is tried again 10 s later, twice as long after each
+  // failure in a row, at most 5 minutes.
   void FillPools(const std::stop_token& stop) EXCLUDES(mutex_);
   // The pools, as [[pool]] gives them.
   const std::vector<WarmPool>& Pools() const { return pools_; }
-  // Per pool: how many WARM kernels it has now, and how many are being made.
+  // Per pool: how many WARM kernels it has now, how many are being made,
+  // and why its latest kernel could not be made, while that holds.
   struct PoolCount {
     int warm = 0;
     int making = 0;
+    std::string trouble;   // the failure's message; empty: none since its last kernel made
+    int64_t retry_at = 0;  // with trouble: when FillPools tries again (unix seconds)
   };
   std::map<std::string, PoolCount> CountPools() const EXCLUDES(mutex_);
 
@@ -463,6 +469,10 @@ class Agent {
   // shared and failed creates, deletes and relists (not the restore's, which
   // would wait on an inspect of every adopted shared kernel). Takes mutex_.
   void ConvergeCpusets() EXCLUDES(mutex_);
+  // Whether `pool`'s image is on the node, pulled first when [container]
+  // auto-pull asks (ImagePuller::Ensure): OK, or why a kernel of it cannot
+  // be made, saying what to do. Reserves nothing.
+  Status PoolImageReady(const WarmPool& pool);
   // Removes the containers of the warm kernels Adopt queued (unkept_warm_),
   // with their files: nothing of them is held, and nobody was given them.
   // One that cannot be removed refuses the start (`at_start`), naming it and
@@ -567,10 +577,15 @@ class Agent {
     std::string pool;
   };
   std::vector<UnkeptWarm> unkept_warm_ GUARDED_BY(mutex_);
-  // Per pool: after a kernel of it could not be made, when FillPools tries
-  // again (unix milliseconds), so that a missing image is not retried (and
-  // logged) every round.
-  std::map<std::string, int64_t> pool_retry_at_ms_ GUARDED_BY(mutex_);
+  // Per pool whose latest kernel could not be made: why, and when FillPools
+  // tries again, later after each failure in a row, so that a missing image
+  // is not retried (and logged) every round. Gone once a kernel is made.
+  struct PoolTrouble {
+    int failures = 0;         // in a row
+    int64_t retry_at_ms = 0;  // unix milliseconds
+    std::string reason;       // the latest failure's message
+  };
+  std::map<std::string, PoolTrouble> pool_trouble_ GUARDED_BY(mutex_);
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
   std::condition_variable restart_done_;                   // with mutex_: a restart under way finished
   // Held from reading a kernel's name marks to renaming its container, so

@@ -8,6 +8,9 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -227,6 +230,83 @@ TEST(WarmPool, KernelsOfAPoolRemovedFromTheConfigAreRemovedAtTheNextStart) {
                                        {"command", {"sleep", "3600"}},
                                        {"resources", {{"cpu", 2}, {"mem", "16m"}}}});
   EXPECT_EQ(big["state"], "RUNNING");
+}
+
+// A pool whose image the engine lacks takes no core: a shared kernel the
+// agent adopts never has its cpuset moved (no `update` of its container)
+// while the pool tries; /v1/agent, slotctl info and slotd check say why.
+TEST(WarmPool, APoolWhoseImageIsMissingTakesNoCoreAndSaysWhy) {
+  AgentProcess agent(TwoCoreAgent("noimage"));
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  const json shared = agent.CreateKernel({{"kernel_id", "shared-" + RunTag()},
+                                          {"image", kTestImage},
+                                          {"command", {"sleep", "3600"}},
+                                          {"resources", {{"cpu", "100m"}, {"mem", "16m"}}}});
+  const std::string container = shared["container_id"];
+  agent.Kill(SIGKILL);
+
+  // Every update of the shared kernel's container from here on.
+  Result<std::unique_ptr<DockerEngine>> watcher = DockerEngine::FromHost(DockerHost());
+  ASSERT_TRUE(watcher.ok()) << watcher.status().message();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool connected = false;
+  int updates = 0;  // guarded by mu
+  std::atomic<bool> stop{false};
+  auto stream = std::async(std::launch::async, [&] {
+    return (*watcher)->StreamEvents(
+        {std::string("ai.backend.owner=") + agent.options().id}, {"update"},
+        [&] {
+          std::lock_guard<std::mutex> lock(mu);
+          connected = true;
+          cv.notify_all();
+        },
+        [&](const EngineEvent& e) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (e.id == container) ++updates;
+        },
+        stop);
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return connected; }));
+  }
+
+  const std::string missing = "slotd-test/missing-" + RunTag() + ":1";
+  agent.SetExtraToml("[[pool]]\nname = \"small\"\nimage = \"" + missing +
+                     "\"\ncommand = [\"sleep\", \"3600\"]\ncpu = \"1\"\nmem = \"16m\"\ncount = 1\n");
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  json pool;
+  for (int i = 0; i < 300 && (pool.empty() || pool["error"].is_null()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    pool = agent.CallJson("GET", "/v1/agent", nullptr, 200)["warm"]["pools"][0];
+  }
+  stop = true;
+  EXPECT_EQ(stream.get().code(), Status::Code::kOk);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(updates, 0) << "the shared kernel's cpuset moved while the pool tried";
+  }
+  ASSERT_TRUE(pool["error"].is_string()) << pool.dump() << "\n" << agent.log();
+  EXPECT_NE(pool["error"].get<std::string>().find("image " + missing + " not found on this node's engine"),
+            std::string::npos)
+      << pool.dump();
+  EXPECT_TRUE(pool["retry_at"].is_number_integer()) << pool.dump();
+  EXPECT_EQ(pool["warm"], 0);
+  EXPECT_EQ(pool["making"], 0);
+  EXPECT_EQ(agent.CallJson("GET", "/v1/agent", nullptr, 200)["resources"]["cpu"]["used"], 0);
+  EXPECT_EQ(Listed(agent, true).size(), 1u);
+
+  const CommandResult info = Slotctl({"--socket", agent.socket_path(), "info"});
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("pool small: cannot make a kernel: image " + missing + " not found"), std::string::npos)
+      << info.out;
+
+  const CommandResult check = Slotd({"check", agent.config_path()});
+  EXPECT_NE(check.out.find("warning: " + agent.config_path() + ": [[pool]] \"small\" names image " + missing +
+                           ", which the engine at "),
+            std::string::npos)
+      << check.out << check.err;
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 
 #include "node/scratch_limits.h"
 #include "resources/device_kinds.h"
+#include "testing/fake_clock.h"
 #include "testing/fake_engine.h"
 #include "testing/temp_tree.h"
 
@@ -1548,6 +1549,55 @@ TEST_F(AgentTest, WarmKernelsOfAPoolGoneFromTheConfigAreRemovedAtStart) {
   }
   EXPECT_EQ(Used("cpu"), 1u);
   MustCreate(Request("big", {{"cpu", 3}}));
+}
+
+// A pool whose image the engine lacks takes nothing: no kernel reserved
+// (no event), no exclusive core taken, so no shared kernel's cpuset moves; it
+// says why, and is tried again 10 s later, twice as long after each failure
+// in a row, at most 5 minutes.
+TEST_F(AgentTest, APoolWhoseImageIsMissingHoldsNothingSaysWhyAndBacksOff) {
+  FakeClock clock;
+  config_.container.auto_pull = PullPolicy::kNone;
+  config_.pools = {SmallPool(1)};
+  config_.pools[0].image = "slotd-test/missing:1";
+  config_.pools[0].cpu = "1";  // an exclusive core: taken, it would leave the shared kernels' cpusets
+  auto plugins = MakePlugins(config_, HostFacts{});
+  ASSERT_TRUE(plugins.ok()) << plugins.status().message();
+  auto agent = std::make_unique<Agent>(config_, engine_, std::move(*plugins), hub_, clock);  // after clock
+  ASSERT_TRUE(agent->Restore().ok());
+  MustCreate(Request("shared", {{"cpu", "250m"}}), agent.get());
+  const int updates = engine_.CallCount(Method::kUpdate);
+  auto sub = hub_.Subscribe();
+  agent->FillPools(std::stop_token());
+  EXPECT_EQ(Types(Drain(*sub)), std::vector<std::string>{});
+  EXPECT_EQ(engine_.CallCount(Method::kUpdate), updates);
+  EXPECT_EQ(Used(*agent, "cpu"), 0u);
+  Agent::PoolCount count = agent->CountPools().at("small");
+  EXPECT_NE(count.trouble.find("image slotd-test/missing:1 not found on this node's engine"), std::string::npos)
+      << count.trouble;
+  EXPECT_NE(count.trouble.find("slotctl pull slotd-test/missing:1"), std::string::npos) << count.trouble;
+  EXPECT_EQ(count.retry_at, clock.UnixSeconds() + 10);
+
+  for (int64_t delay : {20, 40, 80, 160, 300, 300}) {
+    const int64_t due = agent->CountPools().at("small").retry_at;
+    clock.Advance(std::chrono::seconds(due - clock.UnixSeconds() - 1));
+    const int looks = engine_.CallCount(Method::kImages);
+    agent->FillPools(std::stop_token());
+    EXPECT_EQ(engine_.CallCount(Method::kImages), looks) << "tried before " << due;
+    clock.Advance(std::chrono::seconds(1));
+    agent->FillPools(std::stop_token());
+    EXPECT_EQ(engine_.CallCount(Method::kImages), looks + 1) << "not tried at " << due;
+    EXPECT_EQ(agent->CountPools().at("small").retry_at, clock.UnixSeconds() + delay);
+  }
+  EXPECT_EQ(Types(Drain(*sub)), std::vector<std::string>{});
+  EXPECT_EQ(engine_.CallCount(Method::kUpdate), updates);
+
+  // The image loaded, the next try makes the kernel and the reason is gone.
+  engine_.AddImage("slotd-test/missing:1");
+  clock.Advance(std::chrono::seconds(300));
+  agent->FillPools(std::stop_token());
+  EXPECT_EQ(InState(*agent, KernelState::kWarm).size(), 1u);
+  EXPECT_EQ(agent->CountPools().at("small").trouble, "");
 }
 
 TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {
