@@ -149,6 +149,13 @@ Result<Agent::CreateOutcome> Agent::CreateKernelFor(const CreateRequest& request
   const bool draining = devices_.Draining().draining;  // asked first: its lock is never taken inside mutex_
   {
     MutexLock lock(mutex_);
+    // A warm pool's kernel not yet given (WARM, being made, or ended unused)
+    // is no create's: a client that names its id repeats nothing, and is
+    // never answered with it.
+    if (const Kernel* warm = table_.Find(request.kernel_id); warm && !warm->warm_pool.empty() && warm_pool.empty())
+      return Status::Conflict("kernel " + request.kernel_id + " is kept by warm pool \"" + warm->warm_pool +
+                              "\" for the creates it serves, not created by any request; leave kernel_id out "
+                              "to be given a warm kernel, or name another kernel_id");
     // The same request while the first is still under way: wait for its outcome and share it.
     if (auto it = pending_creates_.find(request.kernel_id);
         it != pending_creates_.end() && it->second->request == request) {

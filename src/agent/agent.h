@@ -59,7 +59,9 @@ class Agent {
   // what this agent's config no longer gives it; the message names the
   // kernel and what to do. A running container on resources that a newer
   // kernel holds (started again behind the agent's back) is no reason to
-  // refuse: it is stopped, TERMINATED "stopped by slotd: ...".
+  // refuse: it is stopped, TERMINATED "stopped by slotd: ...". A warm
+  // pool's kernel never given whose [[pool]] entry is gone or changed is
+  // removed, not adopted (its removal failing refuses the start).
   // `listed`: the engine's containers, every owner's or this agent's, as
   // listed just before (the admission's list, so that a start lists once);
   // unset: Restore lists them.
@@ -74,10 +76,12 @@ class Agent {
   // Allocates, creates and starts a kernel. All-or-nothing: on any failure
   // nothing stays allocated and no container is left behind. A repeat of the
   // same request returns the existing kernel; a different request with the
-  // same id is kConflict; no room is kResourceExhausted; an unknown slot type
-  // is kInvalidArgument; an unknown image is kNotFound naming it. A request
-  // that a warm pool serves (MatchesPool) is given one of its WARM kernels
-  // when one is ready (GiveWarm), and created as any other when none is.
+  // same id is kConflict, and so is any request naming the id of a warm
+  // pool's kernel not yet given (no create's, so nobody's to repeat); no
+  // room is kResourceExhausted; an unknown slot type is kInvalidArgument;
+  // an unknown image is kNotFound naming it. A request that a warm pool
+  // serves (MatchesPool) is given one of its WARM kernels when one is ready
+  // (GiveWarm), and created as any other when none is.
   Result<CreateOutcome> CreateKernel(const CreateRequest& request);
 
   // Removes the containers made to read images' users (ReadImageUser) that
@@ -90,15 +94,21 @@ class Agent {
   // no pool wants (its entry gone or changed, or more than its count, or
   // any while the agent drains: none can be given), then creates what each
   // pool lacks, one after another until `stop` is asked for. Nothing is
-  // made while the agent drains. Failures are logged (a pool whose kernel
-  // could not be made is tried again 10 s later).
+  // made while the agent drains. Nothing is reserved for a pool before its
+  // image is on the node (pulled first where [container] auto-pull allows).
+  // Failures are logged and kept (PoolCount::trouble); a pool whose kernel
+  // could not be made is tried again 10 s later, twice as long after each
+  // failure in a row, at most 5 minutes.
   void FillPools(const std::stop_token& stop) EXCLUDES(mutex_);
   // The pools, as [[pool]] gives them.
   const std::vector<WarmPool>& Pools() const { return pools_; }
-  // Per pool: how many WARM kernels it has now, and how many are being made.
+  // Per pool: how many WARM kernels it has now, how many are being made,
+  // and why its latest kernel could not be made, while that holds.
   struct PoolCount {
     int warm = 0;
     int making = 0;
+    std::string trouble;   // the failure's message; empty: none since its last kernel made
+    int64_t retry_at = 0;  // with trouble: when FillPools tries again (unix seconds)
   };
   std::map<std::string, PoolCount> CountPools() const EXCLUDES(mutex_);
 
@@ -480,6 +490,15 @@ class Agent {
   // reconcile::CheckAdoptedShared of every shared kernel holding its quota.
   // Takes mutex_.
   Status CheckAdoptedShared() const EXCLUDES(mutex_);
+  // Whether `pool`'s image is on the node, pulled first when [container]
+  // auto-pull asks (ImagePuller::Ensure): OK, or why a kernel of it cannot
+  // be made, saying what to do. Reserves nothing.
+  Status PoolImageReady(const WarmPool& pool);
+  // Removes the containers of the warm kernels Adopt queued (unkept_warm_),
+  // with their files: nothing of them is held, and nobody was given them.
+  // One that cannot be removed refuses the start (`at_start`), naming it and
+  // what to do; later it is logged, and the next relist tries again.
+  Status RemoveUnkeptWarm(bool at_start) EXCLUDES(mutex_);
   // OnEngineEvent without the StopIntruders that follows it.
   bool ApplyEngineEvent(const EngineEvent& event) EXCLUDES(mutex_);
   // Stops the containers Resume found running on resources their kernels do
@@ -499,6 +518,8 @@ class Agent {
   Status AdoptRefused(Kernel kernel, const ContainerInfo& info, const Status& claimed, bool at_start)
       REQUIRES(mutex_);
   // `inspected`: the container as inspected (its exit code and end), when it was.
+  // A warm pool's kernel never given that no pool keeps (PoolKeeps) is not
+  // adopted: queued for RemoveUnkeptWarm.
   Status Adopt(reconcile::Step step, const ContainerInfo& info, const ContainerInfo* inspected, bool at_start,
                std::vector<std::string>& never_started) REQUIRES(mutex_);
   // Relist and Restore: one list of the engine (`listed`, or asked for
@@ -571,10 +592,24 @@ class Agent {
   // WARM kernels a call has taken, to give to a create (GiveWarm) or to
   // remove (FillPools): no other call takes them meanwhile.
   std::set<std::string> warm_taken_ GUARDED_BY(mutex_);
-  // Per pool: after a kernel of it could not be made, when FillPools tries
-  // again (unix milliseconds), so that a missing image is not retried (and
-  // logged) every round.
-  std::map<std::string, int64_t> pool_retry_at_ms_ GUARDED_BY(mutex_);
+  // A warm pool's kernel, never given, whose pool the config no longer has
+  // (or has in another shape), as Adopt found it, for RemoveUnkeptWarm.
+  struct UnkeptWarm {
+    std::string kernel_id;
+    std::string container_id;
+    std::string container_name;
+    std::string pool;
+  };
+  std::vector<UnkeptWarm> unkept_warm_ GUARDED_BY(mutex_);
+  // Per pool whose latest kernel could not be made: why, and when FillPools
+  // tries again, later after each failure in a row, so that a missing image
+  // is not retried (and logged) every round. Gone once a kernel is made.
+  struct PoolTrouble {
+    int failures = 0;         // in a row
+    int64_t retry_at_ms = 0;  // unix milliseconds
+    std::string reason;       // the latest failure's message
+  };
+  std::map<std::string, PoolTrouble> pool_trouble_ GUARDED_BY(mutex_);
   std::condition_variable create_done_;                    // with mutex_: a pending create finished
   std::condition_variable restart_done_;                   // with mutex_: a restart under way finished
   // Held from reading a kernel's name marks to renaming its container, so

@@ -385,6 +385,12 @@ Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const Conta
       return at_start ? warm.status() : Status::Ok();
     }
     running_as = *warm;
+    // Never given, and its pool is gone or changed (the config was): nobody's
+    // kernel, and no pool's; removed (RemoveUnkeptWarm), never adopted.
+    if (running_as == KernelState::kWarm && !PoolKeeps(pools_, kernel.warm_pool, kernel.request)) {
+      unkept_warm_.push_back({kernel_id, info.id, info.name, kernel.warm_pool});
+      return Status::Ok();
+    }
   }
   Status outcome = Status::Ok();
   if (step == reconcile::Step::kAdoptCreated) {
@@ -532,6 +538,7 @@ Status Agent::Converge(bool at_start, std::optional<std::vector<ContainerInfo>> 
     if (Status s = CheckAdoptedShared(); !s.ok()) return s;
   FinishStarts(applied.never_started);
   StopIntruders();
+  if (Status s = RemoveUnkeptWarm(at_start); !s.ok()) return s;
   for (const auto& [kernel_id, container_id] : applied.to_check) CheckDrift(kernel_id, container_id);
   // Scratch of no kernel (its container vanished, or the agent died while
   // deleting it) goes; that of any container listed as ours stays.

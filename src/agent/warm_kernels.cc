@@ -13,8 +13,15 @@ namespace slotd {
 namespace {
 
 // How long FillPools waits before trying a pool again after a kernel of it
-// could not be made (an image missing, no room).
+// could not be made (an image missing, no room): kPoolRetryMs after the
+// first failure, twice as long after each further failure in a row, at
+// most kPoolRetryCapMs.
 constexpr int64_t kPoolRetryMs = 10'000;
+constexpr int64_t kPoolRetryCapMs = 300'000;
+
+int64_t PoolRetryDelayMs(int failures) {
+  return std::min(kPoolRetryCapMs, kPoolRetryMs << std::clamp(failures - 1, 0, 8));
+}
 
 }  // namespace
 
@@ -76,10 +83,53 @@ Result<KernelState> Agent::WarmStateOf(Kernel& kernel) const {
   return KernelState::kRunning;
 }
 
+Status Agent::RemoveUnkeptWarm(bool at_start) {
+  std::vector<UnkeptWarm> unkept;
+  {
+    MutexLock lock(mutex_);
+    unkept.swap(unkept_warm_);
+  }
+  for (const UnkeptWarm& warm : unkept) {
+    const Status removed = engine_.Remove(warm.container_id, /*force=*/true);
+    if (removed.ok() || removed.code() == Status::Code::kNotFound) {
+      spdlog::info("warm kernel {}: removed: made for warm pool {}, which this agent's config no longer has in that "
+                   "shape, and never given",
+                   warm.kernel_id, warm.pool);
+      RemoveKernelFiles(warm.kernel_id);
+      continue;
+    }
+    const Status why = Status::Unavailable(
+        "warm kernel " + warm.kernel_id + " (container " + warm.container_name + "), made for warm pool " +
+        warm.pool + ", which this agent's config no longer has in that shape, cannot be removed: " +
+        removed.message() + "; remove it (docker rm -f " + warm.container_name + "), then start the agent again");
+    if (at_start) return why;
+    spdlog::error("{} (tried again at the next relist)", why.message());
+  }
+  return Status::Ok();
+}
+
+Status Agent::PoolImageReady(const WarmPool& pool) {
+  const std::string& image = pool.shape.image.name;
+  Result<std::optional<ImageInfo>> ensured = puller_.Ensure(pool.shape.image, config_.container.auto_pull);
+  if (!ensured.ok()) return ensured.status();
+  if (*ensured) return Status::Ok();
+  Result<ImageInfo> info = engine_.InspectImage(image);
+  if (info.ok()) return Status::Ok();
+  if (info.status().code() != Status::Code::kNotFound) return info.status().WithPrefix("inspecting image " + image);
+  return Status::NotFound("image " + image + " not found on this node's engine (" + info.status().message() +
+                          "); load or pull it (slotctl pull " + image + "), let the agent pull it ([container] "
+                          "auto-pull), or name another image in [[pool]] \"" + pool.name + "\"");
+}
+
 std::map<std::string, Agent::PoolCount> Agent::CountPools() const {
   std::map<std::string, PoolCount> counts;
   for (const WarmPool& pool : pools_) counts[pool.name];
   MutexLock lock(mutex_);
+  for (const auto& [name, trouble] : pool_trouble_) {
+    if (!counts.count(name)) continue;
+    counts[name].trouble = trouble.reason;
+    counts[name].retry_at = (trouble.retry_at_ms + 999) / 1000;
+  }
   for (const auto& [id, kernel] : table_.All()) {
     if (kernel.warm_pool.empty()) continue;
     const KernelState state = kernel.state();
@@ -119,7 +169,8 @@ void Agent::FillPools(const std::stop_token& stop) {
     }
     const int64_t now_ms = clock_.UnixMillis();
     for (const WarmPool& pool : pools_) {
-      if (draining || pool_retry_at_ms_[pool.name] > now_ms) continue;
+      auto trouble = pool_trouble_.find(pool.name);
+      if (draining || (trouble != pool_trouble_.end() && trouble->second.retry_at_ms > now_ms)) continue;
       for (int i = have[pool.name]; i < pool.count; ++i) wanted.push_back(&pool);
     }
   }
@@ -130,19 +181,35 @@ void Agent::FillPools(const std::stop_token& stop) {
     if (!removed.ok()) spdlog::warn("warm kernel {}: cannot remove it: {}", kernel_id, removed.status().message());
   }
   std::set<std::string> failed;  // pools that could not make a kernel this round
+  std::set<std::string> ready;   // pools whose image is on the node, as found this round
   for (const WarmPool* pool : wanted) {
     if (stop.stop_requested()) return;
     if (failed.count(pool->name)) continue;
-    CreateRequest request = pool->shape;
-    request.kernel_id = GenerateKernelId();
-    request.session_id = request.kernel_id;
-    Result<CreateOutcome> made = CreateKernelFor(request, pool->name);
-    if (made.ok()) continue;
-    spdlog::warn("warm pool {}: cannot make a kernel (tried again in {} s): {}", pool->name, kPoolRetryMs / 1000,
-                 made.status().message());
+    // The image first: no core or quota is held (and no shared kernel's
+    // cpuset moves) for a kernel whose image is not there.
+    Status made = ready.count(pool->name) ? Status::Ok() : PoolImageReady(*pool);
+    if (made.ok()) {
+      ready.insert(pool->name);
+      CreateRequest request = pool->shape;
+      request.kernel_id = GenerateKernelId();
+      request.session_id = request.kernel_id;
+      made = CreateKernelFor(request, pool->name).status();
+    }
+    int64_t delay_ms = 0;
+    {
+      MutexLock lock(mutex_);
+      if (made.ok()) {
+        pool_trouble_.erase(pool->name);
+        continue;
+      }
+      PoolTrouble& trouble = pool_trouble_[pool->name];
+      delay_ms = PoolRetryDelayMs(++trouble.failures);
+      trouble.retry_at_ms = clock_.UnixMillis() + delay_ms;
+      trouble.reason = made.message();
+    }
     failed.insert(pool->name);
-    MutexLock lock(mutex_);
-    pool_retry_at_ms_[pool->name] = clock_.UnixMillis() + kPoolRetryMs;
+    spdlog::warn("warm pool {}: cannot make a kernel (tried again in {} s): {}", pool->name, delay_ms / 1000,
+                 made.message());
   }
 }
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -76,6 +77,11 @@ Result<std::vector<WarmPool>> WarmPoolsOf(const Config& config) {
 bool HasPoolsShape(const CreateRequest& request, const WarmPool& pool) {
   return request.image == pool.shape.image && request.command == pool.shape.command &&
          request.resources == pool.shape.resources;
+}
+
+bool PoolKeeps(const std::vector<WarmPool>& pools, const std::string& pool_name, const CreateRequest& request) {
+  return std::any_of(pools.begin(), pools.end(),
+                     [&](const WarmPool& pool) { return pool.name == pool_name && HasPoolsShape(request, pool); });
 }
 
 bool MatchesPool(const CreateRequest& request, const WarmPool& pool) {

@@ -45,6 +45,10 @@ Result<std::vector<WarmPool>> WarmPoolsOf(const Config& config);
 // (none: the image's) and exactly its resources.
 bool HasPoolsShape(const CreateRequest& request, const WarmPool& pool);
 
+// Whether one of `pools` keeps a kernel made for pool `pool_name` with
+// request `request`: a pool of that name whose shape it has (HasPoolsShape).
+bool PoolKeeps(const std::vector<WarmPool>& pools, const std::string& pool_name, const CreateRequest& request);
+
 // Whether a warm kernel of `pool` may serve `request`: the request named no
 // kernel id (the pool's kernels have ids the agent chose), asks for the
 // pool's image, its command (none: the image's) and exactly its resources,

@@ -131,9 +131,10 @@ json ShapeJson(const ResourceRequest& shape) {
   return out;
 }
 
-// The warm pools of /v1/agent: each pool's shape, count, and its kernels
-// ready (WARM) and being made; and the WARM kernels of all, whose resources
-// the slots count as used.
+// The warm pools of /v1/agent: each pool's shape, count, its kernels ready
+// (WARM) and being made, and why its latest kernel could not be made (and
+// when it is tried again), while that holds; and the WARM kernels of all,
+// whose resources the slots count as used.
 json WarmJson(const Agent& agent) {
   const std::map<std::string, Agent::PoolCount> counts = agent.CountPools();
   json pools = json::array();
@@ -146,7 +147,9 @@ json WarmJson(const Agent& agent) {
                      {"resources", ShapeJson(pool.shape.resources)},
                      {"count", pool.count},
                      {"warm", count.warm},
-                     {"making", count.making}});
+                     {"making", count.making},
+                     {"error", count.trouble.empty() ? json(nullptr) : json(count.trouble)},
+                     {"retry_at", count.trouble.empty() ? json(nullptr) : json(count.retry_at)}});
   }
   return {{"kernels", warm}, {"pools", pools}};
 }

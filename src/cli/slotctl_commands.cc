@@ -282,10 +282,16 @@ int RunInfo(const Options& options, const AgentClient& agent) {
     }
   }
   std::vector<std::vector<std::string>> pool_rows;  // the warm pools: WARM kernels of their count
+  std::string pool_errors;  // one line per pool whose latest kernel could not be made
   if (a.Has("warm"))
-    for (const auto& pool : a["warm"]["pools"].Elements())
+    for (const auto& pool : a["warm"]["pools"].Elements()) {
       pool_rows.push_back({pool["name"].Shown(), pool["image"].Shown(),
                            pool["warm"].Shown() + "/" + pool["count"].Shown(), pool["making"].Shown()});
+      if (pool.Optional("error").IsNull()) continue;
+      pool_errors += "pool " + pool["name"].Shown() + ": cannot make a kernel: " + pool["error"].Shown();
+      if (!pool.Optional("retry_at").IsNull()) pool_errors += " (tried again at " + FormatTime(pool["retry_at"].Count()) + ")";
+      pool_errors += "\n";
+    }
   if (!answer->problem().empty()) return ReportBadAnswer(*answer, agent);
   std::cout << head;
   PrintTable({"SLOT", "CAPACITY", "USED", "FREE", "DETAIL"}, slot_rows);
@@ -296,6 +302,7 @@ int RunInfo(const Options& options, const AgentClient& agent) {
   if (!pool_rows.empty()) {
     std::cout << "\n";
     PrintTable({"POOL", "IMAGE", "WARM", "MAKING"}, pool_rows);
+    std::cout << pool_errors;
   }
   return 0;
 }

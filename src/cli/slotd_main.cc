@@ -55,12 +55,19 @@ int CheckConfigs(const std::vector<std::string>& paths, const std::string& node_
     if (!bytes.ok()) return std::cerr << "slotd check: --node-memory: " << bytes.status().message() << "\n", 2;
     host.memory_bytes = *bytes;
   }
-  const slotd::CheckReport report =
-      slotd::CheckNodeConfigs(paths, host, [](const std::string& docker_host) -> slotd::Result<std::string> {
-        auto engine = slotd::DockerEngine::FromHost(docker_host);
-        if (!engine.ok()) return engine.status();
-        return (*engine)->DataRoot();
-      });
+  // Each config's own engine, asked for its data root (mount-allow) and
+  // whether it has the warm pools' images.
+  const auto engine_root = [](const std::string& docker_host) -> slotd::Result<std::string> {
+    auto engine = slotd::DockerEngine::FromHost(docker_host);
+    if (!engine.ok()) return engine.status();
+    return (*engine)->DataRoot();
+  };
+  const auto engine_for = [](const slotd::Config& config) -> slotd::Result<std::unique_ptr<slotd::ContainerEngine>> {
+    auto engine = slotd::DockerEngine::FromHost(config.container.docker_host);
+    if (!engine.ok()) return engine.status().WithPrefix("container.docker-host");
+    return std::unique_ptr<slotd::ContainerEngine>(std::move(*engine));
+  };
+  const slotd::CheckReport report = slotd::CheckNodeConfigs(paths, host, engine_root, engine_for);
   std::cout << report.Text();
   return report.ExitCode();
 }
@@ -84,7 +91,8 @@ int main(int argc, char** argv) {
   auto* check = app.add_subcommand("check", "validate agent configs as a set of agents that will share this node");
   check->footer(
       "Loads each file, then compares every pair for a shared agent id, API port, ipc or var path, overlapping port "
-      "range, CPU core or device, and checks that the memory shares fit in this node.\n"
+      "range, CPU core or device, and checks that the memory shares fit in this node. A config with warm pools "
+      "([[pool]]) has its engine asked for their images: a warning for each one it lacks.\n"
       "Exit status: 0 no problem, 1 problems (each printed with both files and the value), 2 a file does not load.");
   std::vector<std::string> check_paths;
   std::string node_cores, node_memory;

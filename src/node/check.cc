@@ -121,6 +121,27 @@ void CompareImageGc(const std::vector<LoadedConfig>& loaded, std::vector<std::st
 
 }  // namespace
 
+void CheckPoolImages(const Config& config, ContainerEngine& engine, CheckReport& report) {
+  const std::string where = config.path + ": ";
+  for (const PoolConfig& pool : config.pools) {
+    Result<ImageInfo> image = engine.InspectImage(pool.image);
+    if (image.ok()) continue;
+    if (image.status().code() != Status::Code::kNotFound) {
+      report.notes.push_back("note: " + where + "the warm pools' images could not be checked: the engine at " +
+                             config.container.docker_host + " said: " + image.status().message());
+      return;
+    }
+    const std::string pulls =
+        config.container.auto_pull == PullPolicy::kNone
+            ? "the pool stays empty until it is: load or pull it (slotctl pull " + pool.image +
+                  ") or name another image"
+            : "the agent pulls it before it makes the pool's first kernel ([container] auto-pull); pull it now "
+              "(slotctl pull " + pool.image + ") to have the pool ready at start";
+    report.warnings.push_back("warning: " + where + "[[pool]] \"" + pool.name + "\" names image " + pool.image +
+                              ", which the engine at " + config.container.docker_host + " does not have; " + pulls);
+  }
+}
+
 int CheckReport::ExitCode() const {
   if (!errors.empty()) return 2;
   return problems.empty() ? 0 : 1;
@@ -148,7 +169,7 @@ std::string CheckReport::Text() const {
 }
 
 CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
-                             const EngineRootOf& engine_root) {
+                             const EngineRootOf& engine_root, const EngineFor& engine_for) {
   CheckReport report;
   report.files = static_cast<int>(paths.size());
   std::vector<LoadedConfig> loaded;
@@ -183,6 +204,14 @@ CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFa
     }
     if (config->container.scratch_size > 0 || config->container.scratch_type == ScratchType::kHostFile)
       report.notes.push_back("note: " + path + ": " + ScratchAbilities(*config));
+    if (engine_for && !config->pools.empty()) {
+      Result<std::unique_ptr<ContainerEngine>> engine = engine_for(*config);
+      if (engine.ok())
+        CheckPoolImages(*config, **engine, report);
+      else
+        report.notes.push_back("note: " + path + ": the warm pools' images could not be checked: " +
+                               engine.status().message());
+    }
     ResolvedDevices devices = ResolveDevices(*config);
     for (const std::string& missing : devices.missing) report.problems.push_back("missing: " + path + ": " + missing);
     for (const std::string& note : devices.notes) report.notes.push_back("note: " + path + ": " + note);

@@ -10,11 +10,13 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "config/config.h"
+#include "engine/container_engine.h"
 
 namespace slotd {
 
@@ -41,15 +43,26 @@ struct CheckReport {
   std::string Text() const;
 };
 
+// The engine a config names ([container] docker-host), for the checks that
+// ask it; the error when it cannot be made.
+using EngineFor = std::function<Result<std::unique_ptr<ContainerEngine>>(const Config&)>;
+
 // Loads each of `paths` with `host`'s facts, resolves each loaded config's
 // device allow-lists on this node through its device kinds
 // (DeviceKind::check_devices), then compares the configs as agents of one
 // node whose memory is host.memory_bytes.
 // `engine_root`, when given, asks the engine at a config's docker-host for
 // its data root, for the configs with mount-allow entries (EngineRootProblems;
-// an engine that does not answer is a note).
+// an engine that does not answer is a note). With `engine_for`, each config
+// with warm pools has their images checked in its engine (CheckPoolImages).
 using EngineRootOf = std::function<Result<std::string>(const std::string& docker_host)>;
 CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
-                             const EngineRootOf& engine_root = nullptr);
+                             const EngineRootOf& engine_root = nullptr, const EngineFor& engine_for = {});
+
+// Adds to `report` a warning for each [[pool]] of `config` whose image
+// `engine` does not have, saying what to do (the agent makes none of its
+// kernels until the image is there); a note, once, when the engine cannot
+// say.
+void CheckPoolImages(const Config& config, ContainerEngine& engine, CheckReport& report);
 
 }  // namespace slotd

@@ -27,6 +27,7 @@
 
 #include "node/scratch_limits.h"
 #include "resources/device_kinds.h"
+#include "testing/fake_clock.h"
 #include "testing/fake_engine.h"
 #include "testing/temp_tree.h"
 
@@ -1606,6 +1607,121 @@ TEST_F(AgentTest, AWarmKernelThatEndsIsReplaced) {
   ASSERT_TRUE(agent_->SetDraining(false).ok());
   agent_->FillPools(std::stop_token());
   EXPECT_EQ(InState(*agent_, KernelState::kWarm).size(), 1u);
+}
+
+// A create naming a warm kernel's id, with the pool's very request, repeats
+// no create: kConflict; the kernel is still given to the next matching create.
+TEST_F(AgentTest, ACreateNamingAWarmKernelsIdIsAConflict) {
+  config_.pools = {SmallPool(1)};
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  agent_->FillPools(std::stop_token());
+  const std::vector<Kernel> warm = InState(*agent_, KernelState::kWarm);
+  ASSERT_EQ(warm.size(), 1u);
+  // The pool's very request, naming the warm kernel's id (and so its session).
+  Result<CreateRequest> naming = ParseCreateRequest({{"kernel_id", warm[0].id()},
+                                                     {"image", FakeEngine::kDefaultImage},
+                                                     {"command", {"sleep", "3600"}},
+                                                     {"resources", {{"cpu", "250m"}, {"mem", "64m"}}}});
+  ASSERT_TRUE(naming.ok());
+  ASSERT_EQ(*naming, warm[0].request);
+  Result<Agent::CreateOutcome> stolen = agent_->CreateKernel(*naming);
+  EXPECT_EQ(stolen.status().code(), Status::Code::kConflict);
+  EXPECT_NE(stolen.status().message().find("kept by warm pool \"small\""), std::string::npos)
+      << stolen.status().message();
+  Result<CreateRequest> matching = ParseCreateRequest({{"image", FakeEngine::kDefaultImage},
+                                                       {"command", {"sleep", "3600"}},
+                                                       {"resources", {{"cpu", "250m"}, {"mem", "64m"}}},
+                                                       {"session_id", "s1"}});
+  ASSERT_TRUE(matching.ok());
+  const Kernel given = MustCreate(*matching);
+  EXPECT_EQ(given.id(), warm[0].id());
+  EXPECT_EQ(given.request.session_id, "s1");
+}
+
+// An agent started again without the pool (its [[pool]] entry removed)
+// removes the pool's kernels never given, so that what they held is free;
+// a given one stays the create's.
+TEST_F(AgentTest, WarmKernelsOfAPoolGoneFromTheConfigAreRemovedAtStart) {
+  TempTree var("slotd-agent-var");
+  config_.agent.var_base_path = var.root();
+  config_.pools = {SmallPool(3)};
+  config_.pools[0].cpu = "1";  // exclusive cores: three of the four
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  agent_->FillPools(std::stop_token());
+  const std::vector<Kernel> warm = InState(*agent_, KernelState::kWarm);
+  ASSERT_EQ(warm.size(), 3u);
+  Result<CreateRequest> matching = ParseCreateRequest({{"image", FakeEngine::kDefaultImage},
+                                                       {"command", {"sleep", "3600"}},
+                                                       {"resources", {{"cpu", 1}, {"mem", "64m"}}},
+                                                       {"session_id", "s1"}});
+  ASSERT_TRUE(matching.ok());
+  const Kernel given = MustCreate(*matching);
+  ASSERT_EQ(given.warm_pool, "");
+  EXPECT_EQ(agent_->CreateKernel(Request("big", {{"cpu", 2}})).status().code(), Status::Code::kResourceExhausted);
+
+  config_.pools.clear();
+  agent_ = NewAgent();
+  ASSERT_TRUE(agent_->Restore().ok());
+  EXPECT_EQ(agent_->ListKernels().size(), 1u);
+  EXPECT_EQ(agent_->GetKernel(given.id())->state(), KernelState::kRunning);
+  for (const Kernel& k : warm) {
+    if (k.id() == given.id()) continue;
+    EXPECT_FALSE(agent_->GetKernel(k.id()).ok()) << k.id();
+    EXPECT_FALSE(engine_.Peek(k.container_id).has_value()) << k.id();
+  }
+  EXPECT_EQ(Used("cpu"), 1u);
+  MustCreate(Request("big", {{"cpu", 3}}));
+}
+
+// A pool whose image the engine lacks takes nothing: no kernel reserved
+// (no event), no exclusive core taken, so no shared kernel's cpuset moves; it
+// says why, and is tried again 10 s later, twice as long after each failure
+// in a row, at most 5 minutes.
+TEST_F(AgentTest, APoolWhoseImageIsMissingHoldsNothingSaysWhyAndBacksOff) {
+  FakeClock clock;
+  config_.container.auto_pull = PullPolicy::kNone;
+  config_.pools = {SmallPool(1)};
+  config_.pools[0].image = "slotd-test/missing:1";
+  config_.pools[0].cpu = "1";  // an exclusive core: taken, it would leave the shared kernels' cpusets
+  auto plugins = MakePlugins(config_, HostFacts{});
+  ASSERT_TRUE(plugins.ok()) << plugins.status().message();
+  auto agent = std::make_unique<Agent>(config_, engine_, std::move(*plugins), hub_, clock);  // after clock
+  ASSERT_TRUE(agent->Restore().ok());
+  MustCreate(Request("shared", {{"cpu", "250m"}}), agent.get());
+  const int updates = engine_.CallCount(Method::kUpdate);
+  auto sub = hub_.Subscribe();
+  agent->FillPools(std::stop_token());
+  EXPECT_EQ(Types(Drain(*sub)), std::vector<std::string>{});
+  EXPECT_EQ(engine_.CallCount(Method::kUpdate), updates);
+  EXPECT_EQ(Used(*agent, "cpu"), 0u);
+  Agent::PoolCount count = agent->CountPools().at("small");
+  EXPECT_NE(count.trouble.find("image slotd-test/missing:1 not found on this node's engine"), std::string::npos)
+      << count.trouble;
+  EXPECT_NE(count.trouble.find("slotctl pull slotd-test/missing:1"), std::string::npos) << count.trouble;
+  EXPECT_EQ(count.retry_at, clock.UnixSeconds() + 10);
+
+  for (int64_t delay : {20, 40, 80, 160, 300, 300}) {
+    const int64_t due = agent->CountPools().at("small").retry_at;
+    clock.Advance(std::chrono::seconds(due - clock.UnixSeconds() - 1));
+    const int looks = engine_.CallCount(Method::kImages);
+    agent->FillPools(std::stop_token());
+    EXPECT_EQ(engine_.CallCount(Method::kImages), looks) << "tried before " << due;
+    clock.Advance(std::chrono::seconds(1));
+    agent->FillPools(std::stop_token());
+    EXPECT_EQ(engine_.CallCount(Method::kImages), looks + 1) << "not tried at " << due;
+    EXPECT_EQ(agent->CountPools().at("small").retry_at, clock.UnixSeconds() + delay);
+  }
+  EXPECT_EQ(Types(Drain(*sub)), std::vector<std::string>{});
+  EXPECT_EQ(engine_.CallCount(Method::kUpdate), updates);
+
+  // The image loaded, the next try makes the kernel and the reason is gone.
+  engine_.AddImage("slotd-test/missing:1");
+  clock.Advance(std::chrono::seconds(300));
+  agent->FillPools(std::stop_token());
+  EXPECT_EQ(InState(*agent, KernelState::kWarm).size(), 1u);
+  EXPECT_EQ(agent->CountPools().at("small").trouble, "");
 }
 
 TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {

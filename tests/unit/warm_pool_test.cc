@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "api/create_request.h"
+#include "node/check.h"
+#include "testing/fake_engine.h"
 #include "testing/temp_tree.h"
 
 namespace slotd {
@@ -162,6 +164,40 @@ TEST(WarmPoolTest, AGivenKernelsRecordReadsBackAsWritten) {
 
   claims.Remove("k-000000000001");
   EXPECT_FALSE(claims.Read("k-000000000001")->has_value());
+}
+
+// slotd check asks each config's engine for its pools' images: a warning
+// for one it lacks, saying what to do; a note when the engine cannot say.
+TEST(WarmPoolTest, SlotdCheckWarnsOfAPoolWhoseImageTheEngineLacks) {
+  FakeEngine engine;
+  PoolConfig present = Small();
+  present.name = "present";
+  present.image = FakeEngine::kDefaultImage;
+  Config config = PoolConfigOf({Small(), present});
+  config.container.docker_host = "unix:///run/docker.sock";
+  config.container.auto_pull = PullPolicy::kNone;
+  CheckReport report;
+  CheckPoolImages(config, engine, report);
+  EXPECT_EQ(report.warnings, std::vector<std::string>{
+                                 "warning: /etc/slotd/a1.toml: [[pool]] \"small\" names image busybox:latest, which "
+                                 "the engine at unix:///run/docker.sock does not have; the pool stays empty until it "
+                                 "is: load or pull it (slotctl pull busybox:latest) or name another image"});
+  EXPECT_TRUE(report.notes.empty());
+  EXPECT_TRUE(report.problems.empty());
+
+  config.container.auto_pull = PullPolicy::kTag;
+  CheckReport pulling;
+  CheckPoolImages(config, engine, pulling);
+  ASSERT_EQ(pulling.warnings.size(), 1u);
+  EXPECT_NE(pulling.warnings[0].find("the agent pulls it before it makes the pool's first kernel"), std::string::npos)
+      << pulling.warnings[0];
+
+  engine.FailNext(FakeEngine::Method::kImages, Status::Unavailable("connection refused"));
+  CheckReport unreachable;
+  CheckPoolImages(config, engine, unreachable);
+  EXPECT_TRUE(unreachable.warnings.empty());
+  ASSERT_EQ(unreachable.notes.size(), 1u);
+  EXPECT_NE(unreachable.notes[0].find("could not be checked"), std::string::npos) << unreachable.notes[0];
 }
 
 }  // namespace
