@@ -57,17 +57,12 @@ int CheckConfigs(const std::vector<std::string>& paths, const std::string& node_
   }
   // Each config's own engine, asked for its data root (mount-allow) and
   // whether it has the warm pools' images.
-  const auto engine_root = [](const std::string& docker_host) -> slotd::Result<std::string> {
-    auto engine = slotd::DockerEngine::FromHost(docker_host);
-    if (!engine.ok()) return engine.status();
-    return (*engine)->DataRoot();
-  };
   const auto engine_for = [](const slotd::Config& config) -> slotd::Result<std::unique_ptr<slotd::ContainerEngine>> {
     auto engine = slotd::DockerEngine::FromHost(config.container.docker_host);
     if (!engine.ok()) return engine.status().WithPrefix("container.docker-host");
     return std::unique_ptr<slotd::ContainerEngine>(std::move(*engine));
   };
-  const slotd::CheckReport report = slotd::CheckNodeConfigs(paths, host, engine_root, engine_for);
+  const slotd::CheckReport report = slotd::CheckNodeConfigs(paths, host, engine_for);
   std::cout << report.Text();
   return report.ExitCode();
 }

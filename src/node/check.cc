@@ -168,8 +168,36 @@ std::string CheckReport::Text() const {
          (warnings.empty() && notes.empty() ? "" : " (mind the " + mind + " above)") + "\n";
 }
 
+namespace {
+
+// The checks of `config` (loaded from `path`) that ask its engine
+// (`engine_for`): its data root against the mount-allow entries, its images
+// against the warm pools'.
+void CheckWithEngine(const std::string& path, const Config& config, const EngineFor& engine_for, CheckReport& report) {
+  Result<std::unique_ptr<ContainerEngine>> engine = engine_for(config);
+  if (!engine.ok()) {
+    report.notes.push_back("note: " + path + ": its engine could not be asked, so its mount-allow entries were not " +
+                           "checked against the engine's data root nor its warm pools' images against the engine: " +
+                           engine.status().message());
+    return;
+  }
+  if (!config.container.mount_allow.empty()) {
+    Result<std::string> root = (*engine)->DataRoot();
+    if (!root.ok()) {
+      report.notes.push_back("note: " + path + ": its mount-allow entries were not checked against the engine's "
+                             "data root: " + root.status().message() + " (start the engine and check again)");
+    } else {
+      for (const std::string& problem : EngineRootProblems(config, *root))
+        report.problems.push_back("problem: " + path + ": " + problem);
+    }
+  }
+  if (!config.pools.empty()) CheckPoolImages(config, **engine, report);
+}
+
+}  // namespace
+
 CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
-                             const EngineRootOf& engine_root, const EngineFor& engine_for) {
+                             const EngineFor& engine_for) {
   CheckReport report;
   report.files = static_cast<int>(paths.size());
   std::vector<LoadedConfig> loaded;
@@ -192,26 +220,10 @@ CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFa
     for (const std::string& problem : LocalProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
     for (const std::string& problem : ScratchProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
     for (const std::string& warning : LocalWarnings(*config)) report.warnings.push_back("warning: " + path + ": " + warning);
-    if (engine_root && !config->container.mount_allow.empty()) {
-      Result<std::string> root = engine_root(config->container.docker_host);
-      if (!root.ok()) {
-        report.notes.push_back("note: " + path + ": its mount-allow entries were not checked against the engine's "
-                               "data root: " + root.status().message() + " (start the engine and check again)");
-      } else {
-        for (const std::string& problem : EngineRootProblems(*config, *root))
-          report.problems.push_back("problem: " + path + ": " + problem);
-      }
-    }
     if (config->container.scratch_size > 0 || config->container.scratch_type == ScratchType::kHostFile)
       report.notes.push_back("note: " + path + ": " + ScratchAbilities(*config));
-    if (engine_for && !config->pools.empty()) {
-      Result<std::unique_ptr<ContainerEngine>> engine = engine_for(*config);
-      if (engine.ok())
-        CheckPoolImages(*config, **engine, report);
-      else
-        report.notes.push_back("note: " + path + ": the warm pools' images could not be checked: " +
-                               engine.status().message());
-    }
+    if (engine_for && (!config->container.mount_allow.empty() || !config->pools.empty()))
+      CheckWithEngine(path, *config, engine_for, report);
     ResolvedDevices devices = ResolveDevices(*config);
     for (const std::string& missing : devices.missing) report.problems.push_back("missing: " + path + ": " + missing);
     for (const std::string& note : devices.notes) report.notes.push_back("note: " + path + ": " + note);

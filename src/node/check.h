@@ -51,13 +51,12 @@ using EngineFor = std::function<Result<std::unique_ptr<ContainerEngine>>(const C
 // device allow-lists on this node through its device kinds
 // (DeviceKind::check_devices), then compares the configs as agents of one
 // node whose memory is host.memory_bytes.
-// `engine_root`, when given, asks the engine at a config's docker-host for
-// its data root, for the configs with mount-allow entries (EngineRootProblems;
-// an engine that does not answer is a note). With `engine_for`, each config
-// with warm pools has their images checked in its engine (CheckPoolImages).
-using EngineRootOf = std::function<Result<std::string>(const std::string& docker_host)>;
+// With `engine_for`, each config's own engine is asked, when the config
+// has what needs it: its data root against mount-allow entries
+// (EngineRootProblems), its images against the warm pools'
+// (CheckPoolImages); an engine that cannot be asked is a note.
 CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
-                             const EngineRootOf& engine_root = nullptr, const EngineFor& engine_for = {});
+                             const EngineFor& engine_for = {});
 
 // Adds to `report` a warning for each [[pool]] of `config` whose image
 // `engine` does not have, saying what to do (the agent makes none of its
