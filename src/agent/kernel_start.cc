@@ -111,6 +111,9 @@ Result<RunAs> Agent::ReadImageUser(const std::string& kernel_id, const std::stri
   probe.name = UserProbeName(config_.agent.id, kernel_id);
   probe.image = image;
   probe.command = {"/nonexistent"};
+  // Never started, so its user is no one's; a number, because an engine
+  // (Podman) resolves a name it is given before it reads a file.
+  probe.user = "0:0";
   probe.network_mode = "none";
   probe.labels = {{label::kUserProbe, config_.agent.id}};
   Result<std::string> created = engine_.Create(probe);

@@ -224,11 +224,20 @@ TEST(Isolation, AnImageThatIsRootByAnotherNumberOrNameDoesNotRunWithoutAllowRoot
 // /etc/passwd and /etc/group, as an image that chowns them does; tagged `tag`.
 void MakeOwnUserDatabaseImage(const std::string& tag) {
   const std::string base = "slotd-isolation-base-" + RunTag();
-  const CommandResult r = RunCommand(
-      {"docker", "run", "--name", base, "--network", "none", "--user", "0:0", kTestImage, "sh", "-c",
-       "echo 'work:x:1000:1000::/home/work:/bin/sh' >> /etc/passwd && echo 'work:x:1000:' >> /etc/group && "
-       "chown 1000:1000 /etc/passwd /etc/group"});
+  CommandResult r = RunCommand({"docker", "create", "--name", base, kTestImage});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  TempDir dir;
+  const std::pair<const char*, const char*> files[] = {
+      {"passwd", "root:x:0:0:root:/:/bin/sh\nwork:x:1000:1000::/home/work:/bin/sh\n"},
+      {"group", "root:x:0:\nwork:x:1000:\n"}};
+  for (const auto& [name, text] : files) {
+    const std::string path = dir.path() + "/" + name;
+    WriteFile(path, text);
+    ASSERT_EQ(::chown(path.c_str(), 1000, 1000), 0);
+    // -a: the copy keeps the file's owner, as an image that chowns it has.
+    r = RunCommand({"docker", "cp", "-a", path, base + ":/etc/" + name});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
   CommitImage(base, tag, {"USER work"});
   RunCommand({"docker", "rm", "-f", base});
 }
