@@ -271,6 +271,8 @@ TEST(Isolation, AKernelThatRewritesItsOwnPasswdIsNeverRootInAnyProcessTheAgentSt
   k["restart"] = {{"policy", "always"}, {"backoff", {{"initial", "100ms"}}}};
   const json created = agent.CreateKernel(k);
   EXPECT_EQ(RunIn(agent, "k", "id -u; id -g"), "1000\n1000\n");
+  if (RunIn(agent, "k", "stat -c %u /etc/passwd") != "1000\n" && EngineIsPodman())
+    GTEST_SKIP() << "Podman's docker cp -a did not keep the file's owner, so this engine's image cannot be made so";
 
   // The attack: the kernel makes its user root in its own files.
   EXPECT_EQ(RunIn(agent, "k", "echo 'work:x:0:0::/:/bin/sh' > /etc/passwd && echo 'work:x:0:' > /etc/group && "
