@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "agent/agent.h"
-#include "agent/label_codec.h"
-#include "api/create_request.h"
+#include "model/label_codec.h"
+#include "model/create_request.h"
 #include "common.h"
 #include "common/units.h"
 #include "resources/mock/mock_kind.h"

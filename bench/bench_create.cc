@@ -12,8 +12,8 @@
 #include <functional>
 #include <thread>
 
-#include "agent/label_codec.h"
-#include "api/create_request.h"
+#include "model/label_codec.h"
+#include "model/create_request.h"
 #include "common.h"
 
 namespace slotd::bench {

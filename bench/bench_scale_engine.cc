@@ -48,8 +48,8 @@
 #include <set>
 #include <thread>
 
-#include "agent/label_codec.h"
-#include "api/create_request.h"
+#include "model/label_codec.h"
+#include "model/create_request.h"
 #include "common.h"
 #include "common/units.h"
 

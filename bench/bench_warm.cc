@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "api/create_request.h"
+#include "model/create_request.h"
 #include "common.h"
 
 namespace slotd::bench {

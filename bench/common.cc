@@ -1,5 +1,5 @@
-#include "agent/label_codec.h"
-#include "api/create_request.h"
+#include "model/label_codec.h"
+#include "model/create_request.h"
 #include "common.h"
 
 #include <sched.h>

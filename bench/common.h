@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "common/status.h"
 #include "engine/container_engine.h"
 #include "integration/harness.h"

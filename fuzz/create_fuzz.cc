@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/kernel.h"
-#include "agent/label_codec.h"
-#include "api/create_request.h"
+#include "model/kernel.h"
+#include "model/label_codec.h"
+#include "model/create_request.h"
 #include "fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

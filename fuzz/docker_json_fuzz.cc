@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/kernel.h"
-#include "agent/label_codec.h"
+#include "model/kernel.h"
+#include "model/label_codec.h"
 #include "engine/docker/docker_answers.h"
 #include "fuzz_check.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "agent/image_user.h"
+#include "model/image_user.h"
 #include "engine/docker/docker_answers.h"
 #include "fuzz_check.h"
 

@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/kernel.h"
-#include "agent/label_codec.h"
+#include "model/kernel.h"
+#include "model/label_codec.h"
 #include "fuzz_check.h"
 
 namespace {

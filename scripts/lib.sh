@@ -37,14 +37,9 @@ export SLOTD_TEST_IMAGE=${SLOTD_TEST_IMAGE:-slotd-test/busybox:latest}
 export SLOTD_ENGINE_KIND=${SLOTD_ENGINE_KIND:-docker}
 SLOTD_EXIT_STATUS=  # set by the exit trap, for the steps it runs
 export SLOTD_EXIT_STATUS
-# How scripts/test and scripts/demo configure build/: build type Check,
-# compiled by clang-14 and linked by lld-14 (a clean build takes about a
-# tenth less time than with g++ and ld on two cores).
-SLOTD_CHECK_CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Check -DCMAKE_CXX_COMPILER=clang++-14
-                        -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld-14 -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld-14)
 # Configures build/ afresh when it was configured with another compiler (g++
 # before clang-14 was the default): CMake would otherwise wipe its cache and
-# re-run without SLOTD_CHECK_CMAKE_ARGS' build type. Usage: slotd_forget_other_compiler DIR
+# re-run without the check preset's build type. Usage: slotd_forget_other_compiler DIR
 slotd_forget_other_compiler() {
   local cached
   cached=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$1/CMakeCache.txt" 2>/dev/null || true)

@@ -26,12 +26,14 @@
 #include "agent/health_prober.h"
 #include "agent/image_gc.h"
 #include "agent/image_puller.h"
-#include "agent/image_user.h"
-#include "agent/kernel.h"
+#include "agent/kernel_service.h"
+#include "agent/resolved_users.h"
+#include "model/image_user.h"
+#include "model/kernel.h"
 #include "agent/kernel_table.h"
 #include "agent/mount_stage.h"
 #include "agent/mounts.h"
-#include "agent/reconcile.h"
+#include "model/reconcile.h"
 #include "agent/scratch.h"
 #include "agent/warm_pool.h"
 #include "common/clock.h"
@@ -43,7 +45,7 @@
 
 namespace slotd {
 
-class Agent {
+class Agent : public KernelService {
  public:
   // `engine`, `hub` and `clock` must outlive the agent. `clock` measures how
   // old the last relist and the last engine answer are.
@@ -67,12 +69,6 @@ class Agent {
   // unset: Restore lists them.
   Status Restore(std::optional<std::vector<ContainerInfo>> listed = std::nullopt);
 
-  // The outcome of a create: the kernel, and whether this call created it
-  // (false: an identical earlier request did).
-  struct CreateOutcome {
-    Kernel kernel;
-    bool created = false;
-  };
   // Allocates, creates and starts a kernel. All-or-nothing: on any failure
   // nothing stays allocated and no container is left behind. A repeat of the
   // same request returns the existing kernel; a different request with the
@@ -82,7 +78,7 @@ class Agent {
   // an unknown image is kNotFound naming it. A request that a warm pool
   // serves (MatchesPool) is given one of its WARM kernels when one is ready
   // (GiveWarm), and created as any other when none is.
-  Result<CreateOutcome> CreateKernel(const CreateRequest& request);
+  Result<CreateOutcome> CreateKernel(const CreateRequest& request) override;
 
   // Removes the containers made to read images' users (ReadImageUser) that
   // an earlier run of this agent left behind, stopped before it could (label
@@ -101,26 +97,20 @@ class Agent {
   // failure in a row, at most 5 minutes.
   void FillPools(const std::stop_token& stop) EXCLUDES(mutex_);
   // The pools, as [[pool]] gives them.
-  const std::vector<WarmPool>& Pools() const { return pools_; }
+  const std::vector<WarmPool>& Pools() const override { return pools_; }
   // Per pool: how many WARM kernels it has now, how many are being made,
   // and why its latest kernel could not be made, while that holds.
-  struct PoolCount {
-    int warm = 0;
-    int making = 0;
-    std::string trouble;   // the failure's message; empty: none since its last kernel made
-    int64_t retry_at = 0;  // with trouble: when FillPools tries again (unix seconds)
-  };
-  std::map<std::string, PoolCount> CountPools() const EXCLUDES(mutex_);
+  std::map<std::string, PoolCount> CountPools() const override EXCLUDES(mutex_);
 
-  std::vector<Kernel> ListKernels() const;
-  Result<Kernel> GetKernel(const std::string& kernel_id) const;
+  std::vector<Kernel> ListKernels() const override;
+  Result<Kernel> GetKernel(const std::string& kernel_id) const override;
   // Each kernel's record as the API shows it (Kernel::ToJson, as text), in
   // id order; a warm pool's kernels (made, WARM, or ended unused) only
   // `with_warm`. A record is made once per change of its kernel, so the
   // agent's lock is held for little more than a pointer copy per kernel.
-  std::vector<std::shared_ptr<const std::string>> ListKernelRecords(bool with_warm) const;
+  std::vector<std::shared_ptr<const std::string>> ListKernelRecords(bool with_warm) const override;
   // One kernel's record, as in ListKernelRecords; kNotFound as GetKernel.
-  Result<std::shared_ptr<const std::string>> KernelRecord(const std::string& kernel_id) const;
+  Result<std::shared_ptr<const std::string>> KernelRecord(const std::string& kernel_id) const override;
 
   // Reads [container] registry-auth-file (at start, and again on SIGHUP);
   // later pulls send its credentials. On error the credentials in use stay
@@ -128,26 +118,20 @@ class Agent {
   Status LoadRegistryCredentials();
   // Pulls `image` onto the node now, whether or not it is there (slotctl
   // pull), and returns it as the engine has it; errors as ImagePuller's.
-  Result<ImageInfo> PullImage(const std::string& image);
-  // One image of the engine, with its use.
-  struct NodeImage {
-    ImageInfo info;
-    int64_t last_used = 0;                // unix seconds: the newest container made from it, of any owner; 0: none
-    std::vector<std::string> kernel_ids;  // this agent's kernels whose container runs it
-  };
+  Result<ImageInfo> PullImage(const std::string& image) override;
   // Every image of the engine, newest use first.
-  Result<std::vector<NodeImage>> ListImages();
+  Result<std::vector<NodeImage>> ListImages() override;
   // One round of [container] image-gc-high/low (ImageCollector::CollectOnce).
   Result<std::vector<std::string>> CollectImages() { return image_gc_.CollectOnce(); }
 
   // Stops and removes the container, then frees the kernel's resources and
   // forgets it; returns the final record. If the engine fails, the kernel and
   // its resources are kept and the error is returned.
-  Result<Kernel> DeleteKernel(const std::string& kernel_id);
+  Result<Kernel> DeleteKernel(const std::string& kernel_id) override;
 
   // Restarts the container keeping its allocation (re-taking it if the kernel
   // had terminated; kResourceExhausted if it was given away meanwhile).
-  Result<Kernel> RestartKernel(const std::string& kernel_id);
+  Result<Kernel> RestartKernel(const std::string& kernel_id) override;
   // Stops every RUNNING or BACKOFF kernel whose deadline (unix seconds) is
   // not after `now`, or every one once the drain's deadline is not after
   // `now`: its container is stopped as its stop contract says and it becomes
@@ -175,29 +159,29 @@ class Agent {
   // ends the command itself (HangUpExec).
   Result<ExecResult> Exec(const std::string& kernel_id, const std::vector<std::string>& command,
                           std::chrono::seconds timeout, const std::atomic<bool>* stop = nullptr,
-                          std::string* exec_id = nullptr);
+                          std::string* exec_id = nullptr) override;
   // Starts `command` in the RUNNING kernel with a terminal of `rows` x
   // `cols`; the caller relays the session and closes it.
   Result<ExecSession> ExecInteractive(const std::string& kernel_id, const std::vector<std::string>& command, int rows,
-                                      int cols);
+                                      int cols) override;
   // What the engine says of `kernel_id`'s exec `exec_id`; kNotFound when
   // it is not an exec of this kernel's container.
-  Result<ExecInfo> InspectExec(const std::string& kernel_id, const std::string& exec_id);
+  Result<ExecInfo> InspectExec(const std::string& kernel_id, const std::string& exec_id) override;
   // Ends `kernel_id`'s exec `exec_id` if it still runs, as a terminal
   // hanging up would: SIGHUP to its process, then SIGKILL when it has not
   // ended within `grace`. For an exec whose client went away.
   // OK when it has ended (or never ran); errors as InspectExec's, or the
   // signal's when the agent may not send it.
-  Status HangUpExec(const std::string& kernel_id, const std::string& exec_id, std::chrono::milliseconds grace);
+  Status HangUpExec(const std::string& kernel_id, const std::string& exec_id, std::chrono::milliseconds grace) override;
   // Sets the terminal size of `kernel_id`'s exec `exec_id`; errors as InspectExec's.
-  Status ResizeExec(const std::string& kernel_id, const std::string& exec_id, int rows, int cols);
+  Status ResizeExec(const std::string& kernel_id, const std::string& exec_id, int rows, int cols) override;
   // Streams the kernel's output; see ContainerEngine::StreamLogs. kNotFound
   // for an unknown kernel; a kernel without a container has no output.
   Status StreamLogs(const std::string& kernel_id, int tail, bool follow, const std::function<void()>& on_started,
-                    const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>& stop);
+                    const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>& stop) override;
 
   // Capacity, used and free per slot type, merged from the plugins.
-  nlohmann::json DescribeResources() const;
+  nlohmann::json DescribeResources() const override;
 
   // How many kernels of the agent's users have not ended (neither
   // TERMINATED nor ERROR); a warm pool's kernels, made or WARM, are not
@@ -206,21 +190,18 @@ class Agent {
 
   // The devices (DeviceManager): drains of the agent and of its devices,
   // health marks, and their record in state.json.
-  using DeviceChange = DeviceManager::DeviceChange;
-  using Drain = DeviceManager::Drain;
-  using DeviceState = DeviceManager::DeviceState;
-  Result<DeviceChange> DrainDevice(const std::string& name, bool drain) { return devices_.DrainDevice(name, drain); }
-  Result<DeviceChange> ClearDevice(const std::string& name) { return devices_.ClearDevice(name); }
+  Result<DeviceChange> DrainDevice(const std::string& name, bool drain) override { return devices_.DrainDevice(name, drain); }
+  Result<DeviceChange> ClearDevice(const std::string& name) override { return devices_.ClearDevice(name); }
   // While draining, CreateKernel is kUnavailable naming the drain; its
   // kernels run on. A drain with a deadline (unix seconds) also restarts
   // none, warns each RUNNING kernel with warn_before its `before` ahead of
   // the deadline (WarnKernels; no other kernel is signalled before it), and
   // stops those still there at the deadline, TERMINATED "drained"
   // (StopExpiredKernels).
-  Drain Draining() const { return devices_.Draining(); }
+  Drain Draining() const override { return devices_.Draining(); }
   // `within`: how long from now until the deadline; unset: none (or the one set before).
-  Result<Drain> SetDraining(bool drain, std::optional<std::chrono::milliseconds> within = std::nullopt);
-  std::vector<DeviceState> DeviceStates() const { return devices_.DeviceStates(); }
+  Result<Drain> SetDraining(bool drain, std::optional<std::chrono::milliseconds> within = std::nullopt) override;
+  std::vector<DeviceState> DeviceStates() const override { return devices_.DeviceStates(); }
   // Brings the kernels in line with their devices' health when it changed
   // (cheap when it did not; DeviceManager::HealthChange reports the devices):
   // the condition of each kernel on an unhealthy device (kernel_condition),
@@ -290,7 +271,7 @@ class Agent {
   // tells them on an engine that sends none (Podman).
   void NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings) EXCLUDES(mutex_);
   // An interactive exec of `kernel_id` (ExecInteractive) ended.
-  void InteractiveExecEnded(const std::string& kernel_id) EXCLUDES(mutex_);
+  void InteractiveExecEnded(const std::string& kernel_id) override EXCLUDES(mutex_);
 
   // The plugins' device meters, in plugin order; plugins without measures
   // (mock, cpu, ...) have none. The same objects on every call.
@@ -311,11 +292,11 @@ class Agent {
   Status Relist();
 
   // Seconds since the last successful relist (or restore); negative if never.
-  double LastSyncAgeSeconds() const;
+  double LastSyncAgeSeconds() const override;
   // Whether the engine answered the latest round trip (a probe, relist or
   // restore) and that answer is recent (kEngineAnswerFresh): a hung engine
   // is not reachable, even while its sockets stay open.
-  bool EngineReachable() const;
+  bool EngineReachable() const override;
   // Records a round trip to the engine made outside the agent (the
   // watcher's probe): whether the engine answered it in time.
   void RecordEngineAnswer(bool answered);
@@ -325,10 +306,9 @@ class Agent {
   // answered for kEngineDownAfter. One probe that a busy node slowed past
   // its deadline is not enough; a hung engine is, within about 6 s. Routes
   // that would wait on the engine refuse at once while it is.
-  bool EngineKnownDown() const;
-  static constexpr std::chrono::seconds kEngineDownAfter{5};
+  bool EngineKnownDown() const override;
 
-  const Config& config() const { return config_; }
+  const Config& config() const override { return config_; }
 
  private:
   // CreateKernel once no warm kernel serves `request`; `warm_pool`: the pool
@@ -583,7 +563,7 @@ class Agent {
   std::string converged_pool_ GUARDED_BY(mutex_);
   std::set<std::string> cpusets_to_check_ GUARDED_BY(mutex_);  // kernel ids
   // Held by ConvergeCpusets for its whole run; taken before mutex_, never inside it.
-  Mutex converge_mutex_;
+  Mutex converge_mutex_ ACQUIRED_BEFORE(mutex_);
   // The warm pools ([[pool]]); empty when their entries are refused (Restore
   // then fails naming the entry: pools_status_).
   std::vector<WarmPool> pools_;
@@ -615,7 +595,7 @@ class Agent {
   // Held from reading a kernel's name marks to renaming its container, so
   // that a restart and a warning never record over each other. Taken
   // before mutex_, never inside it.
-  std::mutex rename_mutex_;
+  Mutex rename_mutex_ ACQUIRED_BEFORE(mutex_);
 
   std::atomic<int64_t> drain_deadline_{0};   // the drain's deadline (unix seconds) as devices_ holds it; 0: none
   std::atomic<int64_t> last_sync_ns_{-1};    // clock_ time of the last good relist or restore

@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "agent/label_codec.h"
+#include "model/label_codec.h"
 #include "common/units.h"
 
 namespace slotd {
@@ -156,8 +156,7 @@ void Agent::CheckDrift(const std::string& kernel_id, const std::string& containe
   } else {
     spdlog::warn("kernel {}: {}", kernel_id, k->condition);
   }
-  table_.Announce("kernel_condition", *k,
-                  {{"condition", k->Conditions().empty() ? json(nullptr) : json(k->Conditions())}});
+  table_.AnnounceCondition(*k);
 }
 
 std::string Agent::SharedPoolNow() const {
@@ -242,8 +241,7 @@ void Agent::ConvergeCpusets() {
     if (condition == k->pool_condition) continue;
     k->pool_condition = std::move(condition);
     if (!k->pool_condition.empty()) spdlog::warn("kernel {}: {}", move.kernel_id, k->pool_condition);
-    table_.Announce("kernel_condition", *k,
-                    {{"condition", k->Conditions().empty() ? json(nullptr) : json(k->Conditions())}});
+    table_.AnnounceCondition(*k);
   }
 }
 
@@ -286,7 +284,7 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
       Kernel* k = table_.Change(*kernel_id);
       ++k->oom_kills;
       spdlog::warn("kernel {}: a process was killed for lack of memory", *kernel_id);
-      table_.Announce("kernel_condition", *k, {{"condition", json(k->Conditions())}});
+      table_.AnnounceCondition(*k);
       return false;
     }
     case reconcile::EventStep::kResume:
@@ -604,8 +602,7 @@ void Agent::ApplyDeviceHealth() {
       if (condition == kernel.device_condition) continue;
       table_.Change(kernel_id)->device_condition = condition;
       if (!condition.empty()) spdlog::warn("kernel {}: {}", kernel_id, condition);
-      table_.Announce("kernel_condition", kernel,
-                      {{"condition", kernel.Conditions().empty() ? json(nullptr) : json(kernel.Conditions())}});
+      table_.AnnounceCondition(kernel);
     }
   }
   for (const ToStop& k : to_stop)

@@ -79,12 +79,11 @@ DeviceManager::DeviceManager(std::string agent_id, std::string record_path,
       unmetered_(UnmeteredOf(plugins)),
       stopping_plugins_(StoppingOf(plugins)) {}
 
-void DeviceManager::Emit(const char* type, const std::string& plugin, json extra) {
-  extra["type"] = type;
+void DeviceManager::Emit(EventType type, const std::string& plugin, json extra) {
   extra["agent_id"] = agent_id_;
   extra["plugin"] = plugin;
   extra["time"] = clock_.UnixSeconds();
-  hub_.Publish(extra);
+  hub_.Publish(type, std::move(extra));
 }
 
 AgentRecord DeviceManager::CurrentRecord() const {
@@ -171,7 +170,7 @@ void DeviceManager::Start() {
     if (gone.empty() && added.empty()) continue;
     spdlog::warn("devices: the {} devices changed since the agent last ran: {} gone, {} new", plugin, gone.size(),
                  added.size());
-    Emit("device_layout", plugin, {{"gone", gone}, {"new", added}});
+    Emit(EventType::kDeviceLayout, plugin, {{"gone", gone}, {"new", added}});
   }
   KeepRecord();
 }
@@ -194,11 +193,9 @@ Result<DeviceManager::Drain> DeviceManager::SetDraining(bool drain, std::optiona
     return s.WithPrefix(drain ? "the agent is not draining" : "the agent is still draining");
   drain_ = next;
   spdlog::info("agent {} {}", agent_id_, drain ? "is draining: it takes no new kernels" : "takes new kernels again");
-  json event = {{"type", drain ? "agent_drained" : "agent_undrained"},
-                {"agent_id", agent_id_},
-                {"time", clock_.UnixSeconds()}};
+  json event = {{"agent_id", agent_id_}, {"time", clock_.UnixSeconds()}};
   if (drain) event["deadline"] = next.deadline ? json(*next.deadline) : json(nullptr);
-  hub_.Publish(event);
+  hub_.Publish(drain ? EventType::kAgentDrained : EventType::kAgentUndrained, std::move(event));
   return drain_;
 }
 
@@ -239,7 +236,7 @@ Result<DeviceManager::DeviceChange> DeviceManager::DrainDevice(const std::string
     }
   }
   spdlog::info("devices: {} {} device(s) {}", drain ? "drained" : "undrained", change->plugin, name);
-  Emit(drain ? "device_drained" : "device_undrained", change->plugin, {{"devices", change->devices}});
+  Emit(drain ? EventType::kDeviceDrained : EventType::kDeviceUndrained, change->plugin, {{"devices", change->devices}});
   return change;
 }
 
@@ -307,7 +304,7 @@ std::optional<DeviceManager::HealthNow> DeviceManager::HealthChange() {
       } else {
         spdlog::warn("devices: {} device {} is {}: {}", plugin, id, DeviceHealthName(state.health), state.reason);
       }
-      Emit(healthy ? "device_healthy" : "device_unhealthy", plugin,
+      Emit(healthy ? EventType::kDeviceHealthy : EventType::kDeviceUnhealthy, plugin,
            {{"device", id},
             {"health", DeviceHealthName(state.health)},
             {"reason", healthy ? json(nullptr) : json(state.reason)},

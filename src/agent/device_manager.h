@@ -120,7 +120,7 @@ class DeviceManager {
   // Loads state.json, keeping aside one that cannot be read.
   AgentRecord LoadRecord(bool& on_disk);
   // Publishes a device event.
-  void Emit(const char* type, const std::string& plugin, nlohmann::json extra);
+  void Emit(EventType type, const std::string& plugin, nlohmann::json extra);
 
   const std::string agent_id_;
   const std::string record_path_;

@@ -7,11 +7,11 @@ EventHub::Subscription::~Subscription() {
   hub_.queues_.erase(this);
 }
 
-std::optional<nlohmann::json> EventHub::Subscription::Next(std::chrono::milliseconds timeout) {
+std::optional<Event> EventHub::Subscription::Next(std::chrono::milliseconds timeout) {
   MutexLock lock(hub_.mutex_);
-  std::deque<nlohmann::json>& queue = hub_.queues_.at(this);
+  std::deque<Event>& queue = hub_.queues_.at(this);
   if (!hub_.cv_.wait_for(lock.native(), timeout, [&] { return !queue.empty(); })) return std::nullopt;
-  nlohmann::json event = std::move(queue.front());
+  Event event = std::move(queue.front());
   queue.pop_front();
   return event;
 }
@@ -23,7 +23,9 @@ std::unique_ptr<EventHub::Subscription> EventHub::Subscribe() {
   return sub;
 }
 
-void EventHub::Publish(const nlohmann::json& event) {
+void EventHub::Publish(EventType type, nlohmann::json fields) {
+  fields["type"] = EventTypeName(type);
+  const Event event{type, std::move(fields)};
   {
     MutexLock lock(mutex_);
     for (auto& [sub, queue] : queues_) {

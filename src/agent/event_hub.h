@@ -14,8 +14,16 @@
 #include <nlohmann/json.hpp>
 
 #include "common/mutex.h"
+#include "model/event_type.h"
 
 namespace slotd {
+
+// One announced event: its type, and its body as /v1/events sends it (its
+// "type" field is EventTypeName(type)).
+struct Event {
+  EventType type;
+  nlohmann::json body;
+};
 
 class EventHub {
  public:
@@ -24,7 +32,7 @@ class EventHub {
    public:
     ~Subscription();
     // Waits up to `timeout` for the next event; nullopt on timeout.
-    std::optional<nlohmann::json> Next(std::chrono::milliseconds timeout);
+    std::optional<Event> Next(std::chrono::milliseconds timeout);
 
    private:
     friend class EventHub;
@@ -34,14 +42,15 @@ class EventHub {
 
   // Starts receiving every event published from now on.
   std::unique_ptr<Subscription> Subscribe();
-  // Delivers `event` to every current subscriber.
-  void Publish(const nlohmann::json& event);
+  // Delivers an event of `type` to every current subscriber: `fields` (an
+  // object) with "type" set to its name.
+  void Publish(EventType type, nlohmann::json fields);
 
  private:
   static constexpr size_t kMaxQueued = 1000;
   Mutex mutex_;
   std::condition_variable cv_;
-  std::map<const Subscription*, std::deque<nlohmann::json>> queues_ GUARDED_BY(mutex_);  // one per subscriber
+  std::map<const Subscription*, std::deque<Event>> queues_ GUARDED_BY(mutex_);  // one per subscriber
 };
 
 }  // namespace slotd

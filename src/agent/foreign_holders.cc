@@ -4,11 +4,11 @@
 #include <optional>
 #include <set>
 
-#include "agent/kernel.h"
-#include "agent/label_codec.h"
+#include "model/kernel.h"
+#include "model/label_codec.h"
 #include "common/json_reader.h"
 #include "common/units.h"
-#include "resources/allocation.h"
+#include "model/allocation.h"
 
 namespace slotd {
 

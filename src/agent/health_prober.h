@@ -26,7 +26,7 @@
 #include <map>
 #include <string>
 
-#include "agent/health_check.h"
+#include "model/health_check.h"
 #include "common/mutex.h"
 #include "engine/container_engine.h"
 

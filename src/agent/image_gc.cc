@@ -11,7 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/lock_file.h"
-#include "engine/image_ref.h"
+#include "model/image_ref.h"
 
 namespace slotd {
 
@@ -85,8 +85,8 @@ Result<std::vector<std::string>> ImageCollector::CollectOnce() {
     removed.push_back(image.id);
     spdlog::info("image gc: removed {} ({}, {} bytes, last used {})", image.id,
                  image.tags.empty() ? std::string("untagged") : image.tags.front(), image.size_bytes, last_use);
-    hub_.Publish({{"type", "image_removed"},
-                  {"agent_id", agent_id_},
+    hub_.Publish(EventType::kImageRemoved,
+                 {{"agent_id", agent_id_},
                   {"image_id", image.id},
                   {"tags", image.tags},
                   {"size", image.size_bytes},

@@ -20,7 +20,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "engine/container_engine.h"
-#include "engine/image_ref.h"
+#include "model/image_ref.h"
 
 namespace slotd {
 

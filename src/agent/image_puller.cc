@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "common/units.h"
-#include "engine/image_ref.h"
+#include "model/image_ref.h"
 
 namespace slotd {
 namespace {
@@ -216,8 +216,7 @@ void ImagePuller::PublishPullEnd(PullWatch& watch, const ImageRef& image, const 
 
 void ImagePuller::Publish(const ImageRef& image, const char* state, const PullProgress& progress,
                           const std::string& error) {
-  json event = {{"type", "image_pull"},
-                {"agent_id", agent_id_},
+  json event = {{"agent_id", agent_id_},
                 {"image", image.name},
                 {"state", state},
                 {"layers", progress.layers},
@@ -226,7 +225,7 @@ void ImagePuller::Publish(const ImageRef& image, const char* state, const PullPr
                 {"bytes_total", progress.bytes_total},
                 {"time", clock_.UnixSeconds()}};
   if (!error.empty()) event["error"] = error;
-  hub_.Publish(event);
+  hub_.Publish(EventType::kImagePull, std::move(event));
 }
 
 Status ImagePuller::Explain(const Status& error, const ImageRef& image, bool has_credentials) const {

@@ -17,12 +17,12 @@
 #include <string_view>
 
 #include "agent/event_hub.h"
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "agent/registry_auth.h"
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "engine/container_engine.h"
-#include "engine/image_ref.h"
+#include "model/image_ref.h"
 
 namespace slotd {
 

@@ -46,11 +46,11 @@ void Agent::RecordHealth(const std::string& kernel_id, const std::string& contai
     const HealthChange change = RecordProbe(*k->health, rule, result.passed, result.output, in_start_period);
     if (change.became_ready) {
       spdlog::info("kernel {}: ready (its health check passed)", kernel_id);
-      table_.Announce("kernel_ready", *k);
+      table_.Announce(EventType::kKernelReady, *k);
     }
     if (change.became_healthy) {
       spdlog::info("kernel {}: healthy again", kernel_id);
-      table_.Announce("kernel_healthy", *k);
+      table_.Announce(EventType::kKernelHealthy, *k);
     }
     const OnUnhealthy on_unhealthy = k->request.health->on_unhealthy;
     // A kernel still unhealthy after its stop failed (it is RUNNING again)
@@ -64,7 +64,7 @@ void Agent::RecordHealth(const std::string& kernel_id, const std::string& contai
     } else {
       spdlog::warn("kernel {}: unhealthy after {} failed checks: {} (on_unhealthy: {})", kernel_id,
                    k->health->failing, k->health->last_failure, OnUnhealthyName(on_unhealthy));
-      table_.Announce("kernel_unhealthy", *k,
+      table_.Announce(EventType::kKernelUnhealthy, *k,
                       {{"failing", k->health->failing}, {"last_failure", k->health->last_failure},
                        {"on_unhealthy", OnUnhealthyName(on_unhealthy)}});
     }
@@ -109,7 +109,7 @@ void Agent::NoteActivity(const std::vector<KernelActivity>& activity) {
     if (k->idle_since_ms) continue;
     table_.Change(a.kernel_id)->idle_since_ms = a.at_ms;
     spdlog::info("kernel {}: idle; stopped after {} ms more unless it gets busy", a.kernel_id, rule.idle_for.count());
-    table_.Announce("kernel_idle", *k, {{"idle_since_ms", a.at_ms}, {"stop_at_ms", a.at_ms + rule.idle_for.count()}});
+    table_.Announce(EventType::kKernelIdle, *k, {{"idle_since_ms", a.at_ms}, {"stop_at_ms", a.at_ms + rule.idle_for.count()}});
   }
 }
 
@@ -129,7 +129,7 @@ void Agent::NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings)
       table_.Change(seen.kernel_id)->oom_kills = static_cast<int>(kills);
       spdlog::warn("kernel {}: its cgroup counts {} process(es) killed for lack of memory", seen.kernel_id,
                    k->oom_kills);
-      table_.Announce("kernel_condition", *k, {{"condition", json(k->Conditions())}});
+      table_.AnnounceCondition(*k);
     }
   }
   for (const auto& [kernel_id, container_id] : moved) CheckDrift(kernel_id, container_id);

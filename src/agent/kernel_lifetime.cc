@@ -94,7 +94,7 @@ void Agent::WarnKernels(int64_t now) {
   }
   for (const Due& d : due) {
     {
-      std::lock_guard<std::mutex> naming(rename_mutex_);
+      MutexLock naming(rename_mutex_);
       int64_t restarts;
       {
         MutexLock lock(mutex_);
@@ -111,7 +111,7 @@ void Agent::WarnKernels(int64_t now) {
       Kernel* k = table_.Change(d.kernel_id);
       if (!k || k->container_id != d.container_id) continue;
       k->warned = true;
-      table_.Announce("kernel_warned", *k, {{"signal", d.signal}, {"deadline", d.ends_at}});
+      table_.Announce(EventType::kKernelWarned, *k, {{"signal", d.signal}, {"deadline", d.ends_at}});
     }
     const Status sent = engine_.Kill(d.container_id, d.signal);
     if (sent.ok()) {
@@ -153,7 +153,7 @@ std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
     const int64_t restarts = d.restarts + 1;
     Status renamed = Status::Ok();
     {
-      std::lock_guard<std::mutex> naming(rename_mutex_);
+      MutexLock naming(rename_mutex_);
       bool warned;
       {
         MutexLock lock(mutex_);

@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "agent/label_codec.h"
+#include "model/label_codec.h"
 #include "agent/mounts.h"
 #include "common/units.h"
 #include "node/scratch_limits.h"
@@ -293,7 +293,7 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
       table_.Change(request.kernel_id)->applied_cpuset = spec.cpuset_cpus;
       cpusets_to_check_.insert(request.kernel_id);
     }
-    table_.Announce("kernel_created", kernel);
+    table_.Announce(EventType::kKernelCreated, kernel);
   }
   // Its spec's pool may be older than the pool now: never started on cores an exclusive kernel took meanwhile.
   if (kernel.allocation.shared_cpu_millis > 0) ConvergeCpusets();

@@ -28,26 +28,27 @@ json ExitCodeJson(std::optional<int> code) { return code ? json(*code) : json(nu
 }  // namespace
 
 const std::vector<KernelTable::Rule>& KernelTable::Rules() {
+  using E = EventType;
   static const std::vector<Rule> rules = {
-      {T::kReserve, "reserve", {kNone}, {kPulling, kPreparing}, nullptr},
-      {T::kPrepared, "prepared", {kPulling}, {kPreparing}, nullptr},
-      {T::kAdopt, "adopt", {kNone}, {kPreparing, kWarm, kRunning, kBackoff, kTerminated, kError}, nullptr},
-      {T::kStarted, "started", {kPreparing}, {kRunning}, "kernel_started"},
-      {T::kWarmed, "warmed", {kPreparing}, {kWarm}, "kernel_warm"},
-      {T::kGiven, "given", {kWarm}, {kRunning}, "kernel_started"},
-      {T::kResumed, "resumed", {kBackoff, kTerminated, kError}, {kRunning}, "kernel_started"},
-      {T::kRefused, "refused", {kTerminated, kError}, {kError}, nullptr},
-      {T::kRestarted, "restarted", {kRunning, kBackoff, kTerminated, kError}, {kRunning}, "kernel_started"},
-      {T::kBackedOff, "backed off", {kRunning, kBackoff}, {kBackoff}, "kernel_backoff"},
-      {T::kPolicyRestarted, "restarted by its policy", {kBackoff}, {kRunning}, "kernel_restarted"},
-      {T::kStopping, "stopping", {kWarm, kRunning, kBackoff, kTerminated, kError}, {kTerminating}, nullptr},
-      {T::kStopFailed, "stop failed", {kTerminating}, {kWarm, kRunning, kBackoff, kTerminated, kError}, nullptr},
+      {T::kReserve, "reserve", {kNone}, {kPulling, kPreparing}, std::nullopt},
+      {T::kPrepared, "prepared", {kPulling}, {kPreparing}, std::nullopt},
+      {T::kAdopt, "adopt", {kNone}, {kPreparing, kWarm, kRunning, kBackoff, kTerminated, kError}, std::nullopt},
+      {T::kStarted, "started", {kPreparing}, {kRunning}, E::kKernelStarted},
+      {T::kWarmed, "warmed", {kPreparing}, {kWarm}, E::kKernelWarm},
+      {T::kGiven, "given", {kWarm}, {kRunning}, E::kKernelStarted},
+      {T::kResumed, "resumed", {kBackoff, kTerminated, kError}, {kRunning}, E::kKernelStarted},
+      {T::kRefused, "refused", {kTerminated, kError}, {kError}, std::nullopt},
+      {T::kRestarted, "restarted", {kRunning, kBackoff, kTerminated, kError}, {kRunning}, E::kKernelStarted},
+      {T::kBackedOff, "backed off", {kRunning, kBackoff}, {kBackoff}, E::kKernelBackoff},
+      {T::kPolicyRestarted, "restarted by its policy", {kBackoff}, {kRunning}, E::kKernelRestarted},
+      {T::kStopping, "stopping", {kWarm, kRunning, kBackoff, kTerminated, kError}, {kTerminating}, std::nullopt},
+      {T::kStopFailed, "stop failed", {kTerminating}, {kWarm, kRunning, kBackoff, kTerminated, kError}, std::nullopt},
       {T::kTerminated, "terminated", {kPreparing, kWarm, kRunning, kBackoff, kTerminating, kError}, {kTerminated},
-       "kernel_terminated"},
-      {T::kDeleted, "deleted", {kTerminating}, {kNone}, "kernel_removed"},
+       E::kKernelTerminated},
+      {T::kDeleted, "deleted", {kTerminating}, {kNone}, E::kKernelRemoved},
       {T::kForgotten, "forgotten", {kPulling, kPreparing, kWarm, kRunning, kBackoff, kTerminating, kTerminated, kError},
-       {kNone}, "kernel_removed"},
-      {T::kAbandoned, "abandoned", {kPulling, kPreparing}, {kNone}, nullptr},
+       {kNone}, E::kKernelRemoved},
+      {T::kAbandoned, "abandoned", {kPulling, kPreparing}, {kNone}, std::nullopt},
   };
   return rules;
 }
@@ -110,13 +111,17 @@ void KernelTable::Free(Kernel& kernel) {
   kernel.holds_resources = false;
 }
 
-void KernelTable::Announce(const char* type, const Kernel& kernel, json extra) {
-  extra["type"] = type;
+void KernelTable::Announce(EventType type, const Kernel& kernel, json extra) {
   extra["agent_id"] = agent_id_;
   extra["kernel_id"] = kernel.id();
   extra["state"] = KernelStateName(kernel.state());
   extra["time"] = clock_.UnixSeconds();
-  hub_.Publish(extra);
+  hub_.Publish(type, std::move(extra));
+}
+
+void KernelTable::AnnounceCondition(const Kernel& kernel) {
+  const std::string conditions = kernel.Conditions();
+  Announce(EventType::kKernelCondition, kernel, {{"condition", conditions.empty() ? json(nullptr) : json(conditions)}});
 }
 
 void KernelTable::Enter(Kernel& kernel, Transition transition, KernelState to, json extra) {
@@ -129,7 +134,7 @@ void KernelTable::Enter(Kernel& kernel, Transition transition, KernelState to, j
   }
   if (to == KernelState::kRunning || to == KernelState::kWarm) kernel.running_seq = ++seq_;
   kernel.state_ = to;
-  if (const char* event = RuleOf(transition).event) Announce(event, kernel, std::move(extra));
+  if (const std::optional<EventType> event = RuleOf(transition).event) Announce(*event, kernel, std::move(extra));
 }
 
 Kernel KernelTable::Remove(const std::string& kernel_id) {
@@ -323,14 +328,14 @@ Result<Kernel> KernelTable::Deleted(const std::string& kernel_id, std::optional<
   if (!final_record.exit_code) final_record.exit_code = exit_code;
   if (final_record.reason.empty()) final_record.reason = "deleted";
   final_record.state_ = KernelState::kTerminated;
-  Announce(RuleOf(T::kDeleted).event, final_record, {{"reason", "deleted"}});
+  Announce(*RuleOf(T::kDeleted).event, final_record, {{"reason", "deleted"}});
   return final_record;
 }
 
 Status KernelTable::Forget(const std::string& kernel_id, const std::string& reason) {
   if (Result<Kernel*> k = Check(T::kForgotten, kernel_id, kNone); !k.ok()) return k.status();
   const Kernel final_record = Remove(kernel_id);
-  Announce(RuleOf(T::kForgotten).event, final_record, {{"reason", reason}});
+  Announce(*RuleOf(T::kForgotten).event, final_record, {{"reason", reason}});
   return Status::Ok();
 }
 

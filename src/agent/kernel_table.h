@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "agent/event_hub.h"
-#include "agent/kernel.h"
-#include "agent/reconcile.h"
+#include "model/kernel.h"
+#include "model/reconcile.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "resources/plugin.h"
@@ -52,13 +52,13 @@ class KernelTable {
   };
   using Place = std::optional<KernelState>;  // a state, or nullopt: not in the table
   // One row of the table: a transition, the places it leaves and may reach,
-  // and the event it publishes (nullptr: none).
+  // and the event it publishes (nullopt: none).
   struct Rule {
     Transition transition;
     const char* name;
     std::vector<Place> from;
     std::vector<Place> to;
-    const char* event;
+    std::optional<EventType> event;
   };
   // The legal transitions, one row each.
   static const std::vector<Rule>& Rules();
@@ -155,7 +155,10 @@ class KernelTable {
   Status Busy(const Kernel& kernel) const;
   // Publishes `type` about `kernel`, with `extra`, the agent, the kernel's id
   // and state and the time: for events that are not a change of state.
-  void Announce(const char* type, const Kernel& kernel, nlohmann::json extra = nlohmann::json::object());
+  void Announce(EventType type, const Kernel& kernel, nlohmann::json extra = nlohmann::json::object());
+  // Publishes kernel_condition about `kernel`: its conditions now
+  // (Kernel::Conditions; null when none), after one of them changed.
+  void AnnounceCondition(const Kernel& kernel);
 
   // ---- What the reconcile decisions need.
   reconcile::Known KnownOf(const Kernel& kernel) const;

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "config/config.h"

@@ -7,7 +7,7 @@
 #include "common/base64.h"
 #include "common/json_reader.h"
 #include "common/regular_file.h"
-#include "engine/image_ref.h"
+#include "model/image_ref.h"
 
 namespace slotd {
 namespace {

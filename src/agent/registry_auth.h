@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "engine/image_ref.h"
+#include "model/image_ref.h"
 
 namespace slotd {
 

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "agent/label_codec.h"
+#include "model/label_codec.h"
 #include "common/atomic_file.h"
 #include "common/json_reader.h"
 #include "common/regular_file.h"

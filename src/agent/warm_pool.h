@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "common/status.h"
 #include "config/config.h"
 

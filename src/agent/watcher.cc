@@ -21,7 +21,7 @@ void Watcher::Start() {
   probe_thread_ = std::thread([this] { ProbeLoop(); });
   lifetime_thread_ = std::thread([this] { LifetimeLoop(); });
   image_gc_thread_ = std::thread([this] { ImageGcLoop(); });
-  health_thread_ = std::thread([this] { HealthLoop(); });
+  device_health_thread_ = std::thread([this] { DeviceHealthLoop(); });
   restart_thread_ = std::thread([this] { RestartLoop(); });
   health_keeper_.Start();
 }
@@ -39,7 +39,7 @@ void Watcher::Stop() {
   if (probe_thread_.joinable()) probe_thread_.join();
   if (lifetime_thread_.joinable()) lifetime_thread_.join();
   if (image_gc_thread_.joinable()) image_gc_thread_.join();
-  if (health_thread_.joinable()) health_thread_.join();
+  if (device_health_thread_.joinable()) device_health_thread_.join();
   if (restart_thread_.joinable()) restart_thread_.join();
 }
 
@@ -141,11 +141,11 @@ void Watcher::RestartLoop() {
   }
 }
 
-void Watcher::HealthLoop() {
+void Watcher::DeviceHealthLoop() {
   while (true) {
     agent_.ApplyDeviceHealth();
     MutexLock lock(mutex_);
-    if (clock_.WaitFor(lock.native(), cv_, kHealthLookEvery, [&] { return stop_.load(); })) return;
+    if (clock_.WaitFor(lock.native(), cv_, kDeviceHealthLookEvery, [&] { return stop_.load(); })) return;
   }
 }
 

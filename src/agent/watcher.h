@@ -1,4 +1,5 @@
-// Watcher: the two background threads that keep the agent's picture true.
+// Watcher: the background loops that keep the agent's picture true, a
+// thread each:
 //  - the event reader follows the engine's event stream (owner-filtered),
 //    reconnecting after any break, and asks for a relist after each (re)connect
 //    so nothing that happened during a gap is missed;
@@ -10,12 +11,13 @@
 //    warn_before (Agent::WarnKernels) and stops those whose end has come
 //    (Agent::StopExpiredKernels);
 //  - the image collector runs Agent::CollectImages every kImageGcEvery;
-//  - the health keeper runs Agent::ApplyDeviceHealth every kHealthLookEvery
-//    (it does nothing when no device's health changed);
+//  - the device-health look runs Agent::ApplyDeviceHealth every
+//    kDeviceHealthLookEvery (it does nothing when no device's health changed);
 //  - the restarter runs Agent::RestartDueKernels when the next BACKOFF
 //    kernel is due, after every event and relist (which may have put one
 //    in BACKOFF), and at least every kRestartLookEvery;
-//  - the health keeper (HealthKeeper) probes the kernels' health checks.
+//  - the health keeper (HealthKeeper, threads of its own) probes the
+//    kernels' health checks.
 // Periods and backoff are waited on `clock`; the probe's deadline is real time.
 #pragma once
 
@@ -49,7 +51,7 @@ class Watcher {
   void ProbeLoop();
   void LifetimeLoop();
   void ImageGcLoop();
-  void HealthLoop();
+  void DeviceHealthLoop();
   void RestartLoop();
   // Asks the restarter to look again (a kernel may have entered BACKOFF).
   void LookForRestarts();
@@ -57,7 +59,7 @@ class Watcher {
   static constexpr std::chrono::seconds kProbeEvery{2};
   static constexpr std::chrono::seconds kLifetimeCheckEvery{1};
   static constexpr std::chrono::seconds kImageGcEvery{60};
-  static constexpr std::chrono::milliseconds kHealthLookEvery{50};
+  static constexpr std::chrono::milliseconds kDeviceHealthLookEvery{50};
   static constexpr std::chrono::seconds kRestartLookEvery{1};
   // The first wait before reconnecting the event stream; it doubles after
   // each failed attempt up to kMaxBackoff, and starts again on success.
@@ -81,7 +83,7 @@ class Watcher {
   std::thread probe_thread_;
   std::thread lifetime_thread_;
   std::thread image_gc_thread_;
-  std::thread health_thread_;
+  std::thread device_health_thread_;
   std::thread restart_thread_;
 };
 

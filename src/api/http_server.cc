@@ -25,6 +25,8 @@
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/ascii.h"
+#include "api/http_framing.h"
 #include "api/responses.h"
 #include "common/mutex.h"
 
@@ -48,99 +50,6 @@ constexpr size_t kMaxTarget = 8 * 1024;
 // before accepting again, so the loop does not spin.
 constexpr std::chrono::milliseconds kAcceptBackoff{100};
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
-}
-
-std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view query) {
-  std::vector<std::pair<std::string, std::string>> out;
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view part = query.substr(0, amp);
-    if (!part.empty()) {
-      const size_t eq = part.find('=');
-      out.emplace_back(PercentDecode(part.substr(0, eq), /*plus_is_space=*/true),
-                       eq == std::string_view::npos ? std::string() : PercentDecode(part.substr(eq + 1), /*plus_is_space=*/true));
-    }
-    if (amp == std::string_view::npos) break;
-    query.remove_prefix(amp + 1);
-  }
-  return out;
-}
-
-// Why the end of the body of a request with `head` cannot be found safely
-// (RFC 9112 §6): a Transfer-Encoding that is not exactly "chunked" (a last
-// coding other than chunked leaves the body's end unknown, and a coding
-// before it is one this server does not decode), one given beside a
-// Content-Length, or one in an HTTP/1.0 request. Read as anything else (as
-// no body, say), the body would be taken for the next request on the
-// connection. "" when the framing is sound.
-std::string BadFraming(const bhttp::request_header<>& head) {
-  std::string codings;
-  for (const auto& field : head)
-    if (field.name() == bhttp::field::transfer_encoding)
-      codings += std::string(codings.empty() ? "" : ", ") + std::string(field.value());
-  if (codings.empty()) return "";
-  const std::string quoted = "Transfer-Encoding \"" + codings + "\"";
-  if (head.version() < 11) return quoted + " in an HTTP/1.0 request";
-  if (head.find(bhttp::field::content_length) != head.end())
-    return quoted + " beside a Content-Length: send one of them";
-  std::string_view list = codings;
-  while (!list.empty() && (list.front() == ' ' || list.front() == '\t')) list.remove_prefix(1);
-  while (!list.empty() && (list.back() == ' ' || list.back() == '\t')) list.remove_suffix(1);
-  if (!EqualsIgnoreCase(list, "chunked"))
-    return quoted + ": the only transfer coding this server reads is \"chunked\", alone; send the body with a "
-                    "Content-Length, or chunked";
-  return "";
-}
-
-// A fixed set of threads running posted tasks in order; Stop() runs what is
-// queued, then joins.
-class WorkerPool {
- public:
-  explicit WorkerPool(int threads) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
-  }
-  ~WorkerPool() { Stop(); }
-  void Post(std::function<void()> task) {
-    {
-      MutexLock lock(mutex_);
-      tasks_.push_back(std::move(task));
-    }
-    cv_.notify_one();
-  }
-  void Stop() {
-    {
-      MutexLock lock(mutex_);
-      if (stopping_) return;
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-
- private:
-  void Run() {
-    while (true) {
-      std::function<void()> task;
-      {
-        MutexLock lock(mutex_);
-        cv_.wait(lock.native(), [&]() REQUIRES(mutex_) { return stopping_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();
-    }
-  }
-  Mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_ GUARDED_BY(mutex_);
-  bool stopping_ GUARDED_BY(mutex_) = false;
-  std::vector<std::thread> threads_;
-};
-
 // Counts handlers in flight, so Stop() can wait for them. Shared with each
 // handler's thread, so the count outlives the server for as long as a
 // thread still touches it.
@@ -163,24 +72,6 @@ struct InFlight {
 };
 
 }  // namespace
-
-std::string Request::Header(std::string_view name) const {
-  for (const auto& [key, value] : headers)
-    if (EqualsIgnoreCase(key, name)) return value;
-  return "";
-}
-
-bool Request::HasParam(std::string_view name) const {
-  for (const auto& [key, value] : query)
-    if (key == name) return true;
-  return false;
-}
-
-std::string Request::Param(std::string_view name) const {
-  for (const auto& [key, value] : query)
-    if (key == name) return value;
-  return "";
-}
 
 class Session;
 
@@ -225,7 +116,8 @@ struct HttpServer::Impl {
   std::list<Listener> listeners;
   std::list<std::weak_ptr<Session>> sessions;  // I/O thread only; pruned as they close
   std::thread io_thread;
-  std::optional<WorkerPool> quick;
+  // The quick lane: its threads run the quick routes, in the order they came.
+  std::optional<net::thread_pool> quick;
   std::shared_ptr<InFlight> in_flight = std::make_shared<InFlight>();
   std::atomic<bool> stopping{false};
 };
@@ -502,7 +394,7 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     }
     const auto expect = head[bhttp::field::expect];
-    if (EqualsIgnoreCase(std::string_view(expect.data(), expect.size()), "100-continue")) {
+    if (EqualsIgnoringAsciiCase(std::string_view(expect.data(), expect.size()), "100-continue")) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       net::async_write(socket_, net::buffer(kContinue), [self = shared_from_this()](beast::error_code ec, size_t) {
         if (ec) return self->Close();
@@ -699,7 +591,7 @@ void HttpServer::Impl::Run(Lane lane, std::shared_ptr<Session> session, Request 
     handler = nullptr;
     counter->Done();
   };
-  if (lane == Lane::kQuick) return quick->Post(std::move(task));
+  if (lane == Lane::kQuick) return net::post(*quick, std::move(task));
   try {
     if (options.start_thread) options.start_thread(std::move(task));
     else std::thread(std::move(task)).detach();
@@ -855,7 +747,7 @@ Status HttpServer::ListenUnix(const std::string& path, Dispatcher dispatcher) {
 }
 
 void HttpServer::Start() {
-  impl_->quick.emplace(std::max(1, impl_->options.quick_workers));
+  impl_->quick.emplace(static_cast<size_t>(std::max(1, impl_->options.quick_workers)));
   for (Listener& listener : impl_->listeners) impl_->Accept(listener);
   impl_->io_thread = std::thread([this] { impl_->io.run(); });
 }
@@ -875,7 +767,7 @@ void HttpServer::Stop() {
     impl.sessions.clear();
   });
   impl.in_flight->WaitIdle();  // streams see Gone and return; engine calls finish
-  impl.quick->Stop();
+  impl.quick->join();  // runs what is queued, then joins
   impl.guard.reset();
   impl.io_thread.join();
 }

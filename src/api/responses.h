@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "api/http_server.h"
 #include "common/status.h"
 
@@ -26,7 +26,7 @@ http::Response JsonResponse(int status, const nlohmann::json& body);
 // A JSON response with `status` and `text`, JSON made already (DumpJson, a kernel's record).
 http::Response JsonTextResponse(int status, std::string text);
 
-// GET /v1/kernels: {"kernels": [...]}, the `records` (Agent::ListKernelRecords)
+// GET /v1/kernels: {"kernels": [...]}, the `records` (KernelService::ListKernelRecords)
 // in order, as the response's pieces: the records are sent as they are kept.
 http::Response KernelListResponse(const std::vector<std::shared_ptr<const std::string>>& records);
 

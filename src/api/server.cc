@@ -9,14 +9,15 @@
 
 #include <spdlog/spdlog.h>
 
-#include "api/create_request.h"
+#include "common/ascii.h"
+#include "model/create_request.h"
 #include "api/metrics.h"
 #include "api/responses.h"
 #include "agent/kernel_table.h"
 #include "common/relay.h"
 #include "common/version.h"
 #include "common/units.h"
-#include "engine/image_ref.h"
+#include "model/image_ref.h"
 
 namespace slotd {
 namespace {
@@ -135,12 +136,12 @@ json ShapeJson(const ResourceRequest& shape) {
 // (WARM) and being made, and why its latest kernel could not be made (and
 // when it is tried again), while that holds; and the WARM kernels of all,
 // whose resources the slots count as used.
-json WarmJson(const Agent& agent) {
-  const std::map<std::string, Agent::PoolCount> counts = agent.CountPools();
+json WarmJson(const KernelService& agent) {
+  const std::map<std::string, KernelService::PoolCount> counts = agent.CountPools();
   json pools = json::array();
   int warm = 0;
   for (const WarmPool& pool : agent.Pools()) {
-    const Agent::PoolCount& count = counts.at(pool.name);
+    const KernelService::PoolCount& count = counts.at(pool.name);
     warm += count.warm;
     pools.push_back({{"name", pool.name},
                      {"image", pool.shape.image.name},
@@ -156,9 +157,9 @@ json WarmJson(const Agent& agent) {
 
 }  // namespace
 
-ApiServer::ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
+ApiServer::ApiServer(KernelService& service, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
                      http::ServerOptions options, int max_exec_sessions, int max_oneshot_execs)
-    : agent_(agent),
+    : service_(service),
       hub_(hub),
       collector_(collector),
       token_(std::move(token)),
@@ -220,11 +221,9 @@ void ApiServer::Stop() {
 bool ApiServer::Authorized(const http::Request& request) const {
   const std::string header = request.Header("Authorization");
   std::string_view value = header;
-  auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
   constexpr std::string_view kScheme = "bearer";
   if (value.size() <= kScheme.size() || value[kScheme.size()] != ' ') return false;
-  for (size_t i = 0; i < kScheme.size(); ++i)
-    if (lower(value[i]) != kScheme[i]) return false;
+  if (!StartsWithIgnoringAsciiCase(value, kScheme)) return false;
   value.remove_prefix(kScheme.size());
   while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
@@ -280,9 +279,9 @@ const std::vector<ApiServer::RouteEntry>& ApiServer::RouteTable() {
       {"GET", "/v1/kernels/{id}", Lane::kQuick,
        [](S& s, Exchange& ex, const Params& p) { s.GetKernel(ex, p[0]); }},
       {"DELETE", "/v1/kernels/{id}", Lane::kLong,
-       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.DeleteKernel(p[0])); }, kEngine},
+       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.service_.DeleteKernel(p[0])); }, kEngine},
       {"POST", "/v1/kernels/{id}/restart", Lane::kLong,
-       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.agent_.RestartKernel(p[0])); }, kEngine},
+       [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.service_.RestartKernel(p[0])); }, kEngine},
       {"POST", "/v1/kernels/{id}/exec", Lane::kLong,
        [](S& s, Exchange& ex, const Params& p) { s.Exec(ex, p[0]); }, kEngine},
       {"GET", "/v1/kernels/{id}/exec/{exec}", Lane::kLong,
@@ -323,18 +322,18 @@ void ApiServer::AddRoutes() {
     router_.Add(route.method, route.pattern, route.lane,
                 [this, handle = route.handle, engine = route.waits_on_engine](Exchange& ex, const Router::Params& p) {
                   // A hung engine would hold the request for the engine call's whole timeout (60 s).
-                  if (engine && agent_.EngineKnownDown()) return ex.Reply(EngineUnreachable());
+                  if (engine && service_.EngineKnownDown()) return ex.Reply(EngineUnreachable());
                   handle(*this, ex, p);
                 });
 }
 
 http::Response ApiServer::EngineUnreachable() const {
-  const std::string address = agent_.config().container.docker_host;
+  const std::string address = service_.config().container.docker_host;
   const std::string engine = engine_ ? engine_->name + " at " + address : address;
   http::Response refused =
       ErrorResponse(503, "unavailable",
                     "the container engine (" + engine + ") does not answer: the agent's probes of it have gone "
-                    "unanswered for " + std::to_string(Agent::kEngineDownAfter.count()) +
+                    "unanswered for " + std::to_string(KernelService::kEngineDownAfter.count()) +
                     " s (GET /health says engine_unreachable), so this request was not tried; retry once the "
                     "engine answers again");
   refused.headers.emplace_back("Retry-After", "2");
@@ -344,11 +343,11 @@ http::Response ApiServer::EngineUnreachable() const {
 void ApiServer::ListKernels(Exchange& ex) const {
   const std::optional<bool> warm = Flag(ex.request(), "warm");
   if (!warm) return ex.Reply(ErrorResponse(Status::InvalidArgument("warm: expected 1, true, 0 or false")));
-  ex.Reply(KernelListResponse(agent_.ListKernelRecords(*warm)));
+  ex.Reply(KernelListResponse(service_.ListKernelRecords(*warm)));
 }
 
 void ApiServer::GetKernel(Exchange& ex, const std::string& kernel_id) const {
-  Result<std::shared_ptr<const std::string>> record = agent_.KernelRecord(kernel_id);
+  Result<std::shared_ptr<const std::string>> record = service_.KernelRecord(kernel_id);
   ex.Reply(record.ok() ? JsonTextResponse(200, **record) : ErrorResponse(record.status()));
 }
 
@@ -357,7 +356,7 @@ void ApiServer::ReplyKernel(Exchange& ex, const Result<Kernel>& kernel) {
 }
 
 void ApiServer::KernelStats(Exchange& ex, const std::string& kernel_id) const {
-  auto kernel = agent_.GetKernel(kernel_id);
+  auto kernel = service_.GetKernel(kernel_id);
   ex.Reply(kernel.ok() ? JsonResponse(200, KernelStatsJson(*kernel, *collector_.Latest()))
                        : ErrorResponse(kernel.status()));
 }
@@ -383,7 +382,7 @@ void ApiServer::SetDraining(Exchange& ex, bool drain) {
     if (!asked.ok()) return ex.Reply(ErrorResponse(asked.status()));
     within = *asked;
   }
-  const Result<Agent::Drain> now = agent_.SetDraining(drain, within);
+  const Result<KernelService::Drain> now = service_.SetDraining(drain, within);
   if (!now.ok()) {
     ex.Reply(ErrorResponse(now.status()));
     return;
@@ -407,10 +406,10 @@ json ImageJson(const ImageInfo& info) {
 }  // namespace
 
 void ApiServer::ListImages(Exchange& ex) {
-  auto images = agent_.ListImages();
+  auto images = service_.ListImages();
   if (!images.ok()) return ex.Reply(ErrorResponse(images.status()));
   json list = json::array();
-  for (const Agent::NodeImage& image : *images) {
+  for (const KernelService::NodeImage& image : *images) {
     json entry = ImageJson(image.info);
     entry["last_used"] = image.last_used ? json(image.last_used) : json(nullptr);
     entry["kernels"] = image.kernel_ids;
@@ -432,15 +431,15 @@ void ApiServer::PullImage(Exchange& ex) {
     if (key != "image") return ex.Reply(ErrorResponse(Status::InvalidArgument(key + ": unknown field; known: image")));
   if (Status valid = ValidateImageRef(image->get<std::string>()); !valid.ok())
     return ex.Reply(ErrorResponse(valid.WithPrefix("image")));
-  auto pulled = agent_.PullImage(image->get<std::string>());
+  auto pulled = service_.PullImage(image->get<std::string>());
   ex.Reply(pulled.ok() ? JsonResponse(200, ImageJson(*pulled)) : ErrorResponse(pulled.status()));
 }
 
 void ApiServer::Health(Exchange& ex) const {
-  const bool reachable = agent_.EngineReachable();
+  const bool reachable = service_.EngineReachable();
   json answer = {{"status", reachable ? "ok" : "engine_unreachable"},
-                 {"agent_id", agent_.config().agent.id},
-                 {"last_sync_age_s", agent_.LastSyncAgeSeconds()}};
+                 {"agent_id", service_.config().agent.id},
+                 {"last_sync_age_s", service_.LastSyncAgeSeconds()}};
   // etcd out of reach is shown, not a failure: kernels and this API go on.
   if (registrar_ != nullptr) answer["etcd"] = RegistrationJson(registrar_->State());
   ex.Reply(JsonResponse(reachable ? 200 : 503, answer));
@@ -448,13 +447,13 @@ void ApiServer::Health(Exchange& ex) const {
 
 std::string ApiServer::AdvertisedAddress() const {
   const bool every_address = host_.empty() || host_ == "0.0.0.0" || host_ == "::" || host_ == "[::]";
-  const std::string host = every_address ? agent_.config().agent.node : host_;
+  const std::string host = every_address ? service_.config().agent.node : host_;
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port_);
 }
 
 void ApiServer::DescribeAgent(Exchange& ex) const {
-  const Config& c = agent_.config();
-  const Agent::Drain drain = agent_.Draining();
+  const Config& c = service_.config();
+  const KernelService::Drain drain = service_.Draining();
   ex.Reply(JsonResponse(200, {{"id", c.agent.id},
                               {"node", c.agent.node},
                               {"version", kSlotdVersion},
@@ -474,8 +473,8 @@ void ApiServer::DescribeAgent(Exchange& ex) const {
                                                         {"api_version", engine_->api_version},
                                                         {"address", c.container.docker_host}}
                                                  : json(nullptr)},
-                              {"resources", agent_.DescribeResources()},
-                              {"warm", WarmJson(agent_)}}));
+                              {"resources", service_.DescribeResources()},
+                              {"warm", WarmJson(service_)}}));
 }
 
 void ApiServer::CreateKernel(Exchange& ex) {
@@ -483,8 +482,8 @@ void ApiServer::CreateKernel(Exchange& ex) {
   if (!body.ok()) return ex.Reply(ErrorResponse(body.status()));
   auto request = ParseCreateRequest(*body);
   if (!request.ok()) return ex.Reply(ErrorResponse(request.status()));
-  auto outcome = agent_.CreateKernel(*request);
-  if (!outcome.ok() && outcome.status().code() == Status::Code::kUnavailable && agent_.Draining().draining)
+  auto outcome = service_.CreateKernel(*request);
+  if (!outcome.ok() && outcome.status().code() == Status::Code::kUnavailable && service_.Draining().draining)
     return ex.Reply(ErrorResponse(503, "draining", outcome.status().message()));
   if (!outcome.ok()) {
     // An unknown image is a bad field of the request, not a missing route or kernel.
@@ -507,9 +506,7 @@ Result<int> TerminalSize(const json& body, const char* key, int fallback) {
 
 // Whether the request asks to turn its connection into a raw stream.
 bool AsksForUpgrade(const http::Request& request) {
-  std::string upgrade = request.Header("Upgrade");
-  for (char& c : upgrade) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return upgrade == "tcp";
+  return EqualsIgnoringAsciiCase(request.Header("Upgrade"), "tcp");
 }
 
 }  // namespace
@@ -545,10 +542,10 @@ void ApiServer::Exec(Exchange& ex, const std::string& kernel_id) {
     ~Release() { places.Release(); }
   } release{oneshot_execs_};
   std::string exec_id;
-  auto result = agent_.Exec(kernel_id, command, std::chrono::seconds(timeout_s), &ex.Gone(), &exec_id);
+  auto result = service_.Exec(kernel_id, command, std::chrono::seconds(timeout_s), &ex.Gone(), &exec_id);
   if (!result.ok() && ex.Gone() && !exec_id.empty()) {
     // Its client is gone: the command would be left behind, counting against the kernel's pids.
-    if (Status ended = agent_.HangUpExec(kernel_id, exec_id, kHangUpGrace); !ended.ok())
+    if (Status ended = service_.HangUpExec(kernel_id, exec_id, kHangUpGrace); !ended.ok())
       spdlog::warn("exec {} of kernel {}: its client is gone, but: {}", exec_id, kernel_id, ended.message());
   }
   if (!result.ok()) return ex.Reply(ErrorResponse(result.status()));
@@ -575,7 +572,7 @@ void ApiServer::ExecInteractive(Exchange& ex, const std::string& kernel_id, cons
     ExecPlaces& places;
     ~Release() { places.Release(); }
   } release{exec_sessions_};
-  Result<ExecSession> session = agent_.ExecInteractive(kernel_id, command, *rows, *cols);
+  Result<ExecSession> session = service_.ExecInteractive(kernel_id, command, *rows, *cols);
   if (!session.ok()) return ex.Reply(ErrorResponse(session.status()));
   std::string early;
   const int client = ex.Upgrade({{"X-Slotd-Exec-Id", session->exec_id}}, early);
@@ -592,10 +589,10 @@ void ApiServer::ExecInteractive(Exchange& ex, const std::string& kernel_id, cons
     ::close(client);
   }
   ::close(session->fd);
-  agent_.InteractiveExecEnded(kernel_id);
+  service_.InteractiveExecEnded(kernel_id);
   if (end == RelayEnd::kRemoteEnded) return;  // the command ended
   // Its client is gone (or the agent stops): the command would be left behind, counting against the kernel's pids.
-  if (Status ended = agent_.HangUpExec(kernel_id, session->exec_id, kHangUpGrace); !ended.ok())
+  if (Status ended = service_.HangUpExec(kernel_id, session->exec_id, kHangUpGrace); !ended.ok())
     spdlog::warn("interactive exec {} of kernel {}: its client is gone, but: {}", session->exec_id, kernel_id,
                  ended.message());
 }
@@ -613,7 +610,7 @@ void ApiServer::ExecPlaces::Release() {
 }
 
 void ApiServer::ExecState(Exchange& ex, const std::string& kernel_id, const std::string& exec_id) {
-  Result<ExecInfo> info = agent_.InspectExec(kernel_id, exec_id);
+  Result<ExecInfo> info = service_.InspectExec(kernel_id, exec_id);
   if (!info.ok()) return ex.Reply(ErrorResponse(info.status()));
   ex.Reply(JsonResponse(200, {{"kernel_id", kernel_id},
                               {"exec_id", exec_id},
@@ -630,7 +627,7 @@ void ApiServer::ResizeExec(Exchange& ex, const std::string& kernel_id, const std
   if (!rows.ok()) return ex.Reply(ErrorResponse(rows.status()));
   Result<int> cols = TerminalSize(*body, "cols", 0);
   if (!cols.ok()) return ex.Reply(ErrorResponse(cols.status()));
-  const Status resized = agent_.ResizeExec(kernel_id, exec_id, *rows, *cols);
+  const Status resized = service_.ResizeExec(kernel_id, exec_id, *rows, *cols);
   ex.Reply(resized.ok() ? JsonResponse(200, {{"rows", *rows}, {"cols", *cols}}) : ErrorResponse(resized));
 }
 
@@ -646,7 +643,7 @@ void ApiServer::Logs(Exchange& ex, const std::string& kernel_id) {
   const std::optional<bool> follow = Flag(req, "follow");
   if (!follow) return ex.Reply(ErrorResponse(Status::InvalidArgument("follow: expected 1 or 0")));
   bool begun = false;
-  const Status s = agent_.StreamLogs(
+  const Status s = service_.StreamLogs(
       kernel_id, tail, *follow,
       [&] { begun = ex.BeginStream(200, "text/plain", {{"Cache-Control", "no-cache"}}); },
       [&](std::string_view bytes) { return begun && ex.Write(bytes); }, ex.Gone());
@@ -668,7 +665,7 @@ void ApiServer::Events(Exchange& ex) {
     auto event = sub->Next(std::chrono::milliseconds(500));
     std::string frame;
     if (event) {
-      frame = "event: " + event->value("type", std::string("message")) + "\ndata: " + DumpJson(*event) + "\n\n";
+      frame = std::string("event: ") + EventTypeName(event->type) + "\ndata: " + DumpJson(event->body) + "\n\n";
     } else if (std::chrono::steady_clock::now() - last_write >= kKeepAliveEvery) {
       frame = ": keep-alive\n\n";
     } else {
@@ -680,8 +677,8 @@ void ApiServer::Events(Exchange& ex) {
 }
 
 void ApiServer::ChangeDevice(Exchange& ex, const std::string& device, const std::string& action) {
-  Result<Agent::DeviceChange> change = action == "clear" ? agent_.ClearDevice(device)
-                                                         : agent_.DrainDevice(device, action == "drain");
+  Result<KernelService::DeviceChange> change = action == "clear" ? service_.ClearDevice(device)
+                                                         : service_.DrainDevice(device, action == "drain");
   if (!change.ok()) {
     ex.Reply(ErrorResponse(change.status()));
     return;
@@ -694,7 +691,7 @@ void ApiServer::ChangeDevice(Exchange& ex, const std::string& device, const std:
 
 void ApiServer::Metrics(Exchange& ex) const {
   MetricsFacts facts;
-  const std::vector<Kernel> kernels = agent_.ListKernels();
+  const std::vector<Kernel> kernels = service_.ListKernels();
   facts.kernels_by_state = CountByState(kernels);
   facts.kernels_with_condition = static_cast<int>(
       std::count_if(kernels.begin(), kernels.end(), [](const Kernel& k) { return !k.condition.empty(); }));
@@ -703,15 +700,15 @@ void ApiServer::Metrics(Exchange& ex) const {
     if (k.health && k.state() == KernelState::kRunning)
       facts.kernel_health[k.id()] = {k.health->ready, k.health->status == HealthStatus::kHealthy, k.health->checks};
   }
-  facts.engine_reachable = agent_.EngineReachable();
-  facts.draining = agent_.Draining().draining;
+  facts.engine_reachable = service_.EngineReachable();
+  facts.draining = service_.Draining().draining;
   facts.build = {kSlotdVersion, kSlotdCommit, label::kCurrentFormat};
   if (registrar_ != nullptr) {
     const Registration registration = registrar_->State();
     facts.etcd = MetricsFacts::Etcd{registration.phase == Registration::Phase::kRegistered, registration.writes,
                                     registration.keep_alives};
   }
-  for (const Agent::DeviceState& device : agent_.DeviceStates())
+  for (const KernelService::DeviceState& device : service_.DeviceStates())
     facts.devices.push_back(
         {device.plugin, device.device, device.health.health == DeviceHealth::kHealthy, device.drained});
   http::Response response;

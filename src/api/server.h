@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent.h"
+#include "agent/kernel_service.h"
 #include "agent/event_hub.h"
 #include "api/http_server.h"
 #include "api/router.h"
@@ -27,10 +27,10 @@ namespace slotd {
 
 class ApiServer {
  public:
-  // `agent`, `hub` and `collector` must outlive the server. `token`: nullopt
+  // `service`, `hub` and `collector` must outlive the server. `token`: nullopt
   // disables auth. `options`, `max_exec_sessions` and `max_oneshot_execs`:
   // the limits of [api].
-  ApiServer(Agent& agent, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
+  ApiServer(KernelService& service, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
             http::ServerOptions options, int max_exec_sessions, int max_oneshot_execs);
   ~ApiServer();
 
@@ -83,7 +83,7 @@ class ApiServer {
   std::optional<http::Response> Unauthorized(const http::Request& request) const;
   // Whether `request` carries the bearer token (constant-time comparison).
   bool Authorized(const http::Request& request) const;
-  // The 503 of a route that waits on the engine while Agent::EngineKnownDown():
+  // The 503 of a route that waits on the engine while KernelService::EngineKnownDown():
   // at once, rather than after the engine call's timeout.
   http::Response EngineUnreachable() const;
   // The body of GET /v1/kernels/{id}/stats for `kernel`, from `latest`.
@@ -92,7 +92,7 @@ class ApiServer {
   void Health(http::Exchange& ex) const;
   // GET /v1/kernels: every kernel's record.
   void ListKernels(http::Exchange& ex) const;
-  // GET /v1/kernels/{id}: its record (Agent::KernelRecord), or its error.
+  // GET /v1/kernels/{id}: its record (KernelService::KernelRecord), or its error.
   void GetKernel(http::Exchange& ex, const std::string& kernel_id) const;
   // The record of `kernel` (200), or its error.
   static void ReplyKernel(http::Exchange& ex, const Result<Kernel>& kernel);
@@ -136,7 +136,7 @@ class ApiServer {
     int taken_ GUARDED_BY(mutex_) = 0;
   };
 
-  Agent& agent_;
+  KernelService& service_;
   EventHub& hub_;
   const StatsCollector& collector_;
   const std::optional<std::string> token_;

@@ -11,6 +11,7 @@
 
 #include "common/json_reader.h"
 #include "common/units.h"
+#include "model/event_type.h"
 
 namespace slotctl {
 namespace {
@@ -63,24 +64,24 @@ PullProgressWatch::PullProgressWatch(const AgentClient& agent, std::string image
   if (!enabled) return;
   follower_ = std::thread([this, &agent] {
     auto on_connected = [this] {
-      std::lock_guard<std::mutex> lock(mutex_);
+      slotd::MutexLock lock(mutex_);
       connected_ = true;
       changed_cv_.notify_all();
     };
     agent.Stream("/v1/events", [this](std::string_view chunk) { return Take(chunk), true; }, &stop_, on_connected);
-    std::lock_guard<std::mutex> lock(mutex_);  // failed or ended: nobody waits for it any more
+    slotd::MutexLock lock(mutex_);  // failed or ended: nobody waits for it any more
     connected_ = true;
     pull_open_ = false;
     changed_cv_.notify_all();
   });
-  std::unique_lock<std::mutex> lock(mutex_);
-  changed_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return connected_; });
+  slotd::MutexLock lock(mutex_);
+  changed_cv_.wait_for(lock.native(), std::chrono::seconds(2), [this]() REQUIRES(mutex_) { return connected_; });
 }
 
 PullProgressWatch::~PullProgressWatch() {
   {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_cv_.wait_for(lock, kLastEventWait, [this] { return !pull_open_; });
+    slotd::MutexLock lock(mutex_);
+    changed_cv_.wait_for(lock.native(), kLastEventWait, [this]() REQUIRES(mutex_) { return !pull_open_; });
   }
   stop_ = true;
   if (follower_.joinable()) follower_.join();
@@ -97,7 +98,9 @@ void PullProgressWatch::Take(std::string_view chunk) {
     if (!parsed) continue;
     const slotd::JsonReader reader(std::move(*parsed), "the event");
     const slotd::JsonField event = reader.Root();
-    if (event.Optional("type").String() != "image_pull" || event.Optional("image").String() != image_) continue;
+    if (event.Optional("type").String() != slotd::EventTypeName(slotd::EventType::kImagePull) ||
+        event.Optional("image").String() != image_)
+      continue;
     const auto layers = [&event](const char* key) { return static_cast<int>(event.Optional(key).Count(INT32_MAX)); };
     const PullEvent progress{event.Optional("state").String(), layers("layers"), layers("layers_done"),
                              event.Optional("bytes_done").Count(), event.Optional("bytes_total").Count()};
@@ -110,7 +113,7 @@ void PullProgressWatch::Take(std::string_view chunk) {
 void PullProgressWatch::Show(const PullEvent& event) {
   const bool last = event.state != "pulling";
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    slotd::MutexLock lock(mutex_);
     pull_open_ = !last;
     changed_cv_.notify_all();
   }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/slotctl_client.h"
+#include "common/mutex.h"
 
 namespace slotctl {
 
@@ -53,10 +54,10 @@ class PullProgressWatch {
   const std::string image_;
   const bool terminal_;  // stderr is a terminal: redraw in place
   std::atomic<bool> stop_{false};
-  std::mutex mutex_;
+  slotd::Mutex mutex_;
   std::condition_variable changed_cv_;  // connected_ or pull_open_ changed
-  bool connected_ = false;  // guarded by mutex_
-  bool pull_open_ = false;  // a pull was seen begin and not end, and the stream goes on; guarded by mutex_
+  bool connected_ GUARDED_BY(mutex_) = false;
+  bool pull_open_ GUARDED_BY(mutex_) = false;  // a pull was seen begin and not end, and the stream goes on
   std::string pending_;     // the stream read, not yet a whole line; the follower thread's alone
   bool drawn_ = false;      // a bar is on the terminal's last line; the follower thread's alone
   std::chrono::steady_clock::time_point last_line_;  // the last plain line; the follower thread's alone

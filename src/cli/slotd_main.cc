@@ -7,7 +7,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "cli/slotd_split.h"
 #include "common/units.h"
 #include "common/version.h"

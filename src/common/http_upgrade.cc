@@ -1,5 +1,6 @@
-// HttpClient::Upgrade: one request on a socket of its own, read by hand, so
-// that the connection can outlive the exchange (libcurl keeps its sockets).
+// HttpClient::Upgrade: one request on a socket of its own, so that the
+// connection can outlive the exchange (libcurl keeps its sockets); the
+// answer's head is read by Beast's parser.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
@@ -8,22 +9,22 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+
 #include "common/http_client.h"
+#include "common/ascii.h"
 
 namespace slotd {
 namespace {
 
 // The most an answer's head (status line and headers) may take.
 constexpr size_t kMaxHead = 64 * 1024;
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
-}
 
 // Connects to a unix socket path, or to "http://host:port".
 Result<int> Connect(bool unix_socket, const std::string& target, const std::string& where) {
@@ -85,7 +86,7 @@ bool WaitFor(int fd, short events, std::chrono::steady_clock::time_point deadlin
 
 std::string UpgradedConnection::Header(std::string_view name) const {
   for (const auto& [key, value] : headers)
-    if (EqualsIgnoreCase(key, name)) return value;
+    if (EqualsIgnoringAsciiCase(key, name)) return value;
   return "";
 }
 
@@ -126,32 +127,28 @@ Result<UpgradedConnection> HttpClient::Upgrade(const std::string& method, const 
     if (n <= 0) return fail(Status::Unavailable(where + " failed: the connection closed before an answer"));
     received.append(chunk, static_cast<size_t>(n));
   }
+  // The head, read by Beast's parser; its body (an error's) is read below.
+  boost::beast::http::response_parser<boost::beast::http::empty_body> parser;
+  parser.header_limit(static_cast<std::uint32_t>(kMaxHead));
+  parser.skip(true);
+  boost::beast::error_code error;
+  parser.put(boost::asio::buffer(received.data(), head_end + 4), error);
+  if (error || !parser.is_header_done())
+    return fail(Status::Internal(where + ": the answer's head is not HTTP: " + error.message()));
   UpgradedConnection upgraded;
-  const std::string head = received.substr(0, head_end);
   upgraded.early = received.substr(head_end + 4);
-  const size_t line_end = head.find("\r\n");
-  const std::string status_line = head.substr(0, line_end);
-  const size_t space = status_line.find(' ');
-  const long status = space == std::string::npos ? 0 : std::strtol(status_line.c_str() + space + 1, nullptr, 10);
-  for (size_t at = line_end; at != std::string::npos && at < head.size();) {
-    const size_t next = head.find("\r\n", at + 2);
-    const std::string line = head.substr(at + 2, next == std::string::npos ? std::string::npos : next - at - 2);
-    const size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      std::string value = line.substr(colon + 1);
-      value.erase(0, value.find_first_not_of(' '));
-      upgraded.headers.emplace_back(line.substr(0, colon), value);
-    }
-    at = next;
-  }
+  const auto& answer = parser.get();
+  const long status = static_cast<long>(answer.result_int());
+  for (const auto& field : answer)
+    upgraded.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   if (status == 101 || (accept_200 && status == 200)) {
     upgraded.fd = fd;
     return upgraded;
   }
   // An error: its body, as much as comes before the deadline.
   std::string error_body = upgraded.early;
-  const long length = std::strtol(upgraded.Header("Content-Length").c_str(), nullptr, 10);
-  while (error_body.size() < static_cast<size_t>(std::max(0L, length)) && error_body.size() < kMaxHttpErrorBody &&
+  const uint64_t length = parser.content_length().value_or(0);
+  while (error_body.size() < length && error_body.size() < kMaxHttpErrorBody &&
          WaitFor(fd, POLLIN, deadline)) {
     char chunk[4096];
     const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);

@@ -24,6 +24,10 @@
 #define ACQUIRE(...) SLOTD_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 #define RELEASE(...) SLOTD_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
 #define ASSERT_CAPABILITY(x) SLOTD_THREAD_ANNOTATION(assert_capability(x))
+// The declared order of two mutexes: this one is never taken while holding
+// the ones named (checked with -Wthread-safety-beta).
+#define ACQUIRED_BEFORE(...) SLOTD_THREAD_ANNOTATION(acquired_before(__VA_ARGS__))
+#define ACQUIRED_AFTER(...) SLOTD_THREAD_ANNOTATION(acquired_after(__VA_ARGS__))
 
 namespace slotd {
 

@@ -11,7 +11,7 @@
 
 namespace slotd {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code {
     kOk,
@@ -61,7 +61,7 @@ class Status {
 
 // A value of T, or the Status that explains why there is none.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT: must not be OK

@@ -8,6 +8,8 @@
 #include <iterator>
 #include <set>
 
+#include "common/ascii.h"
+
 namespace slotd {
 namespace {
 
@@ -26,19 +28,13 @@ std::string Trim(const std::string& s) {
   return std::string(begin, end);
 }
 
-// `s` in lower case (ASCII).
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
 }  // namespace
 
 Result<uint64_t> ParseSize(const std::string& text) {
   const std::string bad = "invalid size \"" + text +
                           "\": expected a number of bytes with an optional suffix k, m, g or t "
                           "(binary, e.g. 512m)";
-  std::string s = Lower(text);
+  std::string s = AsciiLowered(text);
   // An optional "b" or "ib" after the unit letter: "512mb", "2GiB".
   auto is_unit = [](char c) { return c == 'k' || c == 'm' || c == 'g' || c == 't'; };
   if (s.size() > 2 && s.compare(s.size() - 2, 2, "ib") == 0 && is_unit(s[s.size() - 3])) s.resize(s.size() - 2);
@@ -80,7 +76,7 @@ std::string DescribeSize(uint64_t bytes) {
 
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
   const std::string bad = "invalid duration \"" + text + "\": expected a number with ms, s, m or h (e.g. 10s)";
-  std::string s = Lower(text);
+  std::string s = AsciiLowered(text);
   uint64_t factor = 0;
   if (s.size() > 2 && s.compare(s.size() - 2, 2, "ms") == 0) {
     factor = 1;

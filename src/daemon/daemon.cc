@@ -193,10 +193,9 @@ AgentDocument FleetDocumentOf(const Agent& agent, const Config& config, const st
 std::jthread SweepWhenKernelsStart(EventHub& hub, StatsCollector& collector) {
   return std::jthread([&collector, events = hub.Subscribe()](std::stop_token stop) {
     while (!stop.stop_requested()) {
-      std::optional<nlohmann::json> event = events->Next(std::chrono::milliseconds(200));
-      if (!event) continue;
-      const std::string type = event->value("type", "");
-      if (type == "kernel_started" || type == "kernel_restarted") collector.SweepSoon();
+      std::optional<Event> event = events->Next(std::chrono::milliseconds(200));
+      if (event && (event->type == EventType::kKernelStarted || event->type == EventType::kKernelRestarted))
+        collector.SweepSoon();
     }
   });
 }

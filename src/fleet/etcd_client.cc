@@ -127,7 +127,7 @@ std::string EtcdClient::Describe() const {
 }
 
 std::vector<std::string> EtcdClient::AuthHeaders() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (token_.empty()) return {};
   return {"Authorization: " + token_};
 }
@@ -144,7 +144,7 @@ Status EtcdClient::Authenticate(const HttpClient& endpoint) const {
                                       "\": " + (why.empty() ? "HTTP " + std::to_string(answer->status) : why) +
                                       " (check [etcd] user and password)");
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   token_ = token;
   return Status::Ok();
 }
@@ -178,7 +178,7 @@ Result<std::string> EtcdClient::Call(const std::string& path, const std::string&
   if (endpoints_.empty()) return Status::InvalidArgument("no etcd endpoint is configured");
   size_t first;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     first = current_;
   }
   Status last;
@@ -187,7 +187,7 @@ Result<std::string> EtcdClient::Call(const std::string& path, const std::string&
     auto answer = CallOnce(endpoints_[index], path, body);
     if (answer.ok() || (answer.status().code() != Status::Code::kUnavailable &&
                         answer.status().code() != Status::Code::kDeadlineExceeded)) {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       current_ = index;
       return answer;
     }
@@ -283,7 +283,7 @@ Status EtcdClient::WatchPrefix(const std::string& prefix, int64_t start_revision
   if (endpoints_.empty()) return Status::InvalidArgument("no etcd endpoint is configured");
   size_t index;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     index = current_;
   }
   const HttpClient& endpoint = endpoints_[index];

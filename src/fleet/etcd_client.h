@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/http_client.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "config/config.h"
 
@@ -103,9 +104,9 @@ class EtcdClient {
 
   EtcdOptions options_;
   std::vector<HttpClient> endpoints_;  // one per options_.endpoints entry
-  mutable std::mutex mutex_;
-  mutable size_t current_ = 0;      // the endpoint that answered last; guarded by mutex_
-  mutable std::string token_;       // the authentication token, when authenticated; guarded by mutex_
+  mutable Mutex mutex_;
+  mutable size_t current_ GUARDED_BY(mutex_) = 0;  // the endpoint that answered last
+  mutable std::string token_ GUARDED_BY(mutex_);   // the authentication token, when authenticated
 };
 
 // The options of the [etcd] section `config`: its endpoints and, with a

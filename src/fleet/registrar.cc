@@ -118,7 +118,11 @@ Registrar::Attempt Registrar::TryRegister() {
     spdlog::info("etcd: {} is held by this agent's previous run (lease {:x}); taking it back", options_.key, previous);
     if (Status s = etcd_.RevokeLease(previous); s.ok()) created = etcd_.CreateIfAbsent(options_.key, value, *lease);
   }
-  if (!created.ok() || !created->created) etcd_.RevokeLease(*lease);  // best effort: it would run out anyway
+  if (!created.ok() || !created->created) {
+    // Best effort: the lease would run out anyway.
+    if (Status revoked = etcd_.RevokeLease(*lease); !revoked.ok())
+      spdlog::debug("etcd: revoking the unused lease {:x}: {}", *lease, revoked.message());
+  }
   MutexLock lock(mutex_);
   if (!created.ok()) {
     SetPhase(Registration::Phase::kUnreachable, created.status().message());

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/ascii.h"
 #include "common/units.h"
 #include "resources/device_kinds.h"
 #include "resources/device_plugin.h"
@@ -338,7 +339,7 @@ Result<std::vector<SplitDevice>> ListSplitDevices(const Config& base) {
 std::string SplitAgentId(const std::string& node_name, int i) {
   std::string name;
   for (char c : node_name) {
-    const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const char lower = AsciiLower(c);
     const bool alnum = (lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9');
     if (name.empty() && !alnum) continue;
     name += alnum || lower == '.' || lower == '_' || lower == '-' ? lower : '-';

@@ -19,7 +19,7 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "engine/container_engine.h"
-#include "resources/allocation.h"
+#include "model/allocation.h"
 #include "resources/device_health.h"
 #include "resources/device_meter.h"
 

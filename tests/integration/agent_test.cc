@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "common/units.h"
 #include "integration/harness.h"
 

@@ -25,7 +25,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 
 extern char** environ;
 

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "integration/harness.h"
 
 namespace slotd::testing {

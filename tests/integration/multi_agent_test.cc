@@ -15,7 +15,7 @@
 
 #include "common/units.h"
 #include "config/config.h"
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "integration/harness.h"
 
 namespace slotd::testing {

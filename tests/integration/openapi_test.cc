@@ -18,6 +18,7 @@
 
 #include "api/server.h"
 #include "common/version.h"
+#include "model/event_type.h"
 #include "integration/etcd.h"
 #include "integration/harness.h"
 #include "testing/eventually.h"
@@ -277,6 +278,15 @@ TEST(OpenApi, TheDocumentListsExactlyTheRoutesTheServerRegisters) {
     for (const auto& [method, operation] : item.items())
       if (kMethods.count(method)) documented.insert(Upper(method) + " " + pattern);
   EXPECT_EQ(documented, registered);
+}
+
+TEST(OpenApi, TheDocumentMapsExactlyTheEventTypesTheAgentAnnounces) {
+  const json& mapping = Document().document()["components"]["schemas"]["Event"]["discriminator"]["mapping"];
+  std::set<std::string> mapped;
+  for (const auto& [name, ref] : mapping.items()) mapped.insert(name);
+  std::set<std::string> announced;
+  for (const EventType type : kEventTypes) announced.insert(EventTypeName(type));
+  EXPECT_EQ(mapped, announced);
 }
 
 TEST(OpenApi, TheDocumentIsOfThisRelease) {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "common/version.h"
 #include "integration/harness.h"
 

@@ -47,6 +47,11 @@ class CannedServer {
     status_ = status;
     body_ = std::move(body);
   }
+  // These bytes, as they are, to every later request: a head of any shape.
+  void AnswerRaw(std::string bytes) {
+    MutexLock lock(mu_);
+    raw_ = std::move(bytes);
+  }
   // The request line of the last request ("GET /v1/kernels HTTP/1.1").
   std::string last_request() const {
     MutexLock lock(mu_);
@@ -87,8 +92,10 @@ class CannedServer {
     {
       MutexLock lock(mu_);
       last_request_ = request.substr(0, request.find("\r\n"));
-      response = "HTTP/1.1 " + std::to_string(status_) + " Canned\r\nContent-Type: application/json\r\n" +
-                 "Content-Length: " + std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" + body_;
+      response = !raw_.empty() ? raw_
+                               : "HTTP/1.1 " + std::to_string(status_) + " Canned\r\nContent-Type: application/json\r\n" +
+                                     "Content-Length: " + std::to_string(body_.size()) +
+                                     "\r\nConnection: close\r\n\r\n" + body_;
     }
     for (size_t sent = 0; sent < response.size();) {
       const ssize_t n = write(fd, response.data() + sent, response.size() - sent);
@@ -105,6 +112,7 @@ class CannedServer {
   int status_ GUARDED_BY(mu_) = 200;
   std::string body_ GUARDED_BY(mu_) = "{}";
   std::string last_request_ GUARDED_BY(mu_);
+  std::string raw_ GUARDED_BY(mu_);  // non-empty: the whole answer
 };
 
 }  // namespace slotd::testing

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "agent/agent.h"
-#include "agent/label_codec.h"
-#include "api/create_request.h"
+#include "model/label_codec.h"
+#include "model/create_request.h"
 #include "common/units.h"
 #include "resources/device_kinds.h"
 #include "testing/fake_engine.h"
@@ -87,7 +87,7 @@ class AgentRestartTest : public ::testing::Test {
   // The types of the events published since the last call.
   std::vector<std::string> NewEvents() {
     std::vector<std::string> types;
-    while (auto event = events_->Next(std::chrono::milliseconds(0))) types.push_back((*event)["type"]);
+    while (auto event = events_->Next(std::chrono::milliseconds(0))) types.push_back(event->body["type"]);
     return types;
   }
 

@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/label_codec.h"
-#include "api/create_request.h"
+#include "model/label_codec.h"
+#include "model/create_request.h"
 #include "common/units.h"
 #include "testing/collect_output.h"
 
@@ -80,7 +80,7 @@ Labels OwnedLabels(const std::string& id, std::vector<int> cores, uint64_t mem =
 // Every event queued on `sub` now.
 std::vector<json> Drain(EventHub::Subscription& sub) {
   std::vector<json> events;
-  while (auto event = sub.Next(std::chrono::milliseconds(0))) events.push_back(std::move(*event));
+  while (auto event = sub.Next(std::chrono::milliseconds(0))) events.push_back(std::move(event->body));
   return events;
 }
 
@@ -465,9 +465,9 @@ TEST_F(AgentTest, AKernelPastItsDeadlineIsStoppedWithItsReasonAndFreesItsSlice) 
   EXPECT_EQ(StateOf("k2"), KernelState::kRunning);
   EXPECT_EQ(Used("cpu"), 1u);
   bool announced = false;
-  while (std::optional<json> event = events->Next(std::chrono::milliseconds(0)))
-    announced = announced || ((*event)["type"] == "kernel_terminated" && (*event)["kernel_id"] == "k1" &&
-                              (*event)["reason"] == "lifetime exceeded");
+  while (std::optional<Event> event = events->Next(std::chrono::milliseconds(0)))
+    announced = announced || (event->type == EventType::kKernelTerminated && event->body["kernel_id"] == "k1" &&
+                              event->body["reason"] == "lifetime exceeded");
   EXPECT_TRUE(announced);
 }
 
@@ -1773,8 +1773,9 @@ TEST_F(AgentTest, OwnerFilteredStreamCarriesOnlyThisAgentsEvents) {
   std::atomic<bool> stop{false};
   std::promise<void> connected, ours_died;
   std::vector<EngineEvent> seen;  // written by the stream thread until ours_died is set
+  Status streamed;
   std::thread reader([&] {
-    engine_.StreamEvents(
+    streamed = engine_.StreamEvents(
         {"ai.backend.owner=a1"}, reconcile::kEventActions, [&] { connected.set_value(); },
         [&](const EngineEvent& e) {
           seen.push_back(e);
@@ -1793,6 +1794,7 @@ TEST_F(AgentTest, OwnerFilteredStreamCarriesOnlyThisAgentsEvents) {
   stop = true;
   reader.join();
 
+  EXPECT_TRUE(streamed.ok()) << streamed.message();
   ASSERT_TRUE(delivered);
   ASSERT_EQ(seen.size(), 1u);  // events are delivered in order: the foreign ones came before
   EXPECT_EQ(seen[0].attributes.at("exitCode"), "4");

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "agent/agent.h"
-#include "agent/label_codec.h"
-#include "api/create_request.h"
+#include "model/label_codec.h"
+#include "model/create_request.h"
 #include "common/units.h"
 #include "resources/cuda/cuda_plugin.h"
 #include "resources/mock/mock_plugin.h"
@@ -1035,7 +1035,7 @@ class DeviceHealthAgentTest : public PlacementTest {
   // The next event of `type` from `sub`; null when none comes.
   static json NextOfType(EventHub::Subscription& sub, const std::string& type) {
     while (auto event = sub.Next(std::chrono::milliseconds(200)))
-      if ((*event)["type"] == type) return *event;
+      if (event->body["type"] == type) return event->body;
     return nullptr;
   }
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/label_codec.h"
+#include "model/label_codec.h"
 #include "testing/fake_engine.h"
 
 namespace slotd {

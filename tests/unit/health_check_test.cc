@@ -1,6 +1,6 @@
 // Health checks: what a request may ask for, read and written back, and the
 // rule that turns a kernel's probe results into its health, from tables.
-#include "agent/health_check.h"
+#include "model/health_check.h"
 
 #include <gtest/gtest.h>
 

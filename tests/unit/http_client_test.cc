@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/canned_server.h"
+
 namespace slotd {
 namespace {
 
@@ -140,6 +142,39 @@ TEST(HttpClient, ABodyShorterThanTheLengthItDeclaresIsABrokenTransfer) {
   auto answer = client.Request("GET", "/liar");
   ASSERT_FALSE(answer.ok());
   EXPECT_EQ(answer.status().code(), Status::Code::kUnavailable) << answer.status().message();
+}
+
+// Upgrade reads the answer's head with Beast's parser: a 101 hands over the
+// connection with its headers and the bytes after the head; an error keeps
+// its status and body; a head that is not HTTP, or has bytes that are not
+// ASCII, is an error and never a crash.
+TEST(HttpClientUpgrade, ReadsAnUpgradeAnErrorAndAHeadThatIsNotHttp) {
+  testing::CannedServer server;
+  const HttpClient client = HttpClient::Tcp(server.url());
+  server.AnswerRaw("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n"
+                   "X-Slotd-Exec-Id: e1\r\nX-Odd: caf\xc3\xa9 \xff\r\n\r\nprompt$ ");
+  Result<UpgradedConnection> upgraded = client.Upgrade("POST", "/exec", "{}", {}, std::chrono::seconds(5));
+  ASSERT_TRUE(upgraded.ok()) << upgraded.status().message();
+  EXPECT_EQ(upgraded->Header("x-slotd-exec-id"), "e1");
+  EXPECT_EQ(upgraded->Header("X-Odd"), "caf\xc3\xa9 \xff");
+  EXPECT_EQ(upgraded->early, "prompt$ ");
+  ::close(upgraded->fd);
+
+  server.AnswerRaw("HTTP/1.1 404 Not Found\r\nContent-Length: 20\r\n\r\n{\"error\": \"no exec\"}");
+  Result<UpgradedConnection> refused = client.Upgrade("POST", "/exec", "{}", {}, std::chrono::seconds(5));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(refused.status().message().find("HTTP 404: {\"error\": \"no exec\"}"), std::string::npos)
+      << refused.status().message();
+
+  for (const char* garbage : {"SSH-2.0-OpenSSH_9.2\r\n\r\n", "HTTP/1.1 abc Nope\r\n\r\n",
+                              "HTTP/1.1 101 Up\r\nNo colon here\r\n\r\n", "HTTP/1.1 101 Up\r\nX: \x01\r\n\r\n"}) {
+    server.AnswerRaw(garbage);
+    Result<UpgradedConnection> odd = client.Upgrade("POST", "/exec", "{}", {}, std::chrono::seconds(5));
+    ASSERT_FALSE(odd.ok()) << garbage;
+    EXPECT_EQ(odd.status().code(), Status::Code::kInternal) << odd.status().message();
+    EXPECT_NE(odd.status().message().find("not HTTP"), std::string::npos) << odd.status().message();
+  }
 }
 
 }  // namespace

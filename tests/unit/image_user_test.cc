@@ -1,6 +1,6 @@
 // ResolveUser: the user an image runs as, decided as the runtime decides it,
 // from tables of user strings and the image's /etc/passwd and /etc/group.
-#include "agent/image_user.h"
+#include "model/image_user.h"
 
 #include <gtest/gtest.h>
 

@@ -21,7 +21,7 @@
 #include "agent/registry_auth.h"
 #include "common/base64.h"
 #include "engine/docker/docker_answers.h"
-#include "engine/image_ref.h"
+#include "model/image_ref.h"
 #include "testing/eventually.h"
 #include "testing/fake_engine.h"
 #include "testing/temp_tree.h"
@@ -263,7 +263,7 @@ TEST_F(ImagePullerTest, APullReportsItsProgressAsImagePullEvents) {
   auto events = hub_.Subscribe();
   ASSERT_TRUE(puller.Pull(ParseImageRef("r:5000/x:1")).ok());
   std::vector<json> seen;
-  while (auto event = events->Next(std::chrono::milliseconds(100))) seen.push_back(*event);
+  while (auto event = events->Next(std::chrono::milliseconds(100))) seen.push_back(event->body);
   ASSERT_GE(seen.size(), 2u);
   EXPECT_EQ(seen.front()["type"], "image_pull");
   EXPECT_EQ(seen.front()["state"], "pulling");
@@ -313,7 +313,8 @@ TEST_F(ImageCollectorTest, AboveTheHighMarkTheLeastRecentlyUsedUnusedImagesGoUnt
   EXPECT_EQ(Tags(), (std::vector<std::string>{"older-but-used:1", "recently-run:1"}));
   auto event = events->Next(std::chrono::milliseconds(100));
   ASSERT_TRUE(event.has_value());
-  EXPECT_EQ((*event)["type"], "image_removed");
+  EXPECT_EQ(event->type, EventType::kImageRemoved);
+  EXPECT_EQ(event->body["type"], "image_removed");
 }
 
 TEST_F(ImageCollectorTest, NothingGoesBelowTheHighMarkWhenOffOrWhileAnotherAgentCollects) {

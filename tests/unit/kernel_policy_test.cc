@@ -1,11 +1,11 @@
 // Kernel policies: the stop contract and restart policy a request may ask
 // for, read and written back, and the decision of what a kernel's end comes
 // to under its policy, from tables.
-#include "agent/kernel_policy.h"
+#include "model/kernel_policy.h"
 
 #include <gtest/gtest.h>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "config/config.h"
 
 namespace slotd {

@@ -120,7 +120,7 @@ class Lifecycle {
   // The events published since the last call, by type.
   std::vector<std::string> Events() {
     std::vector<std::string> types;
-    while (auto event = subscription_->Next(std::chrono::milliseconds(0))) types.push_back((*event)["type"]);
+    while (auto event = subscription_->Next(std::chrono::milliseconds(0))) types.push_back(event->body["type"]);
     return types;
   }
 
@@ -211,7 +211,7 @@ TEST_F(KernelTableTest, EachTransitionFromEachPlaceIsAppliedWhenLegalAndRefusedO
         ASSERT_TRUE(status.ok()) << status.message();
         const Place to = fresh.PlaceOf();
         EXPECT_TRUE(Has(rule.to, to)) << "reached " << PlaceName(to);
-        EXPECT_EQ(events, rule.event ? std::vector<std::string>{rule.event} : std::vector<std::string>{});
+        EXPECT_EQ(events, rule.event ? std::vector<std::string>{EventTypeName(*rule.event)} : std::vector<std::string>{});
         // Stopping keeps what the kernel held; every other place says what it holds.
         if (to == Place(KernelState::kTerminating)) {
           EXPECT_EQ(fresh.HoldsCores(), held_before);

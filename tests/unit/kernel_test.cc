@@ -1,9 +1,9 @@
 // Create requests and kernel records: every malformed field is refused with a
 // message naming it, equivalent requests are "the same" (so a repeat is not a
 // conflict), and a kernel survives the trip through its container labels.
-#include "agent/kernel.h"
-#include "agent/label_codec.h"
-#include "api/create_request.h"
+#include "model/kernel.h"
+#include "model/label_codec.h"
+#include "model/create_request.h"
 #include "common/units.h"
 
 #include <fstream>

@@ -158,8 +158,8 @@ TEST_F(MountsTest, SocketsFifosAndDeviceNodesAreNeverMountedNorDirectoriesHoldin
 TEST_F(MountsTest, TheAgentsOwnPathsAreNeverMountedNorWhatHoldsThemNorWhatIsInThem) {
   tree_.Write("shared/agent/ipc/agent.sock.txt", "");
   tree_.Write("shared/token", "secret");
-  const std::vector<OwnPath> own = {{tree_.root() + "/shared/agent/ipc", "the agent's ipc-base-path"},
-                                    {tree_.root() + "/shared/token", "the agent's token-file"}};
+  const std::vector<OwnPath> own = {{tree_.root() + "/shared/agent/ipc", "the agent's ipc-base-path", "agent.ipc-base-path"},
+                                    {tree_.root() + "/shared/token", "the agent's token-file", "agent.token-file"}};
   const Status holds = Refusal(tree_.root() + "/shared/agent", true, own);
   EXPECT_EQ(holds.code(), Status::Code::kPermissionDenied);
   EXPECT_NE(holds.message().find("holds the agent's ipc-base-path (" + tree_.root() + "/shared/agent/ipc)"),

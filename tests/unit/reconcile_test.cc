@@ -1,7 +1,7 @@
 // The reconcile decisions from tables of cases: what the agent knows of a
 // kernel × what the engine shows (a listed container, an event) -> the step.
 // Pure functions: no agent, no engine.
-#include "agent/reconcile.h"
+#include "model/reconcile.h"
 
 #include <gtest/gtest.h>
 

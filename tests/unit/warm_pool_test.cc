@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "api/create_request.h"
+#include "model/create_request.h"
 #include "node/check.h"
 #include "testing/fake_engine.h"
 #include "testing/temp_tree.h"

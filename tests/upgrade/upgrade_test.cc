@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "common/version.h"
 #include "integration/harness.h"
 

@@ -10,7 +10,9 @@
 #include <limits>
 #include <optional>
 
+#include "common/ascii.h"
 #include "common/json_reader.h"
+#include "common/rfc3339.h"
 #include "engine/docker/docker_engine.h"
 #include "engine/docker/docker_json.h"
 
@@ -79,30 +81,15 @@ Result<json> ParseJson(const std::string& body, const std::string& what) {
 }
 
 int64_t ParseRfc3339Millis(const std::string& text) {
-  const int64_t seconds = ParseRfc3339(text);
-  if (seconds <= 0) return 0;
-  int64_t millis = 0;
-  const size_t dot = text.find('.');
-  if (dot != std::string::npos) {
-    int digits = 0;
-    for (size_t i = dot + 1; i < text.size() && digits < 3 && text[i] >= '0' && text[i] <= '9'; ++i, ++digits)
-      millis = millis * 10 + (text[i] - '0');
-    for (; digits < 3; ++digits) millis *= 10;
-  }
-  return seconds * 1000 + millis;
+  const std::optional<int64_t> millis = slotd::ParseRfc3339Millis(text);
+  return millis && *millis > 0 ? *millis : 0;
 }
 
 int64_t ParseRfc3339(const std::string& text) {
-  // The field widths keep each number small enough for the arithmetic
-  // below (a year of -2147483648 would overflow it).
-  std::tm tm{};
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
-    return 0;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<int64_t>(timegm(&tm));
+  const std::optional<int64_t> millis = slotd::ParseRfc3339Millis(text);
+  if (!millis) return 0;
+  // Whole seconds, rounded down (also before the epoch).
+  return *millis >= 0 ? *millis / 1000 : -((-*millis + 999) / 1000);
 }
 
 }  // namespace docker_json
@@ -263,8 +250,7 @@ Result<ContainerStats> ParseContainerStats(const std::string& body, const std::s
   const json* io = Field(ObjectField(j, "blkio_stats"), "io_service_bytes_recursive");
   if (io != nullptr && io->is_array()) {
     for (const json& entry : *io) {
-      std::string op = StringField(entry, "op");
-      for (char& c : op) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const std::string op = AsciiLowered(StringField(entry, "op"));
       if (op == "read") stats.io_read_bytes += CountField(entry, "value");
       if (op == "write") stats.io_write_bytes += CountField(entry, "value");
     }

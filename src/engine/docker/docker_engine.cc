@@ -4,7 +4,7 @@
 #include "common/process_limits.h"
 #include "engine/docker/docker_answers.h"
 #include "engine/docker/docker_json.h"
-#include "engine/image_ref.h"
+#include "model/image_ref.h"
 
 #include <spdlog/spdlog.h>
 

@@ -43,8 +43,9 @@ std::string Dump(const json& j);
 // `body` as JSON; kInternal, prefixed with `what` and quoting the start of
 // `body`, when it is not JSON or nests deeper than kMaxJsonDepth.
 Result<json> ParseJson(const std::string& body, const std::string& what);
-// Seconds since the epoch of an RFC 3339 UTC time ("2024-05-01T12:34:56.1Z");
-// 0 when it does not parse.
+// Seconds since the epoch of an RFC 3339 time ("2024-05-01T12:34:56.1Z",
+// "2024-05-01T14:34:56+02:00"; common/rfc3339.h), rounded down; 0 when it
+// does not parse.
 int64_t ParseRfc3339(const std::string& text);
 // The same in milliseconds (its fraction's first three digits); 0 when it
 // does not parse or is before the epoch ("0001-01-01T00:00:00Z": never).

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/ascii.h"
 #include "resources/cuda/gpu_meter.h"
 
 namespace slotd {
@@ -190,7 +191,7 @@ std::string MigSlot(const std::string& profile) {
   }
   std::string slot = "cuda.mig-";
   for (char c : profile) {
-    const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const char lower = AsciiLower(c);
     slot += (std::isalnum(static_cast<unsigned char>(lower)) != 0) ? lower : '-';
   }
   return slot;

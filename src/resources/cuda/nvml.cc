@@ -13,6 +13,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/ascii.h"
+
 // ---- The part of NVML's C ABI that slotd uses, declared here from NVIDIA's
 // public API reference so that no NVIDIA header is needed to build. At global
 // scope, as in C, so that the functions' types are NVML's own (UBSan's
@@ -574,8 +576,7 @@ int PciNumaNode(const std::string& pci_bus_id, const std::string& pci_devices_di
   }
   char prefix[24];
   std::snprintf(prefix, sizeof prefix, "%04lx", domain);
-  std::string address = prefix + pci_bus_id.substr(colon);
-  for (char& c : address) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string address = AsciiLowered(prefix + pci_bus_id.substr(colon));
 
   std::ifstream file(pci_devices_dir + "/" + address + "/numa_node");
   int node = -1;

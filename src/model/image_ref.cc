@@ -1,4 +1,4 @@
-#include "engine/image_ref.h"
+#include "model/image_ref.h"
 
 #include <algorithm>
 #include <regex>

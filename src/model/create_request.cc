@@ -1,4 +1,4 @@
-#include "api/create_request.h"
+#include "model/create_request.h"
 
 namespace slotd {
 

@@ -1,4 +1,4 @@
-#include "agent/kernel.h"
+#include "model/kernel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "common/paths.h"
 #include "common/units.h"
-#include "engine/image_ref.h"
+#include "model/image_ref.h"
 
 namespace slotd {
 namespace {

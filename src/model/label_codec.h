@@ -1,17 +1,17 @@
 // The container labels that are the agent's only record of its kernels:
 // their writer and their tolerant, versioned reader. This is the checkpoint
 // format, kept apart from the API's (Kernel::ToJson, Allocation::ToJson and
-// the API's request parser, api/create_request.h): the API may change its
+// the API's request parser, model/create_request.h): the API may change its
 // answers or tighten what it accepts without changing what an agent wrote
 // or can read back. Every reading starts with MigrateLabels.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "common/status.h"
-#include "engine/container_engine.h"
-#include "resources/allocation.h"
+#include "model/container.h"
+#include "model/allocation.h"
 
 namespace slotd {
 

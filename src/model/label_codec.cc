@@ -1,4 +1,4 @@
-#include "agent/label_codec.h"
+#include "model/label_codec.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,8 +1,8 @@
-#include "agent/health_check.h"
+#include "model/health_check.h"
 
 #include <algorithm>
 
-#include "agent/kernel_policy.h"
+#include "model/kernel_policy.h"
 #include "common/units.h"
 #include "config/config.h"
 

@@ -1,4 +1,4 @@
-#include "agent/kernel_policy.h"
+#include "model/kernel_policy.h"
 
 #include <algorithm>
 #include <array>

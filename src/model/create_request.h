@@ -1,12 +1,12 @@
 // The API's create request: POST /v1/kernels's body, read within the API's
 // bounds (docs/api.md, "Limits"). Only requests that arrive through the API
 // meet these bounds; kernels restored from their labels never do
-// (agent/label_codec.h).
+// (model/label_codec.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include "agent/kernel.h"
+#include "model/kernel.h"
 #include "common/status.h"
 
 namespace slotd {

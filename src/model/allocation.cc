@@ -1,4 +1,4 @@
-#include "resources/allocation.h"
+#include "model/allocation.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // Kernels: what a user asks for (CreateRequest), what the agent knows about
 // one (Kernel), and the API's JSON of a kernel. The container labels that are
-// the agent's only record have their own codec (agent/label_codec.h); the
-// API's bounds on a request are the API's (api/create_request.h).
+// the agent's only record have their own codec (model/label_codec.h); the
+// API's bounds on a request are the API's (model/create_request.h).
 #pragma once
 
 #include <chrono>
@@ -14,14 +14,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/health_check.h"
-#include "agent/image_user.h"
-#include "agent/kernel_policy.h"
+#include "model/health_check.h"
+#include "model/image_user.h"
+#include "model/kernel_policy.h"
 #include "common/status.h"
 #include "config/choices.h"
-#include "engine/container_engine.h"
-#include "engine/image_ref.h"
-#include "resources/allocation.h"
+#include "model/container.h"
+#include "model/image_ref.h"
+#include "model/allocation.h"
 
 namespace slotd {
 
@@ -110,8 +110,8 @@ struct CreateRequest {
 
 // How much a create request may store on the container: the engine keeps
 // labels, env and command in its own records, twice over. The API bounds
-// what it accepts (api/create_request.cc); restoring a kernel from its
-// labels bounds nothing (agent/label_codec.cc), so that tightening the API
+// what it accepts (model/create_request.cc); restoring a kernel from its
+// labels bounds nothing (model/label_codec.cc), so that tightening the API
 // never makes an agent refuse its own running kernels.
 struct RequestLimits {
   size_t labels, label_key, label_value;

@@ -1,4 +1,4 @@
-#include "agent/reconcile.h"
+#include "model/reconcile.h"
 
 #include <algorithm>
 #include <tuple>

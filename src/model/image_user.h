@@ -7,14 +7,11 @@
 
 #include <array>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
-#include "common/mutex.h"
 #include "common/status.h"
 
 namespace slotd {
@@ -48,24 +45,6 @@ std::optional<int64_t> NumericId(std::string_view text);
 // naming `user` when a name is in neither file or a number is negative
 // (the runtime would refuse to start it).
 Result<RunAs> ResolveUser(const std::string& user, std::string_view passwd, std::string_view group);
-
-// The users already resolved through an image's files, by image id
-// ("sha256:...") and user: the files of one image id never change, so each
-// pair needs the engine's copy of them once. Thread-safe; holds at most
-// kMaxEntries pairs and forgets them all when a new one would pass that.
-class ResolvedUsers {
- public:
-  static constexpr size_t kMaxEntries = 1024;
-
-  // What `user` of image `image_id` was resolved to, if it was.
-  std::optional<RunAs> Find(const std::string& image_id, const std::string& user) const;
-  // Keeps `run_as` as what `user` of image `image_id` resolves to.
-  void Remember(const std::string& image_id, const std::string& user, RunAs run_as);
-
- private:
-  mutable Mutex mutex_;
-  std::map<std::pair<std::string, std::string>, RunAs> entries_ GUARDED_BY(mutex_);
-};
 
 // Who a process runs as, as /proc/<pid>/status says.
 struct ProcessIds {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/kernel.h"
-#include "engine/container_engine.h"
+#include "model/kernel.h"
+#include "model/container.h"
 
 namespace slotd::reconcile {
 

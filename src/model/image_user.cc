@@ -1,4 +1,4 @@
-#include "agent/image_user.h"
+#include "model/image_user.h"
 
 #include <algorithm>
 #include <charconv>
@@ -188,19 +188,6 @@ std::string IdsProblem(const ProcessIds& ids, const std::optional<RunAs>& decide
       return "has group " + std::to_string(group) + " among its groups, which it was not given when it was created";
   }
   return "";
-}
-
-std::optional<RunAs> ResolvedUsers::Find(const std::string& image_id, const std::string& user) const {
-  MutexLock lock(mutex_);
-  const auto found = entries_.find({image_id, user});
-  if (found == entries_.end()) return std::nullopt;
-  return found->second;
-}
-
-void ResolvedUsers::Remember(const std::string& image_id, const std::string& user, RunAs run_as) {
-  MutexLock lock(mutex_);
-  if (entries_.size() >= kMaxEntries) entries_.clear();
-  entries_[{image_id, user}] = run_as;
 }
 
 }  // namespace slotd

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
-#include "engine/container_engine.h"
+#include "model/container.h"
 
 namespace slotd {
 
@@ -33,7 +33,7 @@ struct Allocation {
   // The API form (a kernel's "allocations"): {"cpu":[0,1],"mem":268435456,
   // "devices":{"mock":["mock0"]},"ports":[{"container":8080,"host":30001}],
   // "numa_node":0}, with "cpu_shared": 250 (millicores) for a shared quota.
-  // The container label has its own codec (agent/label_codec.h).
+  // The container label has its own codec (model/label_codec.h).
   nlohmann::json ToJson() const;
 };
 
