@@ -3,11 +3,11 @@
 // engine reports (events, relists) flows back in through OnEngineEvent and
 // Relist.
 //
-// Thread-safety: every public method may be called from any thread. mutex_
+// Thread-safety: every public method may be called from any thread. store_.mutex
 // guards the kernel table and the plugins; engine calls are made without it.
 // The plugins' device meters (and the devices no meter measures) are
 // collected once, at construction; the meters are thread-safe objects used
-// without mutex_.
+// without store_.mutex.
 #pragma once
 
 #include <atomic>
@@ -27,9 +27,13 @@
 #include "agent/image_gc.h"
 #include "agent/image_puller.h"
 #include "agent/kernel_service.h"
-#include "agent/resolved_users.h"
 #include "model/image_user.h"
 #include "model/kernel.h"
+#include "agent/container_stopper.h"
+#include "agent/kernel_exec.h"
+#include "agent/kernel_store.h"
+#include "agent/kernel_users.h"
+#include "agent/node_images.h"
 #include "agent/kernel_table.h"
 #include "agent/mount_stage.h"
 #include "agent/mounts.h"
@@ -80,10 +84,9 @@ class Agent : public KernelService {
   // (GiveWarm), and created as any other when none is.
   Result<CreateOutcome> CreateKernel(const CreateRequest& request) override;
 
-  // Removes the containers made to read images' users (ReadImageUser) that
-  // an earlier run of this agent left behind, stopped before it could (label
-  // kUserProbe; one list of the engine, filtered by it); failures are logged.
-  void RemoveUserProbes();
+  // Removes the containers made to read images' users that an earlier run
+  // of this agent left behind (KernelUsers::RemoveProbes).
+  void RemoveUserProbes() { users_.RemoveProbes(); }
 
   // One round of keeping the warm pools ([[pool]]) full: removes the pools'
   // kernels that ended before any create was given them, and WARM kernels
@@ -95,12 +98,12 @@ class Agent : public KernelService {
   // Failures are logged and kept (PoolCount::trouble); a pool whose kernel
   // could not be made is tried again 10 s later, twice as long after each
   // failure in a row, at most 5 minutes.
-  void FillPools(const std::stop_token& stop) EXCLUDES(mutex_);
+  void FillPools(const std::stop_token& stop) EXCLUDES(store_.mutex);
   // The pools, as [[pool]] gives them.
   const std::vector<WarmPool>& Pools() const override { return pools_; }
   // Per pool: how many WARM kernels it has now, how many are being made,
   // and why its latest kernel could not be made, while that holds.
-  std::map<std::string, PoolCount> CountPools() const override EXCLUDES(mutex_);
+  std::map<std::string, PoolCount> CountPools() const override EXCLUDES(store_.mutex);
 
   std::vector<Kernel> ListKernels() const override;
   Result<Kernel> GetKernel(const std::string& kernel_id) const override;
@@ -112,17 +115,11 @@ class Agent : public KernelService {
   // One kernel's record, as in ListKernelRecords; kNotFound as GetKernel.
   Result<std::shared_ptr<const std::string>> KernelRecord(const std::string& kernel_id) const override;
 
-  // Reads [container] registry-auth-file (at start, and again on SIGHUP);
-  // later pulls send its credentials. On error the credentials in use stay
-  // and the message names the file and what is wrong.
-  Status LoadRegistryCredentials();
-  // Pulls `image` onto the node now, whether or not it is there (slotctl
-  // pull), and returns it as the engine has it; errors as ImagePuller's.
-  Result<ImageInfo> PullImage(const std::string& image) override;
-  // Every image of the engine, newest use first.
-  Result<std::vector<NodeImage>> ListImages() override;
-  // One round of [container] image-gc-high/low (ImageCollector::CollectOnce).
-  Result<std::vector<std::string>> CollectImages() { return image_gc_.CollectOnce(); }
+  // The node's images (NodeImages).
+  Status LoadRegistryCredentials() { return images_.LoadCredentials(); }
+  Result<ImageInfo> PullImage(const std::string& image) override { return images_.PullNow(image); }
+  Result<std::vector<NodeImage>> ListImages() override { return images_.List(); }
+  Result<std::vector<std::string>> CollectImages() { return images_.Collect(); }
 
   // Stops and removes the container, then frees the kernel's resources and
   // forgets it; returns the final record. If the engine fails, the kernel and
@@ -138,47 +135,45 @@ class Agent : public KernelService {
   // TERMINATED with reason "lifetime exceeded" (or "drained") (its resources freed, an event emitted); a
   // kernel that a call holds waits for the next round, and one whose
   // container cannot be stopped stays as it was for the next.
-  void StopExpiredKernels(int64_t now) EXCLUDES(mutex_);
+  void StopExpiredKernels(int64_t now) EXCLUDES(store_.mutex);
   // Sends each RUNNING kernel with a warn_before whose lifetime, idle window
   // or drain's deadline ends within it (that end minus `before` not after
   // `now`, unix seconds) its warning signal, once: its container is renamed
   // to record it first (so no agent restart sends it again), then signalled
   // (kernel_warned). A kernel without warn_before is sent nothing. A kernel
   // that a call holds, or whose rename fails, waits for the next round.
-  void WarnKernels(int64_t now) EXCLUDES(mutex_);
+  void WarnKernels(int64_t now) EXCLUDES(store_.mutex);
   // Starts again every BACKOFF kernel whose next_restart_at_ms is not after
   // `now_ms` and that nothing else acts on: renames its container to record
   // one more restart (ContainerName), then starts it: RUNNING
   // (kernel_restarted). A start that fails is an end like any other
   // (BACKOFF again, or TERMINATED at the limit). Returns when the next
   // BACKOFF kernel is due (unix milliseconds), if one is.
-  std::optional<int64_t> RestartDueKernels(int64_t now_ms) EXCLUDES(mutex_);
+  std::optional<int64_t> RestartDueKernels(int64_t now_ms) EXCLUDES(store_.mutex);
 
-  // Runs `command` in the RUNNING kernel and waits for it; `timeout`, `stop`
-  // and `exec_id` as for ContainerEngine::Exec. A caller that stops waiting
-  // ends the command itself (HangUpExec).
+  // Execs and logs (KernelExec).
   Result<ExecResult> Exec(const std::string& kernel_id, const std::vector<std::string>& command,
                           std::chrono::seconds timeout, const std::atomic<bool>* stop = nullptr,
-                          std::string* exec_id = nullptr) override;
-  // Starts `command` in the RUNNING kernel with a terminal of `rows` x
-  // `cols`; the caller relays the session and closes it.
+                          std::string* exec_id = nullptr) override {
+    return exec_.Exec(kernel_id, command, timeout, stop, exec_id);
+  }
   Result<ExecSession> ExecInteractive(const std::string& kernel_id, const std::vector<std::string>& command, int rows,
-                                      int cols) override;
-  // What the engine says of `kernel_id`'s exec `exec_id`; kNotFound when
-  // it is not an exec of this kernel's container.
-  Result<ExecInfo> InspectExec(const std::string& kernel_id, const std::string& exec_id) override;
-  // Ends `kernel_id`'s exec `exec_id` if it still runs, as a terminal
-  // hanging up would: SIGHUP to its process, then SIGKILL when it has not
-  // ended within `grace`. For an exec whose client went away.
-  // OK when it has ended (or never ran); errors as InspectExec's, or the
-  // signal's when the agent may not send it.
-  Status HangUpExec(const std::string& kernel_id, const std::string& exec_id, std::chrono::milliseconds grace) override;
-  // Sets the terminal size of `kernel_id`'s exec `exec_id`; errors as InspectExec's.
-  Status ResizeExec(const std::string& kernel_id, const std::string& exec_id, int rows, int cols) override;
-  // Streams the kernel's output; see ContainerEngine::StreamLogs. kNotFound
-  // for an unknown kernel; a kernel without a container has no output.
+                                      int cols) override {
+    return exec_.ExecInteractive(kernel_id, command, rows, cols);
+  }
+  Result<ExecInfo> InspectExec(const std::string& kernel_id, const std::string& exec_id) override {
+    return exec_.InspectExec(kernel_id, exec_id);
+  }
+  Status HangUpExec(const std::string& kernel_id, const std::string& exec_id, std::chrono::milliseconds grace) override {
+    return exec_.HangUpExec(kernel_id, exec_id, grace);
+  }
+  Status ResizeExec(const std::string& kernel_id, const std::string& exec_id, int rows, int cols) override {
+    return exec_.ResizeExec(kernel_id, exec_id, rows, cols);
+  }
   Status StreamLogs(const std::string& kernel_id, int tail, bool follow, const std::function<void()>& on_started,
-                    const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>& stop) override;
+                    const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>& stop) override {
+    return exec_.StreamLogs(kernel_id, tail, follow, on_started, on_output, stop);
+  }
 
   // Capacity, used and free per slot type, merged from the plugins.
   nlohmann::json DescribeResources() const override;
@@ -186,7 +181,7 @@ class Agent : public KernelService {
   // How many kernels of the agent's users have not ended (neither
   // TERMINATED nor ERROR); a warm pool's kernels, made or WARM, are not
   // theirs until given (CountPools counts them).
-  int ActiveKernels() const EXCLUDES(mutex_);
+  int ActiveKernels() const EXCLUDES(store_.mutex);
 
   // The devices (DeviceManager): drains of the agent and of its devices,
   // health marks, and their record in state.json.
@@ -207,7 +202,7 @@ class Agent : public KernelService {
   // the condition of each kernel on an unhealthy device (kernel_condition),
   // and the stop of such kernels where the plugin says so (TERMINATED
   // "device unhealthy").
-  void ApplyDeviceHealth() EXCLUDES(mutex_);
+  void ApplyDeviceHealth() EXCLUDES(store_.mutex);
 
   // A RUNNING kernel as the stats loop measures it: its container and the
   // devices it holds (plugin name -> device ids); no more is copied.
@@ -218,7 +213,7 @@ class Agent : public KernelService {
     int shared_cpu_millis = 0;  // its quota from the shared pool; 0: exclusive cores
   };
   // Every RUNNING kernel that has a container, in kernel id order.
-  std::vector<RunningKernel> RunningKernels() const EXCLUDES(mutex_);
+  std::vector<RunningKernel> RunningKernels() const EXCLUDES(store_.mutex);
   // A RUNNING kernel with a health check, as the health keeper probes it.
   struct HealthTarget {
     std::string kernel_id;
@@ -228,15 +223,15 @@ class Agent : public KernelService {
     ProbeAddress address;  // where an HTTP or TCP check connects ([container] network decides)
   };
   // Every RUNNING kernel with a health check and a container that no call owns.
-  std::vector<HealthTarget> HealthTargets() const EXCLUDES(mutex_);
+  std::vector<HealthTarget> HealthTargets() const EXCLUDES(store_.mutex);
   // Records one probe of `kernel_id`'s container `container_id` (unless the
   // kernel moved on meanwhile): its health, the events kernel_ready,
   // kernel_unhealthy and kernel_healthy, and, when it has just become
   // unhealthy, what its on_unhealthy says: its container stopped and its
   // end "unhealthy" (restart: as its restart policy says; stop: TERMINATED).
-  // Takes mutex_ itself; stops without it.
+  // Takes store_.mutex itself; stops without it.
   void RecordHealth(const std::string& kernel_id, const std::string& container_id, const ProbeResult& result,
-                    bool in_start_period) EXCLUDES(mutex_);
+                    bool in_start_period) EXCLUDES(store_.mutex);
 
   // How busy a RUNNING kernel was over the last stats interval.
   struct KernelActivity {
@@ -252,7 +247,7 @@ class Agent : public KernelService {
   // intervals, its window starts (kernel_idle) or goes on; otherwise it
   // ends. StopExpiredKernels stops a kernel whose window has lasted its
   // `for` ("idle"); WarnKernels warns it `before` that.
-  void NoteActivity(const std::vector<KernelActivity>& activity) EXCLUDES(mutex_);
+  void NoteActivity(const std::vector<KernelActivity>& activity) EXCLUDES(store_.mutex);
   // What a RUNNING kernel's cgroup says (CgroupSample): how many of its
   // processes were killed for lack of memory, and the cores it may run on.
   struct KernelCgroupReading {
@@ -269,9 +264,8 @@ class Agent : public KernelService {
   // that finds nothing changed only compares. The
   // engine's oom and update events say the same on Docker; this is what
   // tells them on an engine that sends none (Podman).
-  void NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings) EXCLUDES(mutex_);
-  // An interactive exec of `kernel_id` (ExecInteractive) ended.
-  void InteractiveExecEnded(const std::string& kernel_id) override EXCLUDES(mutex_);
+  void NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings) EXCLUDES(store_.mutex);
+  void InteractiveExecEnded(const std::string& kernel_id) override { exec_.InteractiveExecEnded(kernel_id); }
 
   // The plugins' device meters, in plugin order; plugins without measures
   // (mock, cpu, ...) have none. The same objects on every call.
@@ -319,7 +313,7 @@ class Agent : public KernelService {
   // warm kernel's id. nullopt when no pool serves it or none has a WARM
   // kernel free (the create goes on as any other), or when the record
   // cannot be written (logged).
-  std::optional<CreateOutcome> GiveWarm(const CreateRequest& request) EXCLUDES(mutex_);
+  std::optional<CreateOutcome> GiveWarm(const CreateRequest& request) EXCLUDES(store_.mutex);
   // What Adopt makes of a running container made for a warm pool: RUNNING
   // as its record says when it was given to a create (`kernel` then takes
   // the record's request, creation and deadline, and leaves its pool),
@@ -340,39 +334,14 @@ class Agent : public KernelService {
   // the cap, a scratch size it cannot enforce); otherwise what it admits.
   Result<Admitted> Admit(const CreateRequest& request) const;
   // Brings the image of `kernel`, reserved PULLING by CreateKernel, onto the
-  // node as `policy` asks and decides the user it runs as (DecideRunAs);
+  // node as `policy` asks and decides the user it runs as (KernelUsers::Decide);
   // then the kernel is PREPARING. On failure, undoes the reservation.
   Result<RunAs> PrepareImage(const CreateRequest& request, PullPolicy policy);
-  // The user, as numbers, that every process of `request`'s kernel runs as,
-  // at every start, restart and exec: [container] kernel-uid and kernel-gid,
-  // else `image`'s user resolved through the image's own /etc/passwd and
-  // /etc/group (ReadImageUser). kPermissionDenied when that is uid 0 or gid
-  // 0 and [container] allow-root is false.
-  Result<RunAs> DecideRunAs(const CreateRequest& request, const ImageInfo& image);
-  // `user` (the image's Config.User) of image `image` (`info`) resolved
-  // through the image's files (ResolveUser), read from a container made from
-  // it for this (named UserProbeName of `kernel_id`, never started, removed
-  // at once); once per image id and user (resolved_users_). No user (root)
-  // needs no files.
-  Result<RunAs> ReadImageUser(const std::string& kernel_id, const std::string& image, const ImageInfo& info,
-                              const std::string& user);
-  // Whether the process `pid`, the first of kernel `kernel_id`, runs as the
-  // kernel may (IdsProblem: as `run_as` decided at create, and not as root
-  // or root's group without allow-root). kPermissionDenied saying which;
-  // OK when the process is gone.
-  Status VerifyIds(const std::string& kernel_id, int pid, const std::optional<RunAs>& run_as) const;
   // After a start: what the kernel's first process sees at each mount is
   // what was checked (VerifyMounted), and it runs as `run_as` and not as
-  // root unless allowed (VerifyIds). kPermissionDenied saying which.
+  // root unless allowed (KernelUsers::VerifyIds). kPermissionDenied saying which.
   Status VerifyStarted(const std::string& kernel_id, const std::string& container_id,
                        const std::vector<ResolvedMount>& mounts, const std::optional<RunAs>& run_as);
-  // After a start of a kernel's container that CreateContainer did not make
-  // (a restart, or a start of one adopted unstarted): VerifyIds of its first
-  // process. When that fails the container is killed at once, and the
-  // refusal returned is for the caller to make the kernel's end (never one
-  // a restart mends: KernelEnd::final). Call without the lock.
-  Status VerifyRestarted(const std::string& kernel_id, const std::string& container_id,
-                         const std::optional<RunAs>& run_as) EXCLUDES(mutex_);
   // Removes `kernel_id`'s scratch, its mounts' binds and its record of a
   // warm kernel given to it, logging what fails.
   void RemoveKernelFiles(const std::string& kernel_id);
@@ -382,11 +351,11 @@ class Agent : public KernelService {
   Status CheckScratchRoom() const;
   // Undoes CreateKernel's reservation of a kernel that has no container yet:
   // its scratch, its resources, its entry. Returns `why`.
-  Status AbandonReservation(const std::string& kernel_id, const Status& why) EXCLUDES(mutex_);
+  Status AbandonReservation(const std::string& kernel_id, const Status& why) EXCLUDES(store_.mutex);
   // The container `kernel` (reserved for `request`) runs in, but for its
   // user, scratch and mounts: image, command, labels, limits, environment,
   // and each plugin's part (cores, memory, devices, ports).
-  ContainerSpec SpecFor(const CreateRequest& request, const Kernel& kernel) EXCLUDES(mutex_);
+  ContainerSpec SpecFor(const CreateRequest& request, const Kernel& kernel) EXCLUDES(store_.mutex);
   // Builds, creates and starts the container of `kernel`, already reserved
   // (PREPARING) by CreateKernel; on failure, undoes the reservation.
   // `run_as`: the user it runs as (PrepareImage), given to the engine as
@@ -394,15 +363,9 @@ class Agent : public KernelService {
   // resolved (ResolveMounts).
   Result<CreateOutcome> CreateContainer(const CreateRequest& request, const Kernel& kernel, const RunAs& run_as,
                                         const std::vector<ResolvedMount>& mounts);
-  // Records an exec of `kernel_id` now (it is not idle): `opened` +1 when an
-  // interactive exec starts, -1 when it ends, 0 for a one-shot exec.
-  void NoteExec(const std::string& kernel_id, int opened) EXCLUDES(mutex_);
   // When `kernel`'s idle window ends (unix milliseconds): its idle_since_ms
   // plus its idle rule's `for`; unset while it is not idle.
   std::optional<int64_t> IdleEndMs(const Kernel& kernel) const;
-  // The container of `kernel_id` when it is RUNNING; else kNotFound or
-  // kFailedPrecondition saying why an exec cannot run.
-  Result<std::string> RunningContainer(const std::string& kernel_id) const;
   // A kernel to stop: its id, its container and how it asked to be stopped.
   struct ToStop {
     std::string kernel_id;
@@ -411,47 +374,33 @@ class Agent : public KernelService {
   };
   // Stops the containers of `kernels`, each set TERMINATING by the caller:
   // TERMINATED with `reason`, or back to its state before when its
-  // container cannot be stopped. Takes mutex_ itself; stops without it.
-  void StopTerminating(const std::vector<ToStop>& kernels, const std::string& reason) EXCLUDES(mutex_);
-  // How long a kernel of `contract` gets to stop: its stop_timeout, at most
-  // [container] stop-timeout (its default), in whole seconds as the engine takes it.
-  std::chrono::seconds StopTimeoutOf(const StopContract& contract) const;
-  // What stopping a container came to: the engine's answer and, when it
-  // stopped, its exit code and when it ended (unset when the inspect after
-  // it failed).
-  struct StopOutcome {
-    Status stopped;
-    std::optional<int> exit_code;
-    std::optional<int64_t> ended_at;
-  };
-  // Stops `container_id` as `contract` says (its pre_stop command, then its
-  // stop signal, then SIGKILL when StopTimeoutOf(contract) has passed since
-  // the start) and reads its exit code; call without the lock.
-  StopOutcome StopContainer(const std::string& container_id, const StopContract& contract) EXCLUDES(mutex_);
+  // container cannot be stopped. Takes store_.mutex itself; stops without it.
+  void StopTerminating(const std::vector<ToStop>& kernels, const std::string& reason) EXCLUDES(store_.mutex);
+  using StopOutcome = ContainerStopper::Outcome;
   // What the end `end` of RUNNING or BACKOFF kernel `kernel_id`'s container
   // comes to under its restart policy (DecideOnExit): BACKOFF, keeping its
   // resources, or TERMINATED, freeing them.
-  void Ended(const std::string& kernel_id, const KernelEnd& end) REQUIRES(mutex_);
+  void Ended(const std::string& kernel_id, const KernelEnd& end) REQUIRES(store_.mutex);
   // The lowest NUMA node with room for all of `request`'s topology-bound
   // units (cores, devices); nullopt when none has.
-  std::optional<int> ChooseNumaNode(const ResourceRequest& request) const REQUIRES(mutex_);
-  std::string SlotTypes() const REQUIRES(mutex_);  // "cpu, mem, mock.device"
+  std::optional<int> ChooseNumaNode(const ResourceRequest& request) const REQUIRES(store_.mutex);
+  std::string SlotTypes() const REQUIRES(store_.mutex);  // "cpu, mem, mock.device"
   // Re-takes a terminated kernel's allocation because its container runs
   // again (`how`); ERROR with the reason when another kernel holds part of
   // it (or the config no longer allows it), and queued for StopIntruders.
-  void Resume(const std::string& kernel_id, const std::string& how) REQUIRES(mutex_);
+  void Resume(const std::string& kernel_id, const std::string& how) REQUIRES(store_.mutex);
   // reconcile::DecideOnEvent for `kernel` (nullptr: unknown).
-  reconcile::EventStep EventStepFor(const Kernel* kernel, const EngineEvent& event) const REQUIRES(mutex_);
+  reconcile::EventStep EventStepFor(const Kernel* kernel, const EngineEvent& event) const REQUIRES(store_.mutex);
   // reconcile::DecideOnContainer for a listed container.
-  reconcile::Step StepFor(const ContainerInfo& info, uint64_t list_seq) const REQUIRES(mutex_);
+  reconcile::Step StepFor(const ContainerInfo& info, uint64_t list_seq) const REQUIRES(store_.mutex);
   // Applies a "die" event (EventStep::kCheckDeath): TERMINATED and freed,
   // unless the engine says the container already runs again or the kernel
-  // changed meanwhile. Takes mutex_ itself; inspects without it.
-  void ConfirmDeath(const std::string& kernel_id, const EngineEvent& event) EXCLUDES(mutex_);
+  // changed meanwhile. Takes store_.mutex itself; inspects without it.
+  void ConfirmDeath(const std::string& kernel_id, const EngineEvent& event) EXCLUDES(store_.mutex);
   // Inspects a RUNNING kernel's container (unlocked) and sets its condition
   // to what differs from its allocation: paused, cpuset, memory limit; emits
-  // kernel_condition when that changes. Takes mutex_ itself.
-  void CheckDrift(const std::string& kernel_id, const std::string& container_id) EXCLUDES(mutex_);
+  // kernel_condition when that changes. Takes store_.mutex itself.
+  void CheckDrift(const std::string& kernel_id, const std::string& container_id) EXCLUDES(store_.mutex);
   // Gives the container of each shared kernel that holds its quota (running,
   // warm, still starting, waiting for a restart) the shared pool as it is
   // now where its cores (Kernel::applied_cpuset) differ: the pool shrank as
@@ -462,14 +411,14 @@ class Agent : public KernelService {
   // is the kernel's condition until an update succeeds. Called after an
   // exclusive create takes its cores (before its container starts), before
   // a shared kernel's container starts, after failed creates, deletes,
-  // relists and the restore. Takes mutex_.
-  void ConvergeCpusets() EXCLUDES(mutex_, converge_mutex_);
+  // relists and the restore. Takes store_.mutex.
+  void ConvergeCpusets() EXCLUDES(store_.mutex, converge_mutex_);
   // The shared pool's cores as the cpu plugin gives them now ("1-3"); empty: no pool.
-  std::string SharedPoolNow() const REQUIRES(mutex_);
+  std::string SharedPoolNow() const REQUIRES(store_.mutex);
   // At start, once ConvergeCpusets has moved the adopted shared kernels:
   // reconcile::CheckAdoptedShared of every shared kernel holding its quota.
-  // Takes mutex_.
-  Status CheckAdoptedShared() const EXCLUDES(mutex_);
+  // Takes store_.mutex.
+  Status CheckAdoptedShared() const EXCLUDES(store_.mutex);
   // Whether `pool`'s image is on the node, pulled first when [container]
   // auto-pull asks (ImagePuller::Ensure): OK, or why a kernel of it cannot
   // be made, saying what to do. Reserves nothing.
@@ -478,14 +427,14 @@ class Agent : public KernelService {
   // with their files: nothing of them is held, and nobody was given them.
   // One that cannot be removed refuses the start (`at_start`), naming it and
   // what to do; later it is logged, and the next relist tries again.
-  Status RemoveUnkeptWarm(bool at_start) EXCLUDES(mutex_);
+  Status RemoveUnkeptWarm(bool at_start) EXCLUDES(store_.mutex);
   // OnEngineEvent without the StopIntruders that follows it.
-  bool ApplyEngineEvent(const EngineEvent& event) EXCLUDES(mutex_);
+  bool ApplyEngineEvent(const EngineEvent& event) EXCLUDES(store_.mutex);
   // Stops the containers Resume found running on resources their kernels do
   // not hold (started behind the agent's back onto another kernel's cores,
-  // say): TERMINATED "stopped by slotd: ...". Takes mutex_ itself; stops
+  // say): TERMINATED "stopped by slotd: ...". Takes store_.mutex itself; stops
   // without it.
-  void StopIntruders() EXCLUDES(mutex_);
+  void StopIntruders() EXCLUDES(store_.mutex);
   std::vector<std::string> OwnerFilter() const;
   // Adopts an unknown container (one of the kAdopt* steps). A created one
   // becomes PREPARING with its resources and its kernel id goes into
@@ -496,19 +445,19 @@ class Agent : public KernelService {
   // (`claimed`): ERROR, and stopped (StopIntruders) when a newer kernel holds
   // it; refused at start, else ERROR, when the config no longer gives it.
   Status AdoptRefused(Kernel kernel, const ContainerInfo& info, const Status& claimed, bool at_start)
-      REQUIRES(mutex_);
+      REQUIRES(store_.mutex);
   // `inspected`: the container as inspected (its exit code and end), when it was.
   // A warm pool's kernel never given that no pool keeps (PoolKeeps) is not
   // adopted: queued for RemoveUnkeptWarm.
   Status Adopt(reconcile::Step step, const ContainerInfo& info, const ContainerInfo* inspected, bool at_start,
-               std::vector<std::string>& never_started) REQUIRES(mutex_);
+               std::vector<std::string>& never_started) REQUIRES(store_.mutex);
   // Relist and Restore: one list of the engine (`listed`, or asked for
   // now), decided and applied.
-  Status Converge(bool at_start, std::optional<std::vector<ContainerInfo>> listed = std::nullopt) EXCLUDES(mutex_);
+  Status Converge(bool at_start, std::optional<std::vector<ContainerInfo>> listed = std::nullopt) EXCLUDES(store_.mutex);
   // The owned containers `mine` of a list asked for at `list_seq` whose step
   // needs their exit code, inspected (unlocked), by container id.
   std::map<std::string, ContainerInfo> InspectEnded(const std::vector<ContainerInfo>& mine, uint64_t list_seq)
-      EXCLUDES(mutex_);
+      EXCLUDES(store_.mutex);
   // What applying a list leaves for Converge to do without the lock.
   struct Applied {
     std::vector<std::string> never_started;                    // kernels adopted PREPARING, to start
@@ -517,53 +466,53 @@ class Agent : public KernelService {
   // Applies each step of the list `mine` (the ended ones `inspected`) and
   // forgets the kernels whose container is not in it.
   Status ApplyList(const std::vector<ContainerInfo>& mine, const std::map<std::string, ContainerInfo>& inspected,
-                   uint64_t list_seq, bool at_start, Applied& applied) REQUIRES(mutex_);
+                   uint64_t list_seq, bool at_start, Applied& applied) REQUIRES(store_.mutex);
   // Logs, once per container and state, a container in a state this agent
   // does not know (reconcile::IsKnownState), which keeps what it holds.
-  void ReportUnknownState(const ContainerInfo& info) REQUIRES(mutex_);
+  void ReportUnknownState(const ContainerInfo& info) REQUIRES(store_.mutex);
   // Starts the containers of kernels adopted PREPARING by Adopt: RUNNING
   // when the engine starts them, else TERMINATED "never started: <why>" with
-  // no exit code and nothing held. Takes mutex_ itself; starts without it.
-  void FinishStarts(const std::vector<std::string>& kernel_ids) EXCLUDES(mutex_);
+  // no exit code and nothing held. Takes store_.mutex itself; starts without it.
+  void FinishStarts(const std::vector<std::string>& kernel_ids) EXCLUDES(store_.mutex);
 
   const Config config_;
   ContainerEngine& engine_;
   EventHub& hub_;
   Clock& clock_;
 
-  mutable Mutex mutex_;
-  std::vector<std::unique_ptr<ResourcePlugin>> plugins_ GUARDED_BY(mutex_);
+  // The kernel table and the plugins, under the core lock (store_.mutex).
+  KernelStore store_;
+  KernelExec exec_;  // execs and logs
+  const ContainerStopper stopper_;  // the one way a kernel's container is stopped
   ScratchStore scratch_;  // the kernels' scratch directories (hostdir, hostfile); thread-safe
   // Ok when a hostdir scratch can be given a size (the scratch root enforces
   // project quotas) or the scratch is not hostdir; otherwise why not.
   const Status scratch_quota_;
   MountStage mount_stage_;  // where the engine takes kernels' mounts from; thread-safe
-  ImagePuller puller_;    // pulls kernels' images; thread-safe
-  ImageCollector image_gc_;  // removes unused images when the engine's disk fills; thread-safe
-  ResolvedUsers resolved_users_;  // image users already read from images' files; thread-safe
-  KernelTable table_ GUARDED_BY(mutex_);  // the kernels and their lifecycle
-  DeviceManager devices_;  // drains, health marks, state.json; thread-safe, never called under mutex_
+  NodeImages images_;  // pulls, lists and collects the engine's images; thread-safe
+  KernelUsers users_;  // who kernels run as: decided at create, checked after each start; thread-safe
+  DeviceManager devices_;  // drains, health marks, state.json; thread-safe, never called under store_.mutex
   // A create under way, which repeats of the same request wait for and share.
   struct PendingCreate {
     CreateRequest request;  // the request under way
     bool done = false;
     Result<CreateOutcome> outcome = Status::Internal("the create has not finished");
   };
-  std::map<std::string, std::shared_ptr<PendingCreate>> pending_creates_ GUARDED_BY(mutex_);  // by kernel id
-  std::vector<std::pair<std::string, std::string>> intruders_ GUARDED_BY(mutex_);  // (kernel, container) to stop
+  std::map<std::string, std::shared_ptr<PendingCreate>> pending_creates_ GUARDED_BY(store_.mutex);  // by kernel id
+  std::vector<std::pair<std::string, std::string>> intruders_ GUARDED_BY(store_.mutex);  // (kernel, container) to stop
   // "<container id> <state>" of the unknown states reported; emptied past the bound.
   static constexpr size_t kMaxUnknownStatesReported = 1024;
-  std::set<std::string> unknown_states_reported_ GUARDED_BY(mutex_);
+  std::set<std::string> unknown_states_reported_ GUARDED_BY(store_.mutex);
   // The shared pool's cores as ConvergeCpusets last brought every shared
   // kernel's container that holds its quota to them; when the pool differs,
   // every shared kernel is checked, otherwise only those of
   // cpusets_to_check_: just made (their spec's pool may be older), taken
   // back by a resume, or refused an update. So a create or delete that
   // leaves the pool as it is costs no walk over every kernel.
-  std::string converged_pool_ GUARDED_BY(mutex_);
-  std::set<std::string> cpusets_to_check_ GUARDED_BY(mutex_);  // kernel ids
-  // Held by ConvergeCpusets for its whole run; taken before mutex_, never inside it.
-  Mutex converge_mutex_ ACQUIRED_BEFORE(mutex_);
+  std::string converged_pool_ GUARDED_BY(store_.mutex);
+  std::set<std::string> cpusets_to_check_ GUARDED_BY(store_.mutex);  // kernel ids
+  // Held by ConvergeCpusets for its whole run; taken before store_.mutex, never inside it.
+  Mutex converge_mutex_ ACQUIRED_BEFORE(store_.mutex);
   // The warm pools ([[pool]]); empty when their entries are refused (Restore
   // then fails naming the entry: pools_status_).
   std::vector<WarmPool> pools_;
@@ -571,7 +520,7 @@ class Agent : public KernelService {
   WarmClaims warm_claims_;  // the records of warm kernels given to creates; thread-safe
   // WARM kernels a call has taken, to give to a create (GiveWarm) or to
   // remove (FillPools): no other call takes them meanwhile.
-  std::set<std::string> warm_taken_ GUARDED_BY(mutex_);
+  std::set<std::string> warm_taken_ GUARDED_BY(store_.mutex);
   // A warm pool's kernel, never given, whose pool the config no longer has
   // (or has in another shape), as Adopt found it, for RemoveUnkeptWarm.
   struct UnkeptWarm {
@@ -580,7 +529,7 @@ class Agent : public KernelService {
     std::string container_name;
     std::string pool;
   };
-  std::vector<UnkeptWarm> unkept_warm_ GUARDED_BY(mutex_);
+  std::vector<UnkeptWarm> unkept_warm_ GUARDED_BY(store_.mutex);
   // Per pool whose latest kernel could not be made: why, and when FillPools
   // tries again, later after each failure in a row, so that a missing image
   // is not retried (and logged) every round. Gone once a kernel is made.
@@ -589,13 +538,13 @@ class Agent : public KernelService {
     int64_t retry_at_ms = 0;  // unix milliseconds
     std::string reason;       // the latest failure's message
   };
-  std::map<std::string, PoolTrouble> pool_trouble_ GUARDED_BY(mutex_);
-  std::condition_variable create_done_;                    // with mutex_: a pending create finished
-  std::condition_variable restart_done_;                   // with mutex_: a restart under way finished
+  std::map<std::string, PoolTrouble> pool_trouble_ GUARDED_BY(store_.mutex);
+  std::condition_variable create_done_;                    // with store_.mutex: a pending create finished
+  std::condition_variable restart_done_;                   // with store_.mutex: a restart under way finished
   // Held from reading a kernel's name marks to renaming its container, so
   // that a restart and a warning never record over each other. Taken
-  // before mutex_, never inside it.
-  Mutex rename_mutex_ ACQUIRED_BEFORE(mutex_);
+  // before store_.mutex, never inside it.
+  Mutex rename_mutex_ ACQUIRED_BEFORE(store_.mutex);
 
   std::atomic<int64_t> drain_deadline_{0};   // the drain's deadline (unix seconds) as devices_ holds it; 0: none
   std::atomic<int64_t> last_sync_ns_{-1};    // clock_ time of the last good relist or restore

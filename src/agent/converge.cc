@@ -16,8 +16,8 @@ namespace slotd {
 using nlohmann::json;
 
 void Agent::Resume(const std::string& kernel_id, const std::string& how) {
-  Status claimed = table_.Resume(kernel_id, how);
-  const Kernel* kernel = table_.Find(kernel_id);
+  Status claimed = store_.table.Resume(kernel_id, how);
+  const Kernel* kernel = store_.table.Find(kernel_id);
   // Its cores did not follow the pool while it held no quota.
   if (claimed.ok() && kernel && kernel->allocation.shared_cpu_millis > 0) cpusets_to_check_.insert(kernel_id);
   if (claimed.ok() || !kernel || kernel->state() != KernelState::kError) return;
@@ -27,22 +27,22 @@ void Agent::Resume(const std::string& kernel_id, const std::string& how) {
 
 reconcile::EventStep Agent::EventStepFor(const Kernel* kernel, const EngineEvent& event) const {
   if (!kernel) return reconcile::DecideOnEvent(event, nullptr);
-  const reconcile::Known known = table_.KnownOf(*kernel);
+  const reconcile::Known known = store_.table.KnownOf(*kernel);
   return reconcile::DecideOnEvent(event, &known);
 }
 
 reconcile::Step Agent::StepFor(const ContainerInfo& info, uint64_t list_seq) const {
   auto kid = info.labels.find(label::kKernelId);
   if (kid == info.labels.end()) return reconcile::DecideOnContainer(info, nullptr, std::nullopt, list_seq);
-  const std::optional<uint64_t> forgotten_at = table_.ForgottenAt(kid->second);
-  const Kernel* kernel = table_.Find(kid->second);
+  const std::optional<uint64_t> forgotten_at = store_.table.ForgottenAt(kid->second);
+  const Kernel* kernel = store_.table.Find(kid->second);
   if (!kernel) return reconcile::DecideOnContainer(info, nullptr, forgotten_at, list_seq);
-  const reconcile::Known known = table_.KnownOf(*kernel);
+  const reconcile::Known known = store_.table.KnownOf(*kernel);
   return reconcile::DecideOnContainer(info, &known, forgotten_at, list_seq);
 }
 
 void Agent::Ended(const std::string& kernel_id, const KernelEnd& what_ended) {
-  const Kernel* k = table_.Find(kernel_id);
+  const Kernel* k = store_.table.Find(kernel_id);
   if (!k) return;
   KernelEnd end = what_ended;
   if (!k->end_cause.empty()) {  // the agent ended it (an unhealthy kernel): that is its end
@@ -52,16 +52,16 @@ void Agent::Ended(const std::string& kernel_id, const KernelEnd& what_ended) {
   const std::optional<int64_t> ended_at = end.ended_at_ms > 0 ? std::optional(end.ended_at_ms / 1000) : std::nullopt;
   const bool policy_applies = k->state() == KernelState::kRunning || k->state() == KernelState::kBackoff;
   if (!policy_applies) {
-    (void)table_.Terminated(kernel_id, end.exit_code, end.why, ended_at);
+    (void)store_.table.Terminated(kernel_id, end.exit_code, end.why, ended_at);
     return;
   }
   ExitOutcome outcome = DecideOnExit(ResolveRestart(k->request.restart, config_.container), k->restarts, end,
                                      k->deadline, clock_.UnixMillis());
   if (drain_deadline_ > 0) outcome = {false, 0, end.why};  // a drain with a deadline wins over a restart
   if (outcome.restart) {
-    (void)table_.BackOff(kernel_id, end.exit_code, outcome.reason, ended_at, outcome.restart_at_ms);
+    (void)store_.table.BackOff(kernel_id, end.exit_code, outcome.reason, ended_at, outcome.restart_at_ms);
   } else {
-    (void)table_.Terminated(kernel_id, end.exit_code, outcome.reason, ended_at);
+    (void)store_.table.Terminated(kernel_id, end.exit_code, outcome.reason, ended_at);
   }
 }
 
@@ -92,8 +92,8 @@ void Agent::ConfirmDeath(const std::string& kernel_id, const EngineEvent& event)
     from_event.finished_ms = event.time_nano / 1'000'000;
     info = std::move(from_event);
   }
-  MutexLock lock(mutex_);
-  const Kernel* k = table_.Find(kernel_id);
+  MutexLock lock(store_.mutex);
+  const Kernel* k = store_.table.Find(kernel_id);
   if (EventStepFor(k, event) != reconcile::EventStep::kCheckDeath) return;  // changed meanwhile
   Ended(kernel_id, EndOf(&*info, k->oom_kills, clock_.UnixMillis(), ""));
 }
@@ -138,25 +138,25 @@ static std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
 void Agent::CheckDrift(const std::string& kernel_id, const std::string& container_id) {
   uint64_t moves_before = 0;
   {
-    MutexLock lock(mutex_);
-    if (const Kernel* k = table_.Find(kernel_id)) moves_before = k->cpuset_moves;
+    MutexLock lock(store_.mutex);
+    if (const Kernel* k = store_.table.Find(kernel_id)) moves_before = k->cpuset_moves;
   }
   auto info = engine_.Inspect(container_id);
   if (!info.ok()) return;  // gone: its destroy event or the next relist tells
-  MutexLock lock(mutex_);
-  const Kernel* seen = table_.Find(kernel_id);
-  if (!seen || !reconcile::MayCheckDrift(table_.KnownOf(*seen), container_id)) return;  // changed meanwhile
+  MutexLock lock(store_.mutex);
+  const Kernel* seen = store_.table.Find(kernel_id);
+  if (!seen || !reconcile::MayCheckDrift(store_.table.KnownOf(*seen), container_id)) return;  // changed meanwhile
   if (seen->cpuset_moves != moves_before) return;  // its cores moved meanwhile: the move's update event checks again
   std::string condition = DriftOf(*seen, *info);
   if (condition == seen->condition) return;
-  Kernel* k = table_.Change(kernel_id);
+  Kernel* k = store_.table.Change(kernel_id);
   k->condition = std::move(condition);
   if (k->condition.empty()) {
     spdlog::info("kernel {}: its container matches its allocation again", kernel_id);
   } else {
     spdlog::warn("kernel {}: {}", kernel_id, k->condition);
   }
-  table_.AnnounceCondition(*k);
+  store_.table.AnnounceCondition(*k);
 }
 
 std::string Agent::SharedPoolNow() const {
@@ -164,15 +164,15 @@ std::string Agent::SharedPoolNow() const {
   Allocation shared;
   shared.shared_cpu_millis = 1;
   ContainerSpec now;
-  for (const auto& plugin : plugins_)
+  for (const auto& plugin : store_.plugins)
     if (plugin->Name() == "cpu") plugin->Apply(shared, now);
   return now.cpuset_cpus;
 }
 
 Status Agent::CheckAdoptedShared() const {
-  MutexLock lock(mutex_);
+  MutexLock lock(store_.mutex);
   std::vector<reconcile::AdoptedShared> shared;
-  for (const auto& [id, k] : table_.All())
+  for (const auto& [id, k] : store_.table.All())
     if (k.allocation.shared_cpu_millis > 0 && k.holds_resources && !k.container_id.empty())
       shared.push_back({id, k.container_id, k.allocation.shared_cpu_millis, k.applied_cpuset, k.pool_condition});
   std::vector<int> allowed = config_.resource.allowed_cores;
@@ -191,17 +191,17 @@ void Agent::ConvergeCpusets() {
   // pool's moves never reach the engine before an earlier one's.
   MutexLock converging(converge_mutex_);
   {
-    MutexLock lock(mutex_);
+    MutexLock lock(store_.mutex);
     ContainerSpec now;
     now.cpuset_cpus = SharedPoolNow();
     if (now.cpuset_cpus.empty()) return;  // no pool: nothing to give
     std::vector<const Kernel*> candidates;
     if (now.cpuset_cpus != converged_pool_) {
-      for (const auto& [id, k] : table_.All()) candidates.push_back(&k);
+      for (const auto& [id, k] : store_.table.All()) candidates.push_back(&k);
       converged_pool_ = now.cpuset_cpus;
     } else {
       for (const std::string& id : cpusets_to_check_)
-        if (const Kernel* k = table_.Find(id)) candidates.push_back(k);
+        if (const Kernel* k = store_.table.Find(id)) candidates.push_back(k);
     }
     for (const Kernel* k : candidates) {
       // Every container that holds the kernel's quota, whether it runs yet or
@@ -209,7 +209,7 @@ void Agent::ConvergeCpusets() {
       if (k->allocation.shared_cpu_millis == 0 || !k->holds_resources || k->container_id.empty()) continue;
       if (now.cpuset_cpus == k->applied_cpuset) continue;
       moves.push_back({k->id(), k->container_id, now.cpuset_cpus, k->applied_cpuset});
-      Kernel& moving = *table_.Change(k->id());
+      Kernel& moving = *store_.table.Change(k->id());
       moving.pending_cpuset = now.cpuset_cpus;
       ++moving.cpuset_moves;
     }
@@ -221,8 +221,8 @@ void Agent::ConvergeCpusets() {
       if (Result<ContainerInfo> info = engine_.Inspect(move.container_id); info.ok()) move.applied = info->cpuset_cpus;
     const Status updated =
         move.applied == move.cpuset ? Status::Ok() : engine_.UpdateCpuset(move.container_id, move.cpuset);
-    MutexLock lock(mutex_);
-    Kernel* k = table_.Change(move.kernel_id);
+    MutexLock lock(store_.mutex);
+    Kernel* k = store_.table.Change(move.kernel_id);
     if (!k || k->container_id != move.container_id) continue;
     k->pending_cpuset.clear();
     ++k->cpuset_moves;
@@ -241,27 +241,27 @@ void Agent::ConvergeCpusets() {
     if (condition == k->pool_condition) continue;
     k->pool_condition = std::move(condition);
     if (!k->pool_condition.empty()) spdlog::warn("kernel {}: {}", move.kernel_id, k->pool_condition);
-    table_.AnnounceCondition(*k);
+    store_.table.AnnounceCondition(*k);
   }
 }
 
 void Agent::StopIntruders() {
   std::vector<std::pair<std::string, std::string>> intruders;
   {
-    MutexLock lock(mutex_);
+    MutexLock lock(store_.mutex);
     intruders.swap(intruders_);
   }
   for (const auto& [kernel_id, container_id] : intruders) {
-    const StopOutcome stop = StopContainer(container_id, StopContract{});
-    MutexLock lock(mutex_);
-    const Kernel* k = table_.Find(kernel_id);
+    const StopOutcome stop = stopper_.Stop(container_id, StopContract{});
+    MutexLock lock(store_.mutex);
+    const Kernel* k = store_.table.Find(kernel_id);
     if (!k || k->container_id != container_id || k->state() != KernelState::kError) continue;
     if (!stop.stopped.ok() && stop.stopped.code() != Status::Code::kNotFound) {
       spdlog::error("kernel {}: could not stop its container {}: {}", kernel_id, container_id,
                     stop.stopped.message());
       continue;
     }
-    (void)table_.Terminated(kernel_id, std::nullopt, "stopped by slotd: its " + k->reason, stop.ended_at);
+    (void)store_.table.Terminated(kernel_id, std::nullopt, "stopped by slotd: its " + k->reason, stop.ended_at);
   }
 }
 
@@ -274,17 +274,17 @@ bool Agent::OnEngineEvent(const EngineEvent& event) {
 bool Agent::ApplyEngineEvent(const EngineEvent& event) {
   const std::optional<std::string> kernel_id = reconcile::KernelIdOfEvent(event, config_.agent.id);
   if (!kernel_id) return false;
-  MutexLock lock(mutex_);
-  switch (EventStepFor(table_.Find(*kernel_id), event)) {
+  MutexLock lock(store_.mutex);
+  switch (EventStepFor(store_.table.Find(*kernel_id), event)) {
     case reconcile::EventStep::kNothing:
       return false;
     case reconcile::EventStep::kRelist:
       return true;
     case reconcile::EventStep::kNoteOom: {
-      Kernel* k = table_.Change(*kernel_id);
+      Kernel* k = store_.table.Change(*kernel_id);
       ++k->oom_kills;
       spdlog::warn("kernel {}: a process was killed for lack of memory", *kernel_id);
-      table_.AnnounceCondition(*k);
+      store_.table.AnnounceCondition(*k);
       return false;
     }
     case reconcile::EventStep::kResume:
@@ -294,7 +294,7 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
       return false;
     case reconcile::EventStep::kForget:
       spdlog::warn("kernel {}: its container was removed outside slotd; freeing its resources", *kernel_id);
-      (void)table_.Forget(*kernel_id, "container removed outside slotd");
+      (void)store_.table.Forget(*kernel_id, "container removed outside slotd");
       return false;
     case reconcile::EventStep::kCheckDeath:
       lock.Unlock();
@@ -313,8 +313,8 @@ void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
     std::string container_id;
     std::optional<RunAs> run_as;
     {
-      MutexLock lock(mutex_);
-      const Kernel* k = table_.Find(kernel_id);
+      MutexLock lock(store_.mutex);
+      const Kernel* k = store_.table.Find(kernel_id);
       if (!k || k->state() != KernelState::kPreparing) continue;
       container_id = k->container_id;
       run_as = k->run_as;
@@ -326,17 +326,17 @@ void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
       started = Status::PermissionDenied("it records no user decided as numbers (made by an older slotd), and "
                                          "[container] allow-root is false; create the kernel again");
     if (started.ok()) started = engine_.Start(container_id);
-    if (started.ok()) started = VerifyRestarted(kernel_id, container_id, run_as);
-    MutexLock lock(mutex_);
-    const Kernel* k = table_.Find(kernel_id);
+    if (started.ok()) started = users_.VerifyRestarted(kernel_id, container_id, run_as);
+    MutexLock lock(store_.mutex);
+    const Kernel* k = store_.table.Find(kernel_id);
     if (!k || k->container_id != container_id || k->state() != KernelState::kPreparing) continue;
     if (started.ok()) {
       spdlog::info("kernel {}: started its container, created before the agent stopped", kernel_id);
-      (void)(k->warm_pool.empty() ? table_.Started(kernel_id) : table_.Warmed(kernel_id));
+      (void)(k->warm_pool.empty() ? store_.table.Started(kernel_id) : store_.table.Warmed(kernel_id));
     } else {
       spdlog::error("kernel {}: its container, created before the agent stopped, could not be started: {}",
                     kernel_id, started.message());
-      (void)table_.Terminated(kernel_id, std::nullopt, "never started: " + started.message(), std::nullopt);
+      (void)store_.table.Terminated(kernel_id, std::nullopt, "never started: " + started.message(), std::nullopt);
     }
   }
 }
@@ -349,7 +349,7 @@ Status Agent::AdoptRefused(Kernel kernel, const ContainerInfo& info, const Statu
     kernel.reason = "container found running on resources it does not hold: " + claimed.message();
     spdlog::error("kernel {}: {}; stopping it", kernel_id, kernel.reason);
     intruders_.emplace_back(kernel_id, info.id);
-    return table_.Adopt(std::move(kernel), KernelState::kError);
+    return store_.table.Adopt(std::move(kernel), KernelState::kError);
   }
   Status why = Status::FailedPrecondition(
       "kernel " + kernel_id + " (container " + info.name + ") cannot be restored: " + claimed.message() +
@@ -359,7 +359,7 @@ Status Agent::AdoptRefused(Kernel kernel, const ContainerInfo& info, const Statu
   if (at_start) return why;
   kernel.reason = why.message();
   spdlog::error("{}", why.message());
-  return table_.Adopt(std::move(kernel), KernelState::kError);
+  return store_.table.Adopt(std::move(kernel), KernelState::kError);
 }
 
 Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const ContainerInfo* inspected, bool at_start,
@@ -394,16 +394,16 @@ Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const Conta
   if (step == reconcile::Step::kAdoptCreated) {
     // Created but never started: the agent stopped between the two calls of
     // a create. Finish the create (FinishStarts), holding its resources.
-    outcome = table_.Adopt(kernel, KernelState::kPreparing);
+    outcome = store_.table.Adopt(kernel, KernelState::kPreparing);
     if (outcome.ok()) {
       never_started.push_back(kernel_id);
     } else {
       kernel.reason = "never started: the agent stopped between creating and starting its container, and its "
                       "resources are now held elsewhere (" + outcome.message() + "); delete it";
-      outcome = table_.Adopt(kernel, KernelState::kTerminated);
+      outcome = store_.table.Adopt(kernel, KernelState::kTerminated);
     }
   } else if (step == reconcile::Step::kAdoptRunning) {
-    outcome = table_.Adopt(kernel, running_as);
+    outcome = store_.table.Adopt(kernel, running_as);
     if (!outcome.ok()) outcome = AdoptRefused(std::move(kernel), info, outcome, at_start);
   } else {
     // Ended while the agent was away: as its restart policy says.
@@ -415,18 +415,18 @@ Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const Conta
     if (inspected && inspected->finished_ms > 0) kernel.terminated_at = inspected->finished_ms / 1000;
     if (decided.restart) {
       kernel.next_restart_at_ms = decided.restart_at_ms;
-      outcome = table_.Adopt(kernel, KernelState::kBackoff);
+      outcome = store_.table.Adopt(kernel, KernelState::kBackoff);
       if (!outcome.ok()) {
         kernel.next_restart_at_ms.reset();
         kernel.reason += "; not restarted: " + outcome.message();
-        outcome = table_.Adopt(kernel, KernelState::kTerminated);
+        outcome = store_.table.Adopt(kernel, KernelState::kTerminated);
       }
     } else {
-      outcome = table_.Adopt(kernel, KernelState::kTerminated);
+      outcome = store_.table.Adopt(kernel, KernelState::kTerminated);
     }
   }
   if (!outcome.ok()) return outcome;
-  spdlog::info("adopted kernel {} ({})", kernel_id, KernelStateName(table_.Find(kernel_id)->state()));
+  spdlog::info("adopted kernel {} ({})", kernel_id, KernelStateName(store_.table.Find(kernel_id)->state()));
   return Status::Ok();
 }
 
@@ -443,7 +443,7 @@ void Agent::ReportUnknownState(const ContainerInfo& info) {
 std::map<std::string, ContainerInfo> Agent::InspectEnded(const std::vector<ContainerInfo>& mine, uint64_t list_seq) {
   std::vector<std::string> to_inspect;
   {
-    MutexLock lock(mutex_);
+    MutexLock lock(store_.mutex);
     for (const auto& info : mine)
       if (reconcile::NeedsExitCode(StepFor(info, list_seq))) to_inspect.push_back(info.id);
   }
@@ -476,7 +476,7 @@ Status Agent::ApplyList(const std::vector<ContainerInfo>& mine, const std::map<s
         Resume(kernel_id, "found running on relist");
         break;
       case reconcile::Step::kMarkExited:
-        Ended(kernel_id, EndOf(end, table_.Find(kernel_id)->oom_kills, clock_.UnixMillis(), " (noticed on relist)"));
+        Ended(kernel_id, EndOf(end, store_.table.Find(kernel_id)->oom_kills, clock_.UnixMillis(), " (noticed on relist)"));
         break;
       case reconcile::Step::kAdoptCreated:
       case reconcile::Step::kAdoptRunning:
@@ -485,25 +485,25 @@ Status Agent::ApplyList(const std::vector<ContainerInfo>& mine, const std::map<s
         break;
     }
     // Paused containers, and kernels whose condition may have cleared, are inspected.
-    const Kernel* k = kernel_id.empty() ? nullptr : table_.Find(kernel_id);
+    const Kernel* k = kernel_id.empty() ? nullptr : store_.table.Find(kernel_id);
     if (k && k->container_id == info.id && (info.state == "paused" || !k->condition.empty()))
       applied.to_check.emplace_back(kernel_id, info.id);
   }
   std::map<std::string, reconcile::Known> known;
-  for (const auto& [id, kernel] : table_.All()) known.emplace(id, table_.KnownOf(kernel));
+  for (const auto& [id, kernel] : store_.table.All()) known.emplace(id, store_.table.KnownOf(kernel));
   for (const auto& id : reconcile::Vanished(known, present, list_seq)) {
     spdlog::warn("kernel {}: its container vanished; freeing its resources", id);
-    (void)table_.Forget(id, "container vanished");
+    (void)store_.table.Forget(id, "container vanished");
   }
-  table_.DropForgottenUpTo(list_seq);
+  store_.table.DropForgottenUpTo(list_seq);
   return Status::Ok();
 }
 
 Status Agent::Converge(bool at_start, std::optional<std::vector<ContainerInfo>> given) {
   uint64_t list_seq;
   {
-    MutexLock lock(mutex_);
-    list_seq = table_.Seq();
+    MutexLock lock(store_.mutex);
+    list_seq = store_.table.Seq();
   }
   Result<std::vector<ContainerInfo>> listed =
       given ? Result<std::vector<ContainerInfo>>(std::move(*given)) : engine_.List(OwnerFilter());
@@ -526,7 +526,7 @@ Status Agent::Converge(bool at_start, std::optional<std::vector<ContainerInfo>> 
   const std::map<std::string, ContainerInfo> inspected = InspectEnded(mine, list_seq);
   Applied applied;
   {
-    MutexLock lock(mutex_);
+    MutexLock lock(store_.mutex);
     if (Status s = ApplyList(mine, inspected, list_seq, at_start, applied); !s.ok()) return s;
   }
   // Shared kernels onto the pool as it is now, before a kernel created before
@@ -540,10 +540,10 @@ Status Agent::Converge(bool at_start, std::optional<std::vector<ContainerInfo>> 
   for (const auto& [kernel_id, container_id] : applied.to_check) CheckDrift(kernel_id, container_id);
   // Scratch of no kernel (its container vanished, or the agent died while
   // deleting it) goes; that of any container listed as ours stays.
-  auto kept = [&]() EXCLUDES(mutex_) {
+  auto kept = [&]() EXCLUDES(store_.mutex) {
     std::set<std::string> keep = listed_kernels;
-    MutexLock lock(mutex_);
-    for (const auto& [id, kernel] : table_.All()) keep.insert(id);
+    MutexLock lock(store_.mutex);
+    for (const auto& [id, kernel] : store_.table.All()) keep.insert(id);
     return keep;
   };
   scratch_.Collect(kept);
@@ -562,11 +562,11 @@ Status Agent::Restore(std::optional<std::vector<ContainerInfo>> listed) {
   if (Status s = Converge(/*at_start=*/true, std::move(listed)); !s.ok()) return s;
   ApplyDeviceHealth();
   warm_claims_.RemoveLeftovers();
-  MutexLock lock(mutex_);
+  MutexLock lock(store_.mutex);
   // A record whose kernel is gone (its container removed while the agent was away).
   for (const std::string& kernel_id : warm_claims_.KernelIds())
-    if (!table_.Find(kernel_id)) warm_claims_.Remove(kernel_id);
-  spdlog::info("restored {} kernel(s) from container labels", table_.All().size());
+    if (!store_.table.Find(kernel_id)) warm_claims_.Remove(kernel_id);
+  spdlog::info("restored {} kernel(s) from container labels", store_.table.All().size());
   return Status::Ok();
 }
 
@@ -577,14 +577,14 @@ void Agent::ApplyDeviceHealth() {
   if (!health) return;
   std::vector<ToStop> to_stop;
   {
-    MutexLock lock(mutex_);
+    MutexLock lock(store_.mutex);
     std::vector<std::string> running;
-    for (const auto& [kernel_id, kernel] : table_.All()) {
+    for (const auto& [kernel_id, kernel] : store_.table.All()) {
       const bool live = kernel.state() == KernelState::kRunning || kernel.state() == KernelState::kBackoff;
       if (live && kernel.holds_resources) running.push_back(kernel_id);
     }
     for (const std::string& kernel_id : running) {
-      const Kernel& kernel = *table_.Find(kernel_id);
+      const Kernel& kernel = *store_.table.Find(kernel_id);
       std::string condition;
       bool stop = false;
       for (const auto& [plugin, ids] : kernel.allocation.devices) {
@@ -597,12 +597,12 @@ void Agent::ApplyDeviceHealth() {
         }
       }
       // Ours until stopped, as in DeleteKernel.
-      if (stop && table_.Stopping(kernel_id).ok())
+      if (stop && store_.table.Stopping(kernel_id).ok())
         to_stop.push_back({kernel_id, kernel.container_id, kernel.request.stop});
       if (condition == kernel.device_condition) continue;
-      table_.Change(kernel_id)->device_condition = condition;
+      store_.table.Change(kernel_id)->device_condition = condition;
       if (!condition.empty()) spdlog::warn("kernel {}: {}", kernel_id, condition);
-      table_.AnnounceCondition(kernel);
+      store_.table.AnnounceCondition(kernel);
     }
   }
   for (const ToStop& k : to_stop)

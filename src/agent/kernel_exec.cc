@@ -1,11 +1,10 @@
-// Agent, continued: execs in a running kernel (one-shot and interactive,
-// their inspection, hang-up and resize) and its logs.
-#include "agent/agent.h"
+#include "agent/kernel_exec.h"
 
 #include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <csignal>
@@ -13,8 +12,11 @@
 
 namespace slotd {
 
-Result<std::string> Agent::RunningContainer(const std::string& kernel_id) const {
-  auto kernel = GetKernel(kernel_id);
+KernelExec::KernelExec(KernelStore& store, ContainerEngine& engine, const Clock& clock)
+    : store_(store), engine_(engine), clock_(clock) {}
+
+Result<std::string> KernelExec::RunningContainer(const std::string& kernel_id) const {
+  auto kernel = store_.Get(kernel_id);
   if (!kernel.ok()) return kernel.status();
   if (kernel->state() != KernelState::kRunning)
     return Status::FailedPrecondition("kernel " + kernel_id + " is " + KernelStateName(kernel->state()) +
@@ -22,7 +24,7 @@ Result<std::string> Agent::RunningContainer(const std::string& kernel_id) const 
   return kernel->container_id;
 }
 
-Result<ExecResult> Agent::Exec(const std::string& kernel_id, const std::vector<std::string>& command,
+Result<ExecResult> KernelExec::Exec(const std::string& kernel_id, const std::vector<std::string>& command,
                                std::chrono::seconds timeout, const std::atomic<bool>* stop, std::string* exec_id) {
   Result<std::string> container = RunningContainer(kernel_id);
   if (!container.ok()) return container.status();
@@ -32,18 +34,18 @@ Result<ExecResult> Agent::Exec(const std::string& kernel_id, const std::vector<s
   return ran;
 }
 
-void Agent::NoteExec(const std::string& kernel_id, int opened) {
-  MutexLock lock(mutex_);
-  if (Kernel* k = table_.Change(kernel_id)) {
+void KernelExec::NoteExec(const std::string& kernel_id, int opened) {
+  MutexLock lock(store_.mutex);
+  if (Kernel* k = store_.table.Change(kernel_id)) {
     k->last_exec_ms = clock_.UnixMillis();
     k->open_execs = std::max(0, k->open_execs + opened);
     k->idle_since_ms.reset();
   }
 }
 
-void Agent::InteractiveExecEnded(const std::string& kernel_id) { NoteExec(kernel_id, -1); }
+void KernelExec::InteractiveExecEnded(const std::string& kernel_id) { NoteExec(kernel_id, -1); }
 
-Result<ExecSession> Agent::ExecInteractive(const std::string& kernel_id, const std::vector<std::string>& command,
+Result<ExecSession> KernelExec::ExecInteractive(const std::string& kernel_id, const std::vector<std::string>& command,
                                            int rows, int cols) {
   Result<std::string> container = RunningContainer(kernel_id);
   if (!container.ok()) return container.status();
@@ -52,8 +54,8 @@ Result<ExecSession> Agent::ExecInteractive(const std::string& kernel_id, const s
   return session;
 }
 
-Result<ExecInfo> Agent::InspectExec(const std::string& kernel_id, const std::string& exec_id) {
-  auto kernel = GetKernel(kernel_id);
+Result<ExecInfo> KernelExec::InspectExec(const std::string& kernel_id, const std::string& exec_id) {
+  auto kernel = store_.Get(kernel_id);
   if (!kernel.ok()) return kernel.status();
   // An exec id is letters, digits, "-" and "_" (the engine's are hex): never a
   // path of its own, so it cannot reach another engine route.
@@ -73,7 +75,7 @@ Result<ExecInfo> Agent::InspectExec(const std::string& kernel_id, const std::str
   return info;
 }
 
-Status Agent::HangUpExec(const std::string& kernel_id, const std::string& exec_id, std::chrono::milliseconds grace) {
+Status KernelExec::HangUpExec(const std::string& kernel_id, const std::string& exec_id, std::chrono::milliseconds grace) {
   Result<ExecInfo> info = InspectExec(kernel_id, exec_id);
   if (!info.ok()) return info.status();
   if (!info->running || info->pid <= 0) return Status::Ok();
@@ -104,15 +106,15 @@ Status Agent::HangUpExec(const std::string& kernel_id, const std::string& exec_i
   return ended;
 }
 
-Status Agent::ResizeExec(const std::string& kernel_id, const std::string& exec_id, int rows, int cols) {
+Status KernelExec::ResizeExec(const std::string& kernel_id, const std::string& exec_id, int rows, int cols) {
   Result<ExecInfo> info = InspectExec(kernel_id, exec_id);
   if (!info.ok()) return info.status();
   return engine_.ResizeExec(exec_id, rows, cols);
 }
 
-Status Agent::StreamLogs(const std::string& kernel_id, int tail, bool follow, const std::function<void()>& on_started,
+Status KernelExec::StreamLogs(const std::string& kernel_id, int tail, bool follow, const std::function<void()>& on_started,
                          const std::function<bool(std::string_view)>& on_output, const std::atomic<bool>& stop) {
-  auto kernel = GetKernel(kernel_id);
+  auto kernel = store_.Get(kernel_id);
   if (!kernel.ok()) return kernel.status();
   if (kernel->container_id.empty()) return Status::Ok();
   return engine_.StreamLogs(kernel->container_id, tail, follow, on_started, on_output, stop);

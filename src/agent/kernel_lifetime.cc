@@ -23,10 +23,10 @@ void Agent::StopExpiredKernels(int64_t now) {
   std::vector<ToStop> expired, drained, idle;
   const int64_t drain_deadline = drain_deadline_;
   {
-    MutexLock lock(mutex_);
-    for (const auto& [id, kernel] : table_.All()) {
+    MutexLock lock(store_.mutex);
+    for (const auto& [id, kernel] : store_.table.All()) {
       const bool live = kernel.state() == KernelState::kRunning || kernel.state() == KernelState::kBackoff;
-      if (!live || table_.OwnedByACall(kernel)) continue;
+      if (!live || store_.table.OwnedByACall(kernel)) continue;
       if (kernel.deadline && *kernel.deadline <= now) {
         expired.push_back({id, kernel.container_id, kernel.request.stop});
       } else if (drain_deadline > 0 && drain_deadline <= now) {
@@ -37,7 +37,7 @@ void Agent::StopExpiredKernels(int64_t now) {
     }
     // Each is ours until stopped, as in DeleteKernel.
     for (const std::vector<ToStop>* stopping : {&expired, &drained, &idle})
-      for (const ToStop& k : *stopping) (void)table_.Stopping(k.kernel_id);
+      for (const ToStop& k : *stopping) (void)store_.table.Stopping(k.kernel_id);
   }
   StopTerminating(expired, "lifetime exceeded");
   StopTerminating(drained, "drained");
@@ -46,18 +46,18 @@ void Agent::StopExpiredKernels(int64_t now) {
 
 void Agent::StopTerminating(const std::vector<ToStop>& kernels, const std::string& reason) {
   for (const auto& [kernel_id, container_id, contract] : kernels) {
-    const StopOutcome stop = StopContainer(container_id, contract);
+    const StopOutcome stop = stopper_.Stop(container_id, contract);
     const Status& stopped = stop.stopped;
-    MutexLock lock(mutex_);
-    const Kernel* k = table_.Find(kernel_id);
+    MutexLock lock(store_.mutex);
+    const Kernel* k = store_.table.Find(kernel_id);
     if (!k || k->container_id != container_id || k->state() != KernelState::kTerminating) continue;
     if (!stopped.ok() && stopped.code() != Status::Code::kNotFound) {
       spdlog::error("kernel {}: to be stopped ({}), but its container {} could not be stopped ({}); retrying",
                     kernel_id, reason, container_id, stopped.message());
-      (void)table_.StopFailed(kernel_id);
+      (void)store_.table.StopFailed(kernel_id);
       continue;
     }
-    (void)table_.Terminated(kernel_id, stop.exit_code, reason, stop.ended_at);
+    (void)store_.table.Terminated(kernel_id, stop.exit_code, reason, stop.ended_at);
   }
 }
 
@@ -72,9 +72,9 @@ void Agent::WarnKernels(int64_t now) {
   std::vector<Due> due;
   const int64_t drain_deadline = drain_deadline_;
   {
-    MutexLock lock(mutex_);
-    for (const auto& [id, kernel] : table_.All()) {
-      if (kernel.warned || kernel.state() != KernelState::kRunning || table_.OwnedByACall(kernel)) continue;
+    MutexLock lock(store_.mutex);
+    for (const auto& [id, kernel] : store_.table.All()) {
+      if (kernel.warned || kernel.state() != KernelState::kRunning || store_.table.OwnedByACall(kernel)) continue;
       // Only a kernel that asked for a warning is sent one.
       const std::optional<StopWarning>& warn = kernel.request.stop.warn_before;
       if (!warn) continue;
@@ -97,8 +97,8 @@ void Agent::WarnKernels(int64_t now) {
       MutexLock naming(rename_mutex_);
       int64_t restarts;
       {
-        MutexLock lock(mutex_);
-        const Kernel* k = table_.Find(d.kernel_id);
+        MutexLock lock(store_.mutex);
+        const Kernel* k = store_.table.Find(d.kernel_id);
         if (!k || k->container_id != d.container_id || k->warned) continue;
         restarts = k->restarts;
       }
@@ -107,11 +107,11 @@ void Agent::WarnKernels(int64_t now) {
         spdlog::warn("kernel {}: could not record its warning ({}); trying again", d.kernel_id, renamed.message());
         continue;
       }
-      MutexLock lock(mutex_);
-      Kernel* k = table_.Change(d.kernel_id);
+      MutexLock lock(store_.mutex);
+      Kernel* k = store_.table.Change(d.kernel_id);
       if (!k || k->container_id != d.container_id) continue;
       k->warned = true;
-      table_.Announce(EventType::kKernelWarned, *k, {{"signal", d.signal}, {"deadline", d.ends_at}});
+      store_.table.Announce(EventType::kKernelWarned, *k, {{"signal", d.signal}, {"deadline", d.ends_at}});
     }
     const Status sent = engine_.Kill(d.container_id, d.signal);
     if (sent.ok()) {
@@ -137,14 +137,14 @@ std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
       next = std::min(next.value_or(*kernel.next_restart_at_ms), *kernel.next_restart_at_ms);
   };
   {
-    MutexLock lock(mutex_);
-    for (const auto& [id, kernel] : table_.All()) {
-      if (kernel.state() != KernelState::kBackoff || !kernel.next_restart_at_ms || table_.OwnedByACall(kernel)) continue;
+    MutexLock lock(store_.mutex);
+    for (const auto& [id, kernel] : store_.table.All()) {
+      if (kernel.state() != KernelState::kBackoff || !kernel.next_restart_at_ms || store_.table.OwnedByACall(kernel)) continue;
       // A kernel out of lifetime is StopExpiredKernels's to end, not to start.
       if (kernel.deadline && *kernel.deadline * 1000 <= now_ms) continue;
       if (*kernel.next_restart_at_ms > now_ms) {
         note_next(kernel);
-      } else if (table_.BeginPolicyRestart(id).ok()) {
+      } else if (store_.table.BeginPolicyRestart(id).ok()) {
         due.push_back({id, kernel.container_id, kernel.restarts, kernel.run_as});
       }
     }
@@ -156,18 +156,18 @@ std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
       MutexLock naming(rename_mutex_);
       bool warned;
       {
-        MutexLock lock(mutex_);
-        const Kernel* k = table_.Find(d.kernel_id);
+        MutexLock lock(store_.mutex);
+        const Kernel* k = store_.table.Find(d.kernel_id);
         warned = k && k->warned;
       }
       renamed = engine_.Rename(d.container_id, ContainerName(config_.agent.id, d.kernel_id, {restarts, warned}));
     }
     const Status started = renamed.ok() ? engine_.Start(d.container_id) : renamed.WithPrefix("recording the restart");
-    const Status verified = started.ok() ? VerifyRestarted(d.kernel_id, d.container_id, d.run_as) : Status::Ok();
-    MutexLock lock(mutex_);
-    const Kernel* k = table_.Find(d.kernel_id);
+    const Status verified = started.ok() ? users_.VerifyRestarted(d.kernel_id, d.container_id, d.run_as) : Status::Ok();
+    MutexLock lock(store_.mutex);
+    const Kernel* k = store_.table.Find(d.kernel_id);
     if (!k || k->container_id != d.container_id) continue;
-    (void)table_.FinishPolicyRestart(d.kernel_id, renamed.ok() ? restarts : d.restarts, started.ok());
+    (void)store_.table.FinishPolicyRestart(d.kernel_id, renamed.ok() ? restarts : d.restarts, started.ok());
     restart_done_.notify_all();
     if (!verified.ok()) {
       Ended(d.kernel_id, KernelEnd{std::nullopt, false, now_ms, verified.message(), true, true});

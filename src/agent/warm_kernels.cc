@@ -34,10 +34,10 @@ std::optional<Agent::CreateOutcome> Agent::GiveWarm(const CreateRequest& request
   if (devices_.Draining().draining || !Admit(request).ok()) return std::nullopt;
   std::string kernel_id;
   {
-    MutexLock lock(mutex_);
-    for (const auto& [id, kernel] : table_.All()) {
+    MutexLock lock(store_.mutex);
+    for (const auto& [id, kernel] : store_.table.All()) {
       if (kernel.state() == KernelState::kWarm && kernel.warm_pool == pool->name && !warm_taken_.count(id) &&
-          !table_.OwnedByACall(kernel)) {
+          !store_.table.OwnedByACall(kernel)) {
         kernel_id = id;
         break;
       }
@@ -51,20 +51,20 @@ std::optional<Agent::CreateOutcome> Agent::GiveWarm(const CreateRequest& request
   if (request.ids.session_generated) claim.request.session_id = kernel_id;
   // Recorded before it is given: an agent killed from here on finds the kernel given.
   const Status recorded = warm_claims_.Write(kernel_id, claim);
-  MutexLock lock(mutex_);
+  MutexLock lock(store_.mutex);
   warm_taken_.erase(kernel_id);
   if (!recorded.ok()) {
     spdlog::error("warm pool {}: kernel {} cannot be given to a create, which makes a kernel of its own: {}",
                   pool->name, kernel_id, recorded.message());
     return std::nullopt;
   }
-  Kernel* kernel = table_.Change(kernel_id);
+  Kernel* kernel = store_.table.Change(kernel_id);
   if (!kernel || kernel->state() != KernelState::kWarm) {  // it ended or was deleted meanwhile
     warm_claims_.Remove(kernel_id);
     return std::nullopt;
   }
   kernel->warm_pool.clear();
-  if (Status given = table_.Given(kernel_id, claim.request, claim.given_at, claim.deadline); !given.ok()) {
+  if (Status given = store_.table.Given(kernel_id, claim.request, claim.given_at, claim.deadline); !given.ok()) {
     warm_claims_.Remove(kernel_id);
     return std::nullopt;
   }
@@ -86,7 +86,7 @@ Result<KernelState> Agent::WarmStateOf(Kernel& kernel) const {
 Status Agent::RemoveUnkeptWarm(bool at_start) {
   std::vector<UnkeptWarm> unkept;
   {
-    MutexLock lock(mutex_);
+    MutexLock lock(store_.mutex);
     unkept.swap(unkept_warm_);
   }
   for (const UnkeptWarm& warm : unkept) {
@@ -110,7 +110,7 @@ Status Agent::RemoveUnkeptWarm(bool at_start) {
 
 Status Agent::PoolImageReady(const WarmPool& pool) {
   const std::string& image = pool.shape.image.name;
-  Result<std::optional<ImageInfo>> ensured = puller_.Ensure(pool.shape.image, config_.container.auto_pull);
+  Result<std::optional<ImageInfo>> ensured = images_.Ensure(pool.shape.image, config_.container.auto_pull);
   if (!ensured.ok()) return ensured.status();
   if (*ensured) return Status::Ok();
   Result<ImageInfo> info = engine_.InspectImage(image);
@@ -124,13 +124,13 @@ Status Agent::PoolImageReady(const WarmPool& pool) {
 std::map<std::string, Agent::PoolCount> Agent::CountPools() const {
   std::map<std::string, PoolCount> counts;
   for (const WarmPool& pool : pools_) counts[pool.name];
-  MutexLock lock(mutex_);
+  MutexLock lock(store_.mutex);
   for (const auto& [name, trouble] : pool_trouble_) {
     if (!counts.count(name)) continue;
     counts[name].trouble = trouble.reason;
     counts[name].retry_at = (trouble.retry_at_ms + 999) / 1000;
   }
-  for (const auto& [id, kernel] : table_.All()) {
+  for (const auto& [id, kernel] : store_.table.All()) {
     if (kernel.warm_pool.empty()) continue;
     const KernelState state = kernel.state();
     if (state == KernelState::kWarm) ++counts[kernel.warm_pool].warm;
@@ -141,20 +141,20 @@ std::map<std::string, Agent::PoolCount> Agent::CountPools() const {
 
 void Agent::FillPools(const std::stop_token& stop) {
   if (pools_.empty()) return;
-  const bool draining = devices_.Draining().draining;  // asked first: its lock is never taken inside mutex_
+  const bool draining = devices_.Draining().draining;  // asked first: its lock is never taken inside store_.mutex
   std::vector<std::string> unwanted;  // taken (warm_taken_) until removed
   std::vector<const WarmPool*> wanted;
   {
-    MutexLock lock(mutex_);
+    MutexLock lock(store_.mutex);
     std::map<std::string, int> have;
-    for (const auto& [id, kernel] : table_.All()) {
+    for (const auto& [id, kernel] : store_.table.All()) {
       if (kernel.warm_pool.empty() || warm_taken_.count(id)) continue;
       const KernelState state = kernel.state();
       if (state == KernelState::kPulling || state == KernelState::kPreparing) {
         ++have[kernel.warm_pool];
         continue;
       }
-      if (table_.OwnedByACall(kernel)) continue;
+      if (store_.table.OwnedByACall(kernel)) continue;
       const std::string& name = kernel.warm_pool;
       auto pool = std::find_if(pools_.begin(), pools_.end(), [&](const WarmPool& p) { return p.name == name; });
       const bool fits = pool != pools_.end() && HasPoolsShape(kernel.request, *pool);
@@ -176,7 +176,7 @@ void Agent::FillPools(const std::stop_token& stop) {
   }
   for (const std::string& kernel_id : unwanted) {
     Result<Kernel> removed = DeleteKernel(kernel_id);
-    MutexLock lock(mutex_);
+    MutexLock lock(store_.mutex);
     warm_taken_.erase(kernel_id);
     if (!removed.ok()) spdlog::warn("warm kernel {}: cannot remove it: {}", kernel_id, removed.status().message());
   }
@@ -197,7 +197,7 @@ void Agent::FillPools(const std::stop_token& stop) {
     }
     int64_t delay_ms = 0;
     {
-      MutexLock lock(mutex_);
+      MutexLock lock(store_.mutex);
       if (made.ok()) {
         pool_trouble_.erase(pool->name);
         continue;
