@@ -37,6 +37,7 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       store_(config_.agent.id, std::move(plugins), hub_, clock_),
       exec_(store_, engine_, clock_),
       stopper_(engine_, clock_, config_.container.stop_timeout),
+      shared_pool_(store_, engine_, config_.resource.allowed_cores),
       scratch_(ScratchRoot(config_),
                config_.container.scratch_type == ScratchType::kHostFile ? ScratchKind::kHostFile : ScratchKind::kHostDir),
       scratch_quota_(config_.container.scratch_type == ScratchType::kHostDir
@@ -191,7 +192,7 @@ Result<Agent::CreateOutcome> Agent::CreateKernelFor(const CreateRequest& request
     pending_creates_[request.kernel_id] = pending;
   }
   // Exclusive cores leave the shared pool before their kernel starts on them.
-  if (!kernel.allocation.cores.empty()) ConvergeCpusets();
+  if (!kernel.allocation.cores.empty()) shared_pool_.Converge();
   Result<RunAs> run_as = PrepareImage(request, policy);
   Result<CreateOutcome> outcome = run_as.ok() ? CreateContainer(request, kernel, *run_as, admitted->mounts)
                                               : Result<CreateOutcome>(run_as.status());
@@ -204,7 +205,7 @@ Result<Agent::CreateOutcome> Agent::CreateKernelFor(const CreateRequest& request
   }
   // A failed create freed what it held. (A shared kernel's container was
   // brought to the pool before it started, and moved by every change since.)
-  if (!outcome.ok()) ConvergeCpusets();
+  if (!outcome.ok()) shared_pool_.Converge();
   return outcome;
 }
 
@@ -261,7 +262,7 @@ Result<Kernel> Agent::DeleteKernel(const std::string& kernel_id) {
   lock.Unlock();
   if (final_record.ok()) {
     RemoveKernelFiles(kernel_id);
-    ConvergeCpusets();  // the shared pool grew by its cores
+    shared_pool_.Converge();  // the shared pool grew by its cores
   }
   return final_record;
 }

@@ -34,6 +34,7 @@
 #include "agent/kernel_store.h"
 #include "agent/kernel_users.h"
 #include "agent/node_images.h"
+#include "agent/shared_core_pool.h"
 #include "agent/kernel_table.h"
 #include "agent/mount_stage.h"
 #include "agent/mounts.h"
@@ -401,24 +402,6 @@ class Agent : public KernelService {
   // to what differs from its allocation: paused, cpuset, memory limit; emits
   // kernel_condition when that changes. Takes store_.mutex itself.
   void CheckDrift(const std::string& kernel_id, const std::string& container_id) EXCLUDES(store_.mutex);
-  // Gives the container of each shared kernel that holds its quota (running,
-  // warm, still starting, waiting for a restart) the shared pool as it is
-  // now where its cores (Kernel::applied_cpuset) differ: the pool shrank as
-  // exclusive cores were given, or grew as they were freed. Engine calls
-  // unlocked, one convergence at a time (converge_mutex_), so that when it
-  // returns every such container the agent knows runs on the pool of its
-  // start or a later one; a failure (an engine that cannot update: Podman)
-  // is the kernel's condition until an update succeeds. Called after an
-  // exclusive create takes its cores (before its container starts), before
-  // a shared kernel's container starts, after failed creates, deletes,
-  // relists and the restore. Takes store_.mutex.
-  void ConvergeCpusets() EXCLUDES(store_.mutex, converge_mutex_);
-  // The shared pool's cores as the cpu plugin gives them now ("1-3"); empty: no pool.
-  std::string SharedPoolNow() const REQUIRES(store_.mutex);
-  // At start, once ConvergeCpusets has moved the adopted shared kernels:
-  // reconcile::CheckAdoptedShared of every shared kernel holding its quota.
-  // Takes store_.mutex.
-  Status CheckAdoptedShared() const EXCLUDES(store_.mutex);
   // Whether `pool`'s image is on the node, pulled first when [container]
   // auto-pull asks (ImagePuller::Ensure): OK, or why a kernel of it cannot
   // be made, saying what to do. Reserves nothing.
@@ -484,6 +467,7 @@ class Agent : public KernelService {
   KernelStore store_;
   KernelExec exec_;  // execs and logs
   const ContainerStopper stopper_;  // the one way a kernel's container is stopped
+  SharedCorePool shared_pool_;  // the shared kernels' cores, following the pool
   ScratchStore scratch_;  // the kernels' scratch directories (hostdir, hostfile); thread-safe
   // Ok when a hostdir scratch can be given a size (the scratch root enforces
   // project quotas) or the scratch is not hostdir; otherwise why not.
@@ -503,16 +487,6 @@ class Agent : public KernelService {
   // "<container id> <state>" of the unknown states reported; emptied past the bound.
   static constexpr size_t kMaxUnknownStatesReported = 1024;
   std::set<std::string> unknown_states_reported_ GUARDED_BY(store_.mutex);
-  // The shared pool's cores as ConvergeCpusets last brought every shared
-  // kernel's container that holds its quota to them; when the pool differs,
-  // every shared kernel is checked, otherwise only those of
-  // cpusets_to_check_: just made (their spec's pool may be older), taken
-  // back by a resume, or refused an update. So a create or delete that
-  // leaves the pool as it is costs no walk over every kernel.
-  std::string converged_pool_ GUARDED_BY(store_.mutex);
-  std::set<std::string> cpusets_to_check_ GUARDED_BY(store_.mutex);  // kernel ids
-  // Held by ConvergeCpusets for its whole run; taken before store_.mutex, never inside it.
-  Mutex converge_mutex_ ACQUIRED_BEFORE(store_.mutex);
   // The warm pools ([[pool]]); empty when their entries are refused (Restore
   // then fails naming the entry: pools_status_).
   std::vector<WarmPool> pools_;

@@ -19,7 +19,7 @@ void Agent::Resume(const std::string& kernel_id, const std::string& how) {
   Status claimed = store_.table.Resume(kernel_id, how);
   const Kernel* kernel = store_.table.Find(kernel_id);
   // Its cores did not follow the pool while it held no quota.
-  if (claimed.ok() && kernel && kernel->allocation.shared_cpu_millis > 0) cpusets_to_check_.insert(kernel_id);
+  if (claimed.ok() && kernel && kernel->allocation.shared_cpu_millis > 0) shared_pool_.Check(kernel_id);
   if (claimed.ok() || !kernel || kernel->state() != KernelState::kError) return;
   spdlog::error("kernel {}: {}; stopping it", kernel_id, kernel->reason);
   intruders_.emplace_back(kernel_id, kernel->container_id);
@@ -159,92 +159,6 @@ void Agent::CheckDrift(const std::string& kernel_id, const std::string& containe
   store_.table.AnnounceCondition(*k);
 }
 
-std::string Agent::SharedPoolNow() const {
-  // Every shared kernel is given the same cores: the pool, as the cpu plugin applies it.
-  Allocation shared;
-  shared.shared_cpu_millis = 1;
-  ContainerSpec now;
-  for (const auto& plugin : store_.plugins)
-    if (plugin->Name() == "cpu") plugin->Apply(shared, now);
-  return now.cpuset_cpus;
-}
-
-Status Agent::CheckAdoptedShared() const {
-  MutexLock lock(store_.mutex);
-  std::vector<reconcile::AdoptedShared> shared;
-  for (const auto& [id, k] : store_.table.All())
-    if (k.allocation.shared_cpu_millis > 0 && k.holds_resources && !k.container_id.empty())
-      shared.push_back({id, k.container_id, k.allocation.shared_cpu_millis, k.applied_cpuset, k.pool_condition});
-  std::vector<int> allowed = config_.resource.allowed_cores;
-  std::sort(allowed.begin(), allowed.end());
-  const std::string pool_text = SharedPoolNow();
-  Result<std::vector<int>> pool = ParseCoreList(pool_text);
-  return reconcile::CheckAdoptedShared(allowed, pool.ok() && !pool_text.empty() ? *pool : std::vector<int>{}, shared);
-}
-
-void Agent::ConvergeCpusets() {
-  struct Move {
-    std::string kernel_id, container_id, cpuset, applied;
-  };
-  std::vector<Move> moves;
-  // One convergence at a time, from deciding its moves to their end: a later
-  // pool's moves never reach the engine before an earlier one's.
-  MutexLock converging(converge_mutex_);
-  {
-    MutexLock lock(store_.mutex);
-    ContainerSpec now;
-    now.cpuset_cpus = SharedPoolNow();
-    if (now.cpuset_cpus.empty()) return;  // no pool: nothing to give
-    std::vector<const Kernel*> candidates;
-    if (now.cpuset_cpus != converged_pool_) {
-      for (const auto& [id, k] : store_.table.All()) candidates.push_back(&k);
-      converged_pool_ = now.cpuset_cpus;
-    } else {
-      for (const std::string& id : cpusets_to_check_)
-        if (const Kernel* k = store_.table.Find(id)) candidates.push_back(k);
-    }
-    for (const Kernel* k : candidates) {
-      // Every container that holds the kernel's quota, whether it runs yet or
-      // not: one still starting, or waiting for a restart, starts on the pool.
-      if (k->allocation.shared_cpu_millis == 0 || !k->holds_resources || k->container_id.empty()) continue;
-      if (now.cpuset_cpus == k->applied_cpuset) continue;
-      moves.push_back({k->id(), k->container_id, now.cpuset_cpus, k->applied_cpuset});
-      Kernel& moving = *store_.table.Change(k->id());
-      moving.pending_cpuset = now.cpuset_cpus;
-      ++moving.cpuset_moves;
-    }
-    cpusets_to_check_.clear();
-  }
-  for (Move& move : moves) {
-    // Adopted: what its container runs on is learnt first (a list does not say).
-    if (move.applied.empty())
-      if (Result<ContainerInfo> info = engine_.Inspect(move.container_id); info.ok()) move.applied = info->cpuset_cpus;
-    const Status updated =
-        move.applied == move.cpuset ? Status::Ok() : engine_.UpdateCpuset(move.container_id, move.cpuset);
-    MutexLock lock(store_.mutex);
-    Kernel* k = store_.table.Change(move.kernel_id);
-    if (!k || k->container_id != move.container_id) continue;
-    k->pending_cpuset.clear();
-    ++k->cpuset_moves;
-    std::string condition;
-    if (updated.ok()) {
-      if (move.applied != move.cpuset)
-        spdlog::info("kernel {}: its cores follow the shared pool, now {} (were {})", move.kernel_id, move.cpuset,
-                     move.applied);
-      k->applied_cpuset = move.cpuset;
-    } else {
-      k->applied_cpuset = move.applied;
-      cpusets_to_check_.insert(move.kernel_id);  // tried again by the next call
-      condition = "its cores could not follow the shared pool to \"" + move.cpuset + "\" (it runs on \"" +
-                  move.applied + "\"): " + updated.message();
-    }
-    if (condition == k->pool_condition) continue;
-    k->pool_condition = std::move(condition);
-    if (!k->pool_condition.empty()) spdlog::warn("kernel {}: {}", move.kernel_id, k->pool_condition);
-    store_.table.AnnounceCondition(*k);
-  }
-}
-
 void Agent::StopIntruders() {
   std::vector<std::pair<std::string, std::string>> intruders;
   {
@@ -290,7 +204,7 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
     case reconcile::EventStep::kResume:
       Resume(*kernel_id, "started outside slotd");
       lock.Unlock();
-      ConvergeCpusets();  // a shared kernel's cores onto the pool as it is now
+      shared_pool_.Converge();  // a shared kernel's cores onto the pool as it is now
       return false;
     case reconcile::EventStep::kForget:
       spdlog::warn("kernel {}: its container was removed outside slotd; freeing its resources", *kernel_id);
@@ -531,9 +445,9 @@ Status Agent::Converge(bool at_start, std::optional<std::vector<ContainerInfo>> 
   }
   // Shared kernels onto the pool as it is now, before a kernel created before
   // the agent stopped starts (an adopted one's cores are learnt by an inspect).
-  ConvergeCpusets();
+  shared_pool_.Converge();
   if (at_start)
-    if (Status s = CheckAdoptedShared(); !s.ok()) return s;
+    if (Status s = shared_pool_.CheckAdopted(); !s.ok()) return s;
   FinishStarts(applied.never_started);
   StopIntruders();
   if (Status s = RemoveUnkeptWarm(at_start); !s.ok()) return s;

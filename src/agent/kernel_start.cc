@@ -166,12 +166,12 @@ Result<Agent::CreateOutcome> Agent::CreateContainer(const CreateRequest& request
     store_.table.Change(request.kernel_id)->run_as = run_as;
     if (kernel.allocation.shared_cpu_millis > 0) {
       store_.table.Change(request.kernel_id)->applied_cpuset = spec.cpuset_cpus;
-      cpusets_to_check_.insert(request.kernel_id);
+      shared_pool_.Check(request.kernel_id);
     }
     store_.table.Announce(EventType::kKernelCreated, kernel);
   }
   // Its spec's pool may be older than the pool now: never started on cores an exclusive kernel took meanwhile.
-  if (kernel.allocation.shared_cpu_millis > 0) ConvergeCpusets();
+  if (kernel.allocation.shared_cpu_millis > 0) shared_pool_.Converge();
   if (Status s = engine_.Start(*created); !s.ok()) return abandon(s.WithPrefix("starting the container"), *created);
   if (Status s = VerifyStarted(request.kernel_id, *created, mounts, run_as); !s.ok()) return abandon(s, *created);
 

@@ -160,10 +160,10 @@ struct Kernel {
   std::string cgroup_cpuset;
   // A shared kernel's cores as its container was last given them (the shared
   // pool then: at create, and after each update the pool's changes asked
-  // for, Agent::ConvergeCpusets); empty otherwise, and for an adopted kernel
-  // until ConvergeCpusets has inspected its container.
+  // for, SharedCorePool::Converge); empty otherwise, and for an adopted kernel
+  // until SharedCorePool::Converge has inspected its container.
   std::string applied_cpuset;
-  // The cores ConvergeCpusets is giving a shared kernel now (set before the
+  // The cores SharedCorePool::Converge is giving a shared kernel now (set before the
   // engine's update call, cleared after it): a drift check meanwhile takes
   // them as well as applied_cpuset; empty: no move under way.
   std::string pending_cpuset;

@@ -108,7 +108,7 @@ extern const std::vector<std::string> kEventActions;
 EventStep DecideOnEvent(const EngineEvent& event, const Known* known);
 
 // A shared kernel the restore adopted, as it stands once the restore has
-// brought the shared kernels onto the pool (Agent::ConvergeCpusets).
+// brought the shared kernels onto the pool (SharedCorePool::Converge).
 struct AdoptedShared {
   std::string kernel_id;
   std::string container_id;
