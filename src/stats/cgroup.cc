@@ -4,9 +4,11 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <iterator>
 #include <string_view>
 #include <utility>
 
@@ -219,6 +221,14 @@ Result<CgroupPaths> CgroupReader::Locate(int pid) const {
     if (ListHas(member.controllers, "cpuset")) cpuset.assign(member.path);
   });
   if (error != 0) return ProcFileError(pid, *file, error);
+  // A process that has ended and awaits its parent is moved to the root of
+  // every hierarchy: what would be read there is the whole host's (every
+  // core in cpuset.cpus), never a container's.
+  const std::string* const found[] = {&cpuacct, &memory, &pids, &blkio, &cpuset, &unified};
+  if (std::all_of(std::begin(found), std::end(found), [](const std::string* p) { return p->empty() || *p == "/"; }))
+    return Status::NotFound("process " + std::to_string(pid) +
+                            " is in no container's cgroup (each of its cgroups is the root, as for a process that "
+                            "has ended)");
 
   const std::string unified_dir = unified.empty() ? std::string() : Resolve(true, "", unified);
   // A controller's v1 directory when its v1 hierarchy is mounted, else the v2 one.

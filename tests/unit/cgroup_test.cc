@@ -361,6 +361,20 @@ TEST(CgroupReader, UnmountedHierarchiesAreAFailedPrecondition) {
   EXPECT_NE(paths.status().message().find("mountinfo"), std::string::npos) << paths.status().message();
 }
 
+// A process that has ended but is not yet reaped (a kernel's PID 1 that
+// exits at once) is shown in the root of every hierarchy: its cgroups are
+// none of a container's, and the host's cpuset (every core) is never read
+// as the kernel's.
+TEST(CgroupReader, AProcessInTheRootOfEveryHierarchyIsInNoContainer) {
+  CgroupTree host;
+  host.Write("proc/self/mountinfo", kV1Mounts);
+  host.Write(ProcCgroup(), V1Membership("/", true));
+  Result<CgroupPaths> paths = CgroupReader(host.root()).Locate(kPid);
+  ASSERT_FALSE(paths.ok());
+  EXPECT_EQ(paths.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(paths.status().message().find("in no container's cgroup"), std::string::npos) << paths.status().message();
+}
+
 TEST(CgroupReader, AProcessOutsideContainersHasNoContainerId) {
   CgroupTree host;
   host.Write("proc/self/mountinfo", kV1Mounts);
