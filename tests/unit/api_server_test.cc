@@ -333,25 +333,29 @@ TEST(ApiServer, OneShotExecsPastTheBoundAre503AndTheirPlacesComeBack) {
 
 TEST(ApiServer, EventsStreamWhatTheHubPublishes) {
   ServedApi api;
-  std::atomic<bool> stop{false};
-  std::string seen;
+  std::atomic<bool> stop{false}, carried{false};
+  std::string seen;  // the reader's until it is joined
   std::thread reader([&] {
     const Status streamed = api.client().Stream(
         "GET", "/v1/events", "", [] {},
         [&](std::string_view chunk) {
           seen.append(chunk);
-          return seen.find("\n\n") == std::string::npos || seen.find("kernel_started") == std::string::npos;
+          const bool whole = seen.find("kernel_started") != std::string::npos &&
+                             seen.find("\n\n", seen.find("kernel_started")) != std::string::npos;
+          if (whole) carried = true;
+          return !whole;
         },
         stop);
     EXPECT_TRUE(streamed.ok()) << streamed.message();
   });
   // Published until the stream has subscribed and carried one.
-  for (int i = 0; i < 500 && seen.find("kernel_started") == std::string::npos; ++i) {
+  for (int i = 0; i < 500 && !carried; ++i) {
     api.hub().Publish(EventType::kKernelStarted, {{"kernel_id", "k1"}});
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   stop = true;
   reader.join();
+  EXPECT_TRUE(carried);
   EXPECT_THAT(seen, HasSubstr("event: kernel_started\ndata: "));
 }
 
