@@ -60,11 +60,6 @@ void FakeKernelService::SetExecInfo(ExecInfo info) {
   exec_info_ = std::move(info);
 }
 
-void FakeKernelService::SetDevices(std::vector<DeviceState> devices) {
-  MutexLock lock(mutex_);
-  devices_ = std::move(devices);
-}
-
 int FakeKernelService::TakeTerminalPeer() {
   MutexLock lock(mutex_);
   return std::exchange(terminal_peer_, -1);
@@ -73,11 +68,6 @@ int FakeKernelService::TakeTerminalPeer() {
 std::vector<std::string> FakeKernelService::Calls() const {
   MutexLock lock(mutex_);
   return calls_;
-}
-
-std::optional<CreateRequest> FakeKernelService::LastCreate() const {
-  MutexLock lock(mutex_);
-  return last_create_;
 }
 
 std::vector<std::string> FakeKernelService::LastExecCommand() const {
@@ -107,7 +97,6 @@ Result<Kernel> FakeKernelService::Find(const std::string& kernel_id) const {
 Result<KernelService::CreateOutcome> FakeKernelService::CreateKernel(const CreateRequest& request) {
   MutexLock lock(mutex_);
   if (Status s = Enter("CreateKernel", request.kernel_id); !s.ok()) return s;
-  last_create_ = request;
   if (auto found = kernels_.find(request.kernel_id); found != kernels_.end())
     return CreateOutcome{found->second, false};
   Kernel kernel;
@@ -271,11 +260,6 @@ Result<KernelService::Drain> FakeKernelService::SetDraining(bool drain,
   drain_.since = drain ? 1'700'000'000 : 0;
   drain_.deadline = drain && within ? std::optional<int64_t>(1'700'000'000 + within->count() / 1000) : std::nullopt;
   return drain_;
-}
-
-std::vector<KernelService::DeviceState> FakeKernelService::DeviceStates() const {
-  MutexLock lock(mutex_);
-  return devices_;
 }
 
 Result<KernelService::DeviceChange> FakeKernelService::DrainDevice(const std::string& name, bool drain) {

@@ -32,27 +32,24 @@ class FakeKernelService : public KernelService {
   // The next call of `method` (its name: "CreateKernel", "DeleteKernel",
   // ...) answers `status` instead of doing anything; queued per method.
   void FailNext(const std::string& method, Status status) EXCLUDES(mutex_);
-  // What Exec answers (and its exec id), what StreamLogs streams, what
-  // ListImages and PullImage give, and what InspectExec says.
+  // What Exec answers, what StreamLogs streams, what ListImages gives, and
+  // what InspectExec says.
   void SetExecResult(ExecResult result) EXCLUDES(mutex_);
   void SetLogs(std::vector<std::string> chunks) EXCLUDES(mutex_);
   void SetImages(std::vector<NodeImage> images) EXCLUDES(mutex_);
   void SetExecInfo(ExecInfo info) EXCLUDES(mutex_);
-  void SetDevices(std::vector<DeviceState> devices) EXCLUDES(mutex_);
   void SetEngineKnownDown(bool down) { engine_down_ = down; }
   // The test's end of the latest ExecInteractive's terminal (a socket pair:
   // what the test writes there is the command's output, what it reads is
   // the client's input); -1 when none was started. The caller closes it.
   int TakeTerminalPeer() EXCLUDES(mutex_);
-  Config& mutable_config() { return config_; }
 
   // ---- read by a test
 
   // Every call so far, in order, as "Method arg arg..." (kernel ids, exec
   // ids, device names, the pulled image, drain flags, terminal sizes).
   std::vector<std::string> Calls() const EXCLUDES(mutex_);
-  // The request of the latest CreateKernel, and the command of the latest Exec.
-  std::optional<CreateRequest> LastCreate() const EXCLUDES(mutex_);
+  // The command of the latest Exec or ExecInteractive.
   std::vector<std::string> LastExecCommand() const EXCLUDES(mutex_);
 
   // ---- KernelService
@@ -84,7 +81,7 @@ class FakeKernelService : public KernelService {
   Drain Draining() const override EXCLUDES(mutex_);
   Result<Drain> SetDraining(bool drain, std::optional<std::chrono::milliseconds> within = std::nullopt) override
       EXCLUDES(mutex_);
-  std::vector<DeviceState> DeviceStates() const override EXCLUDES(mutex_);
+  std::vector<DeviceState> DeviceStates() const override { return {}; }
   Result<DeviceChange> DrainDevice(const std::string& name, bool drain) override EXCLUDES(mutex_);
   Result<DeviceChange> ClearDevice(const std::string& name) override EXCLUDES(mutex_);
   nlohmann::json DescribeResources() const override;
@@ -107,13 +104,11 @@ class FakeKernelService : public KernelService {
   std::map<std::string, Kernel> kernels_ GUARDED_BY(mutex_);
   mutable std::map<std::string, std::deque<Status>> failures_ GUARDED_BY(mutex_);
   mutable std::vector<std::string> calls_ GUARDED_BY(mutex_);
-  std::optional<CreateRequest> last_create_ GUARDED_BY(mutex_);
   std::vector<std::string> last_exec_command_ GUARDED_BY(mutex_);
   ExecResult exec_result_ GUARDED_BY(mutex_);
   std::vector<std::string> logs_ GUARDED_BY(mutex_);
   std::vector<NodeImage> images_ GUARDED_BY(mutex_);
   ExecInfo exec_info_ GUARDED_BY(mutex_);
-  std::vector<DeviceState> devices_ GUARDED_BY(mutex_);
   int terminal_peer_ GUARDED_BY(mutex_) = -1;
   Drain drain_ GUARDED_BY(mutex_);
   std::atomic<bool> engine_down_{false};
