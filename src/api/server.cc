@@ -537,24 +537,29 @@ void ApiServer::Exec(Exchange& ex, const std::string& kernel_id) {
                                   "too many one-shot execs: " + std::to_string(oneshot_execs_.max()) +
                                       " are running, the most this agent runs at once ([api] max-oneshot-execs in "
                                       "its config); retry when one has ended"));
-  struct Release {
-    ExecPlaces& places;
-    ~Release() { places.Release(); }
-  } release{oneshot_execs_};
-  std::string exec_id;
-  auto result = service_.Exec(kernel_id, command, std::chrono::seconds(timeout_s), &ex.Gone(), &exec_id);
-  if (!result.ok() && ex.Gone() && !exec_id.empty()) {
-    // Its client is gone: the command would be left behind, counting against the kernel's pids.
-    if (Status ended = service_.HangUpExec(kernel_id, exec_id, kHangUpGrace); !ended.ok())
-      spdlog::warn("exec {} of kernel {}: its client is gone, but: {}", exec_id, kernel_id, ended.message());
-  }
-  if (!result.ok()) return ex.Reply(ErrorResponse(result.status()));
-  json answer = {{"exit_code", result->exit_code}};
-  ExactText(answer, "stdout", result->stdout_text);
-  ExactText(answer, "stderr", result->stderr_text);
-  if (result->stdout_truncated) answer["stdout_truncated"] = true;
-  if (result->stderr_truncated) answer["stderr_truncated"] = true;
-  ex.Reply(JsonResponse(200, answer));
+  // The place is given back before the answer is sent: a client that reads
+  // its answer and sends the next exec finds its place free.
+  http::Response answer = [&]() -> http::Response {
+    struct Release {
+      ExecPlaces& places;
+      ~Release() { places.Release(); }
+    } release{oneshot_execs_};
+    std::string exec_id;
+    auto result = service_.Exec(kernel_id, command, std::chrono::seconds(timeout_s), &ex.Gone(), &exec_id);
+    if (!result.ok() && ex.Gone() && !exec_id.empty()) {
+      // Its client is gone: the command would be left behind, counting against the kernel's pids.
+      if (Status ended = service_.HangUpExec(kernel_id, exec_id, kHangUpGrace); !ended.ok())
+        spdlog::warn("exec {} of kernel {}: its client is gone, but: {}", exec_id, kernel_id, ended.message());
+    }
+    if (!result.ok()) return ErrorResponse(result.status());
+    json body = {{"exit_code", result->exit_code}};
+    ExactText(body, "stdout", result->stdout_text);
+    ExactText(body, "stderr", result->stderr_text);
+    if (result->stdout_truncated) body["stdout_truncated"] = true;
+    if (result->stderr_truncated) body["stderr_truncated"] = true;
+    return JsonResponse(200, body);
+  }();
+  ex.Reply(std::move(answer));
 }
 
 void ApiServer::ExecInteractive(Exchange& ex, const std::string& kernel_id, const std::vector<std::string>& command,
