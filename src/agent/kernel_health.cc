@@ -1,26 +1,26 @@
-// Agent, continued: the health of running kernels — which ones the health
-// keeper probes and where, what each probe's result comes to — and their
-// activity: when a kernel counts as idle.
-#include "agent/agent.h"
-
-#include <spdlog/spdlog.h>
+#include "agent/kernel_health.h"
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+
+#include <spdlog/spdlog.h>
 
 namespace slotd {
 
-using nlohmann::json;
+KernelHealth::KernelHealth(const Config& config, KernelStore& store, const ContainerStopper& stopper, KernelEnds& ends,
+                           Converger& converger, DeviceManager& devices)
+    : config_(config), store_(store), stopper_(stopper), ends_(ends), converger_(converger), devices_(devices) {}
 
-std::vector<Agent::HealthTarget> Agent::HealthTargets() const {
+std::vector<KernelHealth::Target> KernelHealth::Targets() const {
   const std::string& network = config_.container.network;
   MutexLock lock(store_.mutex);
-  std::vector<HealthTarget> targets;
+  std::vector<Target> targets;
   for (const auto& [id, kernel] : store_.table.All()) {
     if (!kernel.request.health || kernel.state() != KernelState::kRunning || kernel.container_id.empty() ||
         store_.table.OwnedByACall(kernel))
       continue;
-    HealthTarget target{id, kernel.container_id, kernel.runs, ResolveHealth(*kernel.request.health, config_.container), {}};
+    Target target{id, kernel.container_id, kernel.runs, ResolveHealth(*kernel.request.health, config_.container), {}};
     const int port = kernel.request.health->port;
     target.address = {port, network == "none"};
     if (network == "bridge") {
@@ -32,10 +32,10 @@ std::vector<Agent::HealthTarget> Agent::HealthTargets() const {
   return targets;
 }
 
-void Agent::RecordHealth(const std::string& kernel_id, const std::string& container_id, const ProbeResult& result,
+void KernelHealth::RecordCheck(const std::string& kernel_id, const std::string& container_id, const ProbeResult& result,
                          bool in_start_period) {
-  std::vector<ToStop> to_stop;
-  std::optional<ToStop> to_end;  // stopped; its death decides the rest
+  std::vector<KernelEnds::ToStop> to_stop;
+  std::optional<KernelEnds::ToStop> to_end;  // stopped; its death decides the rest
   {
     MutexLock lock(store_.mutex);
     Kernel* k = store_.table.Change(kernel_id);
@@ -72,13 +72,13 @@ void Agent::RecordHealth(const std::string& kernel_id, const std::string& contai
       to_stop.push_back({kernel_id, container_id, k->request.stop});
     } else if (on_unhealthy == OnUnhealthy::kRestart) {
       k->end_cause = "unhealthy";
-      to_end = ToStop{kernel_id, container_id, k->request.stop};
+      to_end = KernelEnds::ToStop{kernel_id, container_id, k->request.stop};
     }
   }
-  StopTerminating(to_stop, "unhealthy");
+  ends_.StopTerminating(to_stop, "unhealthy");
   if (to_end) {
     // Its "die" event (or the next relist) ends it: Ended reads end_cause.
-    const StopOutcome stop = stopper_.Stop(to_end->container_id, to_end->contract);
+    const ContainerStopper::Outcome stop = stopper_.Stop(to_end->container_id, to_end->contract);
     if (!stop.stopped.ok() && stop.stopped.code() != Status::Code::kNotFound) {
       spdlog::error("kernel {}: unhealthy, but its container could not be stopped: {}", kernel_id,
                     stop.stopped.message());
@@ -88,36 +88,11 @@ void Agent::RecordHealth(const std::string& kernel_id, const std::string& contai
   }
 }
 
-void Agent::NoteActivity(const std::vector<KernelActivity>& activity) {
-  const int64_t recent_ms = 2 * config_.container.stats_interval.count();
-  MutexLock lock(store_.mutex);
-  for (const KernelActivity& a : activity) {
-    const Kernel* k = store_.table.Find(a.kernel_id);
-    if (!k || k->container_id != a.container_id || k->state() != KernelState::kRunning) continue;
-    const IdleRule rule = ResolveIdle(k->request.idle, config_.container);
-    if (rule.idle_for.count() == 0) continue;
-    // Its CPU against what it may use: its cores, or its shared quota.
-    const double cores = k->allocation.shared_cpu_millis > 0 ? k->allocation.shared_cpu_millis / 1000.0
-                                                            : std::max<size_t>(1, k->allocation.cores.size());
-    const bool busy = a.cpu_percent / 100.0 / cores >= rule.cpu_below ||
-                      (a.gpu_percent && *a.gpu_percent / 100.0 >= rule.gpu_below) || k->open_execs > 0 ||
-                      a.at_ms - k->last_exec_ms < recent_ms;
-    if (busy) {
-      if (k->idle_since_ms) store_.table.Change(a.kernel_id)->idle_since_ms.reset();
-      continue;
-    }
-    if (k->idle_since_ms) continue;
-    store_.table.Change(a.kernel_id)->idle_since_ms = a.at_ms;
-    spdlog::info("kernel {}: idle; stopped after {} ms more unless it gets busy", a.kernel_id, rule.idle_for.count());
-    store_.table.Announce(EventType::kKernelIdle, *k, {{"idle_since_ms", a.at_ms}, {"stop_at_ms", a.at_ms + rule.idle_for.count()}});
-  }
-}
-
-void Agent::NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings) {
+void KernelHealth::RecordCgroups(const std::vector<CgroupReading>& readings) {
   std::vector<std::pair<std::string, std::string>> moved;  // (kernel, container) whose cores changed
   {
     MutexLock lock(store_.mutex);
-    for (const KernelCgroupReading& seen : readings) {
+    for (const CgroupReading& seen : readings) {
       const Kernel* k = store_.table.Find(seen.kernel_id);
       if (!k || k->container_id != seen.container_id || k->state() != KernelState::kRunning) continue;
       if (!seen.cpuset_cpus.empty() && seen.cpuset_cpus != k->cgroup_cpuset) {
@@ -132,7 +107,46 @@ void Agent::NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings)
       store_.table.AnnounceCondition(*k);
     }
   }
-  for (const auto& [kernel_id, container_id] : moved) CheckDrift(kernel_id, container_id);
+  for (const auto& [kernel_id, container_id] : moved) converger_.CheckDrift(kernel_id, container_id);
+}
+
+void KernelHealth::ApplyDeviceHealth() {
+  const std::optional<DeviceManager::HealthNow> health = devices_.HealthChange();
+  if (!health) return;
+  std::vector<KernelEnds::ToStop> to_stop;
+  {
+    MutexLock lock(store_.mutex);
+    std::vector<std::string> running;
+    for (const auto& [kernel_id, kernel] : store_.table.All()) {
+      const bool live = kernel.state() == KernelState::kRunning || kernel.state() == KernelState::kBackoff;
+      if (live && kernel.holds_resources) running.push_back(kernel_id);
+    }
+    for (const std::string& kernel_id : running) {
+      const Kernel& kernel = *store_.table.Find(kernel_id);
+      std::string condition;
+      bool stop = false;
+      for (const auto& [plugin, ids] : kernel.allocation.devices) {
+        for (const std::string& id : ids) {
+          auto bad = health->unhealthy.find({plugin, id});
+          if (bad == health->unhealthy.end()) continue;
+          condition += (condition.empty() ? "" : "; ") + plugin + " device " + id + " is " +
+                       DeviceHealthName(bad->second.health) + ": " + bad->second.reason;
+          stop = stop || (bad->second.health == DeviceHealth::kUnhealthy && health->stopping_plugins.count(plugin));
+        }
+      }
+      // Ours until stopped, as in DeleteKernel.
+      if (stop && store_.table.Stopping(kernel_id).ok())
+        to_stop.push_back({kernel_id, kernel.container_id, kernel.request.stop});
+      if (condition == kernel.device_condition) continue;
+      store_.table.Change(kernel_id)->device_condition = condition;
+      if (!condition.empty()) spdlog::warn("kernel {}: {}", kernel_id, condition);
+      store_.table.AnnounceCondition(kernel);
+    }
+  }
+  for (const KernelEnds::ToStop& k : to_stop)
+    spdlog::warn("kernel {}: stopping it, a device it holds is unhealthy (on-unhealthy = \"stop\")", k.kernel_id);
+  ends_.StopTerminating(to_stop, "device unhealthy");
+  if (!to_stop.empty()) devices_.LookAgain();  // a kernel whose stop failed is looked at again
 }
 
 }  // namespace slotd

@@ -1,12 +1,9 @@
-// Agent, continued: warm pools. Their kernels are made ahead of requests
-// (FillPools), given to the creates that match (GiveWarm), and told apart
-// from given ones when adopted (WarmStateOf). See agent/warm_pool.h.
+#include "agent/warm_kernels.h"
+
 #include <algorithm>
-#include <set>
+#include <cassert>
 
 #include <spdlog/spdlog.h>
-
-#include "agent/agent.h"
 
 namespace slotd {
 
@@ -25,34 +22,51 @@ int64_t PoolRetryDelayMs(int failures) {
 
 }  // namespace
 
-std::optional<Agent::CreateOutcome> Agent::GiveWarm(const CreateRequest& request) {
+WarmKernels::WarmKernels(const Config& config, ContainerEngine& engine, const Clock& clock, KernelStore& store,
+                         KernelCreator& creator, KernelEnds& ends, KernelFiles& files, NodeImages& images,
+                         DeviceManager& devices)
+    : config_(config),
+      engine_(engine),
+      clock_(clock),
+      store_(store),
+      creator_(creator),
+      ends_(ends),
+      files_(files),
+      images_(images),
+      devices_(devices) {
+  Result<std::vector<WarmPool>> pools = WarmPoolsOf(config_);
+  if (pools.ok()) pools_ = std::move(*pools);
+  pools_status_ = pools.status();
+}
+
+std::optional<WarmKernels::CreateOutcome> WarmKernels::Give(const CreateRequest& request) {
   if (pools_.empty() || !request.ids.kernel_generated) return std::nullopt;
   auto pool = std::find_if(pools_.begin(), pools_.end(), [&](const WarmPool& p) { return MatchesPool(request, p); });
   if (pool == pools_.end()) return std::nullopt;
   // What the agent refuses of any request it refuses of this one: the create
   // that follows says so.
-  if (devices_.Draining().draining || !Admit(request).ok()) return std::nullopt;
+  if (devices_.Draining().draining || !creator_.Admit(request).ok()) return std::nullopt;
   std::string kernel_id;
   {
     MutexLock lock(store_.mutex);
     for (const auto& [id, kernel] : store_.table.All()) {
-      if (kernel.state() == KernelState::kWarm && kernel.warm_pool == pool->name && !warm_taken_.count(id) &&
+      if (kernel.state() == KernelState::kWarm && kernel.warm_pool == pool->name && !taken_.count(id) &&
           !store_.table.OwnedByACall(kernel)) {
         kernel_id = id;
         break;
       }
     }
     if (kernel_id.empty()) return std::nullopt;
-    warm_taken_.insert(kernel_id);
+    taken_.insert(kernel_id);
   }
   const int64_t now = clock_.UnixSeconds();
-  WarmClaims::Claim claim{request, now, DeadlineOf(request, now)};
+  WarmClaims::Claim claim{request, now, creator_.DeadlineOf(request, now)};
   claim.request.kernel_id = kernel_id;
   if (request.ids.session_generated) claim.request.session_id = kernel_id;
   // Recorded before it is given: an agent killed from here on finds the kernel given.
-  const Status recorded = warm_claims_.Write(kernel_id, claim);
+  const Status recorded = files_.claims().Write(kernel_id, claim);
   MutexLock lock(store_.mutex);
-  warm_taken_.erase(kernel_id);
+  taken_.erase(kernel_id);
   if (!recorded.ok()) {
     spdlog::error("warm pool {}: kernel {} cannot be given to a create, which makes a kernel of its own: {}",
                   pool->name, kernel_id, recorded.message());
@@ -60,20 +74,20 @@ std::optional<Agent::CreateOutcome> Agent::GiveWarm(const CreateRequest& request
   }
   Kernel* kernel = store_.table.Change(kernel_id);
   if (!kernel || kernel->state() != KernelState::kWarm) {  // it ended or was deleted meanwhile
-    warm_claims_.Remove(kernel_id);
+    files_.claims().Remove(kernel_id);
     return std::nullopt;
   }
   kernel->warm_pool.clear();
   if (Status given = store_.table.Given(kernel_id, claim.request, claim.given_at, claim.deadline); !given.ok()) {
-    warm_claims_.Remove(kernel_id);
+    files_.claims().Remove(kernel_id);
     return std::nullopt;
   }
   spdlog::info("kernel {}: given from warm pool {} (session {})", kernel_id, pool->name, claim.request.session_id);
   return CreateOutcome{*kernel, true};
 }
 
-Result<KernelState> Agent::WarmStateOf(Kernel& kernel) const {
-  Result<std::optional<WarmClaims::Claim>> claim = warm_claims_.Read(kernel.id());
+Result<KernelState> WarmKernels::StateOf(Kernel& kernel) const {
+  Result<std::optional<WarmClaims::Claim>> claim = files_.claims().Read(kernel.id());
   if (!claim.ok()) return claim.status();
   if (!*claim) return KernelState::kWarm;
   kernel.request = std::move((*claim)->request);
@@ -83,19 +97,19 @@ Result<KernelState> Agent::WarmStateOf(Kernel& kernel) const {
   return KernelState::kRunning;
 }
 
-Status Agent::RemoveUnkeptWarm(bool at_start) {
-  std::vector<UnkeptWarm> unkept;
+Status WarmKernels::RemoveUnkept(bool at_start) {
+  std::vector<Unkept> unkept;
   {
     MutexLock lock(store_.mutex);
-    unkept.swap(unkept_warm_);
+    unkept.swap(unkept_);
   }
-  for (const UnkeptWarm& warm : unkept) {
+  for (const Unkept& warm : unkept) {
     const Status removed = engine_.Remove(warm.container_id, /*force=*/true);
     if (removed.ok() || removed.code() == Status::Code::kNotFound) {
       spdlog::info("warm kernel {}: removed: made for warm pool {}, which this agent's config no longer has in that "
                    "shape, and never given",
                    warm.kernel_id, warm.pool);
-      RemoveKernelFiles(warm.kernel_id);
+      files_.Remove(warm.kernel_id);
       continue;
     }
     const Status why = Status::Unavailable(
@@ -108,7 +122,7 @@ Status Agent::RemoveUnkeptWarm(bool at_start) {
   return Status::Ok();
 }
 
-Status Agent::PoolImageReady(const WarmPool& pool) {
+Status WarmKernels::ImageReady(const WarmPool& pool) {
   const std::string& image = pool.shape.image.name;
   Result<std::optional<ImageInfo>> ensured = images_.Ensure(pool.shape.image, config_.container.auto_pull);
   if (!ensured.ok()) return ensured.status();
@@ -121,11 +135,11 @@ Status Agent::PoolImageReady(const WarmPool& pool) {
                           "auto-pull), or name another image in [[pool]] \"" + pool.name + "\"");
 }
 
-std::map<std::string, Agent::PoolCount> Agent::CountPools() const {
+std::map<std::string, WarmKernels::PoolCount> WarmKernels::Count() const {
   std::map<std::string, PoolCount> counts;
   for (const WarmPool& pool : pools_) counts[pool.name];
   MutexLock lock(store_.mutex);
-  for (const auto& [name, trouble] : pool_trouble_) {
+  for (const auto& [name, trouble] : trouble_) {
     if (!counts.count(name)) continue;
     counts[name].trouble = trouble.reason;
     counts[name].retry_at = (trouble.retry_at_ms + 999) / 1000;
@@ -139,16 +153,16 @@ std::map<std::string, Agent::PoolCount> Agent::CountPools() const {
   return counts;
 }
 
-void Agent::FillPools(const std::stop_token& stop) {
+void WarmKernels::Fill(const std::stop_token& stop) {
   if (pools_.empty()) return;
   const bool draining = devices_.Draining().draining;  // asked first: its lock is never taken inside store_.mutex
-  std::vector<std::string> unwanted;  // taken (warm_taken_) until removed
+  std::vector<std::string> unwanted;  // taken (taken_) until removed
   std::vector<const WarmPool*> wanted;
   {
     MutexLock lock(store_.mutex);
     std::map<std::string, int> have;
     for (const auto& [id, kernel] : store_.table.All()) {
-      if (kernel.warm_pool.empty() || warm_taken_.count(id)) continue;
+      if (kernel.warm_pool.empty() || taken_.count(id)) continue;
       const KernelState state = kernel.state();
       if (state == KernelState::kPulling || state == KernelState::kPreparing) {
         ++have[kernel.warm_pool];
@@ -163,21 +177,21 @@ void Agent::FillPools(const std::stop_token& stop) {
         continue;
       }
       if (state == KernelState::kWarm || state == KernelState::kTerminated || state == KernelState::kError) {
-        warm_taken_.insert(id);
+        taken_.insert(id);
         unwanted.push_back(id);
       }
     }
     const int64_t now_ms = clock_.UnixMillis();
     for (const WarmPool& pool : pools_) {
-      auto trouble = pool_trouble_.find(pool.name);
-      if (draining || (trouble != pool_trouble_.end() && trouble->second.retry_at_ms > now_ms)) continue;
+      auto trouble = trouble_.find(pool.name);
+      if (draining || (trouble != trouble_.end() && trouble->second.retry_at_ms > now_ms)) continue;
       for (int i = have[pool.name]; i < pool.count; ++i) wanted.push_back(&pool);
     }
   }
   for (const std::string& kernel_id : unwanted) {
-    Result<Kernel> removed = DeleteKernel(kernel_id);
+    Result<Kernel> removed = ends_.Delete(kernel_id);
     MutexLock lock(store_.mutex);
-    warm_taken_.erase(kernel_id);
+    taken_.erase(kernel_id);
     if (!removed.ok()) spdlog::warn("warm kernel {}: cannot remove it: {}", kernel_id, removed.status().message());
   }
   std::set<std::string> failed;  // pools that could not make a kernel this round
@@ -187,22 +201,22 @@ void Agent::FillPools(const std::stop_token& stop) {
     if (failed.count(pool->name)) continue;
     // The image first: no core or quota is held (and no shared kernel's
     // cpuset moves) for a kernel whose image is not there.
-    Status made = ready.count(pool->name) ? Status::Ok() : PoolImageReady(*pool);
+    Status made = ready.count(pool->name) ? Status::Ok() : ImageReady(*pool);
     if (made.ok()) {
       ready.insert(pool->name);
       CreateRequest request = pool->shape;
       request.kernel_id = GenerateKernelId();
       request.session_id = request.kernel_id;
-      made = CreateKernelFor(request, pool->name).status();
+      made = creator_.Create(request, pool->name).status();
     }
     int64_t delay_ms = 0;
     {
       MutexLock lock(store_.mutex);
       if (made.ok()) {
-        pool_trouble_.erase(pool->name);
+        trouble_.erase(pool->name);
         continue;
       }
-      PoolTrouble& trouble = pool_trouble_[pool->name];
+      Trouble& trouble = trouble_[pool->name];
       delay_ms = PoolRetryDelayMs(++trouble.failures);
       trouble.retry_at_ms = clock_.UnixMillis() + delay_ms;
       trouble.reason = made.message();
@@ -211,6 +225,26 @@ void Agent::FillPools(const std::stop_token& stop) {
     spdlog::warn("warm pool {}: cannot make a kernel (tried again in {} s): {}", pool->name, delay_ms / 1000,
                  made.message());
   }
+}
+
+bool WarmKernels::Keeps(KernelStore& store, const Kernel& kernel, const ContainerInfo& info) {
+  assert(&store == &store_);
+  if (PoolKeeps(pools_, kernel.warm_pool, kernel.request)) return true;
+  store_.mutex.AssertHeld();  // as `store.mutex`, which the caller holds
+  unkept_.push_back({kernel.id(), info.id, info.name, kernel.warm_pool});
+  return false;
+}
+
+void WarmKernels::DropStaleClaims() {
+  files_.claims().RemoveLeftovers();
+  const std::vector<std::string> claimed = files_.claims().KernelIds();
+  std::vector<std::string> stale;
+  {
+    MutexLock lock(store_.mutex);
+    for (const std::string& kernel_id : claimed)
+      if (!store_.table.Find(kernel_id)) stale.push_back(kernel_id);
+  }
+  for (const std::string& kernel_id : stale) files_.claims().Remove(kernel_id);
 }
 
 }  // namespace slotd

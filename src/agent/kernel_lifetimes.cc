@@ -1,27 +1,33 @@
-// The agent's timed work on its kernels, run by the watcher's threads: the
-// ends that come by themselves (a lifetime run out, an idle window over, a
-// drain's deadline) and the stop they get (StopExpiredKernels,
-// StopTerminating), the warning before such an end (WarnKernels), and the
-// restarts a restart policy asks for (RestartDueKernels).
+#include "agent/kernel_lifetimes.h"
+
 #include <algorithm>
-#include <mutex>
 
 #include <spdlog/spdlog.h>
 
-#include "agent/agent.h"
+#include "model/kernel_policy.h"
 
 namespace slotd {
 
-std::optional<int64_t> Agent::IdleEndMs(const Kernel& kernel) const {
+KernelLifetimes::KernelLifetimes(const Config& config, ContainerEngine& engine, const Clock& clock, KernelStore& store,
+                                 const ContainerStopper& stopper, KernelUsers& users, KernelEnds& ends)
+    : config_(config),
+      engine_(engine),
+      clock_(clock),
+      store_(store),
+      stopper_(stopper),
+      users_(users),
+      ends_(ends) {}
+
+std::optional<int64_t> KernelLifetimes::IdleEndMs(const Kernel& kernel) const {
   if (!kernel.idle_since_ms || kernel.state() != KernelState::kRunning) return std::nullopt;
   const IdleRule rule = ResolveIdle(kernel.request.idle, config_.container);
   if (rule.idle_for.count() == 0) return std::nullopt;
   return *kernel.idle_since_ms + rule.idle_for.count();
 }
 
-void Agent::StopExpiredKernels(int64_t now) {
-  std::vector<ToStop> expired, drained, idle;
-  const int64_t drain_deadline = drain_deadline_;
+void KernelLifetimes::StopExpired(int64_t now) {
+  std::vector<KernelEnds::ToStop> expired, drained, idle;
+  const int64_t drain_deadline = ends_.DrainDeadline();
   {
     MutexLock lock(store_.mutex);
     for (const auto& [id, kernel] : store_.table.All()) {
@@ -36,32 +42,15 @@ void Agent::StopExpiredKernels(int64_t now) {
       }
     }
     // Each is ours until stopped, as in DeleteKernel.
-    for (const std::vector<ToStop>* stopping : {&expired, &drained, &idle})
-      for (const ToStop& k : *stopping) (void)store_.table.Stopping(k.kernel_id);
+    for (const std::vector<KernelEnds::ToStop>* stopping : {&expired, &drained, &idle})
+      for (const KernelEnds::ToStop& k : *stopping) (void)store_.table.Stopping(k.kernel_id);
   }
-  StopTerminating(expired, "lifetime exceeded");
-  StopTerminating(drained, "drained");
-  StopTerminating(idle, "idle");
+  ends_.StopTerminating(expired, "lifetime exceeded");
+  ends_.StopTerminating(drained, "drained");
+  ends_.StopTerminating(idle, "idle");
 }
 
-void Agent::StopTerminating(const std::vector<ToStop>& kernels, const std::string& reason) {
-  for (const auto& [kernel_id, container_id, contract] : kernels) {
-    const StopOutcome stop = stopper_.Stop(container_id, contract);
-    const Status& stopped = stop.stopped;
-    MutexLock lock(store_.mutex);
-    const Kernel* k = store_.table.Find(kernel_id);
-    if (!k || k->container_id != container_id || k->state() != KernelState::kTerminating) continue;
-    if (!stopped.ok() && stopped.code() != Status::Code::kNotFound) {
-      spdlog::error("kernel {}: to be stopped ({}), but its container {} could not be stopped ({}); retrying",
-                    kernel_id, reason, container_id, stopped.message());
-      (void)store_.table.StopFailed(kernel_id);
-      continue;
-    }
-    (void)store_.table.Terminated(kernel_id, stop.exit_code, reason, stop.ended_at);
-  }
-}
-
-void Agent::WarnKernels(int64_t now) {
+void KernelLifetimes::Warn(int64_t now) {
   struct Due {
     std::string kernel_id;
     std::string container_id;
@@ -70,7 +59,7 @@ void Agent::WarnKernels(int64_t now) {
     const char* end;  // which end that is, for the log
   };
   std::vector<Due> due;
-  const int64_t drain_deadline = drain_deadline_;
+  const int64_t drain_deadline = ends_.DrainDeadline();
   {
     MutexLock lock(store_.mutex);
     for (const auto& [id, kernel] : store_.table.All()) {
@@ -122,7 +111,7 @@ void Agent::WarnKernels(int64_t now) {
   }
 }
 
-std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
+std::optional<int64_t> KernelLifetimes::RestartDue(int64_t now_ms) {
   struct Due {
     std::string kernel_id;
     std::string container_id;
@@ -131,7 +120,7 @@ std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
   };
   std::vector<Due> due;
   std::optional<int64_t> next;
-  if (drain_deadline_ > 0) return next;  // a drain with a deadline wins: they wait for it
+  if (ends_.DrainDeadline() > 0) return next;  // a drain with a deadline wins: they wait for it
   auto note_next = [&](const Kernel& kernel) {
     if (kernel.state() == KernelState::kBackoff && kernel.next_restart_at_ms)
       next = std::min(next.value_or(*kernel.next_restart_at_ms), *kernel.next_restart_at_ms);
@@ -168,9 +157,9 @@ std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
     const Kernel* k = store_.table.Find(d.kernel_id);
     if (!k || k->container_id != d.container_id) continue;
     (void)store_.table.FinishPolicyRestart(d.kernel_id, renamed.ok() ? restarts : d.restarts, started.ok());
-    restart_done_.notify_all();
+    store_.restart_done.notify_all();
     if (!verified.ok()) {
-      Ended(d.kernel_id, KernelEnd{std::nullopt, false, now_ms, verified.message(), true, true});
+      ends_.Ended(store_, d.kernel_id, KernelEnd{std::nullopt, false, now_ms, verified.message(), true, true});
       continue;
     }
     if (started.ok()) {
@@ -178,10 +167,68 @@ std::optional<int64_t> Agent::RestartDueKernels(int64_t now_ms) {
       continue;
     }
     spdlog::warn("kernel {}: its restart policy could not start it again: {}", d.kernel_id, started.message());
-    Ended(d.kernel_id, KernelEnd{std::nullopt, false, now_ms, "restart failed: " + started.message()});
+    ends_.Ended(store_, d.kernel_id, KernelEnd{std::nullopt, false, now_ms, "restart failed: " + started.message()});
     note_next(*k);
   }
   return next;
+}
+
+Result<Kernel> KernelLifetimes::Restart(const std::string& kernel_id) {
+  std::string container_id;
+  StopContract contract;
+  std::optional<RunAs> run_as;
+  {
+    MutexLock lock(store_.mutex);
+    const Kernel* k = store_.table.Find(kernel_id);
+    if (!k) return store_.Unknown(kernel_id);
+    if (store_.table.OwnedByACall(*k)) return store_.table.Busy(*k);
+    if (k->deadline && *k->deadline <= clock_.UnixSeconds())
+      return Status::FailedPrecondition("kernel " + kernel_id +
+                                        "'s lifetime has run out, so it cannot be restarted; create a new kernel");
+    if (Status s = store_.table.BeginRestart(kernel_id); !s.ok())
+      return Status::ResourceExhausted("kernel " + kernel_id + " cannot be restarted: " + s.message());
+    container_id = k->container_id;
+    contract = k->request.stop;
+    run_as = k->run_as;
+  }
+  Status s = engine_.Restart(container_id, stopper_.TimeoutOf(contract));
+  const Status verified = s.ok() ? users_.VerifyRestarted(kernel_id, container_id, run_as) : Status::Ok();
+  MutexLock lock(store_.mutex);
+  if (!store_.table.Find(kernel_id)) return Status::NotFound("kernel " + kernel_id + " was removed while restarting");
+  Status finished = store_.table.FinishRestart(kernel_id, s.ok());
+  store_.restart_done.notify_all();
+  if (!finished.ok()) return finished;
+  if (!s.ok()) return s.WithPrefix("restarting kernel " + kernel_id);
+  if (!verified.ok()) {
+    ends_.Ended(store_, kernel_id, KernelEnd{std::nullopt, false, clock_.UnixMillis(), verified.message(), true, true});
+    return verified;
+  }
+  return *store_.table.Find(kernel_id);
+}
+
+void KernelLifetimes::NoteActivity(const std::vector<Activity>& activity) {
+  const int64_t recent_ms = 2 * config_.container.stats_interval.count();
+  MutexLock lock(store_.mutex);
+  for (const Activity& a : activity) {
+    const Kernel* k = store_.table.Find(a.kernel_id);
+    if (!k || k->container_id != a.container_id || k->state() != KernelState::kRunning) continue;
+    const IdleRule rule = ResolveIdle(k->request.idle, config_.container);
+    if (rule.idle_for.count() == 0) continue;
+    // Its CPU against what it may use: its cores, or its shared quota.
+    const double cores = k->allocation.shared_cpu_millis > 0 ? k->allocation.shared_cpu_millis / 1000.0
+                                                            : std::max<size_t>(1, k->allocation.cores.size());
+    const bool busy = a.cpu_percent / 100.0 / cores >= rule.cpu_below ||
+                      (a.gpu_percent && *a.gpu_percent / 100.0 >= rule.gpu_below) || k->open_execs > 0 ||
+                      a.at_ms - k->last_exec_ms < recent_ms;
+    if (busy) {
+      if (k->idle_since_ms) store_.table.Change(a.kernel_id)->idle_since_ms.reset();
+      continue;
+    }
+    if (k->idle_since_ms) continue;
+    store_.table.Change(a.kernel_id)->idle_since_ms = a.at_ms;
+    spdlog::info("kernel {}: idle; stopped after {} ms more unless it gets busy", a.kernel_id, rule.idle_for.count());
+    store_.table.Announce(EventType::kKernelIdle, *k, {{"idle_since_ms", a.at_ms}, {"stop_at_ms", a.at_ms + rule.idle_for.count()}});
+  }
 }
 
 }  // namespace slotd

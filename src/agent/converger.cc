@@ -1,74 +1,20 @@
-// Agent, continued: applying what the engine reports (reconcile.h decides,
-// this applies): the relist and the restore at start (Converge), each event
-// of the stream, the adoption of containers, the kernels found dead, resumed
-// or drifted, and what the devices' health means for the kernels on them.
-#include "agent/agent.h"
+#include "agent/converger.h"
 
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
 
-#include "model/label_codec.h"
 #include "common/units.h"
+#include "model/label_codec.h"
 
 namespace slotd {
 
-using nlohmann::json;
-
-void Agent::Resume(const std::string& kernel_id, const std::string& how) {
-  Status claimed = store_.table.Resume(kernel_id, how);
-  const Kernel* kernel = store_.table.Find(kernel_id);
-  // Its cores did not follow the pool while it held no quota.
-  if (claimed.ok() && kernel && kernel->allocation.shared_cpu_millis > 0) shared_pool_.Check(kernel_id);
-  if (claimed.ok() || !kernel || kernel->state() != KernelState::kError) return;
-  spdlog::error("kernel {}: {}; stopping it", kernel_id, kernel->reason);
-  intruders_.emplace_back(kernel_id, kernel->container_id);
-}
-
-reconcile::EventStep Agent::EventStepFor(const Kernel* kernel, const EngineEvent& event) const {
-  if (!kernel) return reconcile::DecideOnEvent(event, nullptr);
-  const reconcile::Known known = store_.table.KnownOf(*kernel);
-  return reconcile::DecideOnEvent(event, &known);
-}
-
-reconcile::Step Agent::StepFor(const ContainerInfo& info, uint64_t list_seq) const {
-  auto kid = info.labels.find(label::kKernelId);
-  if (kid == info.labels.end()) return reconcile::DecideOnContainer(info, nullptr, std::nullopt, list_seq);
-  const std::optional<uint64_t> forgotten_at = store_.table.ForgottenAt(kid->second);
-  const Kernel* kernel = store_.table.Find(kid->second);
-  if (!kernel) return reconcile::DecideOnContainer(info, nullptr, forgotten_at, list_seq);
-  const reconcile::Known known = store_.table.KnownOf(*kernel);
-  return reconcile::DecideOnContainer(info, &known, forgotten_at, list_seq);
-}
-
-void Agent::Ended(const std::string& kernel_id, const KernelEnd& what_ended) {
-  const Kernel* k = store_.table.Find(kernel_id);
-  if (!k) return;
-  KernelEnd end = what_ended;
-  if (!k->end_cause.empty()) {  // the agent ended it (an unhealthy kernel): that is its end
-    end.why = k->end_cause;
-    end.forced = true;
-  }
-  const std::optional<int64_t> ended_at = end.ended_at_ms > 0 ? std::optional(end.ended_at_ms / 1000) : std::nullopt;
-  const bool policy_applies = k->state() == KernelState::kRunning || k->state() == KernelState::kBackoff;
-  if (!policy_applies) {
-    (void)store_.table.Terminated(kernel_id, end.exit_code, end.why, ended_at);
-    return;
-  }
-  ExitOutcome outcome = DecideOnExit(ResolveRestart(k->request.restart, config_.container), k->restarts, end,
-                                     k->deadline, clock_.UnixMillis());
-  if (drain_deadline_ > 0) outcome = {false, 0, end.why};  // a drain with a deadline wins over a restart
-  if (outcome.restart) {
-    (void)store_.table.BackOff(kernel_id, end.exit_code, outcome.reason, ended_at, outcome.restart_at_ms);
-  } else {
-    (void)store_.table.Terminated(kernel_id, end.exit_code, outcome.reason, ended_at);
-  }
-}
+namespace {
 
 // The end of a container as an inspect shows it (nullptr: not inspected),
 // `noticed` added to its words; a kill (137) after `oom_kills` reported
 // kills for lack of memory was that.
-static KernelEnd EndOf(const ContainerInfo* inspected, int oom_kills, int64_t now_ms, const std::string& noticed) {
+KernelEnd EndOf(const ContainerInfo* inspected, int oom_kills, int64_t now_ms, const std::string& noticed) {
   KernelEnd end;
   if (inspected) end.exit_code = inspected->exit_code;
   end.out_of_memory = oom_kills > 0 && end.exit_code == 137;
@@ -79,35 +25,16 @@ static KernelEnd EndOf(const ContainerInfo* inspected, int oom_kills, int64_t no
   return end;
 }
 
-void Agent::ConfirmDeath(const std::string& kernel_id, const EngineEvent& event) {
-  // A die that a restart has already overtaken (the event reader lagged) must
-  // not free a kernel whose container runs again: ask the engine, unlocked.
-  Result<ContainerInfo> info = engine_.Inspect(event.id);
-  // A state that may hold processes (Podman's "stopping") is no death yet.
-  if (info.ok() && reconcile::IsRunningState(info->state)) return;
-  if (!info.ok()) {  // gone already: what the event says
-    ContainerInfo from_event;
-    if (auto it = event.attributes.find("exitCode"); it != event.attributes.end())
-      from_event.exit_code = std::atoi(it->second.c_str());
-    from_event.finished_ms = event.time_nano / 1'000'000;
-    info = std::move(from_event);
-  }
-  MutexLock lock(store_.mutex);
-  const Kernel* k = store_.table.Find(kernel_id);
-  if (EventStepFor(k, event) != reconcile::EventStep::kCheckDeath) return;  // changed meanwhile
-  Ended(kernel_id, EndOf(&*info, k->oom_kills, clock_.UnixMillis(), ""));
-}
-
 // A cpuset list in the one form FormatCoreList writes ("0-3,8"); as it is
 // when it is not a list.
-static std::string CanonicalCores(const std::string& cpuset) {
+std::string CanonicalCores(const std::string& cpuset) {
   Result<std::vector<int>> cores = ParseCoreList(cpuset);
   return cores.ok() && !cpuset.empty() ? FormatCoreList(*cores) : cpuset;
 }
 
 // What differs between a kernel's allocation and its container as inspected,
 // in words; empty when nothing does.
-static std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
+std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
   std::vector<std::string> drift;
   if (info.state == "paused") drift.push_back("paused outside slotd (docker unpause it)");
   const std::string cpuset = FormatCoreList(kernel.allocation.cores);
@@ -135,7 +62,69 @@ static std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
   return text;
 }
 
-void Agent::CheckDrift(const std::string& kernel_id, const std::string& container_id) {
+}  // namespace
+
+Converger::Converger(const Config& config, ContainerEngine& engine, const Clock& clock, KernelStore& store,
+                     const ContainerStopper& stopper, SharedCorePool& shared_pool, KernelFiles& files,
+                     KernelUsers& users, WarmKernels& warm, KernelEnds& ends, EngineHealth& engine_health)
+    : config_(config),
+      engine_(engine),
+      clock_(clock),
+      store_(store),
+      stopper_(stopper),
+      shared_pool_(shared_pool),
+      files_(files),
+      users_(users),
+      warm_(warm),
+      ends_(ends),
+      engine_health_(engine_health) {}
+
+void Converger::Resume(const std::string& kernel_id, const std::string& how) {
+  Status claimed = store_.table.Resume(kernel_id, how);
+  const Kernel* kernel = store_.table.Find(kernel_id);
+  // Its cores did not follow the pool while it held no quota.
+  if (claimed.ok() && kernel && kernel->allocation.shared_cpu_millis > 0) shared_pool_.Check(kernel_id);
+  if (claimed.ok() || !kernel || kernel->state() != KernelState::kError) return;
+  spdlog::error("kernel {}: {}; stopping it", kernel_id, kernel->reason);
+  intruders_.emplace_back(kernel_id, kernel->container_id);
+}
+
+reconcile::EventStep Converger::EventStepFor(const Kernel* kernel, const EngineEvent& event) const {
+  if (!kernel) return reconcile::DecideOnEvent(event, nullptr);
+  const reconcile::Known known = store_.table.KnownOf(*kernel);
+  return reconcile::DecideOnEvent(event, &known);
+}
+
+reconcile::Step Converger::StepFor(const ContainerInfo& info, uint64_t list_seq) const {
+  auto kid = info.labels.find(label::kKernelId);
+  if (kid == info.labels.end()) return reconcile::DecideOnContainer(info, nullptr, std::nullopt, list_seq);
+  const std::optional<uint64_t> forgotten_at = store_.table.ForgottenAt(kid->second);
+  const Kernel* kernel = store_.table.Find(kid->second);
+  if (!kernel) return reconcile::DecideOnContainer(info, nullptr, forgotten_at, list_seq);
+  const reconcile::Known known = store_.table.KnownOf(*kernel);
+  return reconcile::DecideOnContainer(info, &known, forgotten_at, list_seq);
+}
+
+void Converger::ConfirmDeath(const std::string& kernel_id, const EngineEvent& event) {
+  // A die that a restart has already overtaken (the event reader lagged) must
+  // not free a kernel whose container runs again: ask the engine, unlocked.
+  Result<ContainerInfo> info = engine_.Inspect(event.id);
+  // A state that may hold processes (Podman's "stopping") is no death yet.
+  if (info.ok() && reconcile::IsRunningState(info->state)) return;
+  if (!info.ok()) {  // gone already: what the event says
+    ContainerInfo from_event;
+    if (auto it = event.attributes.find("exitCode"); it != event.attributes.end())
+      from_event.exit_code = std::atoi(it->second.c_str());
+    from_event.finished_ms = event.time_nano / 1'000'000;
+    info = std::move(from_event);
+  }
+  MutexLock lock(store_.mutex);
+  const Kernel* k = store_.table.Find(kernel_id);
+  if (EventStepFor(k, event) != reconcile::EventStep::kCheckDeath) return;  // changed meanwhile
+  ends_.Ended(store_, kernel_id, EndOf(&*info, k->oom_kills, clock_.UnixMillis(), ""));
+}
+
+void Converger::CheckDrift(const std::string& kernel_id, const std::string& container_id) {
   uint64_t moves_before = 0;
   {
     MutexLock lock(store_.mutex);
@@ -159,14 +148,14 @@ void Agent::CheckDrift(const std::string& kernel_id, const std::string& containe
   store_.table.AnnounceCondition(*k);
 }
 
-void Agent::StopIntruders() {
+void Converger::StopIntruders() {
   std::vector<std::pair<std::string, std::string>> intruders;
   {
     MutexLock lock(store_.mutex);
     intruders.swap(intruders_);
   }
   for (const auto& [kernel_id, container_id] : intruders) {
-    const StopOutcome stop = stopper_.Stop(container_id, StopContract{});
+    const ContainerStopper::Outcome stop = stopper_.Stop(container_id, StopContract{});
     MutexLock lock(store_.mutex);
     const Kernel* k = store_.table.Find(kernel_id);
     if (!k || k->container_id != container_id || k->state() != KernelState::kError) continue;
@@ -179,13 +168,13 @@ void Agent::StopIntruders() {
   }
 }
 
-bool Agent::OnEngineEvent(const EngineEvent& event) {
+bool Converger::OnEngineEvent(const EngineEvent& event) {
   const bool relist = ApplyEngineEvent(event);
   StopIntruders();
   return relist;
 }
 
-bool Agent::ApplyEngineEvent(const EngineEvent& event) {
+bool Converger::ApplyEngineEvent(const EngineEvent& event) {
   const std::optional<std::string> kernel_id = reconcile::KernelIdOfEvent(event, config_.agent.id);
   if (!kernel_id) return false;
   MutexLock lock(store_.mutex);
@@ -222,7 +211,7 @@ bool Agent::ApplyEngineEvent(const EngineEvent& event) {
   return false;
 }
 
-void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
+void Converger::FinishStarts(const std::vector<std::string>& kernel_ids) {
   for (const std::string& kernel_id : kernel_ids) {
     std::string container_id;
     std::optional<RunAs> run_as;
@@ -255,7 +244,7 @@ void Agent::FinishStarts(const std::vector<std::string>& kernel_ids) {
   }
 }
 
-Status Agent::AdoptRefused(Kernel kernel, const ContainerInfo& info, const Status& claimed, bool at_start) {
+Status Converger::AdoptRefused(Kernel kernel, const ContainerInfo& info, const Status& claimed, bool at_start) {
   const std::string kernel_id = kernel.id();
   if (claimed.code() == Status::Code::kResourceExhausted) {
     // A newer kernel holds it (AdoptionOrder): this older container was
@@ -276,7 +265,7 @@ Status Agent::AdoptRefused(Kernel kernel, const ContainerInfo& info, const Statu
   return store_.table.Adopt(std::move(kernel), KernelState::kError);
 }
 
-Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const ContainerInfo* inspected, bool at_start,
+Status Converger::Adopt(reconcile::Step step, const ContainerInfo& info, const ContainerInfo* inspected, bool at_start,
                     std::vector<std::string>& never_started) {
   auto restored = KernelFromContainer(info);
   if (!restored.ok()) {
@@ -291,7 +280,7 @@ Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const Conta
   }
   KernelState running_as = KernelState::kRunning;
   if (!kernel.warm_pool.empty()) {  // made for a warm pool: given to a create since, or still warm
-    Result<KernelState> warm = WarmStateOf(kernel);
+    Result<KernelState> warm = warm_.StateOf(kernel);
     if (!warm.ok()) {
       spdlog::error("cannot adopt container {}: {}", info.name, warm.status().message());
       return at_start ? warm.status() : Status::Ok();
@@ -299,10 +288,7 @@ Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const Conta
     running_as = *warm;
     // Never given, and its pool is gone or changed (the config was): nobody's
     // kernel, and no pool's; removed (RemoveUnkeptWarm), never adopted.
-    if (running_as == KernelState::kWarm && !PoolKeeps(pools_, kernel.warm_pool, kernel.request)) {
-      unkept_warm_.push_back({kernel_id, info.id, info.name, kernel.warm_pool});
-      return Status::Ok();
-    }
+    if (running_as == KernelState::kWarm && !warm_.Keeps(store_, kernel, info)) return Status::Ok();
   }
   Status outcome = Status::Ok();
   if (step == reconcile::Step::kAdoptCreated) {
@@ -344,7 +330,7 @@ Status Agent::Adopt(reconcile::Step step, const ContainerInfo& info, const Conta
   return Status::Ok();
 }
 
-void Agent::ReportUnknownState(const ContainerInfo& info) {
+void Converger::ReportUnknownState(const ContainerInfo& info) {
   const std::string key = info.id + " " + info.state.substr(0, 64);
   if (unknown_states_reported_.count(key)) return;
   if (unknown_states_reported_.size() >= kMaxUnknownStatesReported) unknown_states_reported_.clear();
@@ -354,7 +340,7 @@ void Agent::ReportUnknownState(const ContainerInfo& info) {
                info.name, info.state.substr(0, 64));
 }
 
-std::map<std::string, ContainerInfo> Agent::InspectEnded(const std::vector<ContainerInfo>& mine, uint64_t list_seq) {
+std::map<std::string, ContainerInfo> Converger::InspectEnded(const std::vector<ContainerInfo>& mine, uint64_t list_seq) {
   std::vector<std::string> to_inspect;
   {
     MutexLock lock(store_.mutex);
@@ -367,7 +353,7 @@ std::map<std::string, ContainerInfo> Agent::InspectEnded(const std::vector<Conta
   return inspected;
 }
 
-Status Agent::ApplyList(const std::vector<ContainerInfo>& mine, const std::map<std::string, ContainerInfo>& inspected,
+Status Converger::ApplyList(const std::vector<ContainerInfo>& mine, const std::map<std::string, ContainerInfo>& inspected,
                         uint64_t list_seq, bool at_start, Applied& applied) {
   std::set<std::string> present;
   for (const auto& info : mine) {
@@ -390,7 +376,7 @@ Status Agent::ApplyList(const std::vector<ContainerInfo>& mine, const std::map<s
         Resume(kernel_id, "found running on relist");
         break;
       case reconcile::Step::kMarkExited:
-        Ended(kernel_id, EndOf(end, store_.table.Find(kernel_id)->oom_kills, clock_.UnixMillis(), " (noticed on relist)"));
+        ends_.Ended(store_, kernel_id, EndOf(end, store_.table.Find(kernel_id)->oom_kills, clock_.UnixMillis(), " (noticed on relist)"));
         break;
       case reconcile::Step::kAdoptCreated:
       case reconcile::Step::kAdoptRunning:
@@ -413,16 +399,16 @@ Status Agent::ApplyList(const std::vector<ContainerInfo>& mine, const std::map<s
   return Status::Ok();
 }
 
-Status Agent::Converge(bool at_start, std::optional<std::vector<ContainerInfo>> given) {
+Status Converger::Converge(bool at_start, std::optional<std::vector<ContainerInfo>> given) {
   uint64_t list_seq;
   {
     MutexLock lock(store_.mutex);
     list_seq = store_.table.Seq();
   }
   Result<std::vector<ContainerInfo>> listed =
-      given ? Result<std::vector<ContainerInfo>>(std::move(*given)) : engine_.List(OwnerFilter());
+      given ? Result<std::vector<ContainerInfo>>(std::move(*given)) : engine_.List({std::string(label::kOwner) + "=" + config_.agent.id});
   if (!listed.ok()) {
-    RecordEngineAnswer(false);
+    engine_health_.RecordAnswer(false);
     return listed.status().WithPrefix(at_start ? "listing this agent's containers at start"
                                                : "listing this agent's containers");
   }
@@ -450,7 +436,7 @@ Status Agent::Converge(bool at_start, std::optional<std::vector<ContainerInfo>> 
     if (Status s = shared_pool_.CheckAdopted(); !s.ok()) return s;
   FinishStarts(applied.never_started);
   StopIntruders();
-  if (Status s = RemoveUnkeptWarm(at_start); !s.ok()) return s;
+  if (Status s = warm_.RemoveUnkept(at_start); !s.ok()) return s;
   for (const auto& [kernel_id, container_id] : applied.to_check) CheckDrift(kernel_id, container_id);
   // Scratch of no kernel (its container vanished, or the agent died while
   // deleting it) goes; that of any container listed as ours stays.
@@ -460,69 +446,9 @@ Status Agent::Converge(bool at_start, std::optional<std::vector<ContainerInfo>> 
     for (const auto& [id, kernel] : store_.table.All()) keep.insert(id);
     return keep;
   };
-  scratch_.Collect(kept);
-  mount_stage_.Collect(kept);
-  RecordEngineAnswer(true);
-  last_sync_ns_ = clock_.Now().time_since_epoch().count();
+  files_.Collect(kept);
+  engine_health_.RecordSync();
   return Status::Ok();
-}
-
-Status Agent::Relist() { return Converge(/*at_start=*/false); }
-
-Status Agent::Restore(std::optional<std::vector<ContainerInfo>> listed) {
-  devices_.Start();
-  drain_deadline_ = devices_.Draining().deadline.value_or(0);
-  if (!pools_status_.ok()) return pools_status_;
-  if (Status s = Converge(/*at_start=*/true, std::move(listed)); !s.ok()) return s;
-  ApplyDeviceHealth();
-  warm_claims_.RemoveLeftovers();
-  MutexLock lock(store_.mutex);
-  // A record whose kernel is gone (its container removed while the agent was away).
-  for (const std::string& kernel_id : warm_claims_.KernelIds())
-    if (!store_.table.Find(kernel_id)) warm_claims_.Remove(kernel_id);
-  spdlog::info("restored {} kernel(s) from container labels", store_.table.All().size());
-  return Status::Ok();
-}
-
-// ---- Devices: what the kernels on them come to.
-
-void Agent::ApplyDeviceHealth() {
-  const std::optional<DeviceManager::HealthNow> health = devices_.HealthChange();
-  if (!health) return;
-  std::vector<ToStop> to_stop;
-  {
-    MutexLock lock(store_.mutex);
-    std::vector<std::string> running;
-    for (const auto& [kernel_id, kernel] : store_.table.All()) {
-      const bool live = kernel.state() == KernelState::kRunning || kernel.state() == KernelState::kBackoff;
-      if (live && kernel.holds_resources) running.push_back(kernel_id);
-    }
-    for (const std::string& kernel_id : running) {
-      const Kernel& kernel = *store_.table.Find(kernel_id);
-      std::string condition;
-      bool stop = false;
-      for (const auto& [plugin, ids] : kernel.allocation.devices) {
-        for (const std::string& id : ids) {
-          auto bad = health->unhealthy.find({plugin, id});
-          if (bad == health->unhealthy.end()) continue;
-          condition += (condition.empty() ? "" : "; ") + plugin + " device " + id + " is " +
-                       DeviceHealthName(bad->second.health) + ": " + bad->second.reason;
-          stop = stop || (bad->second.health == DeviceHealth::kUnhealthy && health->stopping_plugins.count(plugin));
-        }
-      }
-      // Ours until stopped, as in DeleteKernel.
-      if (stop && store_.table.Stopping(kernel_id).ok())
-        to_stop.push_back({kernel_id, kernel.container_id, kernel.request.stop});
-      if (condition == kernel.device_condition) continue;
-      store_.table.Change(kernel_id)->device_condition = condition;
-      if (!condition.empty()) spdlog::warn("kernel {}: {}", kernel_id, condition);
-      store_.table.AnnounceCondition(kernel);
-    }
-  }
-  for (const ToStop& k : to_stop)
-    spdlog::warn("kernel {}: stopping it, a device it holds is unhealthy (on-unhealthy = \"stop\")", k.kernel_id);
-  StopTerminating(to_stop, "device unhealthy");
-  if (!to_stop.empty()) devices_.LookAgain();  // a kernel whose stop failed is looked at again
 }
 
 }  // namespace slotd

@@ -1,0 +1,92 @@
+#include "agent/kernel_ends.h"
+
+#include <cassert>
+
+#include <spdlog/spdlog.h>
+
+namespace slotd {
+
+KernelEnds::KernelEnds(const Config& config, ContainerEngine& engine, const Clock& clock, KernelStore& store,
+                       const ContainerStopper& stopper, KernelFiles& files, SharedCorePool& shared_pool)
+    : config_(config),
+      engine_(engine),
+      clock_(clock),
+      store_(store),
+      stopper_(stopper),
+      files_(files),
+      shared_pool_(shared_pool) {}
+
+Result<Kernel> KernelEnds::Delete(const std::string& kernel_id) {
+  std::string container_id;
+  StopContract contract;
+  {
+    MutexLock lock(store_.mutex);
+    // A restart under way finishes first: a delete wins over it, not the other way round.
+    store_.mutex.Wait(store_.restart_done, [&]() REQUIRES(store_.mutex) { return !store_.table.Restarting(kernel_id); });
+    const Kernel* k = store_.table.Find(kernel_id);
+    if (!k) return store_.Unknown(kernel_id);
+    if (Status s = store_.table.Stopping(kernel_id); !s.ok()) return s;
+    container_id = k->container_id;
+    contract = k->request.stop;
+  }
+  auto [stopped, exit_code, ended_at] = stopper_.Stop(container_id, contract);
+  Status removed = stopped.ok() || stopped.code() == Status::Code::kNotFound ? engine_.Remove(container_id, true)
+                                                                              : stopped;
+  MutexLock lock(store_.mutex);
+  if (!store_.table.Find(kernel_id)) return Status::NotFound("kernel " + kernel_id + " was removed meanwhile");
+  if (!removed.ok() && removed.code() != Status::Code::kNotFound) {
+    if (Status s = store_.table.StopFailed(kernel_id); !s.ok()) return s;
+    return removed.WithPrefix("removing kernel " + kernel_id + " (kept with its resources)");
+  }
+  Result<Kernel> final_record = store_.table.Deleted(kernel_id, exit_code);
+  lock.Unlock();
+  if (final_record.ok()) {
+    files_.Remove(kernel_id);
+    shared_pool_.Converge();  // the shared pool grew by its cores
+  }
+  return final_record;
+}
+
+void KernelEnds::StopTerminating(const std::vector<ToStop>& kernels, const std::string& reason) {
+  for (const auto& [kernel_id, container_id, contract] : kernels) {
+    const ContainerStopper::Outcome stop = stopper_.Stop(container_id, contract);
+    const Status& stopped = stop.stopped;
+    MutexLock lock(store_.mutex);
+    const Kernel* k = store_.table.Find(kernel_id);
+    if (!k || k->container_id != container_id || k->state() != KernelState::kTerminating) continue;
+    if (!stopped.ok() && stopped.code() != Status::Code::kNotFound) {
+      spdlog::error("kernel {}: to be stopped ({}), but its container {} could not be stopped ({}); retrying",
+                    kernel_id, reason, container_id, stopped.message());
+      (void)store_.table.StopFailed(kernel_id);
+      continue;
+    }
+    (void)store_.table.Terminated(kernel_id, stop.exit_code, reason, stop.ended_at);
+  }
+}
+
+void KernelEnds::Ended(KernelStore& store, const std::string& kernel_id, const KernelEnd& what_ended) {
+  assert(&store == &store_);
+  const Kernel* k = store.table.Find(kernel_id);
+  if (!k) return;
+  KernelEnd end = what_ended;
+  if (!k->end_cause.empty()) {  // the agent ended it (an unhealthy kernel): that is its end
+    end.why = k->end_cause;
+    end.forced = true;
+  }
+  const std::optional<int64_t> ended_at = end.ended_at_ms > 0 ? std::optional(end.ended_at_ms / 1000) : std::nullopt;
+  const bool policy_applies = k->state() == KernelState::kRunning || k->state() == KernelState::kBackoff;
+  if (!policy_applies) {
+    (void)store.table.Terminated(kernel_id, end.exit_code, end.why, ended_at);
+    return;
+  }
+  ExitOutcome outcome = DecideOnExit(ResolveRestart(k->request.restart, config_.container), k->restarts, end,
+                                     k->deadline, clock_.UnixMillis());
+  if (drain_deadline_ > 0) outcome = {false, 0, end.why};  // a drain with a deadline wins over a restart
+  if (outcome.restart) {
+    (void)store.table.BackOff(kernel_id, end.exit_code, outcome.reason, ended_at, outcome.restart_at_ms);
+  } else {
+    (void)store.table.Terminated(kernel_id, end.exit_code, outcome.reason, ended_at);
+  }
+}
+
+}  // namespace slotd

@@ -1,0 +1,78 @@
+// KernelEnds: how the agent's kernels end. A kernel's container ended by
+// itself comes to what its restart policy says (Ended); a kernel the agent
+// ends (its lifetime, idle window or drain's deadline over, a failed health
+// check, an unhealthy device) is set TERMINATING and stopped through the
+// one ContainerStopper (StopTerminating); a kernel deleted is stopped,
+// removed, freed and forgotten (Delete). A drain with a deadline wins over
+// every restart.
+//
+// Thread-safety: every method may be called from any thread; Ended alone
+// is called under the store's lock, the others take it themselves and wait
+// on the engine without it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agent/container_stopper.h"
+#include "agent/kernel_files.h"
+#include "agent/kernel_store.h"
+#include "agent/shared_core_pool.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "config/config.h"
+#include "engine/container_engine.h"
+#include "model/kernel.h"
+#include "model/kernel_policy.h"
+
+namespace slotd {
+
+class KernelEnds {
+ public:
+  // Every reference must outlive it.
+  KernelEnds(const Config& config, ContainerEngine& engine, const Clock& clock, KernelStore& store,
+             const ContainerStopper& stopper, KernelFiles& files, SharedCorePool& shared_pool);
+
+  // A kernel to stop: its id, its container and how it asked to be stopped.
+  struct ToStop {
+    std::string kernel_id;
+    std::string container_id;
+    StopContract contract;
+  };
+
+  // Stops and removes the kernel's container, then frees its resources,
+  // removes its files and forgets it; returns the final record. A restart
+  // under way finishes first. If the engine fails, the kernel and its
+  // resources are kept and the error is returned.
+  Result<Kernel> Delete(const std::string& kernel_id) EXCLUDES(store_.mutex);
+  // Stops the containers of `kernels`, each set TERMINATING by the caller:
+  // TERMINATED with `reason`, or back to its state before when its
+  // container cannot be stopped (logged; the caller's next round tries again).
+  void StopTerminating(const std::vector<ToStop>& kernels, const std::string& reason) EXCLUDES(store_.mutex);
+  // What the end `end` of kernel `kernel_id`'s container comes to: for a
+  // RUNNING or BACKOFF kernel, its restart policy (DecideOnExit) says
+  // BACKOFF, keeping its resources, or TERMINATED, freeing them; any other
+  // is TERMINATED. An end the agent caused (Kernel::end_cause) is that end.
+  // `store`: the store this was built with, whose lock the caller holds
+  // (named here so that the compiler checks that it is held).
+  void Ended(KernelStore& store, const std::string& kernel_id, const KernelEnd& end) REQUIRES(store.mutex);
+
+  // The drain's deadline (unix seconds; 0: none), as the devices' record
+  // holds it: while set, no kernel is restarted.
+  void SetDrainDeadline(int64_t deadline) { drain_deadline_ = deadline; }
+  int64_t DrainDeadline() const { return drain_deadline_; }
+
+ private:
+  const Config& config_;
+  ContainerEngine& engine_;
+  const Clock& clock_;
+  KernelStore& store_;
+  const ContainerStopper& stopper_;
+  KernelFiles& files_;
+  SharedCorePool& shared_pool_;
+  std::atomic<int64_t> drain_deadline_{0};
+};
+
+}  // namespace slotd
