@@ -1,0 +1,83 @@
+// Deletes (KernelEnds, through the Agent): stop, remove and free, what an
+// engine that fails leaves, and a delete that meets a restart.
+#include "unit/agent_fixture.h"
+
+namespace slotd {
+namespace {
+
+using agent_testing::AgentTest;
+using agent_testing::Drain;
+using agent_testing::json;
+using agent_testing::Method;
+using agent_testing::OwnedLabels;
+using agent_testing::Request;
+using agent_testing::TestConfig;
+using agent_testing::Types;
+
+// -------------------------------------------------------------------- delete
+
+TEST_F(AgentTest, DeleteStopsRemovesAndFrees) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}, {{"ports", json::array({8080})}}));
+  auto deleted = agent_->DeleteKernel("k1");
+  ASSERT_TRUE(deleted.ok()) << deleted.status().message();
+  EXPECT_EQ(deleted->state(), KernelState::kTerminated);
+  EXPECT_EQ(deleted->exit_code, FakeEngine::kStopExitCode);
+  EXPECT_FALSE(deleted->holds_resources);
+  EXPECT_FALSE(engine_.Peek(k.container_id).has_value());
+  ExpectNothingHeld();
+  EXPECT_EQ(agent_->DeleteKernel("k1").status().code(), Status::Code::kNotFound);
+}
+
+TEST_F(AgentTest, DeleteKeepsTheKernelAndItsResourcesWhenTheEngineCannotRemoveIt) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
+  engine_.FailNext(Method::kRemove, Status::Internal("driver failed to remove root filesystem"));
+  auto failed = agent_->DeleteKernel("k1");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), Status::Code::kInternal);
+  EXPECT_NE(failed.status().message().find("driver failed to remove root filesystem"), std::string::npos);
+  EXPECT_TRUE(agent_->GetKernel("k1").ok());
+  EXPECT_EQ(Used("cpu"), 2u);
+  EXPECT_TRUE(engine_.Peek(k.container_id).has_value());
+
+  // Once the engine cooperates, the same call finishes the job.
+  ASSERT_TRUE(agent_->DeleteKernel("k1").ok());
+  ExpectNothingHeld();
+  EXPECT_FALSE(engine_.Peek(k.container_id).has_value());
+}
+
+TEST_F(AgentTest, DeleteKeepsTheKernelWhenTheEngineCannotStopIt) {
+  Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
+  engine_.FailNext(Method::kStop, Status::Unavailable("engine unreachable"));
+  auto failed = agent_->DeleteKernel("k1");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), Status::Code::kUnavailable);
+  EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
+  EXPECT_EQ(Used("cpu"), 2u);
+  EXPECT_EQ(engine_.CallCount(Method::kRemove), 0);
+  EXPECT_TRUE(engine_.Peek(k.container_id)->running);
+}
+
+TEST_F(AgentTest, ADeleteDuringARestartWaitsForItAndThenWins) {
+  Kernel k = MustCreate(Request("k1"));
+  engine_.HoldNext(Method::kRestart);
+  Result<Kernel> restarted = Status::Internal("not run");
+  std::thread restarter([&] { restarted = agent_->RestartKernel("k1"); });
+  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kRestart));
+
+  Result<Kernel> deleted = Status::Internal("not run");
+  std::thread deleter([&] { deleted = agent_->DeleteKernel("k1"); });
+  // The delete waits for the restart: nothing is stopped while it is held.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(engine_.CallCount(Method::kStop), 0);
+  engine_.Release(Method::kRestart);
+  restarter.join();
+  deleter.join();
+  ASSERT_TRUE(restarted.ok()) << restarted.status().message();
+  ASSERT_TRUE(deleted.ok()) << deleted.status().message();
+  EXPECT_EQ(agent_->GetKernel("k1").status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(engine_.ContainerCount(), 0u);
+  ExpectNothingHeld();
+}
+
+}  // namespace
+}  // namespace slotd

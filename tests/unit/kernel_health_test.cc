@@ -1,0 +1,59 @@
+// What kernels' cgroups say (KernelHealth, through the Agent): kills for lack
+// of memory and cores beyond the allocation, as the kernel's condition.
+#include "unit/agent_fixture.h"
+
+namespace slotd {
+namespace {
+
+using agent_testing::AgentTest;
+using agent_testing::Drain;
+using agent_testing::json;
+using agent_testing::Method;
+using agent_testing::OwnedLabels;
+using agent_testing::Request;
+using agent_testing::TestConfig;
+using agent_testing::Types;
+
+// ------------------------------------------------------------------ cgroups
+
+
+// An engine that sends no oom event (Podman): the kills the kernel's cgroup
+// counts are its condition, and a kill (137) after them is "out of memory".
+// A count the agent already has, or one of another container, changes nothing.
+TEST_F(AgentTest, KillsForLackOfMemoryThatTheCgroupCountsAreTheConditionAndTheReasonOfTheEnd) {
+  Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
+  agent_->NoteCgroupReadings({{"k1", "another-container", 5, ""}});
+  EXPECT_EQ(agent_->GetKernel("k1")->oom_kills, 0);
+  agent_->NoteCgroupReadings({{"k1", k1.container_id, 2, ""}});
+  auto k = agent_->GetKernel("k1");
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->oom_kills, 2);
+  EXPECT_NE(k->Conditions().find("2 processes killed for lack of memory"), std::string::npos) << k->Conditions();
+  agent_->NoteCgroupReadings({{"k1", k1.container_id, 1, ""}});  // an older reading
+  EXPECT_EQ(agent_->GetKernel("k1")->oom_kills, 2);
+
+  agent_->OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 137));
+  k = agent_->GetKernel("k1");
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->state(), KernelState::kTerminated);
+  EXPECT_EQ(k->reason, "out of memory");
+}
+
+// An engine whose inspect keeps a cpuset changed beside it (Podman after
+// `podman update`), and sends no event: the cores the kernel's cgroup allows
+// are its drift, and cores back as allocated clear it.
+TEST_F(AgentTest, CoresTheCgroupAllowsBeyondTheAllocationAreTheKernelsCondition) {
+  Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
+  const int mine = k1.allocation.cores.at(0);
+  agent_->NoteCgroupReadings({{"k1", k1.container_id, 0, FormatCoreList({mine, mine + 1})}});
+  const std::string moved = agent_->GetKernel("k1")->condition;
+  EXPECT_NE(moved.find("its cpuset was changed outside slotd to \"" + FormatCoreList({mine, mine + 1}) +
+                       "\" (allocated: " + std::to_string(mine) + ")"),
+            std::string::npos)
+      << moved;
+  agent_->NoteCgroupReadings({{"k1", k1.container_id, 0, std::to_string(mine)}});
+  EXPECT_EQ(agent_->GetKernel("k1")->condition, "");
+}
+
+}  // namespace
+}  // namespace slotd
