@@ -137,7 +137,7 @@ class DeviceManager {
   const std::map<std::string, std::vector<std::string>> unmetered_;
   const std::set<std::string> stopping_plugins_;
 
-  mutable Mutex mutex_;
+  mutable Mutex mutex_ ACQUIRED_BEFORE(plugins_mutex_);  // taken before the store's, never inside it
   AgentRecord record_ GUARDED_BY(mutex_);            // as last written
   bool record_on_disk_ GUARDED_BY(mutex_) = false;   // whether record_ is what state.json holds now
   bool record_behind_ GUARDED_BY(mutex_) = false;    // the last KeepRecord could not write state.json
