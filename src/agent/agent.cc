@@ -28,10 +28,9 @@ Agent::Agent(Config config, ContainerEngine& engine, std::vector<std::unique_ptr
       ends_(config_, engine_, clock_, store_, stopper_, files_, shared_pool_),
       creator_(config_, engine_, clock_, store_, stopper_, shared_pool_, files_, images_, users_, devices_),
       warm_(config_, engine_, clock_, store_, creator_, ends_, files_, images_, devices_),
-      converger_(config_, engine_, clock_, store_, stopper_, shared_pool_, files_, users_, warm_, ends_,
-                 engine_health_),
+      converger_(config_, engine_, clock_, store_, shared_pool_, files_, users_, warm_, ends_, engine_health_),
       lifetimes_(config_, engine_, clock_, store_, stopper_, users_, ends_),
-      health_(config_, store_, stopper_, ends_, converger_, devices_) {}
+      health_(config_, store_, ends_, converger_, devices_) {}
 
 Status Agent::Restore(std::optional<std::vector<ContainerInfo>> listed) {
   devices_.Start();

@@ -141,6 +141,10 @@ class Agent : public KernelService {
   // The node's images (NodeImages).
   Status LoadRegistryCredentials() { return images_.LoadCredentials(); }
   Result<std::vector<std::string>> CollectImages() { return images_.Collect(); }
+  // Returns once every stop queued so far (KernelEnds: lifetime, idle and
+  // drain ends, failed health checks, unhealthy devices, intruders) has
+  // been tried.
+  void WaitForStops() { ends_.WaitForStops(); }
   // Timed ends, warnings and restarts (KernelLifetimes).
   void StopExpiredKernels(int64_t now) { lifetimes_.StopExpired(now); }
   void WarnKernels(int64_t now) { lifetimes_.Warn(now); }

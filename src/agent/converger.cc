@@ -65,13 +65,12 @@ std::string DriftOf(const Kernel& kernel, const ContainerInfo& info) {
 }  // namespace
 
 Converger::Converger(const Config& config, ContainerEngine& engine, const Clock& clock, KernelStore& store,
-                     const ContainerStopper& stopper, SharedCorePool& shared_pool, KernelFiles& files,
-                     KernelUsers& users, WarmKernels& warm, KernelEnds& ends, EngineHealth& engine_health)
+                     SharedCorePool& shared_pool, KernelFiles& files, KernelUsers& users, WarmKernels& warm,
+                     KernelEnds& ends, EngineHealth& engine_health)
     : config_(config),
       engine_(engine),
       clock_(clock),
       store_(store),
-      stopper_(stopper),
       shared_pool_(shared_pool),
       files_(files),
       users_(users),
@@ -154,18 +153,7 @@ void Converger::StopIntruders() {
     MutexLock lock(store_.mutex);
     intruders.swap(intruders_);
   }
-  for (const auto& [kernel_id, container_id] : intruders) {
-    const ContainerStopper::Outcome stop = stopper_.Stop(container_id, StopContract{});
-    MutexLock lock(store_.mutex);
-    const Kernel* k = store_.table.Find(kernel_id);
-    if (!k || k->container_id != container_id || k->state() != KernelState::kError) continue;
-    if (!stop.stopped.ok() && stop.stopped.code() != Status::Code::kNotFound) {
-      spdlog::error("kernel {}: could not stop its container {}: {}", kernel_id, container_id,
-                    stop.stopped.message());
-      continue;
-    }
-    (void)store_.table.Terminated(kernel_id, std::nullopt, "stopped by slotd: its " + k->reason, stop.ended_at);
-  }
+  for (const auto& [kernel_id, container_id] : intruders) ends_.StopIntruder(kernel_id, container_id);
 }
 
 bool Converger::OnEngineEvent(const EngineEvent& event) {
@@ -436,6 +424,8 @@ Status Converger::Converge(bool at_start, std::optional<std::vector<ContainerInf
     if (Status s = shared_pool_.CheckAdopted(); !s.ok()) return s;
   FinishStarts(applied.never_started);
   StopIntruders();
+  // At start, the agent serves only once no intruder runs on its kernels' resources.
+  if (at_start) ends_.WaitForStops();
   if (Status s = warm_.RemoveUnkept(at_start); !s.ok()) return s;
   for (const auto& [kernel_id, container_id] : applied.to_check) CheckDrift(kernel_id, container_id);
   // Scratch of no kernel (its container vanished, or the agent died while

@@ -5,7 +5,8 @@
 // unknown containers, ends dead kernels, resumes those started outside
 // slotd, forgets vanished ones, stops intruders on others' resources,
 // finishes the starts an agent stopped between create and start left, and
-// checks drifted containers (CheckDrift).
+// checks drifted containers (CheckDrift). The stops it asks for are queued
+// (KernelEnds); a restore waits for them before the agent serves.
 //
 // Thread-safety: every method may be called from any thread; each takes
 // the store's lock itself and calls the engine without it.
@@ -18,7 +19,6 @@
 #include <utility>
 #include <vector>
 
-#include "agent/container_stopper.h"
 #include "agent/engine_health.h"
 #include "agent/kernel_ends.h"
 #include "agent/kernel_files.h"
@@ -37,8 +37,8 @@ class Converger {
  public:
   // Every reference must outlive it.
   Converger(const Config& config, ContainerEngine& engine, const Clock& clock, KernelStore& store,
-            const ContainerStopper& stopper, SharedCorePool& shared_pool, KernelFiles& files, KernelUsers& users,
-            WarmKernels& warm, KernelEnds& ends, EngineHealth& engine_health);
+            SharedCorePool& shared_pool, KernelFiles& files, KernelUsers& users, WarmKernels& warm, KernelEnds& ends,
+            EngineHealth& engine_health);
 
   // One list of the engine (`listed`, or asked for now), decided and
   // applied: adopts unknown containers, ends dead kernels and frees them,
@@ -73,9 +73,10 @@ class Converger {
   // again (`how`); ERROR with the reason when another kernel holds part of
   // it (or the config no longer allows it), and queued for StopIntruders.
   void Resume(const std::string& kernel_id, const std::string& how) REQUIRES(store_.mutex);
-  // Stops the containers queued as running on resources their kernels do
-  // not hold (started behind the agent's back onto another kernel's cores,
-  // say): TERMINATED "stopped by slotd: ...". Stops without the lock.
+  // Queues the stops of the containers found running on resources their
+  // kernels do not hold (started behind the agent's back onto another
+  // kernel's cores, say): TERMINATED "stopped by slotd: ..."
+  // (KernelEnds::StopIntruder).
   void StopIntruders() EXCLUDES(store_.mutex);
   // The owned containers `mine` of a list asked for at `list_seq` whose step
   // needs their exit code, inspected (unlocked), by container id.
@@ -115,7 +116,6 @@ class Converger {
   ContainerEngine& engine_;
   const Clock& clock_;
   KernelStore& store_;
-  const ContainerStopper& stopper_;
   SharedCorePool& shared_pool_;
   KernelFiles& files_;
   KernelUsers& users_;

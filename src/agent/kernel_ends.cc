@@ -47,21 +47,53 @@ Result<Kernel> KernelEnds::Delete(const std::string& kernel_id) {
   return final_record;
 }
 
-void KernelEnds::StopTerminating(const std::vector<ToStop>& kernels, const std::string& reason) {
-  for (const auto& [kernel_id, container_id, contract] : kernels) {
-    const ContainerStopper::Outcome stop = stopper_.Stop(container_id, contract);
-    const Status& stopped = stop.stopped;
+void KernelEnds::StopTerminating(std::vector<ToStop> kernels, const std::string& reason, AfterStop after) {
+  for (ToStop& kernel : kernels) {
+    stops_.Push([this, kernel = std::move(kernel), reason, after] {
+      const auto& [kernel_id, container_id, contract] = kernel;
+      const ContainerStopper::Outcome stop = stopper_.Stop(container_id, contract);
+      const bool stopped = stop.stopped.ok() || stop.stopped.code() == Status::Code::kNotFound;
+      {
+        MutexLock lock(store_.mutex);
+        const Kernel* k = store_.table.Find(kernel_id);
+        if (!k || k->container_id != container_id || k->state() != KernelState::kTerminating) return;
+        if (stopped) {
+          (void)store_.table.Terminated(kernel_id, stop.exit_code, reason, stop.ended_at);
+        } else {
+          spdlog::error("kernel {}: to be stopped ({}), but its container {} could not be stopped ({}); retrying",
+                        kernel_id, reason, container_id, stop.stopped.message());
+          (void)store_.table.StopFailed(kernel_id);
+        }
+      }
+      if (after) after(kernel_id, stopped);
+    });
+  }
+}
+
+void KernelEnds::StopToRestart(const ToStop& kernel) {
+  stops_.Push([this, kernel] {
+    const ContainerStopper::Outcome stop = stopper_.Stop(kernel.container_id, kernel.contract);
+    if (stop.stopped.ok() || stop.stopped.code() == Status::Code::kNotFound) return;
+    spdlog::error("kernel {}: to be restarted, but its container could not be stopped: {}", kernel.kernel_id,
+                  stop.stopped.message());
+    MutexLock lock(store_.mutex);
+    if (Kernel* k = store_.table.Change(kernel.kernel_id); k && k->container_id == kernel.container_id)
+      k->end_cause.clear();
+  });
+}
+
+void KernelEnds::StopIntruder(const std::string& kernel_id, const std::string& container_id) {
+  stops_.Push([this, kernel_id, container_id] {
+    const ContainerStopper::Outcome stop = stopper_.Stop(container_id, StopContract{});
     MutexLock lock(store_.mutex);
     const Kernel* k = store_.table.Find(kernel_id);
-    if (!k || k->container_id != container_id || k->state() != KernelState::kTerminating) continue;
-    if (!stopped.ok() && stopped.code() != Status::Code::kNotFound) {
-      spdlog::error("kernel {}: to be stopped ({}), but its container {} could not be stopped ({}); retrying",
-                    kernel_id, reason, container_id, stopped.message());
-      (void)store_.table.StopFailed(kernel_id);
-      continue;
+    if (!k || k->container_id != container_id || k->state() != KernelState::kError) return;
+    if (!stop.stopped.ok() && stop.stopped.code() != Status::Code::kNotFound) {
+      spdlog::error("kernel {}: could not stop its container {}: {}", kernel_id, container_id, stop.stopped.message());
+      return;
     }
-    (void)store_.table.Terminated(kernel_id, stop.exit_code, reason, stop.ended_at);
-  }
+    (void)store_.table.Terminated(kernel_id, std::nullopt, "stopped by slotd: its " + k->reason, stop.ended_at);
+  });
 }
 
 void KernelEnds::Ended(KernelStore& store, const std::string& kernel_id, const KernelEnd& what_ended) {

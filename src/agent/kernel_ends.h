@@ -1,10 +1,14 @@
 // KernelEnds: how the agent's kernels end. A kernel's container ended by
 // itself comes to what its restart policy says (Ended); a kernel the agent
 // ends (its lifetime, idle window or drain's deadline over, a failed health
-// check, an unhealthy device) is set TERMINATING and stopped through the
-// one ContainerStopper (StopTerminating); a kernel deleted is stopped,
-// removed, freed and forgotten (Delete). A drain with a deadline wins over
-// every restart.
+// check, an unhealthy device) is set TERMINATING and its stop queued
+// (StopTerminating); so is the stop of a kernel whose restart policy is to
+// follow (StopToRestart) and of an intruder (StopIntruder). Queued stops run
+// on a bounded StopQueue of kStopWorkers threads, through the one
+// ContainerStopper, so that a drain stops its kernels side by side and no
+// loop or probe worker waits on a stop. A kernel deleted is stopped,
+// removed, freed and forgotten on the caller's thread (Delete), which
+// waits for it. A drain with a deadline wins over every restart.
 //
 // Thread-safety: every method may be called from any thread; Ended alone
 // is called under the store's lock, the others take it themselves and wait
@@ -13,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +25,7 @@
 #include "agent/kernel_files.h"
 #include "agent/kernel_store.h"
 #include "agent/shared_core_pool.h"
+#include "agent/stop_queue.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "config/config.h"
@@ -47,10 +53,27 @@ class KernelEnds {
   // under way finishes first. If the engine fails, the kernel and its
   // resources are kept and the error is returned.
   Result<Kernel> Delete(const std::string& kernel_id) EXCLUDES(store_.mutex);
-  // Stops the containers of `kernels`, each set TERMINATING by the caller:
-  // TERMINATED with `reason`, or back to its state before when its
-  // container cannot be stopped (logged; the caller's next round tries again).
-  void StopTerminating(const std::vector<ToStop>& kernels, const std::string& reason) EXCLUDES(store_.mutex);
+  // How many queued stops run at once.
+  static constexpr int kStopWorkers = 4;
+  // Queues the stops of `kernels`, each set TERMINATING by the caller, and
+  // returns: each becomes TERMINATED with `reason`, or goes back to its
+  // state before when its container cannot be stopped (logged; the
+  // caller's next round tries again). `after`, when given, is called on the
+  // stop's thread once each has been tried, with whether it stopped.
+  using AfterStop = std::function<void(const std::string& kernel_id, bool stopped)>;
+  void StopTerminating(std::vector<ToStop> kernels, const std::string& reason, AfterStop after = {})
+      EXCLUDES(store_.mutex);
+  // Queues the stop of a RUNNING kernel the agent ends by its restart
+  // policy (its end_cause set by the caller): its "die" event, or the next
+  // relist, then ends it (Ended reads end_cause). A stop that fails clears
+  // end_cause, so that the caller may try again.
+  void StopToRestart(const ToStop& kernel) EXCLUDES(store_.mutex);
+  // Queues the stop of an ERROR kernel's container found running on
+  // resources the kernel does not hold: TERMINATED "stopped by slotd: its
+  // <reason>".
+  void StopIntruder(const std::string& kernel_id, const std::string& container_id) EXCLUDES(store_.mutex);
+  // Returns once every stop queued so far has been tried.
+  void WaitForStops() { stops_.WaitIdle(); }
   // What the end `end` of kernel `kernel_id`'s container comes to: for a
   // RUNNING or BACKOFF kernel, its restart policy (DecideOnExit) says
   // BACKOFF, keeping its resources, or TERMINATED, freeing them; any other
@@ -73,6 +96,8 @@ class KernelEnds {
   KernelFiles& files_;
   SharedCorePool& shared_pool_;
   std::atomic<int64_t> drain_deadline_{0};
+  // Last: destroyed first, so no queued stop outlives what it uses.
+  StopQueue stops_{kStopWorkers};
 };
 
 }  // namespace slotd

@@ -8,9 +8,9 @@
 
 namespace slotd {
 
-KernelHealth::KernelHealth(const Config& config, KernelStore& store, const ContainerStopper& stopper, KernelEnds& ends,
-                           Converger& converger, DeviceManager& devices)
-    : config_(config), store_(store), stopper_(stopper), ends_(ends), converger_(converger), devices_(devices) {}
+KernelHealth::KernelHealth(const Config& config, KernelStore& store, KernelEnds& ends, Converger& converger,
+                           DeviceManager& devices)
+    : config_(config), store_(store), ends_(ends), converger_(converger), devices_(devices) {}
 
 std::vector<KernelHealth::Target> KernelHealth::Targets() const {
   const std::string& network = config_.container.network;
@@ -75,17 +75,9 @@ void KernelHealth::RecordCheck(const std::string& kernel_id, const std::string& 
       to_end = KernelEnds::ToStop{kernel_id, container_id, k->request.stop};
     }
   }
-  ends_.StopTerminating(to_stop, "unhealthy");
-  if (to_end) {
-    // Its "die" event (or the next relist) ends it: Ended reads end_cause.
-    const ContainerStopper::Outcome stop = stopper_.Stop(to_end->container_id, to_end->contract);
-    if (!stop.stopped.ok() && stop.stopped.code() != Status::Code::kNotFound) {
-      spdlog::error("kernel {}: unhealthy, but its container could not be stopped: {}", kernel_id,
-                    stop.stopped.message());
-      MutexLock lock(store_.mutex);
-      if (Kernel* k = store_.table.Change(kernel_id); k && k->container_id == container_id) k->end_cause.clear();
-    }
-  }
+  // Queued: the probe worker that found it unhealthy never waits on its stop.
+  ends_.StopTerminating(std::move(to_stop), "unhealthy");
+  if (to_end) ends_.StopToRestart(*to_end);  // its "die" event (or the next relist) ends it: Ended reads end_cause
 }
 
 void KernelHealth::RecordCgroups(const std::vector<CgroupReading>& readings) {
@@ -145,8 +137,10 @@ void KernelHealth::ApplyDeviceHealth() {
   }
   for (const KernelEnds::ToStop& k : to_stop)
     spdlog::warn("kernel {}: stopping it, a device it holds is unhealthy (on-unhealthy = \"stop\")", k.kernel_id);
-  ends_.StopTerminating(to_stop, "device unhealthy");
-  if (!to_stop.empty()) devices_.LookAgain();  // a kernel whose stop failed is looked at again
+  // A kernel whose stop failed is looked at again.
+  ends_.StopTerminating(std::move(to_stop), "device unhealthy", [this](const std::string&, bool stopped) {
+    if (!stopped) devices_.LookAgain();
+  });
 }
 
 }  // namespace slotd

@@ -2,8 +2,9 @@
 // reports, and what it comes to: their health checks (Targets for the
 // prober, RecordCheck for each result), their cgroups (RecordCgroups: kills
 // for lack of memory, cores moved), and the health of the devices they
-// hold (ApplyDeviceHealth). A kernel to be stopped for it goes through
-// KernelEnds, never on the caller's thread for longer than the stop.
+// hold (ApplyDeviceHealth). A kernel to be stopped for it is queued on
+// KernelEnds: the caller (a probe worker, the device-health look) never
+// waits on a stop.
 //
 // Thread-safety: every method may be called from any thread; each takes
 // the store's lock itself and calls the engine without it.
@@ -13,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "agent/container_stopper.h"
 #include "agent/converger.h"
 #include "agent/device_manager.h"
 #include "agent/health_prober.h"
@@ -27,8 +27,8 @@ namespace slotd {
 class KernelHealth {
  public:
   // Every reference must outlive it.
-  KernelHealth(const Config& config, KernelStore& store, const ContainerStopper& stopper, KernelEnds& ends,
-               Converger& converger, DeviceManager& devices);
+  KernelHealth(const Config& config, KernelStore& store, KernelEnds& ends, Converger& converger,
+               DeviceManager& devices);
 
   // A RUNNING kernel with a health check, as the prober probes it.
   struct Target {
@@ -75,7 +75,6 @@ class KernelHealth {
  private:
   const Config& config_;
   KernelStore& store_;
-  const ContainerStopper& stopper_;
   KernelEnds& ends_;
   Converger& converger_;
   DeviceManager& devices_;

@@ -45,9 +45,9 @@ void KernelLifetimes::StopExpired(int64_t now) {
     for (const std::vector<KernelEnds::ToStop>* stopping : {&expired, &drained, &idle})
       for (const KernelEnds::ToStop& k : *stopping) (void)store_.table.Stopping(k.kernel_id);
   }
-  ends_.StopTerminating(expired, "lifetime exceeded");
-  ends_.StopTerminating(drained, "drained");
-  ends_.StopTerminating(idle, "idle");
+  ends_.StopTerminating(std::move(expired), "lifetime exceeded");
+  ends_.StopTerminating(std::move(drained), "drained");
+  ends_.StopTerminating(std::move(idle), "idle");
 }
 
 void KernelLifetimes::Warn(int64_t now) {

@@ -194,6 +194,7 @@ TEST_F(AgentRestartTest, ADeleteOrARunOutLifetimeWinsOverABackoff) {
 
   const Kernel expired = Get("expired");
   agent_->StopExpiredKernels(*expired.deadline);
+  agent_->WaitForStops();
   EXPECT_EQ(Get("expired").state(), KernelState::kTerminated);
   EXPECT_EQ(Get("expired").reason, "lifetime exceeded");
   EXPECT_EQ(agent_->RestartDueKernels(expired.deadline.value() * 1000 + 60'000), std::nullopt);
@@ -262,6 +263,7 @@ TEST_F(AgentRestartTest, ADrainSignalsNoKernelBeforeItsDeadlineButThoseThatAsked
   constexpr int64_t kYearLater = 1'800'000'000 + 365 * 86400;
   agent_->WarnKernels(kYearLater);
   agent_->StopExpiredKernels(kYearLater);
+  agent_->WaitForStops();
   EXPECT_EQ(engine_.CallCount(Method::kKill), 0);
   EXPECT_EQ(engine_.CallCount(Method::kStop), 0);
   EXPECT_EQ(Get("plain").state(), KernelState::kRunning);
@@ -273,6 +275,7 @@ TEST_F(AgentRestartTest, ADrainSignalsNoKernelBeforeItsDeadlineButThoseThatAsked
   for (const int64_t now : {deadline - 1800, deadline - 600, deadline - 61}) {
     agent_->WarnKernels(now);
     agent_->StopExpiredKernels(now);
+    agent_->WaitForStops();
   }
   EXPECT_EQ(engine_.CallCount(Method::kKill), 0) << "no kernel is signalled while the drain's deadline is far";
   EXPECT_EQ(engine_.CallCount(Method::kStop), 0);
@@ -294,10 +297,12 @@ TEST_F(AgentRestartTest, ADrainSignalsNoKernelBeforeItsDeadlineButThoseThatAsked
   EXPECT_EQ(Get("waiting").state(), KernelState::kBackoff);
 
   agent_->StopExpiredKernels(deadline - 1);
+  agent_->WaitForStops();
   EXPECT_EQ(Get("plain").state(), KernelState::kRunning);
   EXPECT_EQ(Get("waiting").state(), KernelState::kBackoff);
   EXPECT_EQ(engine_.CallCount(Method::kStop), 0);
   agent_->StopExpiredKernels(deadline);
+  agent_->WaitForStops();
   for (const char* id : {"plain", "waiting"}) {
     EXPECT_EQ(Get(id).state(), KernelState::kTerminated) << id;
     EXPECT_EQ(Get(id).reason, "drained") << id;
@@ -342,8 +347,10 @@ TEST_F(AgentRestartTest, AnIdleKernelIsWarnedAndStoppedWhileABusyOneAndOneWithAn
   EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "once";
 
   agent_->StopExpiredKernels(kT0 / 1000 + 599);
+  agent_->WaitForStops();
   EXPECT_EQ(Get("sleepy").state(), KernelState::kRunning);
   agent_->StopExpiredKernels(kT0 / 1000 + 600);
+  agent_->WaitForStops();
   EXPECT_EQ(Get("sleepy").state(), KernelState::kTerminated);
   EXPECT_EQ(Get("sleepy").reason, "idle");
   EXPECT_EQ(Get("busy").state(), KernelState::kRunning);
@@ -358,6 +365,7 @@ TEST_F(AgentRestartTest, AnUnhealthyKernelWhoseStopFailedIsStoppedAgainAtItsNext
   NewEvents();
   engine_.FailNext(Method::kStop, Status::Internal("the engine is busy"));
   agent_->RecordHealth("k1", created.container_id, {false, "exit code 1"}, false);
+  agent_->WaitForStops();
   Kernel k = Get("k1");
   EXPECT_EQ(k.state(), KernelState::kRunning);  // its stop failed
   ASSERT_TRUE(k.health);
@@ -365,6 +373,7 @@ TEST_F(AgentRestartTest, AnUnhealthyKernelWhoseStopFailedIsStoppedAgainAtItsNext
   EXPECT_EQ(NewEvents(), std::vector<std::string>{"kernel_unhealthy"});
 
   agent_->RecordHealth("k1", created.container_id, {false, "exit code 1"}, false);
+  agent_->WaitForStops();
   k = Get("k1");
   EXPECT_EQ(k.state(), KernelState::kTerminated);
   EXPECT_EQ(k.reason, "unhealthy");

@@ -217,6 +217,7 @@ TEST_F(AgentTest, RelistStopsAKernelRestartedBehindTheBackWhoseCoresAreTaken) {
   ASSERT_TRUE(engine_.Start(k1.container_id).ok());  // `docker start`; the event is lost
 
   ASSERT_TRUE(agent_->Relist().ok());
+  agent_->WaitForStops();
   auto k = agent_->GetKernel("k1");
   ASSERT_TRUE(k.ok());
   EXPECT_EQ(k->state(), KernelState::kTerminated);
@@ -504,6 +505,7 @@ TEST_F(AgentTest, AContainerStartedBehindTheBackDuringARelistIsStoppedByTheNext)
   EXPECT_EQ(StateOf("fresh"), KernelState::kRunning);
 
   ASSERT_TRUE(agent_->Relist().ok());  // this one sees it running on fresh's cores
+  agent_->WaitForStops();
   Result<Kernel> stopped = agent_->GetKernel("old");
   ASSERT_TRUE(stopped.ok());
   EXPECT_EQ(stopped->state(), KernelState::kTerminated);
@@ -522,6 +524,7 @@ TEST_F(AgentTest, AnOldContainerStartedBehindTheAgentsBackOnAnotherKernelsCoresI
   ASSERT_TRUE(engine_.Start(old.container_id).ok());  // docker start, behind the agent's back
   for (const auto& event : engine_.Events())
     if (event.action == "start" && event.id == old.container_id) agent_->OnEngineEvent(event);
+  agent_->WaitForStops();
 
   Result<Kernel> stopped = agent_->GetKernel("old");
   ASSERT_TRUE(stopped.ok());

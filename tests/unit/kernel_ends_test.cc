@@ -79,5 +79,43 @@ TEST_F(AgentTest, ADeleteDuringARestartWaitsForItAndThenWins) {
   ExpectNothingHeld();
 }
 
+
+// ------------------------------------------------------------ queued stops
+
+// The first of `kernel_ids` found TERMINATED, waited for (a queued stop
+// ends on a worker of its own); empty when none is within 10 s.
+std::string FirstTerminated(const Agent& agent, const std::vector<std::string>& kernel_ids) {
+  for (int i = 0; i < 1000; ++i) {
+    for (const std::string& id : kernel_ids)
+      if (Result<Kernel> k = agent.GetKernel(id); k.ok() && k->state() == KernelState::kTerminated) return id;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return "";
+}
+
+// The drain's deadline stops every kernel at once: the loop that asks
+// returns at once, and a stop the engine holds up delays no other.
+TEST_F(AgentTest, ADrainsStopsRunSideBySideAndTheLoopThatAsksNeverWaitsOnThem) {
+  MustCreate(Request("k1"));
+  MustCreate(Request("k2"));
+  ASSERT_TRUE(agent_->SetDraining(true, std::chrono::milliseconds(0)).ok());
+  engine_.HoldNext(Method::kStop);
+  agent_->StopExpiredKernels(Clock::Real().UnixSeconds() + 1);  // returns with a stop held
+  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStop));
+  // One stop is held; the other goes on beside it.
+  const std::string stopped = FirstTerminated(*agent_, {"k1", "k2"});
+  ASSERT_FALSE(stopped.empty()) << "no stop ended beside the held one";
+  EXPECT_EQ(StateOf(stopped == "k1" ? "k2" : "k1"), KernelState::kTerminating);
+  engine_.Release(Method::kStop);
+  agent_->WaitForStops();
+  for (const std::string id : {"k1", "k2"}) {
+    Result<Kernel> k = agent_->GetKernel(id);
+    ASSERT_TRUE(k.ok());
+    EXPECT_EQ(k->state(), KernelState::kTerminated) << id;
+    EXPECT_EQ(k->reason, "drained") << id;
+  }
+  ExpectNothingHeld();
+}
+
 }  // namespace
 }  // namespace slotd

@@ -55,5 +55,25 @@ TEST_F(AgentTest, CoresTheCgroupAllowsBeyondTheAllocationAreTheKernelsCondition)
   EXPECT_EQ(agent_->GetKernel("k1")->condition, "");
 }
 
+
+// ------------------------------------------------------------ health checks
+
+// A probe worker gives the result that makes a kernel unhealthy and goes
+// back to probing: the kernel's stop runs on the stop queue, not on it.
+TEST_F(AgentTest, AProbeThatFindsAKernelUnhealthyNeverWaitsOnItsStop) {
+  const Kernel k = MustCreate(
+      Request("k1", {{"cpu", 1}}, {{"health", {{"exec", {"true"}}, {"failures", 1}, {"on_unhealthy", "stop"}}}}));
+  engine_.HoldNext(Method::kStop);
+  agent_->RecordHealth("k1", k.container_id, {false, "exit code 1"}, false);  // returns with its stop held
+  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStop));
+  EXPECT_EQ(StateOf("k1"), KernelState::kTerminating);
+  engine_.Release(Method::kStop);
+  agent_->WaitForStops();
+  Result<Kernel> stopped = agent_->GetKernel("k1");
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->state(), KernelState::kTerminated);
+  EXPECT_EQ(stopped->reason, "unhealthy");
+}
+
 }  // namespace
 }  // namespace slotd

@@ -48,9 +48,11 @@ TEST_F(AgentTest, AKernelPastItsDeadlineIsStoppedWithItsReasonAndFreesItsSlice) 
   auto events = hub_.Subscribe();
 
   agent_->StopExpiredKernels(*k.deadline - 1);  // not yet
+  agent_->WaitForStops();
   EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
 
   agent_->StopExpiredKernels(*k.deadline);
+  agent_->WaitForStops();
   EXPECT_EQ(StateOf("k1"), KernelState::kTerminated);
   EXPECT_EQ(agent_->GetKernel("k1")->reason, "lifetime exceeded");
   EXPECT_FALSE(engine_.Peek(k.container_id)->running);
@@ -69,6 +71,7 @@ TEST_F(AgentTest, ADeadlineSurvivesARestartOfTheAgent) {
   ASSERT_TRUE(agent_->Restore().ok());
   EXPECT_EQ(agent_->GetKernel("k1")->deadline, k.deadline);
   agent_->StopExpiredKernels(*k.deadline);
+  agent_->WaitForStops();
   EXPECT_EQ(StateOf("k1"), KernelState::kTerminated);
 }
 
@@ -76,8 +79,10 @@ TEST_F(AgentTest, AKernelWhoseContainerCannotBeStoppedStaysRunningForTheNextRoun
   Kernel k = MustCreate(Request("k1", {{"cpu", 1}}, {{"max_lifetime", "1h"}}));
   engine_.FailNext(Method::kStop, Status::Unavailable("engine unreachable"));
   agent_->StopExpiredKernels(*k.deadline);
+  agent_->WaitForStops();
   EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
   agent_->StopExpiredKernels(*k.deadline);
+  agent_->WaitForStops();
   EXPECT_EQ(StateOf("k1"), KernelState::kTerminated);
 }
 
