@@ -36,7 +36,7 @@ Status Agent::Restore(std::optional<std::vector<ContainerInfo>> listed) {
   devices_.Start();
   ends_.SetDrainDeadline(devices_.Draining().deadline.value_or(0));
   if (!warm_.status().ok()) return warm_.status();
-  if (Status s = converger_.Converge(/*at_start=*/true, std::move(listed)); !s.ok()) return s;
+  if (Status s = converger_.Restore(std::move(listed)); !s.ok()) return s;
   health_.ApplyDeviceHealth();
   warm_.DropStaleClaims();
   MutexLock lock(store_.mutex);
@@ -81,15 +81,6 @@ Result<Agent::Drain> Agent::SetDraining(bool drain, std::optional<std::chrono::m
   return now;
 }
 
-std::vector<Agent::RunningKernel> Agent::RunningKernels() const {
-  MutexLock lock(store_.mutex);
-  std::vector<RunningKernel> running;
-  for (const auto& [id, kernel] : store_.table.All())
-    if (kernel.state() == KernelState::kRunning && !kernel.container_id.empty())
-      running.push_back({id, kernel.container_id, kernel.allocation.devices, kernel.allocation.shared_cpu_millis});
-  return running;
-}
-
 json Agent::DescribeResources() const {
   MutexLock lock(store_.mutex);
   json out = json::object();
@@ -97,13 +88,5 @@ json Agent::DescribeResources() const {
   return out;
 }
 
-int Agent::ActiveKernels() const {
-  MutexLock lock(store_.mutex);
-  return std::count_if(store_.table.All().begin(), store_.table.All().end(), [](const auto& entry) {
-    const Kernel& kernel = entry.second;
-    return kernel.warm_pool.empty() && kernel.state() != KernelState::kTerminated &&
-           kernel.state() != KernelState::kError;
-  });
-}
 
 }  // namespace slotd

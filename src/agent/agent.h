@@ -149,20 +149,10 @@ class Agent : public KernelService {
   void StopExpiredKernels(int64_t now) { lifetimes_.StopExpired(now); }
   void WarnKernels(int64_t now) { lifetimes_.Warn(now); }
   std::optional<int64_t> RestartDueKernels(int64_t now_ms) { return lifetimes_.RestartDue(now_ms); }
-  // How many kernels of the agent's users have not ended (neither
-  // TERMINATED nor ERROR); a warm pool's kernels, made or WARM, are not
-  // theirs until given (CountPools counts them).
-  int ActiveKernels() const EXCLUDES(store_.mutex);
-  // A RUNNING kernel as the stats loop measures it: its container and the
-  // devices it holds (plugin name -> device ids); no more is copied.
-  struct RunningKernel {
-    std::string kernel_id;
-    std::string container_id;
-    std::map<std::string, std::vector<std::string>> devices;
-    int shared_cpu_millis = 0;  // its quota from the shared pool; 0: exclusive cores
-  };
-  // Every RUNNING kernel that has a container, in kernel id order.
-  std::vector<RunningKernel> RunningKernels() const EXCLUDES(store_.mutex);
+  // Queries of the kernels (KernelStore).
+  using RunningKernel = KernelStore::RunningKernel;
+  std::vector<RunningKernel> RunningKernels() const { return store_.RunningKernels(); }
+  int ActiveKernels() const { return store_.ActiveKernels(); }
   // Health checks, cgroup readings and device health (KernelHealth).
   using HealthTarget = KernelHealth::Target;
   std::vector<HealthTarget> HealthTargets() const { return health_.Targets(); }
@@ -185,7 +175,7 @@ class Agent : public KernelService {
   // The engine's reports (Converger): one event of the owner-filtered
   // stream (true: a relist should run to adopt what it names), and a relist.
   bool OnEngineEvent(const EngineEvent& event) { return converger_.OnEngineEvent(event); }
-  Status Relist() { return converger_.Converge(/*at_start=*/false); }
+  Status Relist() { return converger_.Relist(); }
   // Records a round trip to the engine made outside the agent (the
   // watcher's probe): whether the engine answered it in time.
   void RecordEngineAnswer(bool answered) { engine_health_.RecordAnswer(answered); }

@@ -1,7 +1,7 @@
 // Converger: brings the kernel table in line with what the engine reports,
 // as the pure decisions of model/reconcile.h say: each event of the
 // owner-filtered stream (OnEngineEvent), and each list of the owned
-// containers (Converge: a relist, or the restore at start). It adopts
+// containers (Relist, and Restore at the agent's start). It adopts
 // unknown containers, ends dead kernels, resumes those started outside
 // slotd, forgets vanished ones, stops intruders on others' resources,
 // finishes the starts an agent stopped between create and start left, and
@@ -40,15 +40,19 @@ class Converger {
             SharedCorePool& shared_pool, KernelFiles& files, KernelUsers& users, WarmKernels& warm, KernelEnds& ends,
             EngineHealth& engine_health);
 
-  // One list of the engine (`listed`, or asked for now), decided and
-  // applied: adopts unknown containers, ends dead kernels and frees them,
-  // forgets vanished ones, stops intruders, checks paused containers for
-  // drift, removes the files of no kernel. Frees nothing when the list
-  // fails. `at_start` (the restore) turns unreadable labels, resources the
-  // config no longer gives and a warm kernel that cannot be removed into
-  // errors, naming the kernel and what to do.
-  Status Converge(bool at_start, std::optional<std::vector<ContainerInfo>> listed = std::nullopt)
-      EXCLUDES(store_.mutex);
+  // Lists the owned containers and converges the kernel table on them:
+  // adopts unknown ones, ends dead kernels and frees them, forgets vanished
+  // ones, stops intruders, checks paused containers for drift, removes the
+  // files of no kernel. Frees nothing when the list fails.
+  Status Relist() EXCLUDES(store_.mutex) { return Converge(/*at_start=*/false); }
+  // Relist at the agent's start, from `listed` (the engine's containers as
+  // listed just before; unset: listed now): unreadable labels, resources
+  // the config no longer gives and a warm kernel that cannot be removed are
+  // errors naming the kernel and what to do, and it returns once the
+  // intruders it found are stopped.
+  Status Restore(std::optional<std::vector<ContainerInfo>> listed) EXCLUDES(store_.mutex) {
+    return Converge(/*at_start=*/true, std::move(listed));
+  }
   // Applies one event of the owner-filtered engine stream. Returns true when
   // the event names an owned container the agent does not know, so a relist
   // should run to adopt it.
@@ -59,6 +63,10 @@ class Converger {
   void CheckDrift(const std::string& kernel_id, const std::string& container_id) EXCLUDES(store_.mutex);
 
  private:
+  // Relist and Restore: one list of the engine (`listed`, or asked for now),
+  // decided and applied; `at_start` for Restore.
+  Status Converge(bool at_start, std::optional<std::vector<ContainerInfo>> listed = std::nullopt)
+      EXCLUDES(store_.mutex);
   // OnEngineEvent without the StopIntruders that follows it.
   bool ApplyEngineEvent(const EngineEvent& event) EXCLUDES(store_.mutex);
   // reconcile::DecideOnEvent for `kernel` (nullptr: unknown).

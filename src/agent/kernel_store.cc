@@ -1,5 +1,7 @@
 #include "agent/kernel_store.h"
 
+#include <algorithm>
+
 #include <utility>
 
 namespace slotd {
@@ -17,6 +19,24 @@ Result<Kernel> KernelStore::Get(const std::string& kernel_id) const {
 
 Status KernelStore::Unknown(const std::string& kernel_id) const {
   return Status::NotFound("no kernel " + kernel_id + " on agent " + agent_id_);
+}
+
+std::vector<KernelStore::RunningKernel> KernelStore::RunningKernels() const {
+  MutexLock lock(mutex);
+  std::vector<RunningKernel> running;
+  for (const auto& [id, kernel] : table.All())
+    if (kernel.state() == KernelState::kRunning && !kernel.container_id.empty())
+      running.push_back({id, kernel.container_id, kernel.allocation.devices, kernel.allocation.shared_cpu_millis});
+  return running;
+}
+
+int KernelStore::ActiveKernels() const {
+  MutexLock lock(mutex);
+  return std::count_if(table.All().begin(), table.All().end(), [](const auto& entry) {
+    const Kernel& kernel = entry.second;
+    return kernel.warm_pool.empty() && kernel.state() != KernelState::kTerminated &&
+           kernel.state() != KernelState::kError;
+  });
 }
 
 }  // namespace slotd

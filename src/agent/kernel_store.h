@@ -11,6 +11,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,21 @@ class KernelStore {
   Result<Kernel> Get(const std::string& kernel_id) const EXCLUDES(mutex);
   // kNotFound for `kernel_id`, as Get and the API say it.
   Status Unknown(const std::string& kernel_id) const;
+
+  // A RUNNING kernel as the stats loop measures it: its container and the
+  // devices it holds (plugin name -> device ids); no more is copied.
+  struct RunningKernel {
+    std::string kernel_id;
+    std::string container_id;
+    std::map<std::string, std::vector<std::string>> devices;
+    int shared_cpu_millis = 0;  // its quota from the shared pool; 0: exclusive cores
+  };
+  // Every RUNNING kernel that has a container, in kernel id order.
+  std::vector<RunningKernel> RunningKernels() const EXCLUDES(mutex);
+  // How many kernels of the agent's users have not ended (neither
+  // TERMINATED nor ERROR); a warm pool's kernels, made or WARM, are not
+  // theirs until given.
+  int ActiveKernels() const EXCLUDES(mutex);
 
   mutable Mutex mutex;
   std::vector<std::unique_ptr<ResourcePlugin>> plugins GUARDED_BY(mutex);
