@@ -204,6 +204,10 @@ class Agent : public KernelService {
   // and the stop of such kernels where the plugin says so (TERMINATED
   // "device unhealthy").
   void ApplyDeviceHealth() EXCLUDES(store_.mutex);
+  // Has `listener` called at each change of a device's health, from the
+  // thread that made it (a health monitor's, an API call's): a cue to call
+  // ApplyDeviceHealth soon. It must be quick; empty: none.
+  void OnDeviceHealthChange(const std::function<void()>& listener) { devices_.OnHealthChange(listener); }
 
   // A RUNNING kernel as the stats loop measures it: its container and the
   // devices it holds (plugin name -> device ids); no more is copied.
