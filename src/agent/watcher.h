@@ -23,11 +23,12 @@
 //  - the device-health look runs Agent::ApplyDeviceHealth as soon as a
 //    device health board changes (the agent tells it), and every
 //    kDeviceHealthLookEvery (to retry what failed: a stop, state.json).
-//  Worst case: each may wait for the others' engine calls: a stop takes up
-//  to the kernel's stop timeout ([container] stop-timeout at most), a
-//  restart a create and a start. They did so before in one loop each; what
-//  the devices' health means for new kernels never waits for this thread
-//  (the allocator reads the health board itself).
+//  Worst case: each waits for the others' engine calls: a stop takes up to
+//  the kernel's stop timeout ([container] stop-timeout at most) per kernel
+//  stopped, a restart a create and a start. Each already waited as long for
+//  its own calls, one kernel after another, and none promises more than
+//  "at the next round"; what the devices' health means for new kernels
+//  never waits for this thread (the allocator reads the health board).
 //
 //  thread "relist-gc": the slow whole-node work
 //  - the relister runs Agent::Relist every `relist_interval` and whenever
