@@ -163,6 +163,10 @@ class Agent : public KernelService {
   using KernelCgroupReading = KernelHealth::CgroupReading;
   void NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings) { health_.RecordCgroups(readings); }
   void ApplyDeviceHealth() { health_.ApplyDeviceHealth(); }
+  // Has `listener` called at each change of a device's health, from the
+  // thread that made it (a health monitor's, an API call's): a cue to call
+  // ApplyDeviceHealth soon. It must be quick; empty: none.
+  void OnDeviceHealthChange(const std::function<void()>& listener) { devices_.OnHealthChange(listener); }
   // Idle windows (KernelLifetimes::NoteActivity).
   using KernelActivity = KernelLifetimes::Activity;
   void NoteActivity(const std::vector<KernelActivity>& activity) { lifetimes_.NoteActivity(activity); }

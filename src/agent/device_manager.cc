@@ -321,4 +321,8 @@ void DeviceManager::LookAgain() {
   health_version_ = ~0ull;
 }
 
+void DeviceManager::OnHealthChange(const std::function<void()>& listener) {
+  for (const auto& [plugin, board] : boards_) board->SetListener(listener);
+}
+
 }  // namespace slotd

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -99,6 +100,9 @@ class DeviceManager {
   // Makes the next HealthChange answer even if nothing changed (a kernel
   // whose stop failed is looked at again).
   void LookAgain() EXCLUDES(mutex_);
+  // Has `listener` called, quickly, at each change of a device's health
+  // (DeviceHealthBoard::SetListener, on every board); empty: none.
+  void OnHealthChange(const std::function<void()>& listener);
 
   // The plugins' device meters, in plugin order; the same objects on every call.
   const std::vector<std::shared_ptr<DeviceMeter>>& Meters() const { return meters_; }

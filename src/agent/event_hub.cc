@@ -16,6 +16,18 @@ std::optional<Event> EventHub::Subscription::Next(std::chrono::milliseconds time
   return event;
 }
 
+EventHub::Listener::~Listener() {
+  MutexLock lock(hub_.mutex_);
+  hub_.listeners_.erase(this);
+}
+
+std::unique_ptr<EventHub::Listener> EventHub::Listen(std::function<void(const Event&)> on_event) {
+  std::unique_ptr<Listener> listener(new Listener(*this));
+  MutexLock lock(mutex_);
+  listeners_[listener.get()] = std::move(on_event);
+  return listener;
+}
+
 std::unique_ptr<EventHub::Subscription> EventHub::Subscribe() {
   std::unique_ptr<Subscription> sub(new Subscription(*this));
   MutexLock lock(mutex_);
@@ -32,6 +44,7 @@ void EventHub::Publish(EventType type, nlohmann::json fields) {
       if (queue.size() >= kMaxQueued) queue.pop_front();
       queue.push_back(event);
     }
+    for (const auto& [listener, on_event] : listeners_) on_event(event);
   }
   cv_.notify_all();
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,8 +41,24 @@ class EventHub {
     EventHub& hub_;
   };
 
+  // A call made for each event published while it is kept, on the
+  // publisher's thread with the hub's lock held: it must be quick and must
+  // neither publish nor subscribe (wake a loop, say). Obtained from Listen;
+  // once destroyed, it is not running and is never called again.
+  class Listener {
+   public:
+    ~Listener();
+
+   private:
+    friend class EventHub;
+    explicit Listener(EventHub& hub) : hub_(hub) {}
+    EventHub& hub_;
+  };
+
   // Starts receiving every event published from now on.
   std::unique_ptr<Subscription> Subscribe();
+  // Calls `on_event` for every event published from now on (see Listener).
+  std::unique_ptr<Listener> Listen(std::function<void(const Event&)> on_event);
   // Delivers an event of `type` to every current subscriber: `fields` (an
   // object) with "type" set to its name.
   void Publish(EventType type, nlohmann::json fields);
@@ -51,6 +68,7 @@ class EventHub {
   Mutex mutex_;
   std::condition_variable cv_;
   std::map<const Subscription*, std::deque<Event>> queues_ GUARDED_BY(mutex_);  // one per subscriber
+  std::map<const Listener*, std::function<void(const Event&)>> listeners_ GUARDED_BY(mutex_);
 };
 
 }  // namespace slotd

@@ -3,30 +3,36 @@
 #include <algorithm>
 #include <set>
 
+#include <boost/asio/post.hpp>
+
+#include "common/thread_name.h"
+
 namespace slotd {
 
-HealthKeeper::HealthKeeper(Agent& agent, ContainerEngine& engine, Clock& clock)
-    : agent_(agent), prober_(engine), clock_(clock) {}
+HealthKeeper::HealthKeeper(Agent& agent, ContainerEngine& engine, Clock& clock, PeriodicLoop& loop)
+    : agent_(agent),
+      prober_(engine),
+      clock_(clock),
+      loop_(loop),
+      schedule_job_(loop.Add([this] { return Schedule(); })),
+      next_look_(clock.Now()) {}
 
 HealthKeeper::~HealthKeeper() { Stop(); }
 
 void HealthKeeper::Start() {
-  scheduler_ = std::thread([this] { ScheduleLoop(); });
-  for (size_t i = 0; i < kExecWorkers; ++i) workers_.emplace_back([this] { WorkLoop(kExecLane); });
-  for (size_t i = 0; i < kConnectWorkers; ++i) workers_.emplace_back([this] { WorkLoop(kConnectLane); });
+  pools_[kExecLane].emplace(kExecWorkers);
+  NamePoolThreads(*pools_[kExecLane], kExecWorkers, "health-exec");
+  pools_[kConnectLane].emplace(kConnectWorkers);
+  NamePoolThreads(*pools_[kConnectLane], kConnectWorkers, "health-connect");
 }
 
 void HealthKeeper::Stop() {
-  {
-    MutexLock lock(mutex_);
-    stop_ = true;
+  for (auto& pool : pools_) {
+    if (!pool) continue;
+    pool->stop();  // the probes queued are dropped; those running end within their timeout
+    pool->join();
+    pool.reset();
   }
-  schedule_cv_.notify_all();
-  for (auto& cv : work_cv_) cv.notify_all();
-  if (scheduler_.joinable()) scheduler_.join();
-  for (std::thread& worker : workers_)
-    if (worker.joinable()) worker.join();
-  workers_.clear();
 }
 
 HealthKeeper::Lane HealthKeeper::LaneOf(const HealthRule& rule) {
@@ -51,9 +57,8 @@ Clock::TimePoint HealthKeeper::QueueDue(const std::vector<Agent::HealthTarget>& 
     if (!tracked.in_flight && tracked.next_due <= now) {
       tracked.in_flight = true;
       tracked.next_due = now + target.rule.interval;
-      const Lane lane = LaneOf(target.rule);
-      queue_[lane].push_back({target, now - tracked.first_seen < target.rule.start_period});
-      work_cv_[lane].notify_one();
+      boost::asio::post(*pools_[LaneOf(target.rule)],
+                        [this, job = Job{target, now - tracked.first_seen < target.rule.start_period}] { Work(job); });
     }
     if (!tracked.in_flight) next = std::min(next, tracked.next_due);
   }
@@ -69,48 +74,30 @@ Clock::TimePoint HealthKeeper::QueueDue(const std::vector<Agent::HealthTarget>& 
   return next;
 }
 
-void HealthKeeper::ScheduleLoop() {
-  std::vector<Agent::HealthTarget> targets;
-  Clock::TimePoint next_look = clock_.Now();  // when to ask the agent for its targets again
-  while (true) {
-    // Between looks the targets of the last one serve: a wake for a probe due
-    // costs no copy of every kernel's rule, and no hold of the agent's lock.
-    const bool fresh = clock_.Now() >= next_look;
-    if (fresh) {
-      targets = agent_.HealthTargets();
-      next_look = clock_.Now() + kLookEvery;
-    }
-    MutexLock lock(mutex_);
-    if (stop_) return;
-    wake_at_ = QueueDue(targets, fresh, clock_.Now(), next_look);
-    sooner_ = false;
-    clock_.WaitUntil(lock.native(), schedule_cv_, wake_at_, [&]() REQUIRES(mutex_) { return stop_ || sooner_; });
-    if (stop_) return;
+Clock::Duration HealthKeeper::Schedule() {
+  // Between looks the targets of the last one serve: a wake for a probe due
+  // costs no copy of every kernel's rule, and no hold of the agent's lock.
+  const bool fresh = clock_.Now() >= next_look_;
+  if (fresh) {
+    targets_ = agent_.HealthTargets();
+    next_look_ = clock_.Now() + kLookEvery;
   }
+  MutexLock lock(mutex_);
+  const Clock::TimePoint now = clock_.Now();
+  wake_at_ = QueueDue(targets_, fresh, now, next_look_);
+  return wake_at_ - now;
 }
 
-void HealthKeeper::WorkLoop(Lane lane) {
-  while (true) {
-    Job job;
-    {
-      MutexLock lock(mutex_);
-      mutex_.Wait(work_cv_[lane], [&]() REQUIRES(mutex_) { return stop_ || !queue_[lane].empty(); });
-      if (stop_) return;
-      job = std::move(queue_[lane].front());
-      queue_[lane].pop_front();
-    }
-    const Agent::HealthTarget& t = job.target;
-    const ProbeResult result = prober_.Probe(t.rule, t.container_id, t.address);
-    agent_.RecordHealth(t.kernel_id, t.container_id, result, job.in_start_period);
-    MutexLock lock(mutex_);
-    auto it = tracked_.find(t.kernel_id);
-    if (it == tracked_.end() || it->second.container_id != t.container_id || it->second.run != t.run) continue;
-    it->second.in_flight = false;
-    if (it->second.next_due < wake_at_) {  // the scheduler would look too late for its next probe
-      sooner_ = true;
-      schedule_cv_.notify_one();
-    }
-  }
+void HealthKeeper::Work(const Job& job) {
+  const Agent::HealthTarget& t = job.target;
+  const ProbeResult result = prober_.Probe(t.rule, t.container_id, t.address);
+  agent_.RecordHealth(t.kernel_id, t.container_id, result, job.in_start_period);
+  MutexLock lock(mutex_);
+  auto it = tracked_.find(t.kernel_id);
+  if (it == tracked_.end() || it->second.container_id != t.container_id || it->second.run != t.run) return;
+  it->second.in_flight = false;
+  // The scheduler would look too late for its next probe.
+  if (it->second.next_due < wake_at_) loop_.RunNow(schedule_job_);
 }
 
 }  // namespace slotd

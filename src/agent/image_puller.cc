@@ -7,6 +7,7 @@
 #include <ctime>
 #include <thread>
 
+#include "common/thread_name.h"
 #include "common/units.h"
 #include "model/image_ref.h"
 
@@ -145,6 +146,7 @@ Status ImagePuller::RunPull(const ImageRef& image, const std::string& auth, bool
   Publish(image, "pulling", PullProgress{});
   auto stop = std::make_shared<std::atomic<bool>>(false);
   std::thread worker([this, watch, stop, image, auth] {
+    NameThisThread("image-pull");
     auto on_message = [&](const PullMessage& message) {
       std::optional<PullProgress> to_publish;
       {

@@ -1,8 +1,8 @@
 #include "agent/stop_queue.h"
 
-#include <pthread.h>
-
 #include <algorithm>
+
+#include "common/thread_name.h"
 
 namespace slotd {
 
@@ -25,8 +25,10 @@ void StopQueue::Push(std::function<void()> stop) {
   if (ending_) return;
   queue_.push_back(std::move(stop));
   if (idle_workers_ == 0 && static_cast<int>(workers_.size()) < max_workers_) {
-    workers_.emplace_back([this] { Work(); });
-    pthread_setname_np(workers_.back().native_handle(), "slotd-stop");
+    workers_.emplace_back([this] {
+      NameThisThread("kernel-stop");
+      Work();
+    });
   }
   work_cv_.notify_one();
 }

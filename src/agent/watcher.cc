@@ -1,8 +1,8 @@
 #include "agent/watcher.h"
 
-#include <ctime>
-
 #include <spdlog/spdlog.h>
+
+#include "common/thread_name.h"
 
 namespace slotd {
 
@@ -11,47 +11,49 @@ Watcher::Watcher(Agent& agent, ContainerEngine& engine, std::chrono::millisecond
       engine_(engine),
       relist_interval_(relist_interval),
       clock_(clock),
-      health_keeper_(agent, engine, clock) {}
+      probe_loop_("probes", clock),
+      kernel_loop_("kernel-timers", clock),
+      relist_loop_("relist-gc", clock),
+      relist_job_(relist_loop_.Add([this] { return Relist(); }, relist_interval)),
+      device_health_job_(kernel_loop_.AddEvery(kDeviceHealthLookEvery, [this] { agent_.ApplyDeviceHealth(); })),
+      restart_job_(kernel_loop_.Add([this] { return Restart(); })),
+      health_keeper_(agent, engine, clock, probe_loop_) {
+  probe_loop_.AddEvery(kProbeEvery, [this] { Probe(); });
+  kernel_loop_.AddEvery(kLifetimeCheckEvery, [this] { KeepLifetimes(); });
+  relist_loop_.AddEvery(kImageGcEvery, [this] { CollectImages(); });
+}
 
 Watcher::~Watcher() { Stop(); }
 
 void Watcher::Start() {
-  events_thread_ = std::thread([this] { ReadEvents(); });
-  relist_thread_ = std::thread([this] { RelistLoop(); });
-  probe_thread_ = std::thread([this] { ProbeLoop(); });
-  lifetime_thread_ = std::thread([this] { LifetimeLoop(); });
-  image_gc_thread_ = std::thread([this] { ImageGcLoop(); });
-  device_health_thread_ = std::thread([this] { DeviceHealthLoop(); });
-  restart_thread_ = std::thread([this] { RestartLoop(); });
+  agent_.OnDeviceHealthChange([this] { kernel_loop_.RunNow(device_health_job_); });
   health_keeper_.Start();
+  probe_loop_.Start();
+  kernel_loop_.Start();
+  relist_loop_.Start();
+  events_thread_ = std::thread([this] { ReadEvents(); });
 }
 
 void Watcher::Stop() {
-  health_keeper_.Stop();
+  agent_.OnDeviceHealthChange(nullptr);
   {
     MutexLock lock(mutex_);
     stop_ = true;
   }
   cv_.notify_all();
-  restart_cv_.notify_all();
   if (events_thread_.joinable()) events_thread_.join();
-  if (relist_thread_.joinable()) relist_thread_.join();
-  if (probe_thread_.joinable()) probe_thread_.join();
-  if (lifetime_thread_.joinable()) lifetime_thread_.join();
-  if (image_gc_thread_.joinable()) image_gc_thread_.join();
-  if (device_health_thread_.joinable()) device_health_thread_.join();
-  if (restart_thread_.joinable()) restart_thread_.join();
+  probe_loop_.Stop();
+  kernel_loop_.Stop();
+  relist_loop_.Stop();
+  health_keeper_.Stop();
 }
 
-void Watcher::RequestRelist() {
-  {
-    MutexLock lock(mutex_);
-    relist_requested_ = true;
-  }
-  cv_.notify_all();
-}
+void Watcher::RequestRelist() { relist_loop_.RunNow(relist_job_); }
+
+void Watcher::LookForRestarts() { kernel_loop_.RunNow(restart_job_); }
 
 void Watcher::ReadEvents() {
+  NameThisThread("events");
   const std::vector<std::string> filter = {std::string(label::kOwner) + "=" + agent_.config().agent.id};
   std::chrono::milliseconds backoff = kFirstBackoff;
   while (!stop_) {
@@ -74,79 +76,36 @@ void Watcher::ReadEvents() {
   }
 }
 
-void Watcher::RelistLoop() {
-  while (true) {
-    {
-      MutexLock lock(mutex_);
-      clock_.WaitFor(lock.native(), cv_, relist_interval_,
-                     [&]() REQUIRES(mutex_) { return stop_.load() || relist_requested_; });
-      if (stop_) return;
-      relist_requested_ = false;
-    }
-    if (Status s = agent_.Relist(); !s.ok()) spdlog::warn("relist failed, keeping the last picture: {}", s.message());
-    LookForRestarts();
-  }
+Clock::Duration Watcher::Relist() {
+  if (Status s = agent_.Relist(); !s.ok()) spdlog::warn("relist failed, keeping the last picture: {}", s.message());
+  LookForRestarts();
+  return relist_interval_;
 }
 
-void Watcher::ProbeLoop() {
-  bool answered = true;
-  while (true) {
-    const Status s = engine_.Ping(kProbeEvery);
-    agent_.RecordEngineAnswer(s.ok());
-    if (answered && !s.ok()) spdlog::warn("the engine does not answer: {}; /health reports it", s.message());
-    if (!answered && s.ok()) spdlog::info("the engine answers again");
-    answered = s.ok();
-    MutexLock lock(mutex_);
-    if (clock_.WaitFor(lock.native(), cv_, kProbeEvery, [&] { return stop_.load(); })) return;
-  }
+void Watcher::Probe() {
+  const Status s = engine_.Ping(kProbeEvery);
+  agent_.RecordEngineAnswer(s.ok());
+  if (engine_answered_ && !s.ok()) spdlog::warn("the engine does not answer: {}; /health reports it", s.message());
+  if (!engine_answered_ && s.ok()) spdlog::info("the engine answers again");
+  engine_answered_ = s.ok();
 }
 
-void Watcher::LifetimeLoop() {
-  while (true) {
-    agent_.WarnKernels(clock_.UnixSeconds());
-    agent_.StopExpiredKernels(clock_.UnixSeconds());
-    MutexLock lock(mutex_);
-    if (clock_.WaitFor(lock.native(), cv_, kLifetimeCheckEvery, [&] { return stop_.load(); })) return;
-  }
+void Watcher::KeepLifetimes() {
+  agent_.WarnKernels(clock_.UnixSeconds());
+  agent_.StopExpiredKernels(clock_.UnixSeconds());
 }
 
-void Watcher::ImageGcLoop() {
-  while (true) {
-    Result<std::vector<std::string>> removed = agent_.CollectImages();
-    if (!removed.ok()) spdlog::warn("image gc: {}; trying again in {} s", removed.status().message(), kImageGcEvery.count());
-    MutexLock lock(mutex_);
-    if (clock_.WaitFor(lock.native(), cv_, kImageGcEvery, [&] { return stop_.load(); })) return;
-  }
+void Watcher::CollectImages() {
+  Result<std::vector<std::string>> removed = agent_.CollectImages();
+  if (!removed.ok()) spdlog::warn("image gc: {}; trying again in {} s", removed.status().message(), kImageGcEvery.count());
 }
 
-void Watcher::LookForRestarts() {
-  {
-    MutexLock lock(mutex_);
-    restart_look_requested_ = true;
-  }
-  restart_cv_.notify_one();
-}
-
-void Watcher::RestartLoop() {
-  while (true) {
-    const std::optional<int64_t> next_ms = agent_.RestartDueKernels(clock_.UnixMillis());
-    Clock::Duration wait = kRestartLookEvery;
-    if (next_ms) wait = std::min(wait, Clock::Duration(std::chrono::milliseconds(
-                                           std::max<int64_t>(0, *next_ms - clock_.UnixMillis()))));
-    MutexLock lock(mutex_);
-    clock_.WaitFor(lock.native(), restart_cv_, wait,
-                   [&]() REQUIRES(mutex_) { return stop_.load() || restart_look_requested_; });
-    if (stop_) return;
-    restart_look_requested_ = false;
-  }
-}
-
-void Watcher::DeviceHealthLoop() {
-  while (true) {
-    agent_.ApplyDeviceHealth();
-    MutexLock lock(mutex_);
-    if (clock_.WaitFor(lock.native(), cv_, kDeviceHealthLookEvery, [&] { return stop_.load(); })) return;
-  }
+Clock::Duration Watcher::Restart() {
+  const std::optional<int64_t> next_ms = agent_.RestartDueKernels(clock_.UnixMillis());
+  Clock::Duration wait = kRestartLookEvery;
+  if (next_ms)
+    wait = std::min(wait, Clock::Duration(std::chrono::milliseconds(std::max<int64_t>(0, *next_ms - clock_.UnixMillis()))));
+  return wait;
 }
 
 }  // namespace slotd

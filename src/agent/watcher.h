@@ -1,35 +1,54 @@
-// Watcher: the background loops that keep the agent's picture true, a
-// thread each:
-//  - the event reader follows the engine's event stream (owner-filtered),
-//    reconnecting after any break, and asks for a relist after each (re)connect
-//    so nothing that happened during a gap is missed;
-//  - the relister runs Agent::Relist periodically and whenever asked;
+// Watcher: the background loops that keep the agent's picture true. The
+// engine's event stream has a thread of its own (it blocks on the stream);
+// the periodic loops share three threads (PeriodicLoop), grouped by how
+// long their bodies may take, so that none waits behind a slower kind:
+//
+//  thread "probes": quick bodies that must keep their time
 //  - the prober pings the engine every kProbeEvery, with that as its
 //    deadline, and tells the agent whether it answered (its health);
+//  - the health keeper's scheduler (HealthKeeper) looks for the kernels'
+//    health checks that are due, every HealthKeeper::kLookEvery and when a
+//    probe ends, and queues them for its workers (threads of its own).
+//  Worst case: the scheduler waits for a ping that the engine does not
+//  answer, kProbeEvery; the scheduler's round costs microseconds.
+//
+//  thread "kernel-timers": the kernels' ends, restarts and devices
 //  - the lifetime keeper, every kLifetimeCheckEvery, warns the kernels
 //    whose lifetime, idle window or drain's deadline ends within their
 //    warn_before (Agent::WarnKernels) and stops those whose end has come
 //    (Agent::StopExpiredKernels);
-//  - the image collector runs Agent::CollectImages every kImageGcEvery;
-//  - the device-health look runs Agent::ApplyDeviceHealth every
-//    kDeviceHealthLookEvery (it does nothing when no device's health changed);
 //  - the restarter runs Agent::RestartDueKernels when the next BACKOFF
 //    kernel is due, after every event and relist (which may have put one
 //    in BACKOFF), and at least every kRestartLookEvery;
-//  - the health keeper (HealthKeeper, threads of its own) probes the
-//    kernels' health checks.
+//  - the device-health look runs Agent::ApplyDeviceHealth as soon as a
+//    device health board changes (the agent tells it), and every
+//    kDeviceHealthLookEvery (to retry what failed: a stop, state.json).
+//  Worst case: each waits for the others' engine calls: a stop takes up to
+//  the kernel's stop timeout ([container] stop-timeout at most) per kernel
+//  stopped, a restart a create and a start. Each already waited as long for
+//  its own calls, one kernel after another, and none promises more than
+//  "at the next round"; what the devices' health means for new kernels
+//  never waits for this thread (the allocator reads the health board).
+//
+//  thread "relist-gc": the slow whole-node work
+//  - the relister runs Agent::Relist every `relist_interval` and whenever
+//    asked (RequestRelist);
+//  - the image collector runs Agent::CollectImages every kImageGcEvery.
+//  Worst case: a relist of a big node takes seconds, an image collection
+//  as long as its removals; neither promises more than its period.
+//
 // Periods and backoff are waited on `clock`; the probe's deadline is real time.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "agent/agent.h"
 #include "agent/health_keeper.h"
 #include "common/mutex.h"
+#include "common/periodic_loop.h"
 
 namespace slotd {
 
@@ -38,28 +57,30 @@ class Watcher {
   // `agent`, `engine` and `clock` must outlive the watcher.
   Watcher(Agent& agent, ContainerEngine& engine, std::chrono::milliseconds relist_interval,
           Clock& clock = Clock::Real());
-  ~Watcher();  // stops and joins its threads
+  ~Watcher();  // Stop()s
 
+  // Starts the event reader, the loops and the health keeper's workers.
   void Start();
+  // Stops and joins them all; idempotent.
   void Stop();
-  // Asks the relister to run as soon as it can.
+  // Asks the relister to run as soon as its thread is free.
   void RequestRelist();
 
  private:
   void ReadEvents();
-  void RelistLoop();
-  void ProbeLoop();
-  void LifetimeLoop();
-  void ImageGcLoop();
-  void DeviceHealthLoop();
-  void RestartLoop();
+  // The bodies of the loops' jobs (see the file comment).
+  Clock::Duration Relist();
+  void Probe();
+  void KeepLifetimes();
+  void CollectImages();
+  Clock::Duration Restart();
   // Asks the restarter to look again (a kernel may have entered BACKOFF).
   void LookForRestarts();
 
   static constexpr std::chrono::seconds kProbeEvery{2};
   static constexpr std::chrono::seconds kLifetimeCheckEvery{1};
   static constexpr std::chrono::seconds kImageGcEvery{60};
-  static constexpr std::chrono::milliseconds kDeviceHealthLookEvery{50};
+  static constexpr std::chrono::seconds kDeviceHealthLookEvery{1};
   static constexpr std::chrono::seconds kRestartLookEvery{1};
   // The first wait before reconnecting the event stream; it doubles after
   // each failed attempt up to kMaxBackoff, and starts again on success.
@@ -70,21 +91,23 @@ class Watcher {
   ContainerEngine& engine_;
   const std::chrono::milliseconds relist_interval_;
   Clock& clock_;
-  HealthKeeper health_keeper_;
 
+  // The loops (see the file comment), and their jobs that can be asked to run now.
+  PeriodicLoop probe_loop_;
+  PeriodicLoop kernel_loop_;
+  PeriodicLoop relist_loop_;
+  const PeriodicLoop::JobId relist_job_;
+  const PeriodicLoop::JobId device_health_job_;
+  const PeriodicLoop::JobId restart_job_;
+  HealthKeeper health_keeper_;
+  bool engine_answered_ = true;  // the prober's last answer; the probes thread only
+
+  // The event reader's thread, and its stop: a flag the stream's read
+  // checks, and a wake for its reconnect backoff.
   std::atomic<bool> stop_{false};
   Mutex mutex_;
-  std::condition_variable cv_;          // with mutex_: a relist asked for, or stop
-  std::condition_variable restart_cv_;  // with mutex_: a look for due restarts asked for, or stop
-  bool relist_requested_ GUARDED_BY(mutex_) = false;
-  bool restart_look_requested_ GUARDED_BY(mutex_) = false;
+  std::condition_variable cv_;  // with mutex_: stop
   std::thread events_thread_;
-  std::thread relist_thread_;
-  std::thread probe_thread_;
-  std::thread lifetime_thread_;
-  std::thread image_gc_thread_;
-  std::thread device_health_thread_;
-  std::thread restart_thread_;
 };
 
 }  // namespace slotd

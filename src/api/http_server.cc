@@ -29,6 +29,7 @@
 #include "api/http_framing.h"
 #include "api/responses.h"
 #include "common/mutex.h"
+#include "common/thread_name.h"
 
 namespace slotd::http {
 namespace {
@@ -585,7 +586,8 @@ void HttpServer::Impl::Run(Lane lane, std::shared_ptr<Session> session, Request 
                            std::function<void(Exchange&)> handler) {
   auto exchange = std::make_shared<ExchangeImpl>(io, std::move(session), std::move(request));
   in_flight->Add();
-  auto task = [exchange, handler = std::move(handler), counter = in_flight]() mutable {
+  auto task = [exchange, handler = std::move(handler), counter = in_flight, lane]() mutable {
+    if (lane == Lane::kLong) NameThisThread("api-long");
     RunHandler(handler, *exchange);
     exchange.reset();
     handler = nullptr;
@@ -747,9 +749,14 @@ Status HttpServer::ListenUnix(const std::string& path, Dispatcher dispatcher) {
 }
 
 void HttpServer::Start() {
-  impl_->quick.emplace(static_cast<size_t>(std::max(1, impl_->options.quick_workers)));
+  const size_t quick_workers = static_cast<size_t>(std::max(1, impl_->options.quick_workers));
+  impl_->quick.emplace(quick_workers);
+  NamePoolThreads(*impl_->quick, quick_workers, "api-quick");
   for (Listener& listener : impl_->listeners) impl_->Accept(listener);
-  impl_->io_thread = std::thread([this] { impl_->io.run(); });
+  impl_->io_thread = std::thread([this] {
+    NameThisThread("api-io");
+    impl_->io.run();
+  });
 }
 
 void HttpServer::Stop() {

@@ -134,7 +134,7 @@ struct ServerOptions {
   std::chrono::milliseconds request_timeout{10'000};  // to receive one whole request; also each write
   uint64_t max_body_bytes = 1 << 20;                  // larger bodies: 413
   int max_connections = 1024;                         // per listener; past it: room made or 503 (see above)
-  int quick_workers = 4;                              // threads of the kQuick lane
+  int quick_workers = 2;                              // threads of the kQuick lane
   // Runs a kLong handler's `task` on a thread of its own; throws
   // std::system_error when no thread can be made (as std::thread does under
   // a tasks limit), and the request is then answered 503. Empty: a detached

@@ -14,6 +14,7 @@
 #include "agent/agent.h"
 #include "agent/watcher.h"
 #include "api/server.h"
+#include "common/thread_name.h"
 #include "common/token_file.h"
 #include "common/version.h"
 #include "config/config.h"
@@ -187,16 +188,12 @@ AgentDocument FleetDocumentOf(const Agent& agent, const Config& config, const st
   return doc;
 }
 
-// Until asked to stop, asks `collector` for a sweep whenever the agent
-// announces a kernel started (kernel_started, kernel_restarted): its stats,
-// and the out-of-memory watch of its cgroup, begin then, not an interval later.
-std::jthread SweepWhenKernelsStart(EventHub& hub, StatsCollector& collector) {
-  return std::jthread([&collector, events = hub.Subscribe()](std::stop_token stop) {
-    while (!stop.stop_requested()) {
-      std::optional<Event> event = events->Next(std::chrono::milliseconds(200));
-      if (event && (event->type == EventType::kKernelStarted || event->type == EventType::kKernelRestarted))
-        collector.SweepSoon();
-    }
+// While kept, asks `collector` for a sweep whenever the agent announces a
+// kernel started (kernel_started, kernel_restarted): its stats, and the
+// out-of-memory watch of its cgroup, begin then, not an interval later.
+std::unique_ptr<EventHub::Listener> SweepWhenKernelsStart(EventHub& hub, StatsCollector& collector) {
+  return hub.Listen([&collector](const Event& event) {
+    if (event.type == EventType::kKernelStarted || event.type == EventType::kKernelRestarted) collector.SweepSoon();
   });
 }
 
@@ -206,6 +203,7 @@ std::jthread SweepWhenKernelsStart(EventHub& hub, StatsCollector& collector) {
 std::jthread KeepPoolsFilled(Agent& agent, EventHub& hub) {
   if (agent.Pools().empty()) return {};
   return std::jthread([&agent, events = hub.Subscribe()](std::stop_token stop) {
+    NameThisThread("pool-keeper");
     while (!stop.stop_requested()) {
       agent.FillPools(stop);
       while (events->Next(std::chrono::milliseconds(0))) {
@@ -280,7 +278,7 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   Watcher watcher(agent, engine, std::chrono::seconds(10));
   watcher.Start();
   collector.Start();
-  std::jthread early_sweeps = SweepWhenKernelsStart(hub, collector);
+  std::unique_ptr<EventHub::Listener> early_sweeps = SweepWhenKernelsStart(hub, collector);
   std::jthread pool_keeper = KeepPoolsFilled(agent, hub);
   api.Start();
   if (registrar) registrar->Start();
@@ -292,7 +290,7 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   if (registrar) registrar->Stop(/*deregister=*/true);  // first, so that no scheduler picks this agent any more
   api.Stop();
   pool_keeper = {};
-  early_sweeps = {};
+  early_sweeps.reset();
   collector.Stop();
   watcher.Stop();
   agent.ApplyDeviceHealth();  // the latest health marks are recorded before the agent goes

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/atomic_file.h"
+#include "common/thread_name.h"
 
 namespace slotd {
 
@@ -219,6 +220,7 @@ milliseconds Registrar::Tick() {
 }
 
 void Registrar::Run() {
+  NameThisThread("registrar");
   for (;;) {
     const milliseconds wait = Tick();
     MutexLock lock(mutex_);

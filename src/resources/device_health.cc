@@ -34,45 +34,76 @@ void DeviceHealthBoard::Update(Entry& entry, int64_t now) {
 }
 
 void DeviceHealthBoard::Add(const std::string& device, const std::string& condition, int64_t now) {
-  MutexLock lock(mutex_);
-  auto [it, added] = entries_.try_emplace(device);
-  if (!added) return;
-  it->second.shown.since = now;
-  it->second.condition = condition;
-  Update(it->second, now);
-  ++version_;
+  const uint64_t before = version_;
+  {
+    MutexLock lock(mutex_);
+    auto [it, added] = entries_.try_emplace(device);
+    if (!added) return;
+    it->second.shown.since = now;
+    it->second.condition = condition;
+    Update(it->second, now);
+    ++version_;
+  }
+  TellIfChanged(before);
 }
 
 void DeviceHealthBoard::SetCondition(const std::string& device, const std::string& reason, int64_t now) {
-  MutexLock lock(mutex_);
-  auto it = entries_.find(device);
-  if (it == entries_.end() || it->second.condition == reason) return;
-  it->second.condition = reason;
-  Update(it->second, now);
+  const uint64_t before = version_;
+  {
+    MutexLock lock(mutex_);
+    auto it = entries_.find(device);
+    if (it == entries_.end() || it->second.condition == reason) return;
+    it->second.condition = reason;
+    Update(it->second, now);
+  }
+  TellIfChanged(before);
 }
 
 void DeviceHealthBoard::Mark(const std::string& device, const std::string& reason, int64_t since) {
-  MutexLock lock(mutex_);
-  auto it = entries_.find(device);
-  if (it == entries_.end() || it->second.mark) return;
-  it->second.mark = DeviceMark{reason, since};
-  Update(it->second, since);
+  const uint64_t before = version_;
+  {
+    MutexLock lock(mutex_);
+    auto it = entries_.find(device);
+    if (it == entries_.end() || it->second.mark) return;
+    it->second.mark = DeviceMark{reason, since};
+    Update(it->second, since);
+  }
+  TellIfChanged(before);
 }
 
 bool DeviceHealthBoard::Clear(const std::string& device, int64_t now) {
-  MutexLock lock(mutex_);
-  auto it = entries_.find(device);
-  if (it == entries_.end() || !it->second.mark) return false;
-  it->second.mark.reset();
-  Update(it->second, now);
+  const uint64_t before = version_;
+  {
+    MutexLock lock(mutex_);
+    auto it = entries_.find(device);
+    if (it == entries_.end() || !it->second.mark) return false;
+    it->second.mark.reset();
+    Update(it->second, now);
+  }
+  TellIfChanged(before);
   return true;
 }
 
 void DeviceHealthBoard::SetStalled(const std::string& reason, int64_t now) {
-  MutexLock lock(mutex_);
-  if (stalled_ == reason) return;
-  stalled_ = reason;
-  for (auto& [id, entry] : entries_) Update(entry, now);
+  const uint64_t before = version_;
+  {
+    MutexLock lock(mutex_);
+    if (stalled_ == reason) return;
+    stalled_ = reason;
+    for (auto& [id, entry] : entries_) Update(entry, now);
+  }
+  TellIfChanged(before);
+}
+
+void DeviceHealthBoard::SetListener(std::function<void()> listener) {
+  MutexLock lock(listener_mutex_);
+  listener_ = std::move(listener);
+}
+
+void DeviceHealthBoard::TellIfChanged(uint64_t before) {
+  if (version_ == before) return;
+  MutexLock lock(listener_mutex_);
+  if (listener_) listener_();
 }
 
 void DeviceHealthBoard::ClearStalled(int64_t now) { SetStalled("", now); }

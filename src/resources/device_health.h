@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -67,6 +68,12 @@ class DeviceHealthBoard {
   std::map<std::string, DeviceMark> Marks() const;
   // Grows by one at every change of any device's state.
   uint64_t Version() const { return version_.load(); }
+  // Has `listener` called after each change of a device's state (a bump of
+  // Version), on the thread that made it, with no lock of the board held;
+  // it must be quick (wake a waiter, say). Replaces the one set before;
+  // empty: none. Once this returns, the one replaced is not running and is
+  // never called again.
+  void SetListener(std::function<void()> listener) EXCLUDES(listener_mutex_);
 
  private:
   struct Entry {
@@ -76,11 +83,15 @@ class DeviceHealthBoard {
   };
   // Recomputes `entry.shown`; bumps the version when it changed.
   void Update(Entry& entry, int64_t now) REQUIRES(mutex_);
+  // Calls the listener when the version moved past `before`.
+  void TellIfChanged(uint64_t before) EXCLUDES(mutex_, listener_mutex_);
 
   mutable Mutex mutex_;
   std::map<std::string, Entry> entries_ GUARDED_BY(mutex_);
   std::string stalled_ GUARDED_BY(mutex_);  // why the monitor is stalled; empty: it is not
   std::atomic<uint64_t> version_{0};
+  Mutex listener_mutex_;  // never held with mutex_
+  std::function<void()> listener_ GUARDED_BY(listener_mutex_);
 };
 
 }  // namespace slotd

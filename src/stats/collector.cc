@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/thread_name.h"
 #include "common/units.h"
 #include "stats/text_files.h"
 
@@ -142,6 +143,7 @@ class StatsCollector::MeterWorker {
   };
 
   static void Run(std::shared_ptr<Shared> shared) {
+    NameThisThread("device-meter");
     MutexLock lock(shared->mutex);
     for (;;) {
       shared->cv.wait(lock.native(),
@@ -214,6 +216,7 @@ std::shared_ptr<const StatsSnapshot> StatsCollector::Latest() const {
 std::shared_ptr<const StatsSnapshot> StatsCollector::SweepOnce() { return Sweep(); }
 
 void StatsCollector::Loop() {
+  NameThisThread("stats");
   Clock::TimePoint next = clock_.Now();
   for (;;) {
     {
@@ -315,7 +318,11 @@ std::vector<StatsCollector::TimedSample> StatsCollector::EngineSamples(const std
   };
   {
     std::vector<std::jthread> callers;
-    for (size_t n = 1; n < std::min(kEngineStatsCalls, targets.size()); ++n) callers.emplace_back(fetch);
+    for (size_t n = 1; n < std::min(kEngineStatsCalls, targets.size()); ++n)
+      callers.emplace_back([&fetch] {
+        NameThisThread("stats-fetch");
+        fetch();
+      });
     fetch();
   }
   std::vector<TimedSample> samples;

@@ -13,6 +13,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/thread_name.h"
+
 namespace slotd {
 namespace {
 
@@ -135,6 +137,7 @@ void OomWatch::Disarm(uint64_t id) {
 }
 
 void OomWatch::Loop() {
+  NameThisThread("oom-watch");
   epoll_event events[32];
   for (;;) {
     const int n = epoll_wait(epoll_.get(), events, 32, -1);

@@ -1,5 +1,7 @@
 #include "testing/fake_clock.h"
 
+#include <iterator>
+
 #include "testing/eventually.h"
 
 namespace slotd {
@@ -39,6 +41,13 @@ bool FakeClock::WaitForWaiterUntil(TimePoint deadline) const {
   return Eventually([&]() EXCLUDES(mutex_) {
     MutexLock lock(mutex_);
     return waiters_.count(deadline) > 0;
+  });
+}
+
+bool FakeClock::WaitForWaitersAfterNow(size_t threads) const {
+  return Eventually([&]() EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
+    return static_cast<size_t>(std::distance(waiters_.upper_bound(now_), waiters_.end())) == threads;
   });
 }
 

@@ -32,6 +32,11 @@ class FakeClock final : public Clock {
   // deadline exactly at `deadline`; false if none did. Lets a test know that
   // a loop has reached its wait before it moves the time.
   bool WaitForWaiterUntil(TimePoint deadline) const;
+  // Waits (in real time, at most 10 s) until `threads` threads wait with
+  // deadlines after Now(): each is done with what was due by now. Lets a
+  // test of several loops move the time only once all are waiting; false if
+  // they never were.
+  bool WaitForWaitersAfterNow(size_t threads) const;
 
  private:
   static constexpr std::chrono::milliseconds kPoll{1};

@@ -16,12 +16,14 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/watcher.h"
 #include "model/label_codec.h"
 #include "model/create_request.h"
 #include "common/units.h"
 #include "resources/cuda/cuda_plugin.h"
 #include "resources/mock/mock_plugin.h"
 #include "resources/cuda/nvml.h"
+#include "testing/fake_clock.h"
 #include "testing/fake_engine.h"
 #include "testing/temp_tree.h"
 
@@ -1013,6 +1015,25 @@ TEST(DeviceHealthBoardTest, MarksConditionsAndStalls) {
   EXPECT_EQ(board.Marks().size(), 0u);
 }
 
+// A board tells its listener of each change of a device's state, and of
+// nothing else; once replaced, a listener hears nothing more.
+TEST(DeviceHealthBoardTest, TellsItsListenerOfEachChange) {
+  DeviceHealthBoard board({"a"}, 100);
+  int told = 0;
+  board.SetListener([&] { ++told; });
+  board.Mark("a", "xid 79", 110);
+  EXPECT_EQ(told, 1);
+  board.Mark("a", "xid 48", 120);  // a second mark keeps the first
+  EXPECT_EQ(told, 1);
+  board.SetCondition("a", "ecc uncorrected 2", 130);
+  EXPECT_EQ(told, 2);
+  board.SetStalled("health unknown", 140);  // "a" is unhealthy, not unknown
+  EXPECT_EQ(told, 2);
+  board.SetListener(nullptr);
+  EXPECT_TRUE(board.Clear("a", 150));
+  EXPECT_EQ(told, 2);
+}
+
 }  // namespace
 }  // namespace slotd
 
@@ -1041,6 +1062,27 @@ class DeviceHealthAgentTest : public PlacementTest {
 
   TempTree var_{"slotd-device-record"};
 };
+
+// The watcher applies a change of a board as it happens, not at its
+// once-a-second look: on a clock that never moves, that look never comes.
+TEST_F(DeviceHealthAgentTest, TheWatcherAppliesAChangeOfABoardAtOnce) {
+  auto [agent, board] = AgentWithBoard();
+  ASSERT_TRUE(agent->Restore().ok());
+  auto created = agent->CreateKernel(Request("k1", {{"cpu", 1}, {"mock.device", 1}}));
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  const std::string held = Held(created->kernel.allocation, "mock")[0];
+  FakeClock clock;
+  Watcher watcher(*agent, engine_, std::chrono::hours(1), clock);
+  watcher.Start();
+  ASSERT_TRUE(clock.WaitForWaitersAfterNow(3));  // its loops' first rounds are over
+  auto sub = hub_.Subscribe();
+
+  board->Mark(held, "xid 79", 1000);
+  json condition = NextOfType(*sub, "kernel_condition");
+  ASSERT_FALSE(condition.is_null());
+  EXPECT_EQ(condition["condition"], "mock device " + held + " is unhealthy: xid 79");
+  watcher.Stop();
+}
 
 TEST_F(DeviceHealthAgentTest, AMarkReportsTheDeviceAndItsKernelAndSurvivesARestartWithTheDrains) {
   config_.agent.var_base_path = var_.root();

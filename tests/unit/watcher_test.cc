@@ -51,10 +51,10 @@ class WatcherTest : public ::testing::Test {
 };
 
 TEST_F(WatcherTest, RelistsOncePerIntervalOfItsClock) {
-  // 45 s: no other loop of the watcher waits until a multiple of it within
-  // the three intervals (the image collector's 60 s would be taken for the
-  // relister's wait by WaitForWaiterUntil).
-  const milliseconds interval = seconds(45);
+  // 20 s: the relister shares its thread with the image collector, whose
+  // 60 s is a multiple of it, so that thread's every wait ends at one of the
+  // relister's runs (WaitForWaiterUntil sees the thread's one deadline).
+  const milliseconds interval = seconds(20);
   const Clock::TimePoint start = clock_.Now();
   Watcher watcher(*agent_, engine_, interval, clock_);
   watcher.Start();
@@ -70,25 +70,34 @@ TEST_F(WatcherTest, RelistsOncePerIntervalOfItsClock) {
 }
 
 TEST_F(WatcherTest, ProbesEveryTwoSecondsAndAFailedProbeMakesTheEngineUnreachable) {
-  const Clock::TimePoint start = clock_.Now();
+  // The prober shares its thread with the health keeper's scheduler, which
+  // looks every HealthKeeper::kLookEvery: the clock moves a look at a time,
+  // each time once the watcher's three loops wait for what comes next.
+  constexpr Clock::Duration kLook = HealthKeeper::kLookEvery;
+  constexpr size_t kLoops = 3;
   Watcher watcher(*agent_, engine_, std::chrono::hours(1), clock_);
   watcher.Start();
   // The relist that the event stream's connection asks for also records an
   // answer of the engine: let it finish first (no other comes within the hour).
   ASSERT_TRUE(Eventually([&] { return agent_->LastSyncAgeSeconds() >= 0; }));
-  ASSERT_TRUE(Eventually([&] { return engine_.CallCount(Method::kPing) == 1; }));
-  ASSERT_TRUE(clock_.WaitForWaiterUntil(start + seconds(2)));
+  // Moves the clock by `by`, a look at a time; returns the pings made by then.
+  auto pings_after = [&](Clock::Duration by) {
+    for (Clock::Duration moved{}; moved < by; moved += kLook) {
+      EXPECT_TRUE(clock_.WaitForWaitersAfterNow(kLoops));
+      clock_.Advance(kLook);
+    }
+    EXPECT_TRUE(clock_.WaitForWaitersAfterNow(kLoops));
+    return engine_.CallCount(Method::kPing);
+  };
+  EXPECT_EQ(pings_after(seconds(2) - kLook), 1);
   EXPECT_TRUE(agent_->EngineReachable());
 
   engine_.FailNext(Method::kPing, Status::DeadlineExceeded("no answer within 2000 ms"));
-  clock_.Advance(seconds(2));
-  ASSERT_TRUE(Eventually([&] { return engine_.CallCount(Method::kPing) == 2; }));
-  ASSERT_TRUE(clock_.WaitForWaiterUntil(start + seconds(4)));
+  EXPECT_EQ(pings_after(kLook), 2);
   EXPECT_FALSE(agent_->EngineReachable());
+  EXPECT_EQ(pings_after(seconds(2) - kLook), 2);
 
-  clock_.Advance(seconds(2));
-  ASSERT_TRUE(Eventually([&] { return engine_.CallCount(Method::kPing) == 3; }));
-  ASSERT_TRUE(clock_.WaitForWaiterUntil(start + seconds(6)));
+  EXPECT_EQ(pings_after(kLook), 3);
   EXPECT_TRUE(agent_->EngineReachable());
   watcher.Stop();
 }

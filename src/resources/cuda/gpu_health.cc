@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/thread_name.h"
+
 namespace slotd {
 namespace {
 
@@ -201,9 +203,18 @@ GpuHealthMonitor::GpuHealthMonitor(std::shared_ptr<NvmlApi> nvml, std::vector<Gp
 
 void GpuHealthMonitor::Start() {
   if (!threads_.empty() || shared_->gpus.empty()) return;
-  threads_.emplace_back([shared = shared_] { shared->PollLoop(); });
-  threads_.emplace_back([shared = shared_] { shared->EventLoop(); });
-  threads_.emplace_back([shared = shared_] { shared->WatchdogLoop(); });
+  threads_.emplace_back([shared = shared_] {
+    NameThisThread("gpu-poll");
+    shared->PollLoop();
+  });
+  threads_.emplace_back([shared = shared_] {
+    NameThisThread("gpu-xid");
+    shared->EventLoop();
+  });
+  threads_.emplace_back([shared = shared_] {
+    NameThisThread("gpu-watchdog");
+    shared->WatchdogLoop();
+  });
 }
 
 GpuHealthMonitor::~GpuHealthMonitor() {
