@@ -126,7 +126,7 @@ AtCount Measure(const Config& config, int count, const std::function<void(const 
     Check(agent->Restore(), "restore");
     restarts.Add(Millis(start, Clock::now()));
     start = Clock::now();
-    Check(agent->Relist(), "relist");
+    Check(agent->owners().converger.Relist(), "relist");
     relists.Add(Millis(start, Clock::now()));
     start = Clock::now();
     if (const size_t listed = ListedRecords(*agent); listed != static_cast<size_t>(count))

@@ -133,56 +133,31 @@ class Agent : public KernelService {
 
   // ---- the agent's loops and the daemon
 
-  // Removes the containers made to read images' users that an earlier run
-  // of this agent left behind (KernelUsers::RemoveProbes).
-  void RemoveUserProbes() { users_.RemoveProbes(); }
-  // One round of keeping the warm pools full (WarmKernels::Fill).
-  void FillPools(const std::stop_token& stop) { warm_.Fill(stop); }
-  // The node's images (NodeImages).
-  Status LoadRegistryCredentials() { return images_.LoadCredentials(); }
-  Result<std::vector<std::string>> CollectImages() { return images_.Collect(); }
-  // Returns once every stop queued so far (KernelEnds: lifetime, idle and
-  // drain ends, failed health checks, unhealthy devices, intruders) has
-  // been tried.
-  void WaitForStops() { ends_.WaitForStops(); }
-  // Timed ends, warnings and restarts (KernelLifetimes).
-  void StopExpiredKernels(int64_t now) { lifetimes_.StopExpired(now); }
-  void WarnKernels(int64_t now) { lifetimes_.Warn(now); }
-  std::optional<int64_t> RestartDueKernels(int64_t now_ms) { return lifetimes_.RestartDue(now_ms); }
+  // The owners, for the agent's loops, the stats and the daemon: each is
+  // asked for what it owns (its header says what it promises). References
+  // into this agent, valid while it lives.
+  struct Owners {
+    Converger& converger;        // engine events and relists
+    KernelLifetimes& lifetimes;  // timed ends, warnings, idle windows, restarts
+    KernelHealth& health;        // health checks, cgroup readings, device health
+    KernelEnds& ends;            // the stop queue
+    WarmKernels& warm;           // the warm pools
+    NodeImages& images;          // registry credentials, image collection
+    KernelUsers& users;          // the image-user probes
+    DeviceManager& devices;      // device meters and health
+    EngineHealth& engine_health;  // the engine's answers
+  };
+  Owners owners() {
+    return {converger_, lifetimes_, health_, ends_, warm_, images_, users_, devices_, engine_health_};
+  }
   // Queries of the kernels (KernelStore).
   using RunningKernel = KernelStore::RunningKernel;
   std::vector<RunningKernel> RunningKernels() const { return store_.RunningKernels(); }
   int ActiveKernels() const { return store_.ActiveKernels(); }
-  // Health checks, cgroup readings and device health (KernelHealth).
+  // The types the loops and the stats hand the owners.
   using HealthTarget = KernelHealth::Target;
-  std::vector<HealthTarget> HealthTargets() const { return health_.Targets(); }
-  void RecordHealth(const std::string& kernel_id, const std::string& container_id, const ProbeResult& result,
-                    bool in_start_period) {
-    health_.RecordCheck(kernel_id, container_id, result, in_start_period);
-  }
   using KernelCgroupReading = KernelHealth::CgroupReading;
-  void NoteCgroupReadings(const std::vector<KernelCgroupReading>& readings) { health_.RecordCgroups(readings); }
-  void ApplyDeviceHealth() { health_.ApplyDeviceHealth(); }
-  // Has `listener` called at each change of a device's health, from the
-  // thread that made it (a health monitor's, an API call's): a cue to call
-  // ApplyDeviceHealth soon. It must be quick; empty: none.
-  void OnDeviceHealthChange(const std::function<void()>& listener) { devices_.OnHealthChange(listener); }
-  // Idle windows (KernelLifetimes::NoteActivity).
   using KernelActivity = KernelLifetimes::Activity;
-  void NoteActivity(const std::vector<KernelActivity>& activity) { lifetimes_.NoteActivity(activity); }
-  // The plugins' device meters, in plugin order; plugins without measures
-  // (mock, cpu, ...) have none. The same objects on every call.
-  std::vector<std::shared_ptr<DeviceMeter>> DeviceMeters() const { return devices_.Meters(); }
-  // The owned devices of plugins that have devices but no meter (mock), by
-  // plugin name: the stats list them as not measured.
-  const std::map<std::string, std::vector<std::string>>& UnmeteredDevices() const { return devices_.Unmetered(); }
-  // The engine's reports (Converger): one event of the owner-filtered
-  // stream (true: a relist should run to adopt what it names), and a relist.
-  bool OnEngineEvent(const EngineEvent& event) { return converger_.OnEngineEvent(event); }
-  Status Relist() { return converger_.Relist(); }
-  // Records a round trip to the engine made outside the agent (the
-  // watcher's probe): whether the engine answered it in time.
-  void RecordEngineAnswer(bool answered) { engine_health_.RecordAnswer(answered); }
   // How long a successful answer keeps the engine reachable without another.
   static constexpr std::chrono::seconds kEngineAnswerFresh = EngineHealth::kAnswerFresh;
 

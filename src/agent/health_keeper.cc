@@ -79,7 +79,7 @@ Clock::Duration HealthKeeper::Schedule() {
   // costs no copy of every kernel's rule, and no hold of the agent's lock.
   const bool fresh = clock_.Now() >= next_look_;
   if (fresh) {
-    targets_ = agent_.HealthTargets();
+    targets_ = agent_.owners().health.Targets();
     next_look_ = clock_.Now() + kLookEvery;
   }
   MutexLock lock(mutex_);
@@ -91,7 +91,7 @@ Clock::Duration HealthKeeper::Schedule() {
 void HealthKeeper::Work(const Job& job) {
   const Agent::HealthTarget& t = job.target;
   const ProbeResult result = prober_.Probe(t.rule, t.container_id, t.address);
-  agent_.RecordHealth(t.kernel_id, t.container_id, result, job.in_start_period);
+  agent_.owners().health.RecordCheck(t.kernel_id, t.container_id, result, job.in_start_period);
   MutexLock lock(mutex_);
   auto it = tracked_.find(t.kernel_id);
   if (it == tracked_.end() || it->second.container_id != t.container_id || it->second.run != t.run) return;

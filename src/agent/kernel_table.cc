@@ -25,44 +25,13 @@ constexpr Place kError = KernelState::kError;
 
 json ExitCodeJson(std::optional<int> code) { return code ? json(*code) : json(nullptr); }
 
+// The refusal of a call on `kernel`, which another call owns (`restarting`: a restart).
+Status BusyRefusal(const Kernel& kernel, bool restarting) {
+  const std::string doing = restarting ? "restarting" : KernelStateName(kernel.state());
+  return Status::FailedPrecondition("kernel " + kernel.id() + " is busy (" + doing + "); retry when that finishes");
+}
+
 }  // namespace
-
-const std::vector<KernelTable::Rule>& KernelTable::Rules() {
-  using E = EventType;
-  static const std::vector<Rule> rules = {
-      {T::kReserve, "reserve", {kNone}, {kPulling, kPreparing}, std::nullopt},
-      {T::kPrepared, "prepared", {kPulling}, {kPreparing}, std::nullopt},
-      {T::kAdopt, "adopt", {kNone}, {kPreparing, kWarm, kRunning, kBackoff, kTerminated, kError}, std::nullopt},
-      {T::kStarted, "started", {kPreparing}, {kRunning}, E::kKernelStarted},
-      {T::kWarmed, "warmed", {kPreparing}, {kWarm}, E::kKernelWarm},
-      {T::kGiven, "given", {kWarm}, {kRunning}, E::kKernelStarted},
-      {T::kResumed, "resumed", {kBackoff, kTerminated, kError}, {kRunning}, E::kKernelStarted},
-      {T::kRefused, "refused", {kTerminated, kError}, {kError}, std::nullopt},
-      {T::kRestarted, "restarted", {kRunning, kBackoff, kTerminated, kError}, {kRunning}, E::kKernelStarted},
-      {T::kBackedOff, "backed off", {kRunning, kBackoff}, {kBackoff}, E::kKernelBackoff},
-      {T::kPolicyRestarted, "restarted by its policy", {kBackoff}, {kRunning}, E::kKernelRestarted},
-      {T::kStopping, "stopping", {kWarm, kRunning, kBackoff, kTerminated, kError}, {kTerminating}, std::nullopt},
-      {T::kStopFailed, "stop failed", {kTerminating}, {kWarm, kRunning, kBackoff, kTerminated, kError}, std::nullopt},
-      {T::kTerminated, "terminated", {kPreparing, kWarm, kRunning, kBackoff, kTerminating, kError}, {kTerminated},
-       E::kKernelTerminated},
-      {T::kDeleted, "deleted", {kTerminating}, {kNone}, E::kKernelRemoved},
-      {T::kForgotten, "forgotten", {kPulling, kPreparing, kWarm, kRunning, kBackoff, kTerminating, kTerminated, kError},
-       {kNone}, E::kKernelRemoved},
-      {T::kAbandoned, "abandoned", {kPulling, kPreparing}, {kNone}, std::nullopt},
-  };
-  return rules;
-}
-
-const KernelTable::Rule& KernelTable::RuleOf(Transition transition) {
-  const auto& rules = Rules();
-  return *std::find_if(rules.begin(), rules.end(), [&](const Rule& r) { return r.transition == transition; });
-}
-
-std::vector<Place> KernelTable::Places() {
-  return {kNone, kPulling, kPreparing, kWarm, kRunning, kBackoff, kTerminating, kTerminated, kError};
-}
-
-std::string PlaceName(Place place) { return place ? KernelStateName(*place) : "(none)"; }
 
 KernelTable::KernelTable(std::string agent_id, std::vector<std::unique_ptr<ResourcePlugin>>& plugins, EventHub& hub,
                          const Clock& clock)
@@ -226,7 +195,8 @@ Status KernelTable::Resume(const std::string& kernel_id, const std::string& how)
 }
 
 Status KernelTable::BeginRestart(const std::string& kernel_id) {
-  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
+  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy))
+    return BusyRefusal(*busy, restarting_.count(kernel_id) > 0);
   Result<Kernel*> k = Check(T::kRestarted, kernel_id, kRunning);
   if (!k.ok()) return k.status();
   if (Status s = Claim(**k); !s.ok()) return s;
@@ -266,7 +236,8 @@ Status KernelTable::BackOff(const std::string& kernel_id, std::optional<int> exi
 }
 
 Status KernelTable::BeginPolicyRestart(const std::string& kernel_id) {
-  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
+  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy))
+    return BusyRefusal(*busy, restarting_.count(kernel_id) > 0);
   if (Result<Kernel*> k = Check(T::kPolicyRestarted, kernel_id, kRunning); !k.ok()) return k.status();
   restarting_.insert(kernel_id);
   return Status::Ok();
@@ -284,7 +255,8 @@ Status KernelTable::FinishPolicyRestart(const std::string& kernel_id, int64_t re
 }
 
 Status KernelTable::Stopping(const std::string& kernel_id) {
-  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
+  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy))
+    return BusyRefusal(*busy, restarting_.count(kernel_id) > 0);
   Result<Kernel*> k = Check(T::kStopping, kernel_id, kTerminating);
   if (!k.ok()) return k.status();
   before_stopping_[kernel_id] = (*k)->state();
@@ -374,11 +346,6 @@ void KernelTable::SetContainer(const std::string& kernel_id, const std::string& 
 bool KernelTable::OwnedByACall(const Kernel& kernel) const {
   return kernel.state() == KernelState::kPulling || kernel.state() == KernelState::kPreparing ||
          kernel.state() == KernelState::kTerminating || restarting_.count(kernel.id()) > 0;
-}
-
-Status KernelTable::Busy(const Kernel& kernel) const {
-  const std::string doing = restarting_.count(kernel.id()) ? "restarting" : KernelStateName(kernel.state());
-  return Status::FailedPrecondition("kernel " + kernel.id() + " is busy (" + doing + "); retry when that finishes");
 }
 
 reconcile::Known KernelTable::KnownOf(const Kernel& kernel) const {

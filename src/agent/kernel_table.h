@@ -21,6 +21,7 @@
 
 #include "agent/event_hub.h"
 #include "model/kernel.h"
+#include "model/kernel_rules.h"
 #include "model/reconcile.h"
 #include "common/clock.h"
 #include "common/status.h"
@@ -30,42 +31,10 @@ namespace slotd {
 
 class KernelTable {
  public:
-  // The changes of a kernel's state. "(none)": the kernel is not in the table.
-  enum class Transition {
-    kReserve,     // (none) -> PULLING | PREPARING: a create allocates what it asked for
-    kPrepared,    // PULLING -> PREPARING: its image is on the node
-    kAdopt,       // (none) -> PREPARING | WARM | RUNNING | BACKOFF (claims its allocation) | TERMINATED | ERROR: from the engine
-    kStarted,     // PREPARING -> RUNNING: its container started
-    kWarmed,      // PREPARING -> WARM: its container, made for a warm pool, started
-    kGiven,       // WARM -> RUNNING: a create was given it
-    kResumed,     // BACKOFF | TERMINATED | ERROR -> RUNNING (claims again): its container runs again
-    kRefused,     // TERMINATED | ERROR -> ERROR: its container runs again on resources it cannot claim
-    kRestarted,   // RUNNING | BACKOFF | TERMINATED | ERROR -> RUNNING: RestartKernel restarted its container
-    kBackedOff,   // RUNNING | BACKOFF -> BACKOFF (keeps its resources): it ended and its restart policy waits
-    kPolicyRestarted,  // BACKOFF -> RUNNING: its restart policy started it again
-    kStopping,    // WARM | RUNNING | BACKOFF | TERMINATED | ERROR -> TERMINATING: a call stops its container
-    kStopFailed,  // TERMINATING -> the state before it: the container could not be stopped
-    kTerminated,  // PREPARING | WARM | RUNNING | BACKOFF | TERMINATING | ERROR -> TERMINATED (frees): it ended
-    kDeleted,     // TERMINATING -> (none) (frees): DeleteKernel removed its container
-    kForgotten,   // any -> (none) (frees): its container is gone
-    kAbandoned,   // PULLING | PREPARING -> (none) (frees): a create failed before announcing it
-  };
-  using Place = std::optional<KernelState>;  // a state, or nullopt: not in the table
-  // One row of the table: a transition, the places it leaves and may reach,
-  // and the event it publishes (nullopt: none).
-  struct Rule {
-    Transition transition;
-    const char* name;
-    std::vector<Place> from;
-    std::vector<Place> to;
-    std::optional<EventType> event;
-  };
-  // The legal transitions, one row each.
-  static const std::vector<Rule>& Rules();
-  // The row of `transition`.
-  static const Rule& RuleOf(Transition transition);
-  // Every place: nullopt and each state.
-  static std::vector<Place> Places();
+  // The kernel's state machine (model/kernel_rules.h).
+  using Transition = KernelTransition;
+  using Place = KernelPlace;
+  using Rule = KernelRule;
 
   // `plugins`, `hub` and `clock` must outlive the table; the plugins are
   // guarded by the same lock as the table.
@@ -151,8 +120,6 @@ class KernelTable {
   // Whether a call (create, delete, restart) acts on `kernel` now, so that no
   // other call, event or relist may change it. The one test of it.
   bool OwnedByACall(const Kernel& kernel) const;
-  // The refusal of a call on a kernel OwnedByACall.
-  Status Busy(const Kernel& kernel) const;
   // Publishes `type` about `kernel`, with `extra`, the agent, the kernel's id
   // and state and the time: for events that are not a change of state.
   void Announce(EventType type, const Kernel& kernel, nlohmann::json extra = nlohmann::json::object());
@@ -204,6 +171,5 @@ class KernelTable {
 };
 
 // "PULLING", ..., or "(none)".
-std::string PlaceName(KernelTable::Place place);
 
 }  // namespace slotd

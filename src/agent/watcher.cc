@@ -15,7 +15,7 @@ Watcher::Watcher(Agent& agent, ContainerEngine& engine, std::chrono::millisecond
       kernel_loop_("kernel-timers", clock),
       relist_loop_("relist-gc", clock),
       relist_job_(relist_loop_.Add([this] { return Relist(); }, relist_interval)),
-      device_health_job_(kernel_loop_.AddEvery(kDeviceHealthLookEvery, [this] { agent_.ApplyDeviceHealth(); })),
+      device_health_job_(kernel_loop_.AddEvery(kDeviceHealthLookEvery, [this] { agent_.owners().health.ApplyDeviceHealth(); })),
       restart_job_(kernel_loop_.Add([this] { return Restart(); })),
       health_keeper_(agent, engine, clock, probe_loop_) {
   probe_loop_.AddEvery(kProbeEvery, [this] { Probe(); });
@@ -26,7 +26,7 @@ Watcher::Watcher(Agent& agent, ContainerEngine& engine, std::chrono::millisecond
 Watcher::~Watcher() { Stop(); }
 
 void Watcher::Start() {
-  agent_.OnDeviceHealthChange([this] { kernel_loop_.RunNow(device_health_job_); });
+  agent_.owners().devices.OnHealthChange([this] { kernel_loop_.RunNow(device_health_job_); });
   health_keeper_.Start();
   probe_loop_.Start();
   kernel_loop_.Start();
@@ -35,7 +35,7 @@ void Watcher::Start() {
 }
 
 void Watcher::Stop() {
-  agent_.OnDeviceHealthChange(nullptr);
+  agent_.owners().devices.OnHealthChange(nullptr);
   {
     MutexLock lock(mutex_);
     stop_ = true;
@@ -64,7 +64,7 @@ void Watcher::ReadEvents() {
           RequestRelist();  // covers whatever happened while the stream was down
         },
         [&](const EngineEvent& event) {
-          if (agent_.OnEngineEvent(event)) RequestRelist();
+          if (agent_.owners().converger.OnEngineEvent(event)) RequestRelist();
           LookForRestarts();
         },
         stop_);
@@ -77,31 +77,31 @@ void Watcher::ReadEvents() {
 }
 
 Clock::Duration Watcher::Relist() {
-  if (Status s = agent_.Relist(); !s.ok()) spdlog::warn("relist failed, keeping the last picture: {}", s.message());
+  if (Status s = agent_.owners().converger.Relist(); !s.ok()) spdlog::warn("relist failed, keeping the last picture: {}", s.message());
   LookForRestarts();
   return relist_interval_;
 }
 
 void Watcher::Probe() {
   const Status s = engine_.Ping(kProbeEvery);
-  agent_.RecordEngineAnswer(s.ok());
+  agent_.owners().engine_health.RecordAnswer(s.ok());
   if (engine_answered_ && !s.ok()) spdlog::warn("the engine does not answer: {}; /health reports it", s.message());
   if (!engine_answered_ && s.ok()) spdlog::info("the engine answers again");
   engine_answered_ = s.ok();
 }
 
 void Watcher::KeepLifetimes() {
-  agent_.WarnKernels(clock_.UnixSeconds());
-  agent_.StopExpiredKernels(clock_.UnixSeconds());
+  agent_.owners().lifetimes.Warn(clock_.UnixSeconds());
+  agent_.owners().lifetimes.StopExpired(clock_.UnixSeconds());
 }
 
 void Watcher::CollectImages() {
-  Result<std::vector<std::string>> removed = agent_.CollectImages();
+  Result<std::vector<std::string>> removed = agent_.owners().images.Collect();
   if (!removed.ok()) spdlog::warn("image gc: {}; trying again in {} s", removed.status().message(), kImageGcEvery.count());
 }
 
 Clock::Duration Watcher::Restart() {
-  const std::optional<int64_t> next_ms = agent_.RestartDueKernels(clock_.UnixMillis());
+  const std::optional<int64_t> next_ms = agent_.owners().lifetimes.RestartDue(clock_.UnixMillis());
   Clock::Duration wait = kRestartLookEvery;
   if (next_ms)
     wait = std::min(wait, Clock::Duration(std::chrono::milliseconds(std::max<int64_t>(0, *next_ms - clock_.UnixMillis()))));

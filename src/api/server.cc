@@ -91,7 +91,7 @@ json RegistrationJson(const Registration& r) {
 // Every kernel state, each with how many of `kernels` are in it.
 std::map<std::string, int> CountByState(const std::vector<Kernel>& kernels) {
   std::map<std::string, int> counts;
-  for (KernelTable::Place place : KernelTable::Places())
+  for (KernelTable::Place place : KernelPlaces())
     if (place) counts[KernelStateName(*place)] = 0;
   for (const Kernel& kernel : kernels) ++counts[KernelStateName(kernel.state())];
   return counts;

@@ -205,7 +205,7 @@ std::jthread KeepPoolsFilled(Agent& agent, EventHub& hub) {
   return std::jthread([&agent, events = hub.Subscribe()](std::stop_token stop) {
     NameThisThread("pool-keeper");
     while (!stop.stop_requested()) {
-      agent.FillPools(stop);
+      agent.owners().warm.Fill(stop);
       while (events->Next(std::chrono::milliseconds(0))) {
       }  // what the round itself caused
       events->Next(std::chrono::seconds(1));
@@ -218,7 +218,7 @@ std::jthread KeepPoolsFilled(Agent& agent, EventHub& hub) {
 int WaitForStop(const sigset_t& signals, Agent& agent) {
   int signal_number = 0;
   while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
-    if (Status s = agent.LoadRegistryCredentials(); !s.ok())
+    if (Status s = agent.owners().images.LoadCredentials(); !s.ok())
       spdlog::error("SIGHUP: {}; the credentials read before stay in use", s.message());
     else
       spdlog::info("SIGHUP: read the registry credentials again");
@@ -234,9 +234,9 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   if (!token.ok()) return token.status();
   EventHub hub;
   Agent agent(config, engine, std::move(plugins), hub);
-  if (Status s = agent.LoadRegistryCredentials(); !s.ok()) return s;
+  if (Status s = agent.owners().images.LoadCredentials(); !s.ok()) return s;
   if (Status s = agent.Restore(std::move(admission.listed)); !s.ok()) return s;
-  agent.RemoveUserProbes();
+  agent.owners().users.RemoveProbes();
 
   StatsCollector::Options stats;
   stats.agent_id = config.agent.id;
@@ -244,16 +244,16 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   stats.interval = config.container.stats_interval;
   stats.cores = config.resource.allowed_cores;
   stats.memory_share_bytes = config.resource.memory_size;
-  stats.unmetered_devices = agent.UnmeteredDevices();
+  stats.unmetered_devices = agent.owners().devices.Unmetered();
   stats.on_sweep = [&agent](const StatsSnapshot& snapshot) {
-    agent.NoteActivity(ActivityOf(snapshot));
-    agent.NoteCgroupReadings(CgroupReadingsOf(snapshot));
+    agent.owners().lifetimes.NoteActivity(ActivityOf(snapshot));
+    agent.owners().health.RecordCgroups(CgroupReadingsOf(snapshot));
   };
   stats.on_out_of_memory = [&agent](const std::string& kernel_id, const std::string& container_id,
                                     uint64_t oom_kills) {
-    agent.NoteCgroupReadings({{kernel_id, container_id, oom_kills, ""}});
+    agent.owners().health.RecordCgroups({{kernel_id, container_id, oom_kills, ""}});
   };
-  StatsCollector collector(stats, [&agent] { return StatsTargetsOf(agent); }, engine, agent.DeviceMeters());
+  StatsCollector collector(stats, [&agent] { return StatsTargetsOf(agent); }, engine, agent.owners().devices.Meters());
 
   http::ServerOptions limits;
   limits.max_connections = config.api.max_connections;
@@ -293,7 +293,7 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   early_sweeps.reset();
   collector.Stop();
   watcher.Stop();
-  agent.ApplyDeviceHealth();  // the latest health marks are recorded before the agent goes
+  agent.owners().health.ApplyDeviceHealth();  // the latest health marks are recorded before the agent goes
   admission.lease->Release();
   return Status::Ok();
 }

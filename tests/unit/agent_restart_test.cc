@@ -76,7 +76,7 @@ class AgentRestartTest : public ::testing::Test {
   void Crash(const std::string& id, int code) {
     Result<EngineEvent> died = engine_.KillBehindBack(Get(id).container_id, code);
     ASSERT_TRUE(died.ok()) << died.status().message();
-    agent_->OnEngineEvent(*died);
+    agent_->owners().converger.OnEngineEvent(*died);
   }
 
   // When the engine says the kernel's container ended, in unix milliseconds.
@@ -116,11 +116,11 @@ TEST_F(AgentRestartTest, ACrashingKernelBacksOffHoldingItsCoresIsStartedAgainInI
   EXPECT_EQ(UsedCores(), 1u);  // no other kernel can take its core meanwhile
   EXPECT_EQ(NewEvents(), std::vector<std::string>{"kernel_backoff"});
 
-  EXPECT_EQ(agent_->RestartDueKernels(first_due - 1), first_due);  // not yet
+  EXPECT_EQ(agent_->owners().lifetimes.RestartDue(first_due - 1), first_due);  // not yet
   EXPECT_EQ(Get("k1").state(), KernelState::kBackoff);
   EXPECT_EQ(engine_.CallCount(Method::kStart), 1);
 
-  EXPECT_EQ(agent_->RestartDueKernels(first_due), std::nullopt);
+  EXPECT_EQ(agent_->owners().lifetimes.RestartDue(first_due), std::nullopt);
   k = Get("k1");
   EXPECT_EQ(k.state(), KernelState::kRunning);
   EXPECT_EQ(k.restarts, 1);
@@ -133,7 +133,7 @@ TEST_F(AgentRestartTest, ACrashingKernelBacksOffHoldingItsCoresIsStartedAgainInI
 
   Crash("k1", 2);  // the wait doubles, up to its max
   EXPECT_EQ(Get("k1").next_restart_at_ms, EndedAt("k1") + 3'000);
-  agent_->RestartDueKernels(EndedAt("k1") + 3'000);
+  agent_->owners().lifetimes.RestartDue(EndedAt("k1") + 3'000);
   EXPECT_EQ(Get("k1").restarts, 2);
   EXPECT_EQ(engine_.Peek(created.container_id)->name, ContainerName("a1", "k1", {2, false}));
 
@@ -160,7 +160,7 @@ TEST_F(AgentRestartTest, OnFailureKeepsACleanEndAndAlwaysRestartsIt) {
 TEST_F(AgentRestartTest, AnAgentRestartedDuringABackoffKeepsTheCountAndTheWaitAndRestartsOnce) {
   Create(RestartingKernel("k1", {{"policy", "always"}, {"backoff", {{"initial", "10s"}}}}));
   Crash("k1", 1);
-  agent_->RestartDueKernels(EndedAt("k1") + 10'000);
+  agent_->owners().lifetimes.RestartDue(EndedAt("k1") + 10'000);
   ASSERT_EQ(Get("k1").restarts, 1);
   Crash("k1", 1);
   const int64_t due = EndedAt("k1") + 20'000;
@@ -175,10 +175,10 @@ TEST_F(AgentRestartTest, AnAgentRestartedDuringABackoffKeepsTheCountAndTheWaitAn
   EXPECT_EQ(k.next_restart_at_ms, due);
   EXPECT_EQ(UsedCores(), 1u);
   const int starts = engine_.CallCount(Method::kStart);
-  EXPECT_EQ(agent_->RestartDueKernels(due - 1), due);
+  EXPECT_EQ(agent_->owners().lifetimes.RestartDue(due - 1), due);
   EXPECT_EQ(engine_.CallCount(Method::kStart), starts);
-  agent_->RestartDueKernels(due);
-  agent_->RestartDueKernels(due + 1);
+  agent_->owners().lifetimes.RestartDue(due);
+  agent_->owners().lifetimes.RestartDue(due + 1);
   EXPECT_EQ(engine_.CallCount(Method::kStart), starts + 1);
   EXPECT_EQ(Get("k1").state(), KernelState::kRunning);
   EXPECT_EQ(Get("k1").restarts, 2);
@@ -193,11 +193,11 @@ TEST_F(AgentRestartTest, ADeleteOrARunOutLifetimeWinsOverABackoff) {
   EXPECT_EQ(agent_->GetKernel("deleted").status().code(), Status::Code::kNotFound);
 
   const Kernel expired = Get("expired");
-  agent_->StopExpiredKernels(*expired.deadline);
-  agent_->WaitForStops();
+  agent_->owners().lifetimes.StopExpired(*expired.deadline);
+  agent_->owners().ends.WaitForStops();
   EXPECT_EQ(Get("expired").state(), KernelState::kTerminated);
   EXPECT_EQ(Get("expired").reason, "lifetime exceeded");
-  EXPECT_EQ(agent_->RestartDueKernels(expired.deadline.value() * 1000 + 60'000), std::nullopt);
+  EXPECT_EQ(agent_->owners().lifetimes.RestartDue(expired.deadline.value() * 1000 + 60'000), std::nullopt);
   EXPECT_EQ(Get("expired").state(), KernelState::kTerminated);
   EXPECT_EQ(UsedCores(), 0u);
 }
@@ -208,7 +208,7 @@ TEST_F(AgentRestartTest, ARestartThatCannotStartCountsAsAnEnd) {
   const int64_t due = *Get("k1").next_restart_at_ms;
   engine_.FailNext(Method::kRename, Status::Unavailable("engine restarting"));
   const int64_t now = due + 5;
-  agent_->RestartDueKernels(now);
+  agent_->owners().lifetimes.RestartDue(now);
   Kernel k = Get("k1");
   EXPECT_EQ(k.state(), KernelState::kBackoff);  // nothing was recorded: the same count, waiting again
   EXPECT_EQ(k.restarts, 0);
@@ -216,14 +216,14 @@ TEST_F(AgentRestartTest, ARestartThatCannotStartCountsAsAnEnd) {
   EXPECT_NE(k.reason.find("restart failed: recording the restart"), std::string::npos) << k.reason;
 
   engine_.FailNext(Method::kStart, Status::NotFound("no such image"));
-  agent_->RestartDueKernels(*k.next_restart_at_ms);
+  agent_->owners().lifetimes.RestartDue(*k.next_restart_at_ms);
   k = Get("k1");
   EXPECT_EQ(k.state(), KernelState::kBackoff);
   EXPECT_EQ(k.restarts, 1);  // renamed, so counted
   EXPECT_EQ(k.reason, "restart failed: no such image");
 
   engine_.FailNext(Method::kStart, Status::NotFound("no such image"));
-  agent_->RestartDueKernels(*k.next_restart_at_ms);
+  agent_->owners().lifetimes.RestartDue(*k.next_restart_at_ms);
   EXPECT_EQ(Get("k1").state(), KernelState::kTerminated);
   EXPECT_EQ(Get("k1").reason, "restart limit reached");
   EXPECT_EQ(UsedCores(), 0u);
@@ -233,21 +233,21 @@ TEST_F(AgentRestartTest, AWarningIsSentOnceBeforeTheLifetimeEndsAndAnAgentRestar
   const Kernel k = Create(RestartingKernel("k1", {{"policy", "never"}},
                                            {{"max_lifetime", "1h"}, {"warn_before", {{"signal", "USR1"}, {"before", "5m"}}}}));
   NewEvents();
-  agent_->WarnKernels(*k.deadline - 301);  // not yet
+  agent_->owners().lifetimes.Warn(*k.deadline - 301);  // not yet
   EXPECT_EQ(engine_.CallCount(Method::kKill), 0);
-  agent_->WarnKernels(*k.deadline - 300);
+  agent_->owners().lifetimes.Warn(*k.deadline - 300);
   EXPECT_EQ(engine_.CallCount(Method::kKill), 1);
   EXPECT_TRUE(Get("k1").warned);
   EXPECT_EQ(engine_.Peek(k.container_id)->name, ContainerName("a1", "k1", {0, true}));
   EXPECT_EQ(NewEvents(), std::vector<std::string>{"kernel_warned"});
-  agent_->WarnKernels(*k.deadline - 100);
+  agent_->owners().lifetimes.Warn(*k.deadline - 100);
   EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "once";
 
   agent_.reset();
   agent_ = NewAgent();
   ASSERT_TRUE(agent_->Restore().ok());
   EXPECT_TRUE(Get("k1").warned);
-  agent_->WarnKernels(*k.deadline - 10);
+  agent_->owners().lifetimes.Warn(*k.deadline - 10);
   EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "not again after a restart of the agent";
 }
 
@@ -261,9 +261,9 @@ TEST_F(AgentRestartTest, ADrainSignalsNoKernelBeforeItsDeadlineButThoseThatAsked
   // Without a deadline a drain leaves its kernels alone, however long it lasts.
   ASSERT_TRUE(agent_->SetDraining(true).ok());
   constexpr int64_t kYearLater = 1'800'000'000 + 365 * 86400;
-  agent_->WarnKernels(kYearLater);
-  agent_->StopExpiredKernels(kYearLater);
-  agent_->WaitForStops();
+  agent_->owners().lifetimes.Warn(kYearLater);
+  agent_->owners().lifetimes.StopExpired(kYearLater);
+  agent_->owners().ends.WaitForStops();
   EXPECT_EQ(engine_.CallCount(Method::kKill), 0);
   EXPECT_EQ(engine_.CallCount(Method::kStop), 0);
   EXPECT_EQ(Get("plain").state(), KernelState::kRunning);
@@ -273,36 +273,36 @@ TEST_F(AgentRestartTest, ADrainSignalsNoKernelBeforeItsDeadlineButThoseThatAsked
   ASSERT_TRUE(drain->deadline);
   const int64_t deadline = *drain->deadline;
   for (const int64_t now : {deadline - 1800, deadline - 600, deadline - 61}) {
-    agent_->WarnKernels(now);
-    agent_->StopExpiredKernels(now);
-    agent_->WaitForStops();
+    agent_->owners().lifetimes.Warn(now);
+    agent_->owners().lifetimes.StopExpired(now);
+    agent_->owners().ends.WaitForStops();
   }
   EXPECT_EQ(engine_.CallCount(Method::kKill), 0) << "no kernel is signalled while the drain's deadline is far";
   EXPECT_EQ(engine_.CallCount(Method::kStop), 0);
   EXPECT_FALSE(Get("plain").warned);
   EXPECT_FALSE(Get("warned").warned);
-  agent_->WarnKernels(deadline - 60);
+  agent_->owners().lifetimes.Warn(deadline - 60);
   EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "USR1, its warn_before ahead of the deadline";
   EXPECT_TRUE(Get("warned").warned);
   EXPECT_FALSE(Get("plain").warned) << "a kernel that did not ask is not warned";
-  agent_->WarnKernels(deadline - 1);
+  agent_->owners().lifetimes.Warn(deadline - 1);
   EXPECT_EQ(engine_.CallCount(Method::kKill), 1);
 
   // The fake engine ends a container on any signal: a relist sees the
   // warned one ended, and under the drain it is not restarted, whatever
   // its policy; nor is the one waiting in BACKOFF.
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_EQ(Get("warned").state(), KernelState::kTerminated);
-  EXPECT_EQ(agent_->RestartDueKernels(EndedAt("waiting") + 3'600'000), std::nullopt);
+  EXPECT_EQ(agent_->owners().lifetimes.RestartDue(EndedAt("waiting") + 3'600'000), std::nullopt);
   EXPECT_EQ(Get("waiting").state(), KernelState::kBackoff);
 
-  agent_->StopExpiredKernels(deadline - 1);
-  agent_->WaitForStops();
+  agent_->owners().lifetimes.StopExpired(deadline - 1);
+  agent_->owners().ends.WaitForStops();
   EXPECT_EQ(Get("plain").state(), KernelState::kRunning);
   EXPECT_EQ(Get("waiting").state(), KernelState::kBackoff);
   EXPECT_EQ(engine_.CallCount(Method::kStop), 0);
-  agent_->StopExpiredKernels(deadline);
-  agent_->WaitForStops();
+  agent_->owners().lifetimes.StopExpired(deadline);
+  agent_->owners().ends.WaitForStops();
   for (const char* id : {"plain", "waiting"}) {
     EXPECT_EQ(Get(id).state(), KernelState::kTerminated) << id;
     EXPECT_EQ(Get(id).reason, "drained") << id;
@@ -322,7 +322,7 @@ TEST_F(AgentRestartTest, AnIdleKernelIsWarnedAndStoppedWhileABusyOneAndOneWithAn
   NewEvents();
   constexpr int64_t kT0 = 1'800'000'000'000;
   auto sweep = [&](int64_t at_ms) {
-    agent_->NoteActivity({{"sleepy", sleepy.container_id, 1.0, std::nullopt, at_ms},
+    agent_->owners().lifetimes.NoteActivity({{"sleepy", sleepy.container_id, 1.0, std::nullopt, at_ms},
                           {"busy", busy.container_id, 60.0, std::nullopt, at_ms},
                           {"shell", shell.container_id, 0.0, std::nullopt, at_ms},
                           {"plain", plain.container_id, 0.0, std::nullopt, at_ms},
@@ -339,18 +339,18 @@ TEST_F(AgentRestartTest, AnIdleKernelIsWarnedAndStoppedWhileABusyOneAndOneWithAn
   sweep(kT0 + 1000);
   EXPECT_EQ(Get("sleepy").idle_since_ms, kT0) << "the window goes on";
 
-  agent_->WarnKernels(kT0 / 1000 + 600 - 61);
+  agent_->owners().lifetimes.Warn(kT0 / 1000 + 600 - 61);
   EXPECT_EQ(engine_.CallCount(Method::kKill), 0);
-  agent_->WarnKernels(kT0 / 1000 + 600 - 60);
+  agent_->owners().lifetimes.Warn(kT0 / 1000 + 600 - 60);
   EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "its warn_before, a minute before the window ends";
-  agent_->WarnKernels(kT0 / 1000 + 600 - 30);
+  agent_->owners().lifetimes.Warn(kT0 / 1000 + 600 - 30);
   EXPECT_EQ(engine_.CallCount(Method::kKill), 1) << "once";
 
-  agent_->StopExpiredKernels(kT0 / 1000 + 599);
-  agent_->WaitForStops();
+  agent_->owners().lifetimes.StopExpired(kT0 / 1000 + 599);
+  agent_->owners().ends.WaitForStops();
   EXPECT_EQ(Get("sleepy").state(), KernelState::kRunning);
-  agent_->StopExpiredKernels(kT0 / 1000 + 600);
-  agent_->WaitForStops();
+  agent_->owners().lifetimes.StopExpired(kT0 / 1000 + 600);
+  agent_->owners().ends.WaitForStops();
   EXPECT_EQ(Get("sleepy").state(), KernelState::kTerminated);
   EXPECT_EQ(Get("sleepy").reason, "idle");
   EXPECT_EQ(Get("busy").state(), KernelState::kRunning);
@@ -364,16 +364,16 @@ TEST_F(AgentRestartTest, AnUnhealthyKernelWhoseStopFailedIsStoppedAgainAtItsNext
       "k1", {{"policy", "never"}}, {{"health", {{"exec", {"true"}}, {"failures", 1}, {"on_unhealthy", "stop"}}}}));
   NewEvents();
   engine_.FailNext(Method::kStop, Status::Internal("the engine is busy"));
-  agent_->RecordHealth("k1", created.container_id, {false, "exit code 1"}, false);
-  agent_->WaitForStops();
+  agent_->owners().health.RecordCheck("k1", created.container_id, {false, "exit code 1"}, false);
+  agent_->owners().ends.WaitForStops();
   Kernel k = Get("k1");
   EXPECT_EQ(k.state(), KernelState::kRunning);  // its stop failed
   ASSERT_TRUE(k.health);
   EXPECT_EQ(k.health->status, HealthStatus::kUnhealthy);
   EXPECT_EQ(NewEvents(), std::vector<std::string>{"kernel_unhealthy"});
 
-  agent_->RecordHealth("k1", created.container_id, {false, "exit code 1"}, false);
-  agent_->WaitForStops();
+  agent_->owners().health.RecordCheck("k1", created.container_id, {false, "exit code 1"}, false);
+  agent_->owners().ends.WaitForStops();
   k = Get("k1");
   EXPECT_EQ(k.state(), KernelState::kTerminated);
   EXPECT_EQ(k.reason, "unhealthy");

@@ -27,7 +27,7 @@ TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {
   EXPECT_EQ(*Logs("k1", 2), "two\nthree\n");
   EXPECT_EQ(*Logs("k1", 0), "one\ntwo\nthree\n");
 
-  agent_->OnEngineEvent(*engine_.KillBehindBack(k.container_id, 0));
+  agent_->owners().converger.OnEngineEvent(*engine_.KillBehindBack(k.container_id, 0));
   EXPECT_EQ(agent_->Exec("k1", {"true"}, std::chrono::seconds(5)).status().code(),
             Status::Code::kFailedPrecondition);
   EXPECT_EQ(*Logs("k1", 0), "one\ntwo\nthree\n");  // a dead kernel's output stays readable
@@ -38,7 +38,7 @@ TEST_F(AgentTest, ExecAndLogsReachTheKernelsContainer) {
 TEST_F(AgentTest, LifecycleEventsArePublishedOnTheHub) {
   auto sub = hub_.Subscribe();
   Kernel k = MustCreate(Request("k1"));
-  agent_->OnEngineEvent(*engine_.KillBehindBack(k.container_id, 9));
+  agent_->owners().converger.OnEngineEvent(*engine_.KillBehindBack(k.container_id, 9));
   ASSERT_TRUE(agent_->DeleteKernel("k1").ok());
 
   std::vector<json> events = Drain(*sub);
@@ -71,7 +71,7 @@ TEST_F(AgentTest, OwnerFilteredStreamCarriesOnlyThisAgentsEvents) {
         {"ai.backend.owner=a1"}, reconcile::kEventActions, [&] { connected.set_value(); },
         [&](const EngineEvent& e) {
           seen.push_back(e);
-          agent_->OnEngineEvent(e);
+          agent_->owners().converger.OnEngineEvent(e);
           if (e.id == k.container_id && e.action == "die") ours_died.set_value();
         },
         stop);

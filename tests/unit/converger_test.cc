@@ -21,7 +21,7 @@ TEST_F(AgentTest, DieEventMarksTerminatedWithTheExitCodeAndFreesAtOnce) {
   Kernel k = MustCreate(Request("k1", {{"cpu", 2}}, {{"ports", json::array({8080})}}));
   Result<EngineEvent> died = engine_.KillBehindBack(k.container_id, 3);
   ASSERT_TRUE(died.ok());
-  EXPECT_FALSE(agent_->OnEngineEvent(*died));
+  EXPECT_FALSE(agent_->owners().converger.OnEngineEvent(*died));
 
   auto after = agent_->GetKernel("k1");
   ASSERT_TRUE(after.ok());
@@ -36,7 +36,7 @@ TEST_F(AgentTest, DestroyEventForgetsTheKernelAndFreesIt) {
   Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
   Result<EngineEvent> destroyed = engine_.RemoveBehindBack(k.container_id);
   ASSERT_TRUE(destroyed.ok());
-  EXPECT_FALSE(agent_->OnEngineEvent(*destroyed));
+  EXPECT_FALSE(agent_->owners().converger.OnEngineEvent(*destroyed));
   EXPECT_EQ(agent_->GetKernel("k1").status().code(), Status::Code::kNotFound);
   ExpectNothingHeld();
 }
@@ -72,8 +72,8 @@ TEST_F(AgentTest, EventOfAnUnknownOwnedContainerAsksForARelist) {
   ASSERT_TRUE(id.ok());
   std::vector<EngineEvent> events = engine_.Events();
   ASSERT_EQ(events.back().action, "start");
-  EXPECT_TRUE(agent_->OnEngineEvent(events.back()));
-  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_TRUE(agent_->owners().converger.OnEngineEvent(events.back()));
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_EQ(StateOf("k7"), KernelState::kRunning);
 }
 
@@ -92,7 +92,7 @@ TEST_F(AgentTest, LateDieEventOfARestartDoesNotFreeTheKernel) {
   auto die = std::find_if(events.begin() + before, events.end(), [](const auto& e) { return e.action == "die"; });
   ASSERT_NE(die, events.end());
 
-  agent_->OnEngineEvent(*die);
+  agent_->owners().converger.OnEngineEvent(*die);
   EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
   EXPECT_EQ(Used("cpu"), 2u);
   auto stolen = agent_->CreateKernel(Request("k2", {{"cpu", 4}}));
@@ -107,7 +107,7 @@ TEST_F(AgentTest, FailedListFreesNothing) {
   ASSERT_TRUE(engine_.RemoveBehindBack(k.container_id).ok());  // the event is lost
   engine_.FailNext(Method::kList, Status::Unavailable("engine unreachable"));
 
-  Status s = agent_->Relist();
+  Status s = agent_->owners().converger.Relist();
   EXPECT_EQ(s.code(), Status::Code::kUnavailable);
   EXPECT_FALSE(agent_->EngineReachable());
   EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
@@ -119,7 +119,7 @@ TEST_F(AgentTest, RelistForgetsAKernelWhoseContainerVanished) {
   auto sub = hub_.Subscribe();
   ASSERT_TRUE(engine_.RemoveBehindBack(k.container_id).ok());  // the event is lost
 
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_TRUE(agent_->EngineReachable());
   EXPECT_EQ(agent_->GetKernel("k1").status().code(), Status::Code::kNotFound);
   ExpectNothingHeld();
@@ -143,21 +143,21 @@ TEST_F(AgentTest, AKernelsRecordIsKeptUntilItChangesAndAlwaysSaysWhatItIsNow) {
     return record.ok() ? *record : nullptr;
   };
   const std::shared_ptr<const std::string> first = current("k1");
-  ASSERT_TRUE(agent_->Relist().ok());
-  agent_->NoteCgroupReadings({{"k1", k1.container_id, 0, ""}});
-  agent_->NoteActivity({{"k1", k1.container_id, 100.0, std::nullopt, 1}});
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
+  agent_->owners().health.RecordCgroups({{"k1", k1.container_id, 0, ""}});
+  agent_->owners().lifetimes.NoteActivity({{"k1", k1.container_id, 100.0, std::nullopt, 1}});
   EXPECT_EQ(current("k1"), first) << "a relist or a reading that changed nothing made the record again";
 
-  agent_->NoteCgroupReadings({{"k1", k1.container_id, 3, ""}});
+  agent_->owners().health.RecordCgroups({{"k1", k1.container_id, 3, ""}});
   const std::shared_ptr<const std::string> after_oom = current("k1");
   EXPECT_NE(after_oom->find("3 processes killed for lack of memory"), std::string::npos) << *after_oom;
   // The engine's word of one more, as its event stream brings it.
   EngineEvent oom{"container", "oom", k1.container_id, {{"ai.backend.owner", "a1"}, {"ai.backend.kernel-id", "k1"}}};
-  agent_->OnEngineEvent(oom);
+  agent_->owners().converger.OnEngineEvent(oom);
   EXPECT_NE(current("k1")->find("4 processes killed for lack of memory"), std::string::npos) << *current("k1");
 
   ASSERT_TRUE(engine_.KillBehindBack(k1.container_id, 7).ok());
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_NE(current("k1")->find("\"TERMINATED\""), std::string::npos);
   const std::vector<std::shared_ptr<const std::string>> listed = agent_->ListKernelRecords(/*with_warm=*/false);
   ASSERT_EQ(listed.size(), 2u);
@@ -168,7 +168,7 @@ TEST_F(AgentTest, AKernelsRecordIsKeptUntilItChangesAndAlwaysSaysWhatItIsNow) {
 TEST_F(AgentTest, RelistNoticesADeathTheStreamMissed) {
   Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
   ASSERT_TRUE(engine_.KillBehindBack(k.container_id, 7).ok());  // the event is lost
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   auto after = agent_->GetKernel("k1");
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->state(), KernelState::kTerminated);
@@ -181,7 +181,7 @@ TEST_F(AgentTest, RelistAdoptsAnUnknownRunningOwnedContainerWithItsAllocation) {
   Result<std::string> id = engine_.AddContainer("slotd-a1-k5", labels);
   ASSERT_TRUE(id.ok());
 
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   auto k = agent_->GetKernel("k5");
   ASSERT_TRUE(k.ok()) << k.status().message();
   EXPECT_EQ(k->state(), KernelState::kRunning);
@@ -197,7 +197,7 @@ TEST_F(AgentTest, RelistAdoptsAnUnknownRunningOwnedContainerWithItsAllocation) {
 
 TEST_F(AgentTest, RelistAdoptsAnExitedOwnedContainerAsTerminatedHoldingNothing) {
   ASSERT_TRUE(engine_.AddContainer("slotd-a1-k5", OwnedLabels("k5", {2, 3}), /*running=*/false, 2).ok());
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   auto k = agent_->GetKernel("k5");
   ASSERT_TRUE(k.ok()) << k.status().message();
   EXPECT_EQ(k->state(), KernelState::kTerminated);
@@ -212,12 +212,12 @@ TEST_F(AgentTest, RelistAdoptsAnExitedOwnedContainerAsTerminatedHoldingNothing) 
 // core. It stops the container and says why.
 TEST_F(AgentTest, RelistStopsAKernelRestartedBehindTheBackWhoseCoresAreTaken) {
   Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
-  agent_->OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 0));
+  agent_->owners().converger.OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 0));
   EXPECT_EQ(MustCreate(Request("k2", {{"cpu", 1}})).allocation.cores, k1.allocation.cores);
   ASSERT_TRUE(engine_.Start(k1.container_id).ok());  // `docker start`; the event is lost
 
-  ASSERT_TRUE(agent_->Relist().ok());
-  agent_->WaitForStops();
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
+  agent_->owners().ends.WaitForStops();
   auto k = agent_->GetKernel("k1");
   ASSERT_TRUE(k.ok());
   EXPECT_EQ(k->state(), KernelState::kTerminated);
@@ -235,20 +235,20 @@ TEST_F(AgentTest, ForeignContainerIsNeverListedAdoptedOrTouched) {
   ASSERT_TRUE(foreign.ok());
 
   ASSERT_TRUE(agent_->Restore().ok());
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_TRUE(agent_->ListKernels().empty());
   ExpectNothingHeld();
 
   // Its events are not ours, even when fed to the agent.
   Result<EngineEvent> died = engine_.KillBehindBack(*foreign, 1);
   ASSERT_TRUE(died.ok());
-  EXPECT_FALSE(agent_->OnEngineEvent(*died));
+  EXPECT_FALSE(agent_->owners().converger.OnEngineEvent(*died));
   // An event that claims our owner only prompts a relist, which does not list it.
   EngineEvent spoofed = *died;
   spoofed.action = "start";
   spoofed.attributes["ai.backend.owner"] = "a1";
-  EXPECT_TRUE(agent_->OnEngineEvent(spoofed));
-  ASSERT_TRUE(agent_->Relist().ok());
+  EXPECT_TRUE(agent_->owners().converger.OnEngineEvent(spoofed));
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_TRUE(agent_->ListKernels().empty());
 
   // Creating k9 clashes with its name: a conflict, and the container stays.
@@ -407,7 +407,7 @@ TEST_F(AgentTest, ARelistDuringACreateLeavesThePreparingKernelToTheCreate) {
   std::thread creator([&] { created = agent_->CreateKernel(Request("k1")); });
   ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStart));
 
-  ASSERT_TRUE(agent_->Relist().ok());  // lists the container "created", never started
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());  // lists the container "created", never started
   EXPECT_EQ(StateOf("k1"), KernelState::kPreparing);
   EXPECT_EQ(Used("cpu"), 1u);
   engine_.Release(Method::kStart);
@@ -421,7 +421,7 @@ TEST_F(AgentTest, ARelistDuringACreateLeavesThePreparingKernelToTheCreate) {
 TEST_F(AgentTest, AListAnswerOlderThanACreateDoesNotForgetTheNewKernel) {
   engine_.HoldNextAnswer(Method::kList);
   Status relisted = Status::Internal("not run");
-  std::thread relister([&] { relisted = agent_->Relist(); });
+  std::thread relister([&] { relisted = agent_->owners().converger.Relist(); });
   ASSERT_TRUE(engine_.WaitUntilHeld(Method::kList));  // its answer: no containers
   Kernel k = MustCreate(Request("k1", {{"cpu", 2}}));
   engine_.Release(Method::kList);
@@ -436,7 +436,7 @@ TEST_F(AgentTest, AListAnswerOlderThanADeleteDoesNotAdoptTheDeletedKernelAgain) 
   MustCreate(Request("k1", {{"cpu", 2}}));
   engine_.HoldNextAnswer(Method::kList);
   Status relisted = Status::Internal("not run");
-  std::thread relister([&] { relisted = agent_->Relist(); });
+  std::thread relister([&] { relisted = agent_->owners().converger.Relist(); });
   ASSERT_TRUE(engine_.WaitUntilHeld(Method::kList));  // its answer: k1 running
   ASSERT_TRUE(agent_->DeleteKernel("k1").ok());
   engine_.Release(Method::kList);
@@ -455,8 +455,8 @@ TEST_F(AgentTest, ARelistAndEventsDuringADeleteLeaveTheKernelToTheDelete) {
   ASSERT_TRUE(engine_.WaitUntilHeld(Method::kRemove));  // stopped, not yet removed
 
   const std::vector<EngineEvent> events = engine_.Events();
-  for (auto it = events.begin() + before; it != events.end(); ++it) agent_->OnEngineEvent(*it);  // kill, die, stop
-  ASSERT_TRUE(agent_->Relist().ok());  // lists it exited
+  for (auto it = events.begin() + before; it != events.end(); ++it) agent_->owners().converger.OnEngineEvent(*it);  // kill, die, stop
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());  // lists it exited
   EXPECT_EQ(StateOf("k1"), KernelState::kTerminating);
   EXPECT_EQ(Used("cpu"), 2u);  // still the delete's to free
   EXPECT_EQ(agent_->DeleteKernel("k1").status().code(), Status::Code::kFailedPrecondition);
@@ -476,8 +476,8 @@ TEST_F(AgentTest, ADieEventDuringARestartLeavesTheKernelToTheRestart) {
   std::thread restarter([&] { restarted = agent_->RestartKernel("k1"); });
   ASSERT_TRUE(engine_.WaitUntilHeld(Method::kRestart));
 
-  agent_->OnEngineEvent(*engine_.KillBehindBack(k.container_id, 137));  // its process dies meanwhile
-  ASSERT_TRUE(agent_->Relist().ok());
+  agent_->owners().converger.OnEngineEvent(*engine_.KillBehindBack(k.container_id, 137));  // its process dies meanwhile
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_EQ(Used("cpu"), 2u);
   EXPECT_FALSE(agent_->CreateKernel(Request("k2", {{"cpu", 4}})).ok());  // its cores are not free
   engine_.Release(Method::kRestart);
@@ -490,12 +490,12 @@ TEST_F(AgentTest, ADieEventDuringARestartLeavesTheKernelToTheRestart) {
 
 TEST_F(AgentTest, AContainerStartedBehindTheBackDuringARelistIsStoppedByTheNext) {
   Kernel old = MustCreate(Request("old", {{"cpu", 4}}));
-  agent_->OnEngineEvent(*engine_.KillBehindBack(old.container_id, 0));
+  agent_->owners().converger.OnEngineEvent(*engine_.KillBehindBack(old.container_id, 0));
   Kernel fresh = MustCreate(Request("fresh", {{"cpu", 4}}));  // the same four cores
 
   engine_.HoldNextAnswer(Method::kList);
   Status relisted = Status::Internal("not run");
-  std::thread relister([&] { relisted = agent_->Relist(); });
+  std::thread relister([&] { relisted = agent_->owners().converger.Relist(); });
   ASSERT_TRUE(engine_.WaitUntilHeld(Method::kList));  // its answer: old exited
   ASSERT_TRUE(engine_.Start(old.container_id).ok());  // docker start, its event lost
   engine_.Release(Method::kList);
@@ -504,8 +504,8 @@ TEST_F(AgentTest, AContainerStartedBehindTheBackDuringARelistIsStoppedByTheNext)
   EXPECT_EQ(StateOf("old"), KernelState::kTerminated);  // as far as that answer knew
   EXPECT_EQ(StateOf("fresh"), KernelState::kRunning);
 
-  ASSERT_TRUE(agent_->Relist().ok());  // this one sees it running on fresh's cores
-  agent_->WaitForStops();
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());  // this one sees it running on fresh's cores
+  agent_->owners().ends.WaitForStops();
   Result<Kernel> stopped = agent_->GetKernel("old");
   ASSERT_TRUE(stopped.ok());
   EXPECT_EQ(stopped->state(), KernelState::kTerminated);
@@ -517,14 +517,14 @@ TEST_F(AgentTest, AContainerStartedBehindTheBackDuringARelistIsStoppedByTheNext)
 
 TEST_F(AgentTest, AnOldContainerStartedBehindTheAgentsBackOnAnotherKernelsCoresIsStopped) {
   Kernel old = MustCreate(Request("old", {{"cpu", 4}}));
-  agent_->OnEngineEvent(*engine_.KillBehindBack(old.container_id, 0));
+  agent_->owners().converger.OnEngineEvent(*engine_.KillBehindBack(old.container_id, 0));
   ASSERT_EQ(StateOf("old"), KernelState::kTerminated);
   Kernel fresh = MustCreate(Request("fresh", {{"cpu", 4}}));  // the same four cores
 
   ASSERT_TRUE(engine_.Start(old.container_id).ok());  // docker start, behind the agent's back
   for (const auto& event : engine_.Events())
-    if (event.action == "start" && event.id == old.container_id) agent_->OnEngineEvent(event);
-  agent_->WaitForStops();
+    if (event.action == "start" && event.id == old.container_id) agent_->owners().converger.OnEngineEvent(event);
+  agent_->owners().ends.WaitForStops();
 
   Result<Kernel> stopped = agent_->GetKernel("old");
   ASSERT_TRUE(stopped.ok());

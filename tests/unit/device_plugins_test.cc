@@ -854,20 +854,20 @@ TEST_F(PlacementTest, GpusArePlacedByTheirNumaNode) {
 // The stats loop measures the RUNNING kernels, with the devices each holds,
 // through the meters of the plugins that have one (cuda; mock has none).
 TEST_F(PlacementTest, TheRunningKernelsAreWhatStatsMeasureAndMetersComeFromThePlugins) {
-  EXPECT_TRUE(agent_->DeviceMeters().empty());  // mock only
+  EXPECT_TRUE(agent_->owners().devices.Meters().empty());  // mock only
   const std::map<std::string, std::vector<std::string>> mock_only = {
       {"mock", config_.resource.devices.Of<MockConfig>("mock")->allowed_devices}};
-  EXPECT_EQ(agent_->UnmeteredDevices(), mock_only);
+  EXPECT_EQ(agent_->owners().devices.Unmetered(), mock_only);
 
   config_.resource.devices.by_kind["cuda"] = std::make_shared<CudaConfig>(Cuda({"0", "1"}));
   agent_ = NewAgent();
   ASSERT_NE(agent_, nullptr);
-  std::vector<std::shared_ptr<DeviceMeter>> meters = agent_->DeviceMeters();
+  std::vector<std::shared_ptr<DeviceMeter>> meters = agent_->owners().devices.Meters();
   ASSERT_EQ(meters.size(), 1u);
   EXPECT_EQ(meters[0]->Plugin(), "cuda");
   EXPECT_EQ(meters[0]->Devices(), (std::vector<std::string>{kGpu0, kGpu1}));
-  EXPECT_EQ(agent_->DeviceMeters()[0], meters[0]);
-  EXPECT_EQ(agent_->UnmeteredDevices(), mock_only);  // cuda has a meter
+  EXPECT_EQ(agent_->owners().devices.Meters()[0], meters[0]);
+  EXPECT_EQ(agent_->owners().devices.Unmetered(), mock_only);  // cuda has a meter
 
   Kernel gpu = MustCreate(Request("k1", {{"cpu", 1}, {"cuda.device", 1}, {"mock.device", 1}}));
   Kernel cpu_only = MustCreate(Request("k2", {{"cpu", 1}}));
@@ -883,7 +883,7 @@ TEST_F(PlacementTest, TheRunningKernelsAreWhatStatsMeasureAndMetersComeFromThePl
   EXPECT_TRUE(targets[1].devices.empty());
 
   ASSERT_TRUE(engine_.Kill(cpu_only.container_id).ok());
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   ASSERT_EQ(agent_->GetKernel("k2")->state(), KernelState::kTerminated);
   targets = agent_->RunningKernels();
   ASSERT_EQ(targets.size(), 1u);
@@ -1094,7 +1094,7 @@ TEST_F(DeviceHealthAgentTest, AMarkReportsTheDeviceAndItsKernelAndSurvivesAResta
   auto sub = hub_.Subscribe();
 
   board->Mark(held, "xid 79", 1000);
-  agent->ApplyDeviceHealth();
+  agent->owners().health.ApplyDeviceHealth();
   json event = NextOfType(*sub, "device_unhealthy");
   ASSERT_FALSE(event.is_null());
   EXPECT_EQ(event["device"], held);
@@ -1126,7 +1126,7 @@ TEST_F(DeviceHealthAgentTest, AMarkReportsTheDeviceAndItsKernelAndSurvivesAResta
   ASSERT_TRUE(again->ClearDevice(held).ok());
   EXPECT_EQ(again->ClearDevice(held).status().code(), Status::Code::kFailedPrecondition);
   ASSERT_TRUE(again->DrainDevice("mock3", false).ok());
-  again->ApplyDeviceHealth();
+  again->owners().health.ApplyDeviceHealth();
   EXPECT_TRUE(again->GetKernel("k1")->device_condition.empty());
   auto three = again->CreateKernel(Request("k2", {{"cpu", 1}, {"mock.device", 3}}));
   EXPECT_TRUE(three.ok()) << three.status().message();

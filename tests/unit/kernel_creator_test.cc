@@ -213,7 +213,7 @@ TEST_F(AgentTest, RelistRemovesScratchOfNoKernelAndKeepsThatOfEveryOwnedContaine
   scratch_.Write(".slotd-made/leftover", "");
   ASSERT_TRUE(engine_.RemoveBehindBack(gone.container_id).ok());
 
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_TRUE(std::filesystem::is_directory(scratch_.root() + "/k1"));
   EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/k2"));
   EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/leftover"));
@@ -225,7 +225,7 @@ TEST_F(AgentTest, TheScratchCollectorRemovesOnlyWhatTheAgentMade) {
   // operator's; names a kernel id could have.
   scratch_.Write("ipc/agent.lock", "");
   scratch_.Write("agent.toml", "[agent]\n");
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_TRUE(std::filesystem::exists(scratch_.root() + "/ipc/agent.lock"));
   EXPECT_TRUE(std::filesystem::exists(scratch_.root() + "/agent.toml"));
 
@@ -233,10 +233,10 @@ TEST_F(AgentTest, TheScratchCollectorRemovesOnlyWhatTheAgentMade) {
   // it sees the kernel, and goes with it.
   Kernel k = MustCreate(Request("k1"));
   std::filesystem::remove(scratch_.root() + "/.slotd-made/k1");
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_TRUE(std::filesystem::exists(scratch_.root() + "/.slotd-made/k1"));
   ASSERT_TRUE(engine_.RemoveBehindBack(k.container_id).ok());
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_FALSE(std::filesystem::exists(scratch_.root() + "/k1"));
   EXPECT_TRUE(std::filesystem::exists(scratch_.root() + "/ipc/agent.lock"));
 }

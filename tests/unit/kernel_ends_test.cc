@@ -100,14 +100,14 @@ TEST_F(AgentTest, ADrainsStopsRunSideBySideAndTheLoopThatAsksNeverWaitsOnThem) {
   MustCreate(Request("k2"));
   ASSERT_TRUE(agent_->SetDraining(true, std::chrono::milliseconds(0)).ok());
   engine_.HoldNext(Method::kStop);
-  agent_->StopExpiredKernels(Clock::Real().UnixSeconds() + 1);  // returns with a stop held
+  agent_->owners().lifetimes.StopExpired(Clock::Real().UnixSeconds() + 1);  // returns with a stop held
   ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStop));
   // One stop is held; the other goes on beside it.
   const std::string stopped = FirstTerminated(*agent_, {"k1", "k2"});
   ASSERT_FALSE(stopped.empty()) << "no stop ended beside the held one";
   EXPECT_EQ(StateOf(stopped == "k1" ? "k2" : "k1"), KernelState::kTerminating);
   engine_.Release(Method::kStop);
-  agent_->WaitForStops();
+  agent_->owners().ends.WaitForStops();
   for (const std::string id : {"k1", "k2"}) {
     Result<Kernel> k = agent_->GetKernel(id);
     ASSERT_TRUE(k.ok());

@@ -22,17 +22,17 @@ using agent_testing::Types;
 // A count the agent already has, or one of another container, changes nothing.
 TEST_F(AgentTest, KillsForLackOfMemoryThatTheCgroupCountsAreTheConditionAndTheReasonOfTheEnd) {
   Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
-  agent_->NoteCgroupReadings({{"k1", "another-container", 5, ""}});
+  agent_->owners().health.RecordCgroups({{"k1", "another-container", 5, ""}});
   EXPECT_EQ(agent_->GetKernel("k1")->oom_kills, 0);
-  agent_->NoteCgroupReadings({{"k1", k1.container_id, 2, ""}});
+  agent_->owners().health.RecordCgroups({{"k1", k1.container_id, 2, ""}});
   auto k = agent_->GetKernel("k1");
   ASSERT_TRUE(k.ok());
   EXPECT_EQ(k->oom_kills, 2);
   EXPECT_NE(k->Conditions().find("2 processes killed for lack of memory"), std::string::npos) << k->Conditions();
-  agent_->NoteCgroupReadings({{"k1", k1.container_id, 1, ""}});  // an older reading
+  agent_->owners().health.RecordCgroups({{"k1", k1.container_id, 1, ""}});  // an older reading
   EXPECT_EQ(agent_->GetKernel("k1")->oom_kills, 2);
 
-  agent_->OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 137));
+  agent_->owners().converger.OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 137));
   k = agent_->GetKernel("k1");
   ASSERT_TRUE(k.ok());
   EXPECT_EQ(k->state(), KernelState::kTerminated);
@@ -45,13 +45,13 @@ TEST_F(AgentTest, KillsForLackOfMemoryThatTheCgroupCountsAreTheConditionAndTheRe
 TEST_F(AgentTest, CoresTheCgroupAllowsBeyondTheAllocationAreTheKernelsCondition) {
   Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
   const int mine = k1.allocation.cores.at(0);
-  agent_->NoteCgroupReadings({{"k1", k1.container_id, 0, FormatCoreList({mine, mine + 1})}});
+  agent_->owners().health.RecordCgroups({{"k1", k1.container_id, 0, FormatCoreList({mine, mine + 1})}});
   const std::string moved = agent_->GetKernel("k1")->condition;
   EXPECT_NE(moved.find("its cpuset was changed outside slotd to \"" + FormatCoreList({mine, mine + 1}) +
                        "\" (allocated: " + std::to_string(mine) + ")"),
             std::string::npos)
       << moved;
-  agent_->NoteCgroupReadings({{"k1", k1.container_id, 0, std::to_string(mine)}});
+  agent_->owners().health.RecordCgroups({{"k1", k1.container_id, 0, std::to_string(mine)}});
   EXPECT_EQ(agent_->GetKernel("k1")->condition, "");
 }
 
@@ -64,11 +64,11 @@ TEST_F(AgentTest, AProbeThatFindsAKernelUnhealthyNeverWaitsOnItsStop) {
   const Kernel k = MustCreate(
       Request("k1", {{"cpu", 1}}, {{"health", {{"exec", {"true"}}, {"failures", 1}, {"on_unhealthy", "stop"}}}}));
   engine_.HoldNext(Method::kStop);
-  agent_->RecordHealth("k1", k.container_id, {false, "exit code 1"}, false);  // returns with its stop held
+  agent_->owners().health.RecordCheck("k1", k.container_id, {false, "exit code 1"}, false);  // returns with its stop held
   ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStop));
   EXPECT_EQ(StateOf("k1"), KernelState::kTerminating);
   engine_.Release(Method::kStop);
-  agent_->WaitForStops();
+  agent_->owners().ends.WaitForStops();
   Result<Kernel> stopped = agent_->GetKernel("k1");
   ASSERT_TRUE(stopped.ok());
   EXPECT_EQ(stopped->state(), KernelState::kTerminated);

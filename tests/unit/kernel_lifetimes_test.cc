@@ -47,12 +47,12 @@ TEST_F(AgentTest, AKernelPastItsDeadlineIsStoppedWithItsReasonAndFreesItsSlice) 
   Kernel other = MustCreate(Request("k2", {{"cpu", 1}}, {{"max_lifetime", "2h"}}));
   auto events = hub_.Subscribe();
 
-  agent_->StopExpiredKernels(*k.deadline - 1);  // not yet
-  agent_->WaitForStops();
+  agent_->owners().lifetimes.StopExpired(*k.deadline - 1);  // not yet
+  agent_->owners().ends.WaitForStops();
   EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
 
-  agent_->StopExpiredKernels(*k.deadline);
-  agent_->WaitForStops();
+  agent_->owners().lifetimes.StopExpired(*k.deadline);
+  agent_->owners().ends.WaitForStops();
   EXPECT_EQ(StateOf("k1"), KernelState::kTerminated);
   EXPECT_EQ(agent_->GetKernel("k1")->reason, "lifetime exceeded");
   EXPECT_FALSE(engine_.Peek(k.container_id)->running);
@@ -70,19 +70,19 @@ TEST_F(AgentTest, ADeadlineSurvivesARestartOfTheAgent) {
   agent_ = NewAgent();
   ASSERT_TRUE(agent_->Restore().ok());
   EXPECT_EQ(agent_->GetKernel("k1")->deadline, k.deadline);
-  agent_->StopExpiredKernels(*k.deadline);
-  agent_->WaitForStops();
+  agent_->owners().lifetimes.StopExpired(*k.deadline);
+  agent_->owners().ends.WaitForStops();
   EXPECT_EQ(StateOf("k1"), KernelState::kTerminated);
 }
 
 TEST_F(AgentTest, AKernelWhoseContainerCannotBeStoppedStaysRunningForTheNextRound) {
   Kernel k = MustCreate(Request("k1", {{"cpu", 1}}, {{"max_lifetime", "1h"}}));
   engine_.FailNext(Method::kStop, Status::Unavailable("engine unreachable"));
-  agent_->StopExpiredKernels(*k.deadline);
-  agent_->WaitForStops();
+  agent_->owners().lifetimes.StopExpired(*k.deadline);
+  agent_->owners().ends.WaitForStops();
   EXPECT_EQ(StateOf("k1"), KernelState::kRunning);
-  agent_->StopExpiredKernels(*k.deadline);
-  agent_->WaitForStops();
+  agent_->owners().lifetimes.StopExpired(*k.deadline);
+  agent_->owners().ends.WaitForStops();
   EXPECT_EQ(StateOf("k1"), KernelState::kTerminated);
 }
 
@@ -90,7 +90,7 @@ TEST_F(AgentTest, AKernelWhoseContainerCannotBeStoppedStaysRunningForTheNextRoun
 
 TEST_F(AgentTest, RestartOfATerminatedKernelRetakesItsAllocation) {
   Kernel k = MustCreate(Request("k1", {{"cpu", 2}}, {{"ports", json::array({8080})}}));
-  agent_->OnEngineEvent(*engine_.KillBehindBack(k.container_id, 1));
+  agent_->owners().converger.OnEngineEvent(*engine_.KillBehindBack(k.container_id, 1));
   ASSERT_EQ(StateOf("k1"), KernelState::kTerminated);
   ExpectNothingHeld();
 
@@ -106,7 +106,7 @@ TEST_F(AgentTest, RestartOfATerminatedKernelRetakesItsAllocation) {
 
 TEST_F(AgentTest, RestartFailsWhenItsCoreWasGivenAway) {
   Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}}));
-  agent_->OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 1));
+  agent_->owners().converger.OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 1));
   MustCreate(Request("k2", {{"cpu", 1}}));  // takes k1's core 0
 
   auto restarted = agent_->RestartKernel("k1");
@@ -122,7 +122,7 @@ TEST_F(AgentTest, RestartFailsWhenItsCoreWasGivenAway) {
 TEST_F(AgentTest, RestartThatFailsPartWayGivesBackWhatItRetook) {
   MustCreate(Request("k0", {{"cpu", 1}}));                          // core 0
   Kernel k1 = MustCreate(Request("k1", {{"cpu", 1}, {"mem", "512m"}}));  // core 1
-  agent_->OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 1));
+  agent_->owners().converger.OnEngineEvent(*engine_.KillBehindBack(k1.container_id, 1));
   ASSERT_TRUE(agent_->DeleteKernel("k0").ok());
   MustCreate(Request("k2", {{"cpu", 1}, {"mem", "768m"}}));  // core 0 and most of the memory
 

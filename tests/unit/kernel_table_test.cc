@@ -177,14 +177,14 @@ bool HoldsIn(Place place) {
 
 TEST(KernelTableRules, EveryTransitionHasOneRowAndEveryStateIsReachedAndLeft) {
   std::set<T> seen;
-  for (const auto& rule : KernelTable::Rules()) {
+  for (const auto& rule : KernelRules()) {
     EXPECT_TRUE(seen.insert(rule.transition).second) << rule.name;
     EXPECT_FALSE(rule.from.empty()) << rule.name;
     EXPECT_FALSE(rule.to.empty()) << rule.name;
   }
-  for (Place place : KernelTable::Places()) {
+  for (Place place : KernelPlaces()) {
     bool reached = false, left = false;
-    for (const auto& rule : KernelTable::Rules()) {
+    for (const auto& rule : KernelRules()) {
       reached = reached || Has(rule.to, place);
       left = left || Has(rule.from, place);
     }
@@ -194,10 +194,10 @@ TEST(KernelTableRules, EveryTransitionHasOneRowAndEveryStateIsReachedAndLeft) {
 }
 
 TEST_F(KernelTableTest, EachTransitionFromEachPlaceIsAppliedWhenLegalAndRefusedOtherwise) {
-  for (const auto& rule : KernelTable::Rules()) {
+  for (const auto& rule : KernelRules()) {
     // kRefused is what kResumed becomes when the claim fails: tried below.
     if (rule.transition == T::kRefused) continue;
-    for (Place from : KernelTable::Places()) {
+    for (Place from : KernelPlaces()) {
       SCOPED_TRACE(std::string(rule.name) + " from " + PlaceName(from));
       Lifecycle fresh;
       fresh.Enter(from);

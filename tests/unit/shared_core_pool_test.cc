@@ -55,23 +55,23 @@ TEST_F(AgentTest, ASharedKernelMovedOffThePoolBehindTheAgentsBackHasThatConditio
   MustCreate(Request("x", {{"cpu", 1}}));  // the pool moves to 1-3
   int updates = 0;
   for (const EngineEvent& event : engine_.Events())
-    if (event.action == "update") updates += (agent_->OnEngineEvent(event), 1);
+    if (event.action == "update") updates += (agent_->owners().converger.OnEngineEvent(event), 1);
   EXPECT_EQ(updates, 1);  // the agent's own move
   EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
 
   ASSERT_TRUE(engine_.UpdateCpuset(s.container_id, "0").ok());  // onto x's core, by someone else
-  agent_->OnEngineEvent(engine_.Events().back());
+  agent_->owners().converger.OnEngineEvent(engine_.Events().back());
   const std::string condition = agent_->GetKernel("s")->Conditions();
   EXPECT_NE(condition.find("its cpuset was changed outside slotd to \"0\" (the shared pool: 1-3)"), std::string::npos)
       << condition;
 
   ASSERT_TRUE(engine_.UpdateCpuset(s.container_id, "1,2,3").ok());  // back, written another way
-  agent_->OnEngineEvent(engine_.Events().back());
+  agent_->owners().converger.OnEngineEvent(engine_.Events().back());
   EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
   ASSERT_TRUE(agent_->DeleteKernel("x").ok());  // the pool grows back to 0-3
   EXPECT_EQ(engine_.Inspect(s.container_id)->cpuset_cpus, "0-3");
   ASSERT_EQ(engine_.Events().back().action, "update");  // the agent's own move
-  agent_->OnEngineEvent(engine_.Events().back());
+  agent_->owners().converger.OnEngineEvent(engine_.Events().back());
   EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
 }
 
@@ -87,7 +87,7 @@ TEST_F(AgentTest, ASharedKernelWhoseCoresCannotFollowThePoolHasThatCondition) {
             std::string::npos)
       << condition;
   // The next relist tries again; once it succeeds, the condition goes.
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
 }
 
@@ -111,7 +111,7 @@ TEST_F(AgentTest, ASharedKernelStartingWhileAnExclusiveOneTakesACoreIsMovedOffIt
   ASSERT_TRUE(shared.ok()) << shared.status().message();
   EXPECT_EQ(engine_.Peek(container)->cpuset_cpus, "1-3");
   EXPECT_EQ(agent_->GetKernel("s")->Conditions(), "");
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_EQ(engine_.Peek(container)->cpuset_cpus, "1-3");
 }
 
@@ -154,7 +154,7 @@ TEST_F(AgentTest, TheSharedPoolsMovesReachTheEngineInTheOrderThePoolChanged) {
   second.join();
   EXPECT_EQ(agent_->GetKernel("x2")->allocation.cores, (std::vector<int>{1}));
   EXPECT_EQ(engine_.Peek(s.container_id)->cpuset_cpus, "2-3");
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_EQ(engine_.Peek(s.container_id)->cpuset_cpus, "2-3");
 }
 
@@ -164,7 +164,7 @@ TEST_F(AgentTest, ASharedKernelWaitingForARestartStartsOnThePoolAsItIsNow) {
   Kernel s = MustCreate(Request("s", {{"cpu", "250m"}}, {{"restart", {{"policy", "always"}, {"backoff", {{"initial", "1h"}}}}}}));
   Result<EngineEvent> died = engine_.KillBehindBack(s.container_id, 1);
   ASSERT_TRUE(died.ok());
-  agent_->OnEngineEvent(*died);
+  agent_->owners().converger.OnEngineEvent(*died);
   ASSERT_EQ(StateOf("s"), KernelState::kBackoff);
   MustCreate(Request("x", {{"cpu", 1}}));
   EXPECT_EQ(engine_.Peek(s.container_id)->cpuset_cpus, "1-3");

@@ -40,7 +40,7 @@ TEST_F(AgentTest, AWarmPoolsKernelIsGivenToAMatchingCreateOnceAndAdoptedAsGiven)
   config_.pools = {SmallPool(2)};
   agent_ = NewAgent();
   ASSERT_TRUE(agent_->Restore().ok());
-  agent_->FillPools(std::stop_token());
+  agent_->owners().warm.Fill(std::stop_token());
   const std::vector<Kernel> warm = InState(*agent_, KernelState::kWarm);
   ASSERT_EQ(warm.size(), 2u);
   EXPECT_EQ(warm[0].warm_pool, "small");
@@ -51,7 +51,7 @@ TEST_F(AgentTest, AWarmPoolsKernelIsGivenToAMatchingCreateOnceAndAdoptedAsGiven)
   EXPECT_EQ(agent_->ActiveKernels(), 0);  // no user's yet
   // Full: another round makes nothing.
   const int creates = engine_.CallCount(Method::kCreate);
-  agent_->FillPools(std::stop_token());
+  agent_->owners().warm.Fill(std::stop_token());
   EXPECT_EQ(engine_.CallCount(Method::kCreate), creates);
 
   json body = {{"image", FakeEngine::kDefaultImage},
@@ -79,7 +79,7 @@ TEST_F(AgentTest, AWarmPoolsKernelIsGivenToAMatchingCreateOnceAndAdoptedAsGiven)
   EXPECT_EQ(engine_.CallCount(Method::kCreate), creates + 1);
   EXPECT_NE(third.id(), warm[0].id());
   EXPECT_NE(third.id(), warm[1].id());
-  agent_->FillPools(std::stop_token());
+  agent_->owners().warm.Fill(std::stop_token());
   ASSERT_EQ(InState(*agent_, KernelState::kWarm).size(), 2u);
 
   // A fresh agent (a SIGKILL and a start) adopts the given kernels as given and the warm ones as warm.
@@ -101,7 +101,7 @@ TEST_F(AgentTest, AWarmPoolsKernelIsGivenToAMatchingCreateOnceAndAdoptedAsGiven)
   config_.pools[0].name = "other";
   agent_ = NewAgent();
   ASSERT_TRUE(agent_->Restore().ok());
-  agent_->FillPools(std::stop_token());
+  agent_->owners().warm.Fill(std::stop_token());
   const std::vector<Kernel> now_warm = InState(*agent_, KernelState::kWarm);
   ASSERT_EQ(now_warm.size(), 1u);
   EXPECT_EQ(now_warm[0].warm_pool, "other");
@@ -118,13 +118,13 @@ TEST_F(AgentTest, AWarmKernelThatEndsIsReplaced) {
   config_.pools = {SmallPool(1)};
   agent_ = NewAgent();
   ASSERT_TRUE(agent_->Restore().ok());
-  agent_->FillPools(std::stop_token());
+  agent_->owners().warm.Fill(std::stop_token());
   const std::vector<Kernel> warm = InState(*agent_, KernelState::kWarm);
   ASSERT_EQ(warm.size(), 1u);
   ASSERT_TRUE(engine_.KillBehindBack(warm[0].container_id, 1).ok());
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_EQ(agent_->GetKernel(warm[0].id())->state(), KernelState::kTerminated);
-  agent_->FillPools(std::stop_token());
+  agent_->owners().warm.Fill(std::stop_token());
   EXPECT_FALSE(agent_->GetKernel(warm[0].id()).ok());  // removed
   const std::vector<Kernel> again = InState(*agent_, KernelState::kWarm);
   ASSERT_EQ(again.size(), 1u);
@@ -132,11 +132,11 @@ TEST_F(AgentTest, AWarmKernelThatEndsIsReplaced) {
 
   // A drained agent gives none, so it keeps none; an undrain refills the pool.
   ASSERT_TRUE(agent_->SetDraining(true).ok());
-  agent_->FillPools(std::stop_token());
+  agent_->owners().warm.Fill(std::stop_token());
   EXPECT_TRUE(agent_->ListKernels().empty());
   EXPECT_EQ(agent_->DescribeResources()["cpu_shared"]["used"], 0);
   ASSERT_TRUE(agent_->SetDraining(false).ok());
-  agent_->FillPools(std::stop_token());
+  agent_->owners().warm.Fill(std::stop_token());
   EXPECT_EQ(InState(*agent_, KernelState::kWarm).size(), 1u);
 }
 
@@ -146,7 +146,7 @@ TEST_F(AgentTest, ACreateNamingAWarmKernelsIdIsAConflict) {
   config_.pools = {SmallPool(1)};
   agent_ = NewAgent();
   ASSERT_TRUE(agent_->Restore().ok());
-  agent_->FillPools(std::stop_token());
+  agent_->owners().warm.Fill(std::stop_token());
   const std::vector<Kernel> warm = InState(*agent_, KernelState::kWarm);
   ASSERT_EQ(warm.size(), 1u);
   // The pool's very request, naming the warm kernel's id (and so its session).
@@ -180,7 +180,7 @@ TEST_F(AgentTest, WarmKernelsOfAPoolGoneFromTheConfigAreRemovedAtStart) {
   config_.pools[0].cpu = "1";  // exclusive cores: three of the four
   agent_ = NewAgent();
   ASSERT_TRUE(agent_->Restore().ok());
-  agent_->FillPools(std::stop_token());
+  agent_->owners().warm.Fill(std::stop_token());
   const std::vector<Kernel> warm = InState(*agent_, KernelState::kWarm);
   ASSERT_EQ(warm.size(), 3u);
   Result<CreateRequest> matching = ParseCreateRequest({{"image", FakeEngine::kDefaultImage},
@@ -223,7 +223,7 @@ TEST_F(AgentTest, APoolWhoseImageIsMissingHoldsNothingSaysWhyAndBacksOff) {
   MustCreate(Request("shared", {{"cpu", "250m"}}), agent.get());
   const int updates = engine_.CallCount(Method::kUpdate);
   auto sub = hub_.Subscribe();
-  agent->FillPools(std::stop_token());
+  agent->owners().warm.Fill(std::stop_token());
   EXPECT_EQ(Types(Drain(*sub)), std::vector<std::string>{});
   EXPECT_EQ(engine_.CallCount(Method::kUpdate), updates);
   EXPECT_EQ(Used(*agent, "cpu"), 0u);
@@ -237,10 +237,10 @@ TEST_F(AgentTest, APoolWhoseImageIsMissingHoldsNothingSaysWhyAndBacksOff) {
     const int64_t due = agent->CountPools().at("small").retry_at;
     clock.Advance(std::chrono::seconds(due - clock.UnixSeconds() - 1));
     const int looks = engine_.CallCount(Method::kImages);
-    agent->FillPools(std::stop_token());
+    agent->owners().warm.Fill(std::stop_token());
     EXPECT_EQ(engine_.CallCount(Method::kImages), looks) << "tried before " << due;
     clock.Advance(std::chrono::seconds(1));
-    agent->FillPools(std::stop_token());
+    agent->owners().warm.Fill(std::stop_token());
     EXPECT_EQ(engine_.CallCount(Method::kImages), looks + 1) << "not tried at " << due;
     EXPECT_EQ(agent->CountPools().at("small").retry_at, clock.UnixSeconds() + delay);
   }
@@ -250,7 +250,7 @@ TEST_F(AgentTest, APoolWhoseImageIsMissingHoldsNothingSaysWhyAndBacksOff) {
   // The image loaded, the next try makes the kernel and the reason is gone.
   engine_.AddImage("slotd-test/missing:1");
   clock.Advance(std::chrono::seconds(300));
-  agent->FillPools(std::stop_token());
+  agent->owners().warm.Fill(std::stop_token());
   EXPECT_EQ(InState(*agent, KernelState::kWarm).size(), 1u);
   EXPECT_EQ(agent->CountPools().at("small").trouble, "");
 }

@@ -123,7 +123,7 @@ TEST_F(WatcherTest, ReconnectsTheEventStreamWithADoublingBackoff) {
 }
 
 TEST_F(WatcherTest, AnEngineAnswerStaysFreshForItsWindowOfTheClock) {
-  agent_->RecordEngineAnswer(true);
+  agent_->owners().engine_health.RecordAnswer(true);
   EXPECT_TRUE(agent_->EngineReachable());
   clock_.Advance(Agent::kEngineAnswerFresh - milliseconds(1));
   EXPECT_TRUE(agent_->EngineReachable());
@@ -133,14 +133,14 @@ TEST_F(WatcherTest, AnEngineAnswerStaysFreshForItsWindowOfTheClock) {
 
 TEST_F(WatcherTest, TheSyncAgeCountsFromTheLastSuccessfulRelist) {
   EXPECT_LT(agent_->LastSyncAgeSeconds(), 0);  // never synced
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   clock_.Advance(seconds(90));
   EXPECT_DOUBLE_EQ(agent_->LastSyncAgeSeconds(), 90.0);
   engine_.FailNext(Method::kList, Status::Unavailable("engine gone"));
-  EXPECT_FALSE(agent_->Relist().ok());
+  EXPECT_FALSE(agent_->owners().converger.Relist().ok());
   clock_.Advance(seconds(10));
   EXPECT_DOUBLE_EQ(agent_->LastSyncAgeSeconds(), 100.0);
-  ASSERT_TRUE(agent_->Relist().ok());
+  ASSERT_TRUE(agent_->owners().converger.Relist().ok());
   EXPECT_DOUBLE_EQ(agent_->LastSyncAgeSeconds(), 0.0);
 }
 
