@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/docker/docker_engine.h"
+#include "engine/docker/docker_answers.h"
 #include "fuzz_check.h"
 
 namespace {

@@ -26,7 +26,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/ascii.h"
-#include "api/http_framing.h"
+#include "api/http_request.h"
 #include "api/responses.h"
 #include "common/mutex.h"
 #include "common/thread_name.h"

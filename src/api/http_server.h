@@ -37,29 +37,11 @@
 #include <utility>
 #include <vector>
 
+#include "api/http_request.h"
 #include "common/http_client.h"
 #include "common/status.h"
 
 namespace slotd::http {
-
-// One request as received. `target` is the raw request target; `path` its
-// path, still percent-encoded (the router decodes each segment, so "%2F"
-// never splits one); `query` holds decoded names and values, which may be
-// any bytes, not only UTF-8.
-struct Request {
-  std::string method;
-  std::string target;
-  std::string path;
-  std::vector<std::pair<std::string, std::string>> query;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;
-
-  // The first header named `name` (case-insensitively); "" when absent.
-  std::string Header(std::string_view name) const;
-  // Whether the query has `name`, and its first value ("" when absent).
-  bool HasParam(std::string_view name) const;
-  std::string Param(std::string_view name) const;
-};
 
 // PercentDecode (common/http_client.h), for the router and the query.
 using ::slotd::PercentDecode;

@@ -4,6 +4,7 @@
 // or fail. The engine under test talks to the engine through an EngineProxy
 // (tests/testing), which counts the requests that name each container.
 #include "engine/docker/docker_engine.h"
+#include "engine/docker/docker_answers.h"
 
 #include <gtest/gtest.h>
 

@@ -7,6 +7,8 @@
 // Thread-safety: free functions without state; safe from any thread.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,5 +69,35 @@ std::optional<Result<PullMessage>> ParsePullLine(std::string_view line);
 // or refused credentials), kUnavailable (it cannot be reached), kInternal
 // otherwise. The message is kept.
 Status PullError(long http_status, const std::string& message);
+
+// Splits a Docker multiplexed stream (8-byte frame headers: stream byte 1 =
+// stdout, 2 = stderr, 0 = stdin echo counted as stdout; 3 zero bytes; size as
+// big-endian uint32) as it arrives, in pieces cut anywhere.
+class DockerStreamDemuxer {
+ public:
+  // Receives each piece of a frame's payload; `is_stderr` tells its stream.
+  // Returns false to stop.
+  using Sink = std::function<bool(bool is_stderr, std::string_view payload)>;
+
+  // Feeds the next bytes of the stream. False when the sink asked to stop or
+  // the stream is malformed (then error() says why).
+  bool Feed(std::string_view bytes, const Sink& sink);
+  // At the end of the stream: OK, or kInternal when the stream was malformed
+  // or its last frame was cut short.
+  Status Finish() const;
+
+ private:
+  unsigned char header_[8] = {};
+  size_t header_have_ = 0;  // bytes of the next header received so far
+  size_t payload_left_ = 0; // bytes of the current frame still to come
+  bool is_stderr_ = false;
+  uint64_t offset_ = 0;     // bytes fed so far, for messages
+  std::string error_;
+};
+
+// The whole of a multiplexed `stream` into `out` and `err`; `err` may be the
+// same string as `out` to interleave them. kInternal when a header is
+// malformed or a frame is cut short.
+Status DemultiplexDockerStream(std::string_view stream, std::string& out, std::string& err);
 
 }  // namespace slotd

@@ -1,7 +1,7 @@
-#include "api/http_framing.h"
+#include "api/http_request.h"
 
-#include "api/http_server.h"
 #include "common/ascii.h"
+#include "common/http_client.h"
 
 namespace slotd::http {
 

@@ -1,5 +1,6 @@
-// What HttpServer reads of a request before a handler sees it: its query
-// string, and whether its body can be framed safely.
+// A request as HttpServer gives it to a handler (Request), and what the
+// server reads of one before that: its query string, and whether its body
+// can be framed safely.
 #pragma once
 
 #include <string>
@@ -10,6 +11,25 @@
 #include <boost/beast/http/message.hpp>
 
 namespace slotd::http {
+
+// One request as received. `target` is the raw request target; `path` its
+// path, still percent-encoded (the router decodes each segment, so "%2F"
+// never splits one); `query` holds decoded names and values, which may be
+// any bytes, not only UTF-8.
+struct Request {
+  std::string method;
+  std::string target;
+  std::string path;
+  std::vector<std::pair<std::string, std::string>> query;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+
+  // The first header named `name` (case-insensitively); "" when absent.
+  std::string Header(std::string_view name) const;
+  // Whether the query has `name`, and its first value ("" when absent).
+  bool HasParam(std::string_view name) const;
+  std::string Param(std::string_view name) const;
+};
 
 // The parameters of a query string ("a=1&b=x%20y"), percent-decoded ('+' a
 // space), in order; a parameter without '=' has an empty value.
