@@ -59,7 +59,8 @@ class KernelEnds {
   // returns: each becomes TERMINATED with `reason`, or goes back to its
   // state before when its container cannot be stopped (logged; the
   // caller's next round tries again). `after`, when given, is called on the
-  // stop's thread once each has been tried, with whether it stopped.
+  // stop's thread once each has been tried, with whether it stopped; it
+  // must use only what outlives this object.
   using AfterStop = std::function<void(const std::string& kernel_id, bool stopped)>;
   void StopTerminating(std::vector<ToStop> kernels, const std::string& reason, AfterStop after = {})
       EXCLUDES(store_.mutex);

@@ -138,9 +138,11 @@ void KernelHealth::ApplyDeviceHealth() {
   for (const KernelEnds::ToStop& k : to_stop)
     spdlog::warn("kernel {}: stopping it, a device it holds is unhealthy (on-unhealthy = \"stop\")", k.kernel_id);
   // A kernel whose stop failed is looked at again.
-  ends_.StopTerminating(std::move(to_stop), "device unhealthy", [this](const std::string&, bool stopped) {
-    if (!stopped) devices_.LookAgain();
-  });
+  // (The device manager outlives the stop queue; this object may not.)
+  ends_.StopTerminating(std::move(to_stop), "device unhealthy",
+                        [&devices = devices_](const std::string&, bool stopped) {
+                          if (!stopped) devices.LookAgain();
+                        });
 }
 
 }  // namespace slotd
