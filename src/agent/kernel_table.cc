@@ -14,14 +14,10 @@ namespace {
 using Place = KernelTable::Place;
 using T = KernelTable::Transition;
 constexpr Place kNone = std::nullopt;
-constexpr Place kPulling = KernelState::kPulling;
-constexpr Place kPreparing = KernelState::kPreparing;
-constexpr Place kWarm = KernelState::kWarm;
 constexpr Place kRunning = KernelState::kRunning;
 constexpr Place kBackoff = KernelState::kBackoff;
 constexpr Place kTerminating = KernelState::kTerminating;
 constexpr Place kTerminated = KernelState::kTerminated;
-constexpr Place kError = KernelState::kError;
 
 json ExitCodeJson(std::optional<int> code) { return code ? json(*code) : json(nullptr); }
 
