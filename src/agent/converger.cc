@@ -144,7 +144,7 @@ void Converger::CheckDrift(const std::string& kernel_id, const std::string& cont
   } else {
     spdlog::warn("kernel {}: {}", kernel_id, k->condition);
   }
-  store_.table.AnnounceCondition(*k);
+  store_.table.Announce(EventType::kKernelCondition, *k);
 }
 
 void Converger::StopIntruders() {
@@ -175,7 +175,7 @@ bool Converger::ApplyEngineEvent(const EngineEvent& event) {
       Kernel* k = store_.table.Change(*kernel_id);
       ++k->oom_kills;
       spdlog::warn("kernel {}: a process was killed for lack of memory", *kernel_id);
-      store_.table.AnnounceCondition(*k);
+      store_.table.Announce(EventType::kKernelCondition, *k);
       return false;
     }
     case reconcile::EventStep::kResume:

@@ -96,7 +96,7 @@ void KernelHealth::RecordCgroups(const std::vector<CgroupReading>& readings) {
       store_.table.Change(seen.kernel_id)->oom_kills = static_cast<int>(kills);
       spdlog::warn("kernel {}: its cgroup counts {} process(es) killed for lack of memory", seen.kernel_id,
                    k->oom_kills);
-      store_.table.AnnounceCondition(*k);
+      store_.table.Announce(EventType::kKernelCondition, *k);
     }
   }
   for (const auto& [kernel_id, container_id] : moved) converger_.CheckDrift(kernel_id, container_id);
@@ -132,7 +132,7 @@ void KernelHealth::ApplyDeviceHealth() {
       if (condition == kernel.device_condition) continue;
       store_.table.Change(kernel_id)->device_condition = condition;
       if (!condition.empty()) spdlog::warn("kernel {}: {}", kernel_id, condition);
-      store_.table.AnnounceCondition(kernel);
+      store_.table.Announce(EventType::kKernelCondition, kernel);
     }
   }
   for (const KernelEnds::ToStop& k : to_stop)

@@ -181,14 +181,12 @@ Result<Kernel> KernelLifetimes::Restart(const std::string& kernel_id) {
     MutexLock lock(store_.mutex);
     const Kernel* k = store_.table.Find(kernel_id);
     if (!k) return store_.Unknown(kernel_id);
+    if (store_.table.OwnedByACall(*k)) return store_.table.Busy(*k);
     if (k->deadline && *k->deadline <= clock_.UnixSeconds())
       return Status::FailedPrecondition("kernel " + kernel_id +
                                         "'s lifetime has run out, so it cannot be restarted; create a new kernel");
-    // Busy (a call owns it) or in no state to restart: as the table says; its resources taken: no room.
     if (Status s = store_.table.BeginRestart(kernel_id); !s.ok())
-      return s.code() == Status::Code::kFailedPrecondition
-                 ? s
-                 : Status::ResourceExhausted("kernel " + kernel_id + " cannot be restarted: " + s.message());
+      return Status::ResourceExhausted("kernel " + kernel_id + " cannot be restarted: " + s.message());
     container_id = k->container_id;
     contract = k->request.stop;
     run_as = k->run_as;

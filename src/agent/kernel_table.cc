@@ -21,12 +21,6 @@ constexpr Place kTerminated = KernelState::kTerminated;
 
 json ExitCodeJson(std::optional<int> code) { return code ? json(*code) : json(nullptr); }
 
-// The refusal of a call on `kernel`, which another call owns (`restarting`: a restart).
-Status BusyRefusal(const Kernel& kernel, bool restarting) {
-  const std::string doing = restarting ? "restarting" : KernelStateName(kernel.state());
-  return Status::FailedPrecondition("kernel " + kernel.id() + " is busy (" + doing + "); retry when that finishes");
-}
-
 }  // namespace
 
 KernelTable::KernelTable(std::string agent_id, std::vector<std::unique_ptr<ResourcePlugin>>& plugins, EventHub& hub,
@@ -77,16 +71,15 @@ void KernelTable::Free(Kernel& kernel) {
 }
 
 void KernelTable::Announce(EventType type, const Kernel& kernel, json extra) {
+  if (type == EventType::kKernelCondition) {
+    const std::string conditions = kernel.Conditions();
+    extra["condition"] = conditions.empty() ? json(nullptr) : json(conditions);
+  }
   extra["agent_id"] = agent_id_;
   extra["kernel_id"] = kernel.id();
   extra["state"] = KernelStateName(kernel.state());
   extra["time"] = clock_.UnixSeconds();
   hub_.Publish(type, std::move(extra));
-}
-
-void KernelTable::AnnounceCondition(const Kernel& kernel) {
-  const std::string conditions = kernel.Conditions();
-  Announce(EventType::kKernelCondition, kernel, {{"condition", conditions.empty() ? json(nullptr) : json(conditions)}});
 }
 
 void KernelTable::Enter(Kernel& kernel, Transition transition, KernelState to, json extra) {
@@ -191,8 +184,7 @@ Status KernelTable::Resume(const std::string& kernel_id, const std::string& how)
 }
 
 Status KernelTable::BeginRestart(const std::string& kernel_id) {
-  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy))
-    return BusyRefusal(*busy, restarting_.count(kernel_id) > 0);
+  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
   Result<Kernel*> k = Check(T::kRestarted, kernel_id, kRunning);
   if (!k.ok()) return k.status();
   if (Status s = Claim(**k); !s.ok()) return s;
@@ -232,8 +224,7 @@ Status KernelTable::BackOff(const std::string& kernel_id, std::optional<int> exi
 }
 
 Status KernelTable::BeginPolicyRestart(const std::string& kernel_id) {
-  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy))
-    return BusyRefusal(*busy, restarting_.count(kernel_id) > 0);
+  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
   if (Result<Kernel*> k = Check(T::kPolicyRestarted, kernel_id, kRunning); !k.ok()) return k.status();
   restarting_.insert(kernel_id);
   return Status::Ok();
@@ -251,8 +242,7 @@ Status KernelTable::FinishPolicyRestart(const std::string& kernel_id, int64_t re
 }
 
 Status KernelTable::Stopping(const std::string& kernel_id) {
-  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy))
-    return BusyRefusal(*busy, restarting_.count(kernel_id) > 0);
+  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
   Result<Kernel*> k = Check(T::kStopping, kernel_id, kTerminating);
   if (!k.ok()) return k.status();
   before_stopping_[kernel_id] = (*k)->state();
@@ -342,6 +332,11 @@ void KernelTable::SetContainer(const std::string& kernel_id, const std::string& 
 bool KernelTable::OwnedByACall(const Kernel& kernel) const {
   return kernel.state() == KernelState::kPulling || kernel.state() == KernelState::kPreparing ||
          kernel.state() == KernelState::kTerminating || restarting_.count(kernel.id()) > 0;
+}
+
+Status KernelTable::Busy(const Kernel& kernel) const {
+  const std::string doing = restarting_.count(kernel.id()) ? "restarting" : KernelStateName(kernel.state());
+  return Status::FailedPrecondition("kernel " + kernel.id() + " is busy (" + doing + "); retry when that finishes");
 }
 
 reconcile::Known KernelTable::KnownOf(const Kernel& kernel) const {

@@ -120,12 +120,13 @@ class KernelTable {
   // Whether a call (create, delete, restart) acts on `kernel` now, so that no
   // other call, event or relist may change it. The one test of it.
   bool OwnedByACall(const Kernel& kernel) const;
+  // The refusal of a call on a kernel OwnedByACall.
+  Status Busy(const Kernel& kernel) const;
   // Publishes `type` about `kernel`, with `extra`, the agent, the kernel's id
-  // and state and the time: for events that are not a change of state.
+  // and state and the time: for events that are not a change of state. A
+  // kernel_condition (after one of its conditions changed) also carries its
+  // conditions now (Kernel::Conditions; null when none).
   void Announce(EventType type, const Kernel& kernel, nlohmann::json extra = nlohmann::json::object());
-  // Publishes kernel_condition about `kernel`: its conditions now
-  // (Kernel::Conditions; null when none), after one of them changed.
-  void AnnounceCondition(const Kernel& kernel);
 
   // ---- What the reconcile decisions need.
   reconcile::Known KnownOf(const Kernel& kernel) const;

@@ -101,7 +101,7 @@ void SharedCorePool::Converge() {
     if (condition == k->pool_condition) continue;
     k->pool_condition = std::move(condition);
     if (!k->pool_condition.empty()) spdlog::warn("kernel {}: {}", move.kernel_id, k->pool_condition);
-    store_.table.AnnounceCondition(*k);
+    store_.table.Announce(EventType::kKernelCondition, *k);
   }
 }
 
