@@ -2,7 +2,9 @@
 // owner: kernel_creator_test.cc, converger_test.cc, ...): an Agent over the
 // in-memory FakeEngine, a config, requests and labels as the agent makes
 // them. The fake is synchronous, so every test drives the core directly
-// (OnEngineEvent, Relist) instead of waiting for threads.
+// (OnEngineEvent, Relist) instead of waiting for threads. The tests live in
+// namespace slotd::agent_testing, so that these names come before their
+// namesakes in slotd (Request, say).
 #pragma once
 
 #include "agent/agent.h"

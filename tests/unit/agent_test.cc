@@ -2,17 +2,8 @@
 // events on the hub, and the owner-filtered stream.
 #include "unit/agent_fixture.h"
 
-namespace slotd {
+namespace slotd::agent_testing {
 namespace {
-
-using agent_testing::AgentTest;
-using agent_testing::Drain;
-using agent_testing::json;
-using agent_testing::Method;
-using agent_testing::OwnedLabels;
-using agent_testing::Request;
-using agent_testing::TestConfig;
-using agent_testing::Types;
 
 // ------------------------------------------------------------ exec and logs
 
@@ -95,4 +86,4 @@ TEST_F(AgentTest, OwnerFilteredStreamCarriesOnlyThisAgentsEvents) {
 }
 
 }  // namespace
-}  // namespace slotd
+}  // namespace slotd::agent_testing

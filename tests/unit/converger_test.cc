@@ -3,17 +3,8 @@
 // that a container of another owner is never touched.
 #include "unit/agent_fixture.h"
 
-namespace slotd {
+namespace slotd::agent_testing {
 namespace {
-
-using agent_testing::AgentTest;
-using agent_testing::Drain;
-using agent_testing::json;
-using agent_testing::Method;
-using agent_testing::OwnedLabels;
-using agent_testing::Request;
-using agent_testing::TestConfig;
-using agent_testing::Types;
 
 // --------------------------------------------------------------- engine events
 
@@ -540,4 +531,4 @@ TEST_F(AgentTest, AnOldContainerStartedBehindTheAgentsBackOnAnotherKernelsCoresI
 }
 
 }  // namespace
-}  // namespace slotd
+}  // namespace slotd::agent_testing

@@ -3,17 +3,8 @@
 // request may not ask, and repeats of a create.
 #include "unit/agent_fixture.h"
 
-namespace slotd {
+namespace slotd::agent_testing {
 namespace {
-
-using agent_testing::AgentTest;
-using agent_testing::Drain;
-using agent_testing::json;
-using agent_testing::Method;
-using agent_testing::OwnedLabels;
-using agent_testing::Request;
-using agent_testing::TestConfig;
-using agent_testing::Types;
 
 // ---------------------------------------------------------------------- create
 
@@ -400,4 +391,4 @@ TEST_F(AgentTest, RepeatsOfACreateUnderWayShareItsKernelAndOnlyTheFirstCreated) 
 }
 
 }  // namespace
-}  // namespace slotd
+}  // namespace slotd::agent_testing

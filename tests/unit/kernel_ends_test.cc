@@ -2,17 +2,8 @@
 // engine that fails leaves, and a delete that meets a restart.
 #include "unit/agent_fixture.h"
 
-namespace slotd {
+namespace slotd::agent_testing {
 namespace {
-
-using agent_testing::AgentTest;
-using agent_testing::Drain;
-using agent_testing::json;
-using agent_testing::Method;
-using agent_testing::OwnedLabels;
-using agent_testing::Request;
-using agent_testing::TestConfig;
-using agent_testing::Types;
 
 // -------------------------------------------------------------------- delete
 
@@ -118,4 +109,4 @@ TEST_F(AgentTest, ADrainsStopsRunSideBySideAndTheLoopThatAsksNeverWaitsOnThem) {
 }
 
 }  // namespace
-}  // namespace slotd
+}  // namespace slotd::agent_testing

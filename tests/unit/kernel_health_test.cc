@@ -2,17 +2,8 @@
 // of memory and cores beyond the allocation, as the kernel's condition.
 #include "unit/agent_fixture.h"
 
-namespace slotd {
+namespace slotd::agent_testing {
 namespace {
-
-using agent_testing::AgentTest;
-using agent_testing::Drain;
-using agent_testing::json;
-using agent_testing::Method;
-using agent_testing::OwnedLabels;
-using agent_testing::Request;
-using agent_testing::TestConfig;
-using agent_testing::Types;
 
 // ------------------------------------------------------------------ cgroups
 
@@ -76,4 +67,4 @@ TEST_F(AgentTest, AProbeThatFindsAKernelUnhealthyNeverWaitsOnItsStop) {
 }
 
 }  // namespace
-}  // namespace slotd
+}  // namespace slotd::agent_testing

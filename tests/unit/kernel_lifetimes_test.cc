@@ -2,17 +2,8 @@
 // deadlines, their stop, and restarts that keep or re-take an allocation.
 #include "unit/agent_fixture.h"
 
-namespace slotd {
+namespace slotd::agent_testing {
 namespace {
-
-using agent_testing::AgentTest;
-using agent_testing::Drain;
-using agent_testing::json;
-using agent_testing::Method;
-using agent_testing::OwnedLabels;
-using agent_testing::Request;
-using agent_testing::TestConfig;
-using agent_testing::Types;
 
 // ------------------------------------------------------------------ lifetimes
 
@@ -144,4 +135,4 @@ TEST_F(AgentTest, RestartOfARunningKernelKeepsItsAllocation) {
 }
 
 }  // namespace
-}  // namespace slotd
+}  // namespace slotd::agent_testing

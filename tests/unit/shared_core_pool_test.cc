@@ -3,17 +3,8 @@
 // are adopted exactly.
 #include "unit/agent_fixture.h"
 
-namespace slotd {
+namespace slotd::agent_testing {
 namespace {
-
-using agent_testing::AgentTest;
-using agent_testing::Drain;
-using agent_testing::json;
-using agent_testing::Method;
-using agent_testing::OwnedLabels;
-using agent_testing::Request;
-using agent_testing::TestConfig;
-using agent_testing::Types;
 
 // Shared kernels run on the cores no kernel holds, under their quotas; an
 // exclusive kernel takes its cores out of their cpusets before it starts, and
@@ -216,4 +207,4 @@ TEST_F(AgentTest, AnAgentStartedAgainWithoutCoresForItsSharedKernelsRefusesToSta
 }
 
 }  // namespace
-}  // namespace slotd
+}  // namespace slotd::agent_testing

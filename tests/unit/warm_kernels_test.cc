@@ -2,17 +2,8 @@
 // replaced, removed when their pool goes, and a pool that cannot make one.
 #include "unit/agent_fixture.h"
 
-namespace slotd {
+namespace slotd::agent_testing {
 namespace {
-
-using agent_testing::AgentTest;
-using agent_testing::Drain;
-using agent_testing::json;
-using agent_testing::Method;
-using agent_testing::OwnedLabels;
-using agent_testing::Request;
-using agent_testing::TestConfig;
-using agent_testing::Types;
 
 // The kernels of `agent` in `state`, by id.
 std::vector<Kernel> InState(const Agent& agent, KernelState state) {
@@ -256,4 +247,4 @@ TEST_F(AgentTest, APoolWhoseImageIsMissingHoldsNothingSaysWhyAndBacksOff) {
 }
 
 }  // namespace
-}  // namespace slotd
+}  // namespace slotd::agent_testing
