@@ -34,65 +34,52 @@ void DeviceHealthBoard::Update(Entry& entry, int64_t now) {
 }
 
 void DeviceHealthBoard::Add(const std::string& device, const std::string& condition, int64_t now) {
-  const uint64_t before = version_;
-  {
-    MutexLock lock(mutex_);
+  Changing([&]() REQUIRES(mutex_) {
     auto [it, added] = entries_.try_emplace(device);
     if (!added) return;
     it->second.shown.since = now;
     it->second.condition = condition;
     Update(it->second, now);
     ++version_;
-  }
-  TellIfChanged(before);
+  });
 }
 
 void DeviceHealthBoard::SetCondition(const std::string& device, const std::string& reason, int64_t now) {
-  const uint64_t before = version_;
-  {
-    MutexLock lock(mutex_);
+  Changing([&]() REQUIRES(mutex_) {
     auto it = entries_.find(device);
     if (it == entries_.end() || it->second.condition == reason) return;
     it->second.condition = reason;
     Update(it->second, now);
-  }
-  TellIfChanged(before);
+  });
 }
 
 void DeviceHealthBoard::Mark(const std::string& device, const std::string& reason, int64_t since) {
-  const uint64_t before = version_;
-  {
-    MutexLock lock(mutex_);
+  Changing([&]() REQUIRES(mutex_) {
     auto it = entries_.find(device);
     if (it == entries_.end() || it->second.mark) return;
     it->second.mark = DeviceMark{reason, since};
     Update(it->second, since);
-  }
-  TellIfChanged(before);
+  });
 }
 
 bool DeviceHealthBoard::Clear(const std::string& device, int64_t now) {
-  const uint64_t before = version_;
-  {
-    MutexLock lock(mutex_);
+  bool cleared = false;
+  Changing([&]() REQUIRES(mutex_) {
     auto it = entries_.find(device);
-    if (it == entries_.end() || !it->second.mark) return false;
+    if (it == entries_.end() || !it->second.mark) return;
     it->second.mark.reset();
     Update(it->second, now);
-  }
-  TellIfChanged(before);
-  return true;
+    cleared = true;
+  });
+  return cleared;
 }
 
 void DeviceHealthBoard::SetStalled(const std::string& reason, int64_t now) {
-  const uint64_t before = version_;
-  {
-    MutexLock lock(mutex_);
+  Changing([&]() REQUIRES(mutex_) {
     if (stalled_ == reason) return;
     stalled_ = reason;
     for (auto& [id, entry] : entries_) Update(entry, now);
-  }
-  TellIfChanged(before);
+  });
 }
 
 void DeviceHealthBoard::SetListener(std::function<void()> listener) {
@@ -100,8 +87,15 @@ void DeviceHealthBoard::SetListener(std::function<void()> listener) {
   listener_ = std::move(listener);
 }
 
-void DeviceHealthBoard::TellIfChanged(uint64_t before) {
-  if (version_ == before) return;
+void DeviceHealthBoard::Changing(const std::function<void()>& change) {
+  bool changed;
+  {
+    MutexLock lock(mutex_);
+    const uint64_t before = version_;
+    change();
+    changed = version_ != before;
+  }
+  if (!changed) return;
   MutexLock lock(listener_mutex_);
   if (listener_) listener_();
 }

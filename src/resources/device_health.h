@@ -83,8 +83,9 @@ class DeviceHealthBoard {
   };
   // Recomputes `entry.shown`; bumps the version when it changed.
   void Update(Entry& entry, int64_t now) REQUIRES(mutex_);
-  // Calls the listener when the version moved past `before`.
-  void TellIfChanged(uint64_t before) EXCLUDES(mutex_, listener_mutex_);
+  // Runs `change` under mutex_ (it is declared REQUIRES(mutex_)), then
+  // calls the listener when it changed a device's state (bumped the version).
+  void Changing(const std::function<void()>& change) EXCLUDES(mutex_, listener_mutex_);
 
   mutable Mutex mutex_;
   std::map<std::string, Entry> entries_ GUARDED_BY(mutex_);
