@@ -7,7 +7,7 @@
 //  - restart: a fresh Agent over the same engine, Agent::Restore until every
 //    kernel is adopted; the baseline is the engine's own owner-filtered
 //    list, which any restart has to make;
-//  - one relist (Agent::Relist), as the watcher makes every 10 s;
+//  - one relist (Converger::Relist), as the watcher makes every 10 s;
 //  - GET /v1/kernels as the API builds it (Agent::ListKernelRecords, the
 //    pieces its server writes) and GET /v1/kernels/{id} (Agent::KernelRecord): p50 and p99 of
 //    200 calls each; and the first list after a restore, which makes every

@@ -9,8 +9,8 @@
 
 namespace slotd {
 
-HealthKeeper::HealthKeeper(Agent& agent, ContainerEngine& engine, Clock& clock, PeriodicLoop& loop)
-    : agent_(agent),
+HealthKeeper::HealthKeeper(KernelHealth& health, ContainerEngine& engine, Clock& clock, PeriodicLoop& loop)
+    : health_(health),
       prober_(engine),
       clock_(clock),
       loop_(loop),
@@ -39,15 +39,15 @@ HealthKeeper::Lane HealthKeeper::LaneOf(const HealthRule& rule) {
   return rule.check.kind == ProbeKind::kExec ? kExecLane : kConnectLane;
 }
 
-Clock::TimePoint HealthKeeper::QueueDue(const std::vector<Agent::HealthTarget>& targets, bool fresh,
+Clock::TimePoint HealthKeeper::QueueDue(const std::vector<KernelHealth::Target>& targets, bool fresh,
                                         Clock::TimePoint now, Clock::TimePoint next_look) {
   Clock::TimePoint next = next_look;
   if (fresh) {
     slots_.clear();
-    for (const Agent::HealthTarget& target : targets) slots_.push_back(&tracked_[target.kernel_id]);
+    for (const KernelHealth::Target& target : targets) slots_.push_back(&tracked_[target.kernel_id]);
   }
   for (size_t i = 0; i < targets.size(); ++i) {
-    const Agent::HealthTarget& target = targets[i];
+    const KernelHealth::Target& target = targets[i];
     Tracked& tracked = *slots_[i];
     if (tracked.container_id != target.container_id || tracked.run != target.run) {
       // Another container, or the same one started again (a restart by hand).
@@ -65,7 +65,7 @@ Clock::TimePoint HealthKeeper::QueueDue(const std::vector<Agent::HealthTarget>& 
   if (!fresh) return next;
   // A kernel that is not RUNNING (ended, backing off, gone) starts afresh when it runs again.
   std::set<std::string> present;
-  for (const Agent::HealthTarget& target : targets) present.insert(target.kernel_id);
+  for (const KernelHealth::Target& target : targets) present.insert(target.kernel_id);
   std::erase_if(tracked_, [&](const auto& entry) {
     const bool gone = !present.count(entry.first) && !entry.second.in_flight;
     if (gone) prober_.Forget(entry.second.container_id);
@@ -79,7 +79,7 @@ Clock::Duration HealthKeeper::Schedule() {
   // costs no copy of every kernel's rule, and no hold of the agent's lock.
   const bool fresh = clock_.Now() >= next_look_;
   if (fresh) {
-    targets_ = agent_.owners().health.Targets();
+    targets_ = health_.Targets();
     next_look_ = clock_.Now() + kLookEvery;
   }
   MutexLock lock(mutex_);
@@ -89,9 +89,9 @@ Clock::Duration HealthKeeper::Schedule() {
 }
 
 void HealthKeeper::Work(const Job& job) {
-  const Agent::HealthTarget& t = job.target;
+  const KernelHealth::Target& t = job.target;
   const ProbeResult result = prober_.Probe(t.rule, t.container_id, t.address);
-  agent_.owners().health.RecordCheck(t.kernel_id, t.container_id, result, job.in_start_period);
+  health_.RecordCheck(t.kernel_id, t.container_id, result, job.in_start_period);
   MutexLock lock(mutex_);
   auto it = tracked_.find(t.kernel_id);
   if (it == tracked_.end() || it->second.container_id != t.container_id || it->second.run != t.run) return;

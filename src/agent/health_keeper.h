@@ -1,9 +1,9 @@
 // HealthKeeper: probes the health checks of the agent's RUNNING kernels on
 // time. Its scheduler, a job of a PeriodicLoop that its owner gives it, asks
-// the agent which kernels have a check (Agent::HealthTargets, every
+// the agent which kernels have a check (KernelHealth::Targets, every
 // kLookEvery), keeps when each is next due, and hands due probes to two
 // fixed pools of worker threads (boost::asio::thread_pool), which run them
-// (HealthProber) and give each result to the agent (Agent::RecordHealth).
+// (HealthProber) and give each result to the agent (KernelHealth::RecordCheck).
 // The scheduler's round takes no engine call and no lock of the agent but
 // for a moment, so it may share a loop with other quick jobs. Exec checks
 // have a pool of their own: the engine runs only so many execs at a time,
@@ -25,7 +25,7 @@
 
 #include <boost/asio/thread_pool.hpp>
 
-#include "agent/agent.h"
+#include "agent/kernel_health.h"
 #include "agent/health_prober.h"
 #include "common/clock.h"
 #include "common/mutex.h"
@@ -35,10 +35,10 @@ namespace slotd {
 
 class HealthKeeper {
  public:
-  // `agent`, `engine`, `clock` and `loop` must outlive the keeper; its
+  // `health`, `engine`, `clock` and `loop` must outlive the keeper; its
   // scheduler becomes a job of `loop`, which must not have started yet, and
   // runs from when the loop starts until it stops.
-  HealthKeeper(Agent& agent, ContainerEngine& engine, Clock& clock, PeriodicLoop& loop);
+  HealthKeeper(KernelHealth& health, ContainerEngine& engine, Clock& clock, PeriodicLoop& loop);
   ~HealthKeeper();  // Stop()s
 
   // Starts the workers; call it before the loop starts.
@@ -63,7 +63,7 @@ class HealthKeeper {
   };
   // One probe to run.
   struct Job {
-    Agent::HealthTarget target;
+    KernelHealth::Target target;
     bool in_start_period = false;
   };
   // Which pool runs a probe.
@@ -79,16 +79,16 @@ class HealthKeeper {
   // next one is due, or `next_look` if sooner. With `fresh` (the agent's
   // targets as of now) also forgets the kernels that are no longer among
   // them; without, `targets` are those of the last fresh call.
-  Clock::TimePoint QueueDue(const std::vector<Agent::HealthTarget>& targets, bool fresh, Clock::TimePoint now,
+  Clock::TimePoint QueueDue(const std::vector<KernelHealth::Target>& targets, bool fresh, Clock::TimePoint now,
                             Clock::TimePoint next_look) REQUIRES(mutex_);
 
-  Agent& agent_;
+  KernelHealth& health_;
   HealthProber prober_;
   Clock& clock_;
   PeriodicLoop& loop_;
   const PeriodicLoop::JobId schedule_job_;
   // The scheduler's own: the targets of its last look at the agent, and when to look again.
-  std::vector<Agent::HealthTarget> targets_;
+  std::vector<KernelHealth::Target> targets_;
   Clock::TimePoint next_look_;
 
   Mutex mutex_;

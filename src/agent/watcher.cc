@@ -8,6 +8,7 @@ namespace slotd {
 
 Watcher::Watcher(Agent& agent, ContainerEngine& engine, std::chrono::milliseconds relist_interval, Clock& clock)
     : agent_(agent),
+      owners_(agent.owners()),
       engine_(engine),
       relist_interval_(relist_interval),
       clock_(clock),
@@ -15,9 +16,10 @@ Watcher::Watcher(Agent& agent, ContainerEngine& engine, std::chrono::millisecond
       kernel_loop_("kernel-timers", clock),
       relist_loop_("relist-gc", clock),
       relist_job_(relist_loop_.Add([this] { return Relist(); }, relist_interval)),
-      device_health_job_(kernel_loop_.AddEvery(kDeviceHealthLookEvery, [this] { agent_.owners().health.ApplyDeviceHealth(); })),
+      device_health_job_(
+          kernel_loop_.AddEvery(kDeviceHealthLookEvery, [this] { owners_.health.ApplyDeviceHealth(); })),
       restart_job_(kernel_loop_.Add([this] { return Restart(); })),
-      health_keeper_(agent, engine, clock, probe_loop_) {
+      health_keeper_(owners_.health, engine, clock, probe_loop_) {
   probe_loop_.AddEvery(kProbeEvery, [this] { Probe(); });
   kernel_loop_.AddEvery(kLifetimeCheckEvery, [this] { KeepLifetimes(); });
   relist_loop_.AddEvery(kImageGcEvery, [this] { CollectImages(); });
@@ -26,7 +28,7 @@ Watcher::Watcher(Agent& agent, ContainerEngine& engine, std::chrono::millisecond
 Watcher::~Watcher() { Stop(); }
 
 void Watcher::Start() {
-  agent_.owners().devices.OnHealthChange([this] { kernel_loop_.RunNow(device_health_job_); });
+  owners_.devices.OnHealthChange([this] { kernel_loop_.RunNow(device_health_job_); });
   health_keeper_.Start();
   probe_loop_.Start();
   kernel_loop_.Start();
@@ -35,7 +37,7 @@ void Watcher::Start() {
 }
 
 void Watcher::Stop() {
-  agent_.owners().devices.OnHealthChange(nullptr);
+  owners_.devices.OnHealthChange(nullptr);
   {
     MutexLock lock(mutex_);
     stop_ = true;
@@ -64,7 +66,7 @@ void Watcher::ReadEvents() {
           RequestRelist();  // covers whatever happened while the stream was down
         },
         [&](const EngineEvent& event) {
-          if (agent_.owners().converger.OnEngineEvent(event)) RequestRelist();
+          if (owners_.converger.OnEngineEvent(event)) RequestRelist();
           LookForRestarts();
         },
         stop_);
@@ -77,34 +79,37 @@ void Watcher::ReadEvents() {
 }
 
 Clock::Duration Watcher::Relist() {
-  if (Status s = agent_.owners().converger.Relist(); !s.ok()) spdlog::warn("relist failed, keeping the last picture: {}", s.message());
+  if (Status s = owners_.converger.Relist(); !s.ok())
+    spdlog::warn("relist failed, keeping the last picture: {}", s.message());
   LookForRestarts();
   return relist_interval_;
 }
 
 void Watcher::Probe() {
   const Status s = engine_.Ping(kProbeEvery);
-  agent_.owners().engine_health.RecordAnswer(s.ok());
+  owners_.engine_health.RecordAnswer(s.ok());
   if (engine_answered_ && !s.ok()) spdlog::warn("the engine does not answer: {}; /health reports it", s.message());
   if (!engine_answered_ && s.ok()) spdlog::info("the engine answers again");
   engine_answered_ = s.ok();
 }
 
 void Watcher::KeepLifetimes() {
-  agent_.owners().lifetimes.Warn(clock_.UnixSeconds());
-  agent_.owners().lifetimes.StopExpired(clock_.UnixSeconds());
+  owners_.lifetimes.Warn(clock_.UnixSeconds());
+  owners_.lifetimes.StopExpired(clock_.UnixSeconds());
 }
 
 void Watcher::CollectImages() {
-  Result<std::vector<std::string>> removed = agent_.owners().images.Collect();
-  if (!removed.ok()) spdlog::warn("image gc: {}; trying again in {} s", removed.status().message(), kImageGcEvery.count());
+  Result<std::vector<std::string>> removed = owners_.images.Collect();
+  if (!removed.ok())
+    spdlog::warn("image gc: {}; trying again in {} s", removed.status().message(), kImageGcEvery.count());
 }
 
 Clock::Duration Watcher::Restart() {
-  const std::optional<int64_t> next_ms = agent_.owners().lifetimes.RestartDue(clock_.UnixMillis());
+  const std::optional<int64_t> next_ms = owners_.lifetimes.RestartDue(clock_.UnixMillis());
   Clock::Duration wait = kRestartLookEvery;
   if (next_ms)
-    wait = std::min(wait, Clock::Duration(std::chrono::milliseconds(std::max<int64_t>(0, *next_ms - clock_.UnixMillis()))));
+    wait = std::min(wait,
+                    Clock::Duration(std::chrono::milliseconds(std::max<int64_t>(0, *next_ms - clock_.UnixMillis()))));
   return wait;
 }
 

@@ -15,25 +15,25 @@
 //  thread "kernel-timers": the kernels' ends, restarts and devices
 //  - the lifetime keeper, every kLifetimeCheckEvery, warns the kernels
 //    whose lifetime, idle window or drain's deadline ends within their
-//    warn_before (Agent::WarnKernels) and stops those whose end has come
-//    (Agent::StopExpiredKernels);
-//  - the restarter runs Agent::RestartDueKernels when the next BACKOFF
+//    warn_before (KernelLifetimes::Warn) and queues the stops of those
+//    whose end has come (KernelLifetimes::StopExpired);
+//  - the restarter runs KernelLifetimes::RestartDue when the next BACKOFF
 //    kernel is due, after every event and relist (which may have put one
 //    in BACKOFF), and at least every kRestartLookEvery;
-//  - the device-health look runs Agent::ApplyDeviceHealth as soon as a
+//  - the device-health look runs KernelHealth::ApplyDeviceHealth as soon as a
 //    device health board changes (the agent tells it), and every
 //    kDeviceHealthLookEvery (to retry what failed: a stop, state.json).
-//  Worst case: each waits for the others' engine calls: a stop takes up to
-//  the kernel's stop timeout ([container] stop-timeout at most) per kernel
-//  stopped, a restart a create and a start. Each already waited as long for
-//  its own calls, one kernel after another, and none promises more than
-//  "at the next round"; what the devices' health means for new kernels
-//  never waits for this thread (the allocator reads the health board).
+//  Worst case: each waits for the others' engine calls: a warning's rename
+//  and signal, a restart's rename, start and check of its uids, one kernel
+//  after another. Their stops are queued (KernelEnds), never made here.
+//  None promises more than "at the next round"; what the devices' health
+//  means for new kernels never waits for this thread (the allocator reads
+//  the health board).
 //
 //  thread "relist-gc": the slow whole-node work
-//  - the relister runs Agent::Relist every `relist_interval` and whenever
-//    asked (RequestRelist);
-//  - the image collector runs Agent::CollectImages every kImageGcEvery.
+//  - the relister runs Converger::Relist every `relist_interval` and
+//    whenever asked (RequestRelist);
+//  - the image collector runs NodeImages::Collect every kImageGcEvery.
 //  Worst case: a relist of a big node takes seconds, an image collection
 //  as long as its removals; neither promises more than its period.
 //
@@ -88,6 +88,7 @@ class Watcher {
   static constexpr std::chrono::milliseconds kMaxBackoff{5000};
 
   Agent& agent_;
+  const Agent::Owners owners_;  // the owners the loops ask
   ContainerEngine& engine_;
   const std::chrono::milliseconds relist_interval_;
   Clock& clock_;

@@ -197,7 +197,7 @@ std::unique_ptr<EventHub::Listener> SweepWhenKernelsStart(EventHub& hub, StatsCo
   });
 }
 
-// Until asked to stop, keeps the warm pools full (Agent::FillPools): at
+// Until asked to stop, keeps the warm pools full (WarmKernels::Fill): at
 // once, then after any event of the agent's (a warm kernel given, a kernel
 // ended or removed) and at least every second. None without [[pool]] entries.
 std::jthread KeepPoolsFilled(Agent& agent, EventHub& hub) {

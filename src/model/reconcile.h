@@ -1,8 +1,8 @@
 // Reconcile: the pure decision of what the agent does about what the engine
 // shows it — each container of a relist, each event of the stream — given
 // what it knows of its kernels. No engine, no lock, no clock: the agent core
-// gathers the facts, asks here, and applies the answer (Agent::Relist,
-// Agent::Restore, Agent::OnEngineEvent). Tested from a table of cases in
+// gathers the facts, asks here, and applies the answer (Converger::Relist,
+// Agent::Restore, Converger::OnEngineEvent). Tested from a table of cases in
 // tests/unit/reconcile_test.cc.
 #pragma once
 

@@ -41,6 +41,9 @@ TEST(Threads, AnAgentAtRestKeepsAtMostFifteen) {
   AgentProcess agent(options);
   ASSERT_TRUE(agent.Start()) << agent.log();
   const std::vector<std::string> names = ThreadNames(agent.pid());
+  // A count of none would pass without having counted: the agent's API thread must be among them.
+  ASSERT_NE(std::find(names.begin(), names.end(), "api-io"), names.end())
+      << "no thread named api-io in /proc/" << agent.pid() << "/task";
   std::string listed;
   for (const std::string& name : names) listed += "\n  " + name;
   EXPECT_LE(names.size(), 15u) << "the agent's threads:" << listed;
