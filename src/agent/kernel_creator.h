@@ -102,7 +102,9 @@ class KernelCreator {
   KernelUsers& users_;
   DeviceManager& devices_;
 
-  // A create under way, which repeats of the same request wait for and share.
+  // The outcome of a create under way, which repeats of the same request
+  // wait for and share. (Not who owns the kernel: its PULLING or PREPARING
+  // state is, KernelTable::OwnedByACall.)
   struct PendingCreate {
     CreateRequest request;  // the request under way
     bool done = false;

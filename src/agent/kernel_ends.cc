@@ -16,16 +16,23 @@ KernelEnds::KernelEnds(const Config& config, ContainerEngine& engine, const Cloc
       files_(files),
       shared_pool_(shared_pool) {}
 
-Result<Kernel> KernelEnds::Delete(const std::string& kernel_id) {
+Result<Kernel> KernelEnds::Delete(const std::string& kernel_id) { return Delete(kernel_id, nullptr); }
+
+Result<Kernel> KernelEnds::Delete(KernelHold& held) { return Delete(held.kernel_id(), &held); }
+
+Result<Kernel> KernelEnds::Delete(const std::string& kernel_id, const KernelHold* held) {
   std::string container_id;
   StopContract contract;
   {
     MutexLock lock(store_.mutex);
-    // A restart under way finishes first: a delete wins over it, not the other way round.
-    store_.mutex.Wait(store_.restart_done, [&]() REQUIRES(store_.mutex) { return !store_.table.Restarting(kernel_id); });
+    // A call that holds the kernel finishes first: a delete comes after it,
+    // never in its middle.
+    if (!held)
+      store_.mutex.Wait(store_.table.Released(),
+                        [&]() REQUIRES(store_.mutex) { return !store_.table.HoldOf(kernel_id); });
     const Kernel* k = store_.table.Find(kernel_id);
     if (!k) return store_.Unknown(kernel_id);
-    if (Status s = store_.table.Stopping(kernel_id); !s.ok()) return s;
+    if (Status s = store_.table.Stopping(kernel_id, held); !s.ok()) return s;
     container_id = k->container_id;
     contract = k->request.stop;
   }
@@ -70,15 +77,23 @@ void KernelEnds::StopTerminating(std::vector<ToStop> kernels, const std::string&
   }
 }
 
-void KernelEnds::StopToRestart(const ToStop& kernel) {
-  stops_.Push([this, kernel] {
+void KernelEnds::StopToRestart(KernelHold hold, const ToStop& kernel) {
+  auto held = std::make_shared<KernelHold>(std::move(hold));  // the queue's jobs are copied
+  stops_.Push([this, held, kernel] {
     const ContainerStopper::Outcome stop = stopper_.Stop(kernel.container_id, kernel.contract);
-    if (stop.stopped.ok() || stop.stopped.code() == Status::Code::kNotFound) return;
-    spdlog::error("kernel {}: to be restarted, but its container could not be stopped: {}", kernel.kernel_id,
-                  stop.stopped.message());
+    const bool stopped = stop.stopped.ok() || stop.stopped.code() == Status::Code::kNotFound;
     MutexLock lock(store_.mutex);
-    if (Kernel* k = store_.table.Change(kernel.kernel_id); k && k->container_id == kernel.container_id)
-      k->end_cause.clear();
+    const KernelTable::HoldRecord* record = store_.table.HoldOf(kernel.kernel_id);
+    const std::string why = record ? record->why : "";
+    const Kernel* k = store_.table.Find(kernel.kernel_id);
+    if (stopped && k && k->container_id == kernel.container_id && k->state() == KernelState::kRunning) {
+      const int64_t ended_at_ms = stop.ended_at ? *stop.ended_at * 1000 : clock_.UnixMillis();
+      Ended(store_, kernel.kernel_id, KernelEnd{stop.exit_code, false, ended_at_ms, why, /*forced=*/true});
+    } else if (!stopped) {
+      spdlog::error("kernel {}: to be restarted ({}), but its container could not be stopped: {}", kernel.kernel_id,
+                    why, stop.stopped.message());
+    }
+    store_.table.Release(*held);
   });
 }
 
@@ -100,11 +115,7 @@ void KernelEnds::Ended(KernelStore& store, const std::string& kernel_id, const K
   assert(&store == &store_);
   const Kernel* k = store.table.Find(kernel_id);
   if (!k) return;
-  KernelEnd end = what_ended;
-  if (!k->end_cause.empty()) {  // the agent ended it (an unhealthy kernel): that is its end
-    end.why = k->end_cause;
-    end.forced = true;
-  }
+  const KernelEnd& end = what_ended;
   const std::optional<int64_t> ended_at = end.ended_at_ms > 0 ? std::optional(end.ended_at_ms / 1000) : std::nullopt;
   const bool policy_applies = k->state() == KernelState::kRunning || k->state() == KernelState::kBackoff;
   if (!policy_applies) {

@@ -49,10 +49,14 @@ class KernelEnds {
   };
 
   // Stops and removes the kernel's container, then frees its resources,
-  // removes its files and forgets it; returns the final record. A restart
-  // under way finishes first. If the engine fails, the kernel and its
-  // resources are kept and the error is returned.
+  // removes its files and forgets it; returns the final record. A call
+  // that holds the kernel (a restart, an agent-caused stop: KernelHold)
+  // finishes first; a kernel being created or stopped is Busy. If the
+  // engine fails, the kernel and its resources are kept and the error is
+  // returned.
   Result<Kernel> Delete(const std::string& kernel_id) EXCLUDES(store_.mutex);
+  // Delete, of the kernel that the caller's `held` holds.
+  Result<Kernel> Delete(KernelHold& held) EXCLUDES(store_.mutex);
   // How many queued stops run at once.
   static constexpr int kStopWorkers = 4;
   // Queues the stops of `kernels`, each set TERMINATING by the caller, and
@@ -64,11 +68,12 @@ class KernelEnds {
   using AfterStop = std::function<void(const std::string& kernel_id, bool stopped)>;
   void StopTerminating(std::vector<ToStop> kernels, const std::string& reason, AfterStop after = {})
       EXCLUDES(store_.mutex);
-  // Queues the stop of a RUNNING kernel the agent ends by its restart
-  // policy (its end_cause set by the caller): its "die" event, or the next
-  // relist, then ends it (Ended reads end_cause). A stop that fails clears
-  // end_cause, so that the caller may try again.
-  void StopToRestart(const ToStop& kernel) EXCLUDES(store_.mutex);
+  // Queues the stop of a RUNNING kernel that the agent ends for its
+  // restart policy to decide on, held by the caller's `hold` (Act::kEnd,
+  // its why the end's reason): once stopped, it ends as Ended says, with
+  // that reason, forced. The hold is given back after the stop, stopped or
+  // not (a stop that fails is logged: the caller may try again).
+  void StopToRestart(KernelHold hold, const ToStop& kernel) EXCLUDES(store_.mutex);
   // Queues the stop of an ERROR kernel's container found running on
   // resources the kernel does not hold: TERMINATED "stopped by slotd: its
   // <reason>".
@@ -78,7 +83,7 @@ class KernelEnds {
   // What the end `end` of kernel `kernel_id`'s container comes to: for a
   // RUNNING or BACKOFF kernel, its restart policy (DecideOnExit) says
   // BACKOFF, keeping its resources, or TERMINATED, freeing them; any other
-  // is TERMINATED. An end the agent caused (Kernel::end_cause) is that end.
+  // is TERMINATED.
   // `store`: the store this was built with, whose lock the caller holds
   // (named here so that the compiler checks that it is held).
   void Ended(KernelStore& store, const std::string& kernel_id, const KernelEnd& end) REQUIRES(store.mutex);
@@ -89,6 +94,9 @@ class KernelEnds {
   int64_t DrainDeadline() const { return drain_deadline_; }
 
  private:
+  // Delete; `held`: the caller's hold of it, or nullptr (then it waits for any hold to be given back).
+  Result<Kernel> Delete(const std::string& kernel_id, const KernelHold* held) EXCLUDES(store_.mutex);
+
   const Config& config_;
   ContainerEngine& engine_;
   const Clock& clock_;

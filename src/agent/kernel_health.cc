@@ -35,12 +35,13 @@ std::vector<KernelHealth::Target> KernelHealth::Targets() const {
 void KernelHealth::RecordCheck(const std::string& kernel_id, const std::string& container_id, const ProbeResult& result,
                          bool in_start_period) {
   std::vector<KernelEnds::ToStop> to_stop;
-  std::optional<KernelEnds::ToStop> to_end;  // stopped; its death decides the rest
+  std::optional<KernelEnds::ToStop> to_end;  // stopped for its restart policy to decide on
+  KernelHold end_hold;                       // to_end's, given to its stop
   {
     MutexLock lock(store_.mutex);
     Kernel* k = store_.table.Change(kernel_id);
     if (!k || k->container_id != container_id || k->state() != KernelState::kRunning || !k->request.health ||
-        !k->health || store_.table.OwnedByACall(*k) || !k->end_cause.empty())
+        !k->health || store_.table.OwnedByACall(*k))
       return;
     const HealthRule rule = ResolveHealth(*k->request.health, config_.container);
     const HealthChange change = RecordProbe(*k->health, rule, result.passed, result.output, in_start_period);
@@ -71,13 +72,15 @@ void KernelHealth::RecordCheck(const std::string& kernel_id, const std::string& 
     if (on_unhealthy == OnUnhealthy::kStop && store_.table.Stopping(kernel_id).ok()) {
       to_stop.push_back({kernel_id, container_id, k->request.stop});
     } else if (on_unhealthy == OnUnhealthy::kRestart) {
-      k->end_cause = "unhealthy";
-      to_end = KernelEnds::ToStop{kernel_id, container_id, k->request.stop};
+      if (Result<KernelHold> hold = store_.table.Hold(kernel_id, KernelTable::Act::kEnd, "unhealthy"); hold.ok()) {
+        end_hold = std::move(*hold);
+        to_end = KernelEnds::ToStop{kernel_id, container_id, k->request.stop};
+      }
     }
   }
   // Queued: the probe worker that found it unhealthy never waits on its stop.
   ends_.StopTerminating(std::move(to_stop), "unhealthy");
-  if (to_end) ends_.StopToRestart(*to_end);  // its "die" event (or the next relist) ends it: Ended reads end_cause
+  if (to_end) ends_.StopToRestart(std::move(end_hold), *to_end);
 }
 
 void KernelHealth::RecordCgroups(const std::vector<CgroupReading>& readings) {

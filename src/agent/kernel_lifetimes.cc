@@ -117,6 +117,7 @@ std::optional<int64_t> KernelLifetimes::RestartDue(int64_t now_ms) {
     std::string container_id;
     int64_t restarts;  // before this one
     std::optional<RunAs> run_as;
+    KernelHold hold;   // BeginPolicyRestart's
   };
   std::vector<Due> due;
   std::optional<int64_t> next;
@@ -133,12 +134,12 @@ std::optional<int64_t> KernelLifetimes::RestartDue(int64_t now_ms) {
       if (kernel.deadline && *kernel.deadline * 1000 <= now_ms) continue;
       if (*kernel.next_restart_at_ms > now_ms) {
         note_next(kernel);
-      } else if (store_.table.BeginPolicyRestart(id).ok()) {
-        due.push_back({id, kernel.container_id, kernel.restarts, kernel.run_as});
+      } else if (Result<KernelHold> hold = store_.table.BeginPolicyRestart(id); hold.ok()) {
+        due.push_back({id, kernel.container_id, kernel.restarts, kernel.run_as, std::move(*hold)});
       }
     }
   }
-  for (const Due& d : due) {
+  for (Due& d : due) {
     const int64_t restarts = d.restarts + 1;
     Status renamed = Status::Ok();
     {
@@ -156,8 +157,7 @@ std::optional<int64_t> KernelLifetimes::RestartDue(int64_t now_ms) {
     MutexLock lock(store_.mutex);
     const Kernel* k = store_.table.Find(d.kernel_id);
     if (!k || k->container_id != d.container_id) continue;
-    (void)store_.table.FinishPolicyRestart(d.kernel_id, renamed.ok() ? restarts : d.restarts, started.ok());
-    store_.restart_done.notify_all();
+    (void)store_.table.FinishPolicyRestart(d.hold, renamed.ok() ? restarts : d.restarts, started.ok());
     if (!verified.ok()) {
       ends_.Ended(store_, d.kernel_id, KernelEnd{std::nullopt, false, now_ms, verified.message(), true, true});
       continue;
@@ -177,6 +177,7 @@ Result<Kernel> KernelLifetimes::Restart(const std::string& kernel_id) {
   std::string container_id;
   StopContract contract;
   std::optional<RunAs> run_as;
+  KernelHold hold;  // declared before every lock below: given back (if still held) after them
   {
     MutexLock lock(store_.mutex);
     const Kernel* k = store_.table.Find(kernel_id);
@@ -185,8 +186,10 @@ Result<Kernel> KernelLifetimes::Restart(const std::string& kernel_id) {
     if (k->deadline && *k->deadline <= clock_.UnixSeconds())
       return Status::FailedPrecondition("kernel " + kernel_id +
                                         "'s lifetime has run out, so it cannot be restarted; create a new kernel");
-    if (Status s = store_.table.BeginRestart(kernel_id); !s.ok())
-      return Status::ResourceExhausted("kernel " + kernel_id + " cannot be restarted: " + s.message());
+    Result<KernelHold> held = store_.table.BeginRestart(kernel_id);
+    if (!held.ok())
+      return Status::ResourceExhausted("kernel " + kernel_id + " cannot be restarted: " + held.status().message());
+    hold = std::move(*held);
     container_id = k->container_id;
     contract = k->request.stop;
     run_as = k->run_as;
@@ -195,8 +198,7 @@ Result<Kernel> KernelLifetimes::Restart(const std::string& kernel_id) {
   const Status verified = s.ok() ? users_.VerifyRestarted(kernel_id, container_id, run_as) : Status::Ok();
   MutexLock lock(store_.mutex);
   if (!store_.table.Find(kernel_id)) return Status::NotFound("kernel " + kernel_id + " was removed while restarting");
-  Status finished = store_.table.FinishRestart(kernel_id, s.ok());
-  store_.restart_done.notify_all();
+  Status finished = store_.table.FinishRestart(hold, s.ok());
   if (!finished.ok()) return finished;
   if (!s.ok()) return s.WithPrefix("restarting kernel " + kernel_id);
   if (!verified.ok()) {

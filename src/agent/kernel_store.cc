@@ -8,7 +8,7 @@ namespace slotd {
 
 KernelStore::KernelStore(std::string agent_id, std::vector<std::unique_ptr<ResourcePlugin>> plugins, EventHub& hub,
                          const Clock& clock)
-    : plugins(std::move(plugins)), table(agent_id, this->plugins, hub, clock), agent_id_(std::move(agent_id)) {}
+    : plugins(std::move(plugins)), table(agent_id, mutex, this->plugins, hub, clock), agent_id_(std::move(agent_id)) {}
 
 Result<Kernel> KernelStore::Get(const std::string& kernel_id) const {
   MutexLock lock(mutex);

@@ -1,8 +1,7 @@
 // KernelStore: the agent's kernels and what they hold, under the one core
-// lock: the kernel table (each kernel's record and lifecycle) and the
-// resource plugins (every allocation), and the condition on which a call
-// waits for a restart under way. It holds no other state and calls no
-// engine. The agent's owners (creating, stopping, converging, exec, ...)
+// lock: the kernel table (each kernel's record, lifecycle and holds) and
+// the resource plugins (every allocation). It holds no other state and
+// calls no engine. The agent's owners (creating, stopping, converging, exec, ...)
 // each take the store: they read and change kernels under `mutex`, and call
 // the engine without it.
 //
@@ -10,7 +9,6 @@
 // owner holds across an engine call or file I/O.
 #pragma once
 
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <string>
@@ -58,8 +56,6 @@ class KernelStore {
   mutable Mutex mutex;
   std::vector<std::unique_ptr<ResourcePlugin>> plugins GUARDED_BY(mutex);
   KernelTable table GUARDED_BY(mutex);
-  // With `mutex`: a restart under way finished (KernelTable::Restarting).
-  std::condition_variable restart_done;
 
  private:
   const std::string agent_id_;

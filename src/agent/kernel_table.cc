@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -23,9 +24,28 @@ json ExitCodeJson(std::optional<int> code) { return code ? json(*code) : json(nu
 
 }  // namespace
 
-KernelTable::KernelTable(std::string agent_id, std::vector<std::unique_ptr<ResourcePlugin>>& plugins, EventHub& hub,
-                         const Clock& clock)
-    : agent_id_(std::move(agent_id)), plugins_(plugins), hub_(hub), clock_(clock) {}
+KernelHold::KernelHold(KernelHold&& other) noexcept
+    : table_(other.table_), kernel_id_(std::move(other.kernel_id_)), ticket_(std::exchange(other.ticket_, 0)) {}
+
+KernelHold& KernelHold::operator=(KernelHold&& other) noexcept {
+  if (this != &other) {
+    KernelHold old(std::move(*this));  // gives back what this held, once `other` is taken
+    table_ = other.table_;
+    kernel_id_ = std::move(other.kernel_id_);
+    ticket_ = std::exchange(other.ticket_, 0);
+  }
+  return *this;
+}
+
+KernelHold::~KernelHold() {
+  if (!table_ || ticket_ == 0) return;
+  MutexLock lock(table_->mutex_);
+  table_->Release(*this);
+}
+
+KernelTable::KernelTable(std::string agent_id, Mutex& mutex, std::vector<std::unique_ptr<ResourcePlugin>>& plugins,
+                         EventHub& hub, const Clock& clock)
+    : agent_id_(std::move(agent_id)), mutex_(mutex), plugins_(plugins), hub_(hub), clock_(clock) {}
 
 Result<Kernel*> KernelTable::Check(Transition transition, const std::string& kernel_id, Place to) {
   const Rule& rule = RuleOf(transition);
@@ -87,7 +107,6 @@ void KernelTable::Enter(Kernel& kernel, Transition transition, KernelState to, j
     // Its container (re)started: its health is to be found again.
     kernel.health = kernel.request.health ? std::optional<HealthState>(HealthState{}) : std::nullopt;
     kernel.idle_since_ms.reset();
-    kernel.end_cause.clear();
     ++kernel.runs;
   }
   if (to == KernelState::kRunning || to == KernelState::kWarm) kernel.running_seq = ++seq_;
@@ -102,7 +121,7 @@ Kernel KernelTable::Remove(const std::string& kernel_id) {
   kernels_.erase(kernel_id);
   records_.erase(kernel_id);
   before_stopping_.erase(kernel_id);
-  restarting_.erase(kernel_id);
+  DropHold(kernel_id);
   removed_at_seq_[kernel_id] = ++seq_;
   return final_record;
 }
@@ -183,25 +202,29 @@ Status KernelTable::Resume(const std::string& kernel_id, const std::string& how)
   return Status::Ok();
 }
 
-Status KernelTable::BeginRestart(const std::string& kernel_id) {
-  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
-  Result<Kernel*> k = Check(T::kRestarted, kernel_id, kRunning);
+Result<KernelHold> KernelTable::BeginRestart(const std::string& kernel_id) {
+  const Kernel* found = Find(kernel_id);
+  if (found && OwnedByACall(*found)) return Busy(*found);
+  Result<Kernel*> k = Check(T::kRestartHeld, kernel_id, found ? Place(found->state()) : kNone);
   if (!k.ok()) return k.status();
   if (Status s = Claim(**k); !s.ok()) return s;
-  restarting_.insert(kernel_id);
-  return Status::Ok();
+  return NewHold(kernel_id, Act::kRestart, "");
 }
 
-Status KernelTable::FinishRestart(const std::string& kernel_id, bool restarted) {
-  Kernel* kernel = Change(kernel_id);
-  if (!kernel || restarting_.erase(kernel_id) == 0)
-    return Status::FailedPrecondition("kernel " + kernel_id + " is not being restarted");
+Status KernelTable::FinishRestart(KernelHold& hold, bool restarted) {
+  const std::string kernel_id = hold.kernel_id();
+  if (!Current(hold)) return Status::FailedPrecondition("kernel " + kernel_id + " is not being restarted");
   if (!restarted) {
-    if (kernel->state() != KernelState::kRunning && kernel->state() != KernelState::kBackoff) Free(*kernel);
+    Release(hold);
     return Status::Ok();
   }
-  if (Result<Kernel*> k = Check(T::kRestarted, kernel_id, kRunning); !k.ok()) return k.status();
-  RunAgain(*kernel, T::kRestarted);
+  Result<Kernel*> k = Check(T::kRestarted, kernel_id, kRunning);
+  if (!k.ok()) {
+    Release(hold);
+    return k.status();
+  }
+  EndHold(hold);
+  RunAgain(**k, T::kRestarted);
   return Status::Ok();
 }
 
@@ -223,26 +246,34 @@ Status KernelTable::BackOff(const std::string& kernel_id, std::optional<int> exi
   return Status::Ok();
 }
 
-Status KernelTable::BeginPolicyRestart(const std::string& kernel_id) {
+Result<KernelHold> KernelTable::BeginPolicyRestart(const std::string& kernel_id) {
   if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
   if (Result<Kernel*> k = Check(T::kPolicyRestarted, kernel_id, kRunning); !k.ok()) return k.status();
-  restarting_.insert(kernel_id);
-  return Status::Ok();
+  return BeginRestart(kernel_id);  // kRestartHeld; a BACKOFF kernel holds its resources already
 }
 
-Status KernelTable::FinishPolicyRestart(const std::string& kernel_id, int64_t restarts, bool started) {
+Status KernelTable::FinishPolicyRestart(KernelHold& hold, int64_t restarts, bool started) {
+  const std::string kernel_id = hold.kernel_id();
   Kernel* kernel = Change(kernel_id);
-  if (!kernel || restarting_.erase(kernel_id) == 0)
-    return Status::FailedPrecondition("kernel " + kernel_id + " is not being restarted");
+  if (!kernel || !Current(hold)) return Status::FailedPrecondition("kernel " + kernel_id + " is not being restarted");
   kernel->restarts = restarts;
-  if (!started) return Status::Ok();
-  if (Result<Kernel*> k = Check(T::kPolicyRestarted, kernel_id, kRunning); !k.ok()) return k.status();
-  RunAgain(*kernel, T::kPolicyRestarted, {{"restarts", restarts}});
+  if (!started) {
+    Release(hold);
+    return Status::Ok();
+  }
+  Result<Kernel*> k = Check(T::kPolicyRestarted, kernel_id, kRunning);
+  if (!k.ok()) {
+    Release(hold);
+    return k.status();
+  }
+  EndHold(hold);
+  RunAgain(**k, T::kPolicyRestarted, {{"restarts", restarts}});
   return Status::Ok();
 }
 
-Status KernelTable::Stopping(const std::string& kernel_id) {
-  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
+Status KernelTable::Stopping(const std::string& kernel_id, const KernelHold* by) {
+  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy) && !(by && Current(*by) && !StateIsACalls(*busy)))
+    return Busy(*busy);
   Result<Kernel*> k = Check(T::kStopping, kernel_id, kTerminating);
   if (!k.ok()) return k.status();
   before_stopping_[kernel_id] = (*k)->state();
@@ -330,13 +361,72 @@ void KernelTable::SetContainer(const std::string& kernel_id, const std::string& 
 }
 
 bool KernelTable::OwnedByACall(const Kernel& kernel) const {
-  return kernel.state() == KernelState::kPulling || kernel.state() == KernelState::kPreparing ||
-         kernel.state() == KernelState::kTerminating || restarting_.count(kernel.id()) > 0;
+  return StateIsACalls(kernel) || holds_.count(kernel.id()) > 0;
 }
 
 Status KernelTable::Busy(const Kernel& kernel) const {
-  const std::string doing = restarting_.count(kernel.id()) ? "restarting" : KernelStateName(kernel.state());
+  std::string doing = KernelStateName(kernel.state());
+  if (const HoldRecord* hold = HoldOf(kernel.id()); hold && !StateIsACalls(kernel)) {
+    switch (hold->act) {
+      case Act::kRestart: doing = "restarting"; break;
+      case Act::kGiveWarm: doing = "being given to a create"; break;
+      case Act::kRemoveWarm: doing = "being removed from its warm pool"; break;
+      case Act::kEnd: doing = "being stopped: " + hold->why; break;
+    }
+  }
   return Status::FailedPrecondition("kernel " + kernel.id() + " is busy (" + doing + "); retry when that finishes");
+}
+
+Result<KernelHold> KernelTable::Hold(const std::string& kernel_id, Act act, std::string why) {
+  const Kernel* kernel = Find(kernel_id);
+  if (!kernel) return Status::NotFound("kernel " + kernel_id + " is not known to agent " + agent_id_);
+  if (OwnedByACall(*kernel)) return Busy(*kernel);
+  return NewHold(kernel_id, act, std::move(why));
+}
+
+void KernelTable::Release(KernelHold& hold) {
+  if (!Current(hold)) {
+    hold.ticket_ = 0;
+    return;
+  }
+  const std::string kernel_id = hold.kernel_id();
+  const Act act = holds_.at(kernel_id).act;
+  hold.ticket_ = 0;
+  const KernelState state = Find(kernel_id)->state();
+  if (act == Act::kRestart && state != KernelState::kRunning && state != KernelState::kBackoff) {
+    if (Result<Kernel*> k = Check(T::kRestartUnheld, kernel_id, Place(state)); k.ok()) Free(**k);
+  }
+  DropHold(kernel_id);
+}
+
+const KernelTable::HoldRecord* KernelTable::HoldOf(const std::string& kernel_id) const {
+  auto it = holds_.find(kernel_id);
+  return it == holds_.end() ? nullptr : &it->second;
+}
+
+KernelHold KernelTable::NewHold(const std::string& kernel_id, Act act, std::string why) {
+  const uint64_t ticket = next_ticket_++;
+  holds_[kernel_id] = HoldRecord{act, std::move(why), ticket};
+  return KernelHold(*this, kernel_id, ticket);
+}
+
+bool KernelTable::Current(const KernelHold& hold) const {
+  const HoldRecord* record = hold.table_ == this && hold.held() ? HoldOf(hold.kernel_id()) : nullptr;
+  return record && record->ticket == hold.ticket_;
+}
+
+void KernelTable::EndHold(KernelHold& hold) {
+  hold.ticket_ = 0;
+  DropHold(hold.kernel_id());
+}
+
+void KernelTable::DropHold(const std::string& kernel_id) {
+  if (holds_.erase(kernel_id) > 0) released_.notify_all();
+}
+
+bool KernelTable::StateIsACalls(const Kernel& kernel) {
+  return kernel.state() == KernelState::kPulling || kernel.state() == KernelState::kPreparing ||
+         kernel.state() == KernelState::kTerminating;
 }
 
 reconcile::Known KernelTable::KnownOf(const Kernel& kernel) const {

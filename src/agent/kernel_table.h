@@ -5,16 +5,24 @@
 // event its rule names. An illegal change is refused (kFailedPrecondition,
 // logged) and changes nothing. No other code assigns Kernel::state.
 //
+// One call at a time acts on a kernel. The states a call passes through
+// (PULLING and PREPARING: its create, or the relist that finishes it;
+// TERMINATING: its stop) are owned by being in them. Any other act on a
+// kernel (a restart, a warm kernel given to a create or removed, a stop the
+// agent causes for its restart policy) holds it with a KernelHold, the one
+// record of it. Both make OwnedByACall true: events and relists leave such
+// a kernel alone, and other calls wait for it or are refused (Busy).
+//
 // Not thread-safe: the agent holds its mutex around every call, the same
 // mutex that guards the plugins this table claims from and frees to.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,10 +32,42 @@
 #include "model/kernel_rules.h"
 #include "model/reconcile.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "resources/plugin.h"
 
 namespace slotd {
+
+class KernelTable;
+
+// A call's hold of one kernel (KernelTable::Hold, BeginRestart,
+// BeginPolicyRestart): while held, the kernel is OwnedByACall. Given back
+// by the transition that ends its act, by KernelTable::Release, or by the
+// destructor, which takes the table's lock and undoes what the hold took
+// (a restart's claim): never destroy a held one with that lock held.
+// Movable, not copyable.
+class KernelHold {
+ public:
+  KernelHold() = default;
+  KernelHold(KernelHold&& other) noexcept;
+  KernelHold& operator=(KernelHold&& other) noexcept;
+  KernelHold(const KernelHold&) = delete;
+  KernelHold& operator=(const KernelHold&) = delete;
+  ~KernelHold();
+
+  // Whether it still holds its kernel.
+  bool held() const { return ticket_ != 0; }
+  const std::string& kernel_id() const { return kernel_id_; }
+
+ private:
+  friend class KernelTable;
+  KernelHold(KernelTable& table, std::string kernel_id, uint64_t ticket)
+      : table_(&table), kernel_id_(std::move(kernel_id)), ticket_(ticket) {}
+
+  KernelTable* table_ = nullptr;
+  std::string kernel_id_;
+  uint64_t ticket_ = 0;  // 0: not held
+};
 
 class KernelTable {
  public:
@@ -36,10 +76,19 @@ class KernelTable {
   using Place = KernelPlace;
   using Rule = KernelRule;
 
-  // `plugins`, `hub` and `clock` must outlive the table; the plugins are
-  // guarded by the same lock as the table.
-  KernelTable(std::string agent_id, std::vector<std::unique_ptr<ResourcePlugin>>& plugins, EventHub& hub,
-              const Clock& clock);
+  // What a call that holds a kernel does (KernelHold).
+  enum class Act {
+    kRestart,     // RestartKernel's restart or its restart policy's
+    kGiveWarm,    // a WARM kernel being given to a create
+    kRemoveWarm,  // a warm pool's kernel being removed
+    kEnd,         // a stop the agent caused, for the kernel's restart policy to decide on (its why: the end's reason)
+  };
+
+  // `mutex` is the lock every caller holds (a KernelHold's destructor takes
+  // it); `plugins` are guarded by it. All must outlive the table, as must
+  // `hub` and `clock`.
+  KernelTable(std::string agent_id, Mutex& mutex, std::vector<std::unique_ptr<ResourcePlugin>>& plugins,
+              EventHub& hub, const Clock& clock);
 
   // ---- Transitions. Each refuses (kFailedPrecondition) what its rule does not allow.
 
@@ -65,29 +114,28 @@ class KernelTable {
   // reason when the allocation cannot be claimed again. Returns the claim's
   // status (OK: RUNNING).
   Status Resume(const std::string& kernel_id, const std::string& why_refused);
-  // Holds a settled or running kernel for RestartKernel: claims its
-  // allocation (the plugins' refusal when it cannot) and marks it owned by
-  // a call until FinishRestart. Its state does not change.
-  Status BeginRestart(const std::string& kernel_id);
-  // Ends BeginRestart: kRestarted when `restarted`; otherwise the
-  // allocation is given back unless the kernel is RUNNING or BACKOFF.
-  Status FinishRestart(const std::string& kernel_id, bool restarted);
+  // kRestartHeld: holds a settled or running kernel for RestartKernel,
+  // claiming its allocation (the plugins' refusal when it cannot); Busy
+  // when a call owns it. Its state does not change.
+  Result<KernelHold> BeginRestart(const std::string& kernel_id);
+  // Ends `hold` (BeginRestart's or BeginPolicyRestart's): kRestarted when
+  // `restarted`; otherwise kRestartUnheld, as Release.
+  Status FinishRestart(KernelHold& hold, bool restarted);
   // kBackedOff: the kernel's container ended (`exit_code`, `reason`, at
   // `terminated_at`) and its restart policy starts it again at
   // `next_restart_at_ms`; it keeps its resources.
   Status BackOff(const std::string& kernel_id, std::optional<int> exit_code, const std::string& reason,
                  std::optional<int64_t> terminated_at, int64_t next_restart_at_ms);
-  // Holds a BACKOFF kernel for its restart policy's restart, as
-  // BeginRestart does for RestartKernel (its state does not change).
-  Status BeginPolicyRestart(const std::string& kernel_id);
-  // Ends BeginPolicyRestart. The kernel's name now records `restarts`;
-  // kPolicyRestarted when `started`, else it stays BACKOFF for the caller
-  // to decide again.
-  Status FinishPolicyRestart(const std::string& kernel_id, int64_t restarts, bool started);
-  // Whether a restart (RestartKernel's or its policy's) of `kernel_id` is under way.
-  bool Restarting(const std::string& kernel_id) const { return restarting_.count(kernel_id) > 0; }
-  // kStopping; the state before is kept for StopFailed.
-  Status Stopping(const std::string& kernel_id);
+  // kRestartHeld for a BACKOFF kernel that its restart policy restarts
+  // (it holds its resources already); Busy when a call owns it.
+  Result<KernelHold> BeginPolicyRestart(const std::string& kernel_id);
+  // Ends BeginPolicyRestart's `hold`. The kernel's name now records
+  // `restarts`; kPolicyRestarted when `started`, else it stays BACKOFF for
+  // the caller to decide again.
+  Status FinishPolicyRestart(KernelHold& hold, int64_t restarts, bool started);
+  // kStopping; the state before is kept for StopFailed. Busy when a call
+  // owns the kernel, unless that call is `by` (the caller's own hold).
+  Status Stopping(const std::string& kernel_id, const KernelHold* by = nullptr);
   // kStopFailed.
   Status StopFailed(const std::string& kernel_id);
   // kTerminated, with its exit code, reason and when it ended (unset: not known).
@@ -117,8 +165,28 @@ class KernelTable {
   const std::map<std::string, Kernel>& All() const { return kernels_; }
   // Records the container a create made for `kernel_id` (and when, for the reconcile decisions).
   void SetContainer(const std::string& kernel_id, const std::string& container_id);
-  // Whether a call (create, delete, restart) acts on `kernel` now, so that no
-  // other call, event or relist may change it. The one test of it.
+  // ---- Holds.
+
+  // Holds `kernel_id` for `act` (`why`: a kEnd's reason, else empty).
+  // kNotFound when it is not in the table; Busy when a call owns it.
+  Result<KernelHold> Hold(const std::string& kernel_id, Act act, std::string why = "");
+  // Gives `hold` back now; nothing when it was given back already or its
+  // kernel was removed. A restart's hold gives back what BeginRestart
+  // claimed unless the kernel is RUNNING or BACKOFF (kRestartUnheld).
+  void Release(KernelHold& hold);
+  // A hold on a kernel: what for, and the ticket that gives it back.
+  struct HoldRecord {
+    Act act;
+    std::string why;
+    uint64_t ticket;
+  };
+  // The hold on `kernel_id`, or nullptr.
+  const HoldRecord* HoldOf(const std::string& kernel_id) const;
+  // Notified, under the lock, each time a hold is given back.
+  std::condition_variable& Released() { return released_; }
+  // Whether a call acts on `kernel` now (its state is a call's, or a call
+  // holds it), so that no other call, event or relist may change it. The
+  // one test of it.
   bool OwnedByACall(const Kernel& kernel) const;
   // The refusal of a call on a kernel OwnedByACall.
   Status Busy(const Kernel& kernel) const;
@@ -157,8 +225,22 @@ class KernelTable {
   Kernel Remove(const std::string& kernel_id);
   // Sets `kernel`'s state to `to` and publishes the rule's event (if any) with `extra`.
   void Enter(Kernel& kernel, Transition transition, KernelState to, nlohmann::json extra = nlohmann::json::object());
+  // Whether `kernel` is in a state that a call owns by being in it
+  // (PULLING, PREPARING, TERMINATING).
+  static bool StateIsACalls(const Kernel& kernel);
+  // A new hold of `kernel_id` for `act`.
+  KernelHold NewHold(const std::string& kernel_id, Act act, std::string why);
+  // Whether `hold` is the hold on its kernel now.
+  bool Current(const KernelHold& hold) const;
+  // Ends `hold`, which is Current, keeping what its act took.
+  void EndHold(KernelHold& hold);
+  // Drops the hold on `kernel_id` and wakes those waiting for it.
+  void DropHold(const std::string& kernel_id);
+
+  friend class KernelHold;  // its destructor takes mutex_ and calls Release
 
   const std::string agent_id_;
+  Mutex& mutex_;
   std::vector<std::unique_ptr<ResourcePlugin>>& plugins_;
   EventHub& hub_;
   const Clock& clock_;
@@ -166,7 +248,9 @@ class KernelTable {
   // kernel id -> its Record; an entry is dropped by every way to change the kernel (Change, Remove).
   mutable std::unordered_map<std::string, std::shared_ptr<const std::string>> records_;
   std::map<std::string, KernelState> before_stopping_;  // kernel id -> its state before kStopping
-  std::set<std::string> restarting_;                     // kernels between BeginRestart and FinishRestart
+  std::map<std::string, HoldRecord> holds_;              // kernel id -> the call that holds it
+  uint64_t next_ticket_ = 1;
+  std::condition_variable released_;
   std::map<std::string, uint64_t> removed_at_seq_;       // kernel id -> seq when removed
   uint64_t seq_ = 0;
 };

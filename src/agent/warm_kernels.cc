@@ -47,17 +47,19 @@ std::optional<WarmKernels::CreateOutcome> WarmKernels::Give(const CreateRequest&
   // that follows says so.
   if (devices_.Draining().draining || !creator_.Admit(request).ok()) return std::nullopt;
   std::string kernel_id;
+  KernelHold hold;  // declared before the locks below: given back after them
   {
     MutexLock lock(store_.mutex);
     for (const auto& [id, kernel] : store_.table.All()) {
-      if (kernel.state() == KernelState::kWarm && kernel.warm_pool == pool->name && !taken_.count(id) &&
-          !store_.table.OwnedByACall(kernel)) {
+      if (kernel.state() == KernelState::kWarm && kernel.warm_pool == pool->name && !store_.table.OwnedByACall(kernel)) {
         kernel_id = id;
         break;
       }
     }
     if (kernel_id.empty()) return std::nullopt;
-    taken_.insert(kernel_id);
+    Result<KernelHold> held = store_.table.Hold(kernel_id, KernelTable::Act::kGiveWarm);
+    if (!held.ok()) return std::nullopt;
+    hold = std::move(*held);
   }
   const int64_t now = clock_.UnixSeconds();
   WarmClaims::Claim claim{request, now, creator_.DeadlineOf(request, now)};
@@ -66,7 +68,7 @@ std::optional<WarmKernels::CreateOutcome> WarmKernels::Give(const CreateRequest&
   // Recorded before it is given: an agent killed from here on finds the kernel given.
   const Status recorded = files_.claims().Write(kernel_id, claim);
   MutexLock lock(store_.mutex);
-  taken_.erase(kernel_id);
+  store_.table.Release(hold);
   if (!recorded.ok()) {
     spdlog::error("warm pool {}: kernel {} cannot be given to a create, which makes a kernel of its own: {}",
                   pool->name, kernel_id, recorded.message());
@@ -156,13 +158,13 @@ std::map<std::string, WarmKernels::PoolCount> WarmKernels::Count() const {
 void WarmKernels::Fill(const std::stop_token& stop) {
   if (pools_.empty()) return;
   const bool draining = devices_.Draining().draining;  // asked first: its lock is never taken inside store_.mutex
-  std::vector<std::string> unwanted;  // taken (taken_) until removed
+  std::vector<KernelHold> unwanted;  // held until removed
   std::vector<const WarmPool*> wanted;
   {
     MutexLock lock(store_.mutex);
     std::map<std::string, int> have;
     for (const auto& [id, kernel] : store_.table.All()) {
-      if (kernel.warm_pool.empty() || taken_.count(id)) continue;
+      if (kernel.warm_pool.empty()) continue;
       const KernelState state = kernel.state();
       if (state == KernelState::kPulling || state == KernelState::kPreparing) {
         ++have[kernel.warm_pool];
@@ -177,8 +179,8 @@ void WarmKernels::Fill(const std::stop_token& stop) {
         continue;
       }
       if (state == KernelState::kWarm || state == KernelState::kTerminated || state == KernelState::kError) {
-        taken_.insert(id);
-        unwanted.push_back(id);
+        if (Result<KernelHold> hold = store_.table.Hold(id, KernelTable::Act::kRemoveWarm); hold.ok())
+          unwanted.push_back(std::move(*hold));
       }
     }
     const int64_t now_ms = clock_.UnixMillis();
@@ -188,11 +190,10 @@ void WarmKernels::Fill(const std::stop_token& stop) {
       for (int i = have[pool.name]; i < pool.count; ++i) wanted.push_back(&pool);
     }
   }
-  for (const std::string& kernel_id : unwanted) {
-    Result<Kernel> removed = ends_.Delete(kernel_id);
-    MutexLock lock(store_.mutex);
-    taken_.erase(kernel_id);
-    if (!removed.ok()) spdlog::warn("warm kernel {}: cannot remove it: {}", kernel_id, removed.status().message());
+  for (KernelHold& hold : unwanted) {
+    Result<Kernel> removed = ends_.Delete(hold);
+    if (!removed.ok())
+      spdlog::warn("warm kernel {}: cannot remove it: {}", hold.kernel_id(), removed.status().message());
   }
   std::set<std::string> failed;  // pools that could not make a kernel this round
   std::set<std::string> ready;   // pools whose image is on the node, as found this round

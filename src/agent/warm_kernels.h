@@ -98,9 +98,6 @@ class WarmKernels {
 
   std::vector<WarmPool> pools_;
   Status pools_status_;
-  // WARM kernels a call has taken, to give to a create (Give) or to remove
-  // (Fill): no other call takes them meanwhile.
-  std::set<std::string> taken_ GUARDED_BY(store_.mutex);
   // A pool's kernel, never given, that no pool keeps, as Keeps found it.
   struct Unkept {
     std::string kernel_id;

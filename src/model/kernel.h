@@ -204,10 +204,6 @@ struct Kernel {
   std::optional<int64_t> idle_since_ms;
   int64_t last_exec_ms = 0;  // when an exec in it last started or ended
   int open_execs = 0;        // interactive execs in it now
-  // Why the agent is stopping its RUNNING container with no call owning it
-  // ("unhealthy"): the reason its end gets, a failure whatever its exit
-  // code; empty: none.
-  std::string end_cause;
   uint64_t container_seq = 0;  // the agent's mutation sequence when its container appeared
   // How many times it has become RUNNING (its container started, also again
   // in the same container) since this agent knows it; not recorded.

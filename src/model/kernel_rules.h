@@ -23,6 +23,8 @@ enum class KernelTransition {
   kGiven,       // WARM -> RUNNING: a create was given it
   kResumed,     // BACKOFF | TERMINATED | ERROR -> RUNNING (claims again): its container runs again
   kRefused,     // TERMINATED | ERROR -> ERROR: its container runs again on resources it cannot claim
+  kRestartHeld,    // RUNNING | BACKOFF | TERMINATED | ERROR -> the same (claims): a restart holds it (KernelHold)
+  kRestartUnheld,  // RUNNING | BACKOFF | TERMINATED | ERROR -> the same (frees unless RUNNING | BACKOFF): the restart failed
   kRestarted,   // RUNNING | BACKOFF | TERMINATED | ERROR -> RUNNING: RestartKernel restarted its container
   kBackedOff,   // RUNNING | BACKOFF -> BACKOFF (keeps its resources): it ended and its restart policy waits
   kPolicyRestarted,  // BACKOFF -> RUNNING: its restart policy started it again

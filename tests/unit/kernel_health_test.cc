@@ -66,5 +66,53 @@ TEST_F(AgentTest, AProbeThatFindsAKernelUnhealthyNeverWaitsOnItsStop) {
   EXPECT_EQ(stopped->reason, "unhealthy");
 }
 
+// A kernel found unhealthy with on_unhealthy "restart" is held by its stop
+// until its restart policy has decided: a restart asked meanwhile is
+// refused, naming the stop, and a delete waits for it, then wins. The
+// pending stop is never overwritten.
+TEST_F(AgentTest, AnUnhealthyKernelsStopIsItsOneOwnerUntilItsPolicyDecides) {
+  const Kernel k = MustCreate(Request("k1", {{"cpu", 1}},
+                                      {{"health", {{"exec", {"true"}}, {"failures", 1}, {"on_unhealthy", "restart"}}},
+                                       {"restart", {{"policy", "on-failure"}}}}));
+  engine_.HoldNext(Method::kStop);
+  agent_->owners().health.RecordCheck("k1", k.container_id, {false, "exit code 1"}, false);
+  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStop));
+
+  const Result<Kernel> restarted = agent_->RestartKernel("k1");
+  ASSERT_FALSE(restarted.ok());
+  EXPECT_NE(restarted.status().message().find("busy (being stopped: unhealthy)"), std::string::npos)
+      << restarted.status().message();
+  EXPECT_EQ(engine_.CallCount(Method::kRestart), 0);
+  // A second failed check finds it owned: no second stop is queued.
+  agent_->owners().health.RecordCheck("k1", k.container_id, {false, "exit code 1"}, false);
+
+  engine_.Release(Method::kStop);
+  agent_->owners().ends.WaitForStops();
+  Result<Kernel> ended = agent_->GetKernel("k1");
+  ASSERT_TRUE(ended.ok());
+  EXPECT_EQ(ended->state(), KernelState::kBackoff);
+  EXPECT_EQ(ended->reason, "unhealthy");
+  EXPECT_EQ(engine_.CallCount(Method::kStop), 1);
+}
+
+TEST_F(AgentTest, ADeleteDuringAnUnhealthyKernelsStopWaitsForItAndThenWins) {
+  const Kernel k = MustCreate(Request("k1", {{"cpu", 1}},
+                                      {{"health", {{"exec", {"true"}}, {"failures", 1}, {"on_unhealthy", "restart"}}},
+                                       {"restart", {{"policy", "always"}}}}));
+  engine_.HoldNext(Method::kStop);
+  agent_->owners().health.RecordCheck("k1", k.container_id, {false, "exit code 1"}, false);
+  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStop));
+  Result<Kernel> deleted = Status::Internal("not run");
+  std::thread deleter([&] { deleted = agent_->DeleteKernel("k1"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(engine_.CallCount(Method::kRemove), 0) << "the delete went ahead of the stop that holds the kernel";
+  engine_.Release(Method::kStop);
+  deleter.join();
+  ASSERT_TRUE(deleted.ok()) << deleted.status().message();
+  EXPECT_EQ(agent_->GetKernel("k1").status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(engine_.ContainerCount(), 0u);
+  ExpectNothingHeld();
+}
+
 }  // namespace
 }  // namespace slotd::agent_testing

@@ -100,6 +100,12 @@ class Lifecycle {
     return k ? Place(k->state()) : std::nullopt;
   }
 
+  // Whether a call owns "k" now.
+  bool Owned() const {
+    const Kernel* k = table_.Find("k");
+    return k && table_.OwnedByACall(*k);
+  }
+
   // Whether "k" holds cores now, as the cpu plugin tells.
   bool HoldsCores() {
     const Kernel* k = table_.Find("k");
@@ -135,14 +141,25 @@ class Lifecycle {
       case T::kGiven: return table_.Given("k", NewKernel("k").request, 1'800'000'000, std::nullopt);
       case T::kResumed:
       case T::kRefused: return table_.Resume("k", "started outside slotd");
+      case T::kRestartHeld: {
+        Result<KernelHold> hold = table_.BeginRestart("k");
+        if (!hold.ok()) return hold.status();
+        held_ = std::move(*hold);  // kept: the test looks at what the hold holds
+        return Status::Ok();
+      }
+      case T::kRestartUnheld: {
+        Result<KernelHold> hold = table_.BeginRestart("k");
+        if (!hold.ok()) return hold.status();
+        return table_.FinishRestart(*hold, false);
+      }
       case T::kRestarted: {
-        Status begun = table_.BeginRestart("k");
-        return begun.ok() ? table_.FinishRestart("k", true) : begun;
+        Result<KernelHold> hold = table_.BeginRestart("k");
+        return hold.ok() ? table_.FinishRestart(*hold, true) : hold.status();
       }
       case T::kBackedOff: return table_.BackOff("k", 1, "exited with code 1", 1'800'000'100, 1'800'000'101'000);
       case T::kPolicyRestarted: {
-        Status begun = table_.BeginPolicyRestart("k");
-        return begun.ok() ? table_.FinishPolicyRestart("k", 1, true) : begun;
+        Result<KernelHold> hold = table_.BeginPolicyRestart("k");
+        return hold.ok() ? table_.FinishPolicyRestart(*hold, 1, true) : hold.status();
       }
       case T::kStopping: return table_.Stopping("k");
       case T::kStopFailed: return table_.StopFailed("k");
@@ -159,7 +176,9 @@ class Lifecycle {
   std::unique_ptr<EventHub::Subscription> subscription_;
   FakeClock clock_;
   std::vector<std::unique_ptr<ResourcePlugin>> plugins_;
-  KernelTable table_{"a1", plugins_, hub_, clock_};
+  Mutex mutex_;  // what a hold's destructor takes; the test holds no other lock
+  KernelTable table_{"a1", mutex_, plugins_, hub_, clock_};
+  KernelHold held_;  // kRestartHeld's, given back (before the table goes) when the test ends
 };
 
 class KernelTableTest : public ::testing::Test, public Lifecycle {};
@@ -212,8 +231,12 @@ TEST_F(KernelTableTest, EachTransitionFromEachPlaceIsAppliedWhenLegalAndRefusedO
         const Place to = fresh.PlaceOf();
         EXPECT_TRUE(Has(rule.to, to)) << "reached " << PlaceName(to);
         EXPECT_EQ(events, rule.event ? std::vector<std::string>{EventTypeName(*rule.event)} : std::vector<std::string>{});
-        // Stopping keeps what the kernel held; every other place says what it holds.
-        if (to == Place(KernelState::kTerminating)) {
+        // Stopping keeps what the kernel held; a restart's hold holds what the
+        // restart needs; every other place says what it holds.
+        if (rule.transition == T::kRestartHeld) {
+          EXPECT_TRUE(fresh.HoldsCores());
+          EXPECT_TRUE(fresh.Owned());
+        } else if (to == Place(KernelState::kTerminating)) {
           EXPECT_EQ(fresh.HoldsCores(), held_before);
         } else {
           EXPECT_EQ(fresh.HoldsCores(), HoldsIn(to));
@@ -269,13 +292,68 @@ TEST_F(KernelTableTest, AStopThatFailsGoesBackToTheStateBeforeIt) {
 
 TEST_F(KernelTableTest, ARestartingKernelIsOwnedByACallAndCannotBeStopped) {
   Enter(KernelState::kRunning);
-  ASSERT_TRUE(table_.BeginRestart("k").ok());
+  Result<KernelHold> hold = table_.BeginRestart("k");
+  ASSERT_TRUE(hold.ok());
   EXPECT_TRUE(table_.OwnedByACall(*table_.Find("k")));
   const Status stop = table_.Stopping("k");
   EXPECT_NE(stop.message().find("busy (restarting)"), std::string::npos) << stop.message();
-  ASSERT_TRUE(table_.FinishRestart("k", false).ok());
+  ASSERT_TRUE(table_.FinishRestart(*hold, false).ok());
+  EXPECT_FALSE(hold->held());
   EXPECT_EQ(PlaceOf(), Place(KernelState::kRunning));
+  EXPECT_FALSE(Owned());
   EXPECT_TRUE(HoldsCores()) << "a running kernel whose restart failed keeps what it holds";
+}
+
+TEST_F(KernelTableTest, OneCallAtATimeHoldsAKernelAndOnlyItsHoldMayStopIt) {
+  Enter(KernelState::kWarm);
+  Result<KernelHold> giving = table_.Hold("k", KernelTable::Act::kGiveWarm);
+  ASSERT_TRUE(giving.ok());
+  for (KernelTable::Act act : {KernelTable::Act::kRestart, KernelTable::Act::kRemoveWarm, KernelTable::Act::kEnd}) {
+    const Result<KernelHold> second = table_.Hold("k", act, "unhealthy");
+    ASSERT_FALSE(second.ok());
+    EXPECT_NE(second.status().message().find("busy (being given to a create)"), std::string::npos)
+        << second.status().message();
+  }
+  EXPECT_FALSE(table_.BeginRestart("k").ok());
+  EXPECT_FALSE(table_.Stopping("k").ok()) << "a stop by a call that does not hold it";
+  EXPECT_EQ(table_.Hold("nobody", KernelTable::Act::kEnd).status().code(), Status::Code::kNotFound);
+  table_.Release(*giving);
+  EXPECT_FALSE(Owned());
+
+  Result<KernelHold> removing = table_.Hold("k", KernelTable::Act::kRemoveWarm);
+  ASSERT_TRUE(removing.ok());
+  EXPECT_TRUE(table_.Stopping("k", &*removing).ok()) << "the holder's own stop";
+  EXPECT_EQ(PlaceOf(), Place(KernelState::kTerminating));
+}
+
+TEST_F(KernelTableTest, AHoldDroppedWithoutItsFinishGivesBackWhatItsRestartClaimed) {
+  Enter(KernelState::kTerminated);
+  ASSERT_FALSE(HoldsCores());
+  {
+    Result<KernelHold> hold = table_.BeginRestart("k");
+    ASSERT_TRUE(hold.ok());
+    EXPECT_TRUE(HoldsCores());
+    KernelHold moved = std::move(*hold);
+    EXPECT_FALSE(hold->held()) << "a hold moved from holds nothing";
+    EXPECT_TRUE(Owned());
+  }  // the restart's call returned early (an exception, a forgotten path): its hold's destructor undoes it
+  EXPECT_FALSE(Owned());
+  EXPECT_FALSE(HoldsCores()) << "a TERMINATED kernel holds nothing once its restart is given up";
+  EXPECT_EQ(PlaceOf(), Place(KernelState::kTerminated));
+}
+
+TEST_F(KernelTableTest, AHoldOfAKernelRemovedMeanwhileEndsWithItAndNeverReleasesAKernelOfTheSameIdMadeLater) {
+  Enter(KernelState::kRunning);
+  Result<KernelHold> old = table_.Hold("k", KernelTable::Act::kEnd, "unhealthy");
+  ASSERT_TRUE(old.ok());
+  ASSERT_TRUE(table_.Forget("k", "container removed outside slotd").ok());
+  Enter(KernelState::kRunning);  // a new kernel of the same id
+  Result<KernelHold> current = table_.Hold("k", KernelTable::Act::kEnd, "unhealthy");
+  ASSERT_TRUE(current.ok());
+  table_.Release(*old);
+  EXPECT_TRUE(Owned()) << "the old hold gave back the new one";
+  table_.Release(*current);
+  EXPECT_FALSE(Owned());
 }
 
 }  // namespace
