@@ -28,6 +28,7 @@
 #include "common/ascii.h"
 #include "api/http_request.h"
 #include "api/responses.h"
+#include "common/elastic_pool.h"
 #include "common/mutex.h"
 #include "common/thread_name.h"
 
@@ -120,6 +121,8 @@ struct HttpServer::Impl {
   // The quick lane: its threads run the quick routes, in the order they came.
   std::optional<net::thread_pool> quick;
   std::shared_ptr<InFlight> in_flight = std::make_shared<InFlight>();
+  // The long lane: a thread per kLong handler running, reused while busy.
+  std::optional<ElasticPool> long_lane;
   std::atomic<bool> stopping{false};
 };
 
@@ -586,28 +589,30 @@ void HttpServer::Impl::Run(Lane lane, std::shared_ptr<Session> session, Request 
                            std::function<void(Exchange&)> handler) {
   auto exchange = std::make_shared<ExchangeImpl>(io, std::move(session), std::move(request));
   in_flight->Add();
-  auto task = [exchange, handler = std::move(handler), counter = in_flight, lane]() mutable {
-    if (lane == Lane::kLong) NameThisThread("api-long");
+  auto task = [exchange, handler = std::move(handler), counter = in_flight]() mutable {
     RunHandler(handler, *exchange);
     exchange.reset();
     handler = nullptr;
     counter->Done();
   };
   if (lane == Lane::kQuick) return net::post(*quick, std::move(task));
-  try {
-    if (options.start_thread) options.start_thread(std::move(task));
-    else std::thread(std::move(task)).detach();
-  } catch (const std::system_error& e) {
-    // The task never ran: this thread answers for it.
-    spdlog::error("API: no thread for {} {}: {}; answered 503", exchange->request().method, exchange->request().path,
-                  e.what());
-    exchange->Reply(ErrorResponse(503, "unavailable",
-                                  std::string("the agent cannot start a thread for this request now (") + e.what() +
-                                      "): it is at its tasks limit (systemd TasksMax, ulimit -u); retry shortly, or "
-                                      "raise the limit"));
-    exchange->Finish();
-    in_flight->Done();
-  }
+  const Status started = long_lane->Run(std::move(task));
+  if (started.ok()) return;
+  // The task never ran: this thread answers for it.
+  spdlog::error("API: no thread for {} {}: {}; answered 503", exchange->request().method, exchange->request().path,
+                started.message());
+  Response refused = ErrorResponse(
+      503, "unavailable",
+      started.code() == Status::Code::kResourceExhausted
+          ? "the agent serves " + std::to_string(options.max_long_requests) +
+                " long requests (creates, deletes, restarts, execs, logs, event streams, image calls) at once "
+                "already; retry shortly"
+          : "the agent cannot start a thread for this request now (" + started.message() +
+                "): it is at its tasks limit (systemd TasksMax, ulimit -u); retry shortly, or raise the limit");
+  refused.headers.emplace_back("Retry-After", "1");
+  exchange->Reply(std::move(refused));
+  exchange->Finish();
+  in_flight->Done();
 }
 
 void HttpServer::Impl::Accept(Listener& listener) {
@@ -752,6 +757,8 @@ void HttpServer::Start() {
   const size_t quick_workers = static_cast<size_t>(std::max(1, impl_->options.quick_workers));
   impl_->quick.emplace(quick_workers);
   NamePoolThreads(*impl_->quick, quick_workers, "api-quick");
+  impl_->long_lane.emplace("api-long", std::max(1, impl_->options.max_long_requests), impl_->options.long_idle,
+                           impl_->options.make_thread);
   for (Listener& listener : impl_->listeners) impl_->Accept(listener);
   impl_->io_thread = std::thread([this] {
     NameThisThread("api-io");
@@ -775,6 +782,7 @@ void HttpServer::Stop() {
   });
   impl.in_flight->WaitIdle();  // streams see Gone and return; engine calls finish
   impl.quick->join();  // runs what is queued, then joins
+  impl.long_lane.reset();  // its handlers have returned (WaitIdle): its threads end
   impl.guard.reset();
   impl.io_thread.join();
 }

@@ -34,6 +34,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -117,11 +118,15 @@ struct ServerOptions {
   uint64_t max_body_bytes = 1 << 20;                  // larger bodies: 413
   int max_connections = 1024;                         // per listener; past it: room made or 503 (see above)
   int quick_workers = 2;                              // threads of the kQuick lane
-  // Runs a kLong handler's `task` on a thread of its own; throws
-  // std::system_error when no thread can be made (as std::thread does under
-  // a tasks limit), and the request is then answered 503. Empty: a detached
+  // kLong handlers running at once, each on a thread of the long lane (an
+  // ElasticPool: none at rest, a thread idle for long_idle ends); one more
+  // is answered 503 before its handler runs.
+  int max_long_requests = 512;
+  std::chrono::milliseconds long_idle{10'000};
+  // Makes a thread of the long lane; throws std::system_error when none can
+  // be made (a tasks limit), and the request is then answered 503. Empty:
   // std::thread. Tests give one that fails.
-  std::function<void(std::function<void()> task)> start_thread;
+  std::function<std::thread(std::function<void()> body)> make_thread;
 };
 
 class HttpServer {

@@ -157,13 +157,24 @@ json WarmJson(const KernelService& agent) {
 
 }  // namespace
 
+namespace {
+
+// `options` with its long lane bounded: the execs, which have bounds of
+// their own, and as many again for every other long request.
+http::ServerOptions WithLongLane(http::ServerOptions options, int max_exec_sessions, int max_oneshot_execs) {
+  options.max_long_requests = max_exec_sessions + max_oneshot_execs + ApiServer::kOtherLongRequests;
+  return options;
+}
+
+}  // namespace
+
 ApiServer::ApiServer(KernelService& service, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
                      http::ServerOptions options, int max_exec_sessions, int max_oneshot_execs)
     : service_(service),
       hub_(hub),
       collector_(collector),
       token_(std::move(token)),
-      server_(options),
+      server_(WithLongLane(options, max_exec_sessions, max_oneshot_execs)),
       write_timeout_(options.request_timeout),
       exec_sessions_(max_exec_sessions),
       oneshot_execs_(max_oneshot_execs) {

@@ -27,9 +27,14 @@ namespace slotd {
 
 class ApiServer {
  public:
+  // Long requests that are not execs served at once (creates, deletes,
+  // restarts, logs, event streams, image calls), beside the execs' own bounds.
+  static constexpr int kOtherLongRequests = 256;
+
   // `service`, `hub` and `collector` must outlive the server. `token`: nullopt
   // disables auth. `options`, `max_exec_sessions` and `max_oneshot_execs`:
-  // the limits of [api].
+  // the limits of [api]; the long lane takes both bounds plus
+  // kOtherLongRequests.
   ApiServer(KernelService& service, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
             http::ServerOptions options, int max_exec_sessions, int max_oneshot_execs);
   ~ApiServer();

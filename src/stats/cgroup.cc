@@ -252,6 +252,17 @@ Result<CgroupPaths> CgroupReader::Locate(int pid) const {
   return paths;
 }
 
+bool CgroupPathsName(const CgroupPaths& paths, std::string_view container_id) {
+  if (container_id.empty()) return false;
+  bool found = false;
+  for (const CgroupDir* dir : {&paths.cpu, &paths.memory, &paths.pids, &paths.io, &paths.cpuset}) {
+    if (dir->path.empty()) continue;
+    if (dir->path.find(container_id) == std::string::npos) return false;
+    found = true;
+  }
+  return found;
+}
+
 Result<uint64_t> ReadOomKills(const CgroupDir& memory) {
   const char* name = OomKillsFile(memory.unified);
   uint64_t kills = 0;

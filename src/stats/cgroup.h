@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -79,6 +80,14 @@ struct CgroupPaths {
   CgroupDir io;      // v1: blkio
   CgroupDir cpuset;  // v1: cpuset
 };
+
+// Whether every directory of `paths` that was found (one at least) is
+// container `container_id`'s: engines name a container's cgroups by its id
+// ("/docker/<id>", "docker-<id>.scope", "libpod-<id>.scope"). Not so for a
+// pid that a container's ended process left and another process took
+// since: a host process sits in the root cpuset, whose cpuset.cpus is every
+// core, never the kernel's.
+bool CgroupPathsName(const CgroupPaths& paths, std::string_view container_id);
 
 // The count of processes of memory cgroup `memory` killed for lack of its
 // memory (v1: memory.oom_control "oom_kill"; v2: memory.events "oom_kill";

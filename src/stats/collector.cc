@@ -251,6 +251,10 @@ StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tr
               SteadyClock::now(), /*container_gone=*/true};
     Result<CgroupPaths> paths = Reader().Locate(info->pid);
     if (!paths.ok()) return {paths.status(), SteadyClock::now()};
+    if (!CgroupPathsName(*paths, target.container_id))  // it ended since the inspect, and its pid is another's
+      return {Status::NotFound("process " + std::to_string(info->pid) + " is no longer in container " +
+                               target.container_id + "'s cgroups: the container has ended"),
+              SteadyClock::now(), /*container_gone=*/true};
     tracked.files.emplace(*paths, /*keep_open=*/kept_open_files_ < open_files_budget_);
     kept_open_files_ += tracked.files->OpenFiles();
     if (oom_watch_) {

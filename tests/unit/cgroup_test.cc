@@ -375,6 +375,29 @@ TEST(CgroupReader, AProcessInTheRootOfEveryHierarchyIsInNoContainer) {
   EXPECT_NE(paths.status().message().find("in no container's cgroup"), std::string::npos) << paths.status().message();
 }
 
+// A kernel's process that ended between the engine's inspect and the
+// reading left its pid to a host process, in the root cpuset: its cgroups
+// are not the container's, and the host's cores are never read as the
+// kernel's cpuset.
+TEST(CgroupReader, OnlyCgroupsThatNameTheContainerAreItsOwn) {
+  CgroupTree host;
+  host.Write("proc/self/mountinfo", kV1Mounts);
+  host.Write(ProcCgroup(), V1Membership("/docker/" + kId));
+  Result<CgroupPaths> mine = CgroupReader(host.root()).Locate(kPid);
+  ASSERT_TRUE(mine.ok()) << mine.status().message();
+  EXPECT_TRUE(CgroupPathsName(*mine, kId));
+  EXPECT_FALSE(CgroupPathsName(*mine, std::string(64, 'f'))) << "another container's id";
+  EXPECT_FALSE(CgroupPathsName(*mine, ""));
+
+  const std::string session = "/user.slice/user-1000.slice/session-3.scope";
+  WriteV1Measures(host, session);
+  host.Write(ProcCgroup(), V1Membership(session, true));
+  Result<CgroupPaths> other = CgroupReader(host.root()).Locate(kPid);
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  EXPECT_FALSE(CgroupPathsName(*other, kId));
+  EXPECT_FALSE(CgroupPathsName(CgroupPaths{}, kId)) << "no directory found names no container";
+}
+
 TEST(CgroupReader, AProcessOutsideContainersHasNoContainerId) {
   CgroupTree host;
   host.Write("proc/self/mountinfo", kV1Mounts);

@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
+#include <condition_variable>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <future>
@@ -26,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/http_client.h"
+#include "testing/eventually.h"
 
 namespace slotd {
 namespace {
@@ -123,7 +127,7 @@ int AnswersIn(const std::string& bytes) {
 TEST(HttpServer, AThreadThatCannotBeMadeIsA503AndTheServerGoesOn) {
   http::ServerOptions options;
   int refused = 0;
-  options.start_thread = [&refused](std::function<void()>) {
+  options.make_thread = [&refused](std::function<void()>) -> std::thread {
     ++refused;
     throw std::system_error(EAGAIN, std::generic_category(), "Resource temporarily unavailable");
   };
@@ -145,6 +149,60 @@ TEST(HttpServer, AThreadThatCannotBeMadeIsA503AndTheServerGoesOn) {
   ASSERT_TRUE(quick.ok()) << quick.status().message();
   EXPECT_EQ(quick->status, 200);
   server.Stop();  // returns: no handler is counted in flight for the refused ones
+}
+
+// Long handlers past the lane's bound are 503 before they run, with
+// Retry-After; the quick lane still answers, and a place that comes back
+// serves the next one.
+TEST(HttpServer, LongRequestsPastTheLanesBoundAre503AndTheirPlacesComeBack) {
+  http::ServerOptions options;
+  options.max_long_requests = 2;
+  std::mutex mutex;
+  std::condition_variable opened;
+  bool open = false;
+  std::atomic<int> held{0};
+  http::HttpServer server(options);
+  ASSERT_TRUE(server
+                  .ListenTcp("127.0.0.1", 0,
+                             [&](const http::Request& request) {
+                               http::Dispatch dispatch = TwoLanes(request);
+                               if (request.path != "/long") return dispatch;
+                               dispatch.handler = [&](http::Exchange& ex) {
+                                 ++held;
+                                 std::unique_lock lock(mutex);
+                                 opened.wait(lock, [&] { return open; });
+                                 --held;
+                                 ex.Reply({.status = 200, .body = "{}"});
+                               };
+                               return dispatch;
+                             })
+                  .ok());
+  server.Start();
+  const HttpClient client = HttpClient::Tcp("http://127.0.0.1:" + std::to_string(server.tcp_port()));
+  std::vector<std::thread> holders;
+  for (int i = 0; i < 2; ++i) holders.emplace_back([&] { (void)client.Request("GET", "/long"); });
+  ASSERT_TRUE(Eventually([&] { return held == 2; }));
+  RawSocket third(server.tcp_port());
+  ASSERT_TRUE(third.connected());
+  ASSERT_TRUE(third.Send("GET /long HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  bool closed = false;
+  const std::string refused = third.Read(std::chrono::seconds(10), &closed);
+  EXPECT_EQ(refused.rfind("HTTP/1.1 503", 0), 0u) << refused;
+  EXPECT_NE(refused.find("Retry-After: 1\r\n"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("long requests"), std::string::npos) << refused;
+  auto quick = client.Request("GET", "/quick");
+  ASSERT_TRUE(quick.ok());
+  EXPECT_EQ(quick->status, 200);
+  {
+    std::lock_guard lock(mutex);
+    open = true;
+    opened.notify_all();
+  }
+  for (auto& t : holders) t.join();
+  auto served = client.Request("GET", "/long");
+  ASSERT_TRUE(served.ok());
+  EXPECT_EQ(served->status, 200);
+  server.Stop();
 }
 
 TEST(HttpServer, ABodyOfPiecesArrivesWholeAndInOrderBetweenOtherAnswers) {
