@@ -18,7 +18,7 @@
 
 #include "agent/event_hub.h"
 #include "model/kernel.h"
-#include "agent/registry_auth.h"
+#include "agent/registry_credentials.h"
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "engine/container_engine.h"

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "agent/mount_stage.h"
-#include "agent/scratch.h"
+#include "agent/scratch_store.h"
 #include "agent/warm_pool.h"
 #include "common/status.h"
 #include "config/config.h"

@@ -15,7 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "agent/scratch.h"
+#include "agent/scratch_store.h"
 #include "common/paths.h"
 
 namespace slotd {

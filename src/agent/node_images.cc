@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "agent/registry_auth.h"
+#include "agent/registry_credentials.h"
 #include "model/label_codec.h"
 
 namespace slotd {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "agent/event_hub.h"
-#include "agent/image_gc.h"
+#include "agent/image_collector.h"
 #include "agent/image_puller.h"
 #include "agent/kernel_service.h"
 #include "common/clock.h"

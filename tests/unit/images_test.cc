@@ -15,10 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/image_gc.h"
+#include "agent/image_collector.h"
 #include "agent/image_puller.h"
 #include "common/lock_file.h"
-#include "agent/registry_auth.h"
+#include "agent/registry_credentials.h"
 #include "common/base64.h"
 #include "engine/docker/docker_answers.h"
 #include "model/image_ref.h"

@@ -1,4 +1,4 @@
-#include "agent/scratch.h"
+#include "agent/scratch_store.h"
 
 #include <fcntl.h>
 #include <sys/mount.h>

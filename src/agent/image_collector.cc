@@ -1,4 +1,4 @@
-#include "agent/image_gc.h"
+#include "agent/image_collector.h"
 
 #include <sys/statvfs.h>
 

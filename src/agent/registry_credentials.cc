@@ -1,4 +1,4 @@
-#include "agent/registry_auth.h"
+#include "agent/registry_credentials.h"
 
 #include <optional>
 
