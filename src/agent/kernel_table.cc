@@ -212,19 +212,22 @@ Result<KernelHold> KernelTable::BeginRestart(const std::string& kernel_id) {
 }
 
 Status KernelTable::FinishRestart(KernelHold& hold, bool restarted) {
-  const std::string kernel_id = hold.kernel_id();
-  if (!Current(hold)) return Status::FailedPrecondition("kernel " + kernel_id + " is not being restarted");
+  if (!Current(hold)) return Status::FailedPrecondition("kernel " + hold.kernel_id() + " is not being restarted");
+  return EndRestart(hold, T::kRestarted, restarted, json::object());
+}
+
+Status KernelTable::EndRestart(KernelHold& hold, Transition transition, bool restarted, json extra) {
   if (!restarted) {
     Release(hold);
     return Status::Ok();
   }
-  Result<Kernel*> k = Check(T::kRestarted, kernel_id, kRunning);
+  Result<Kernel*> k = Check(transition, hold.kernel_id(), kRunning);
   if (!k.ok()) {
     Release(hold);
     return k.status();
   }
   EndHold(hold);
-  RunAgain(**k, T::kRestarted);
+  RunAgain(**k, transition, std::move(extra));
   return Status::Ok();
 }
 
@@ -253,22 +256,10 @@ Result<KernelHold> KernelTable::BeginPolicyRestart(const std::string& kernel_id)
 }
 
 Status KernelTable::FinishPolicyRestart(KernelHold& hold, int64_t restarts, bool started) {
-  const std::string kernel_id = hold.kernel_id();
-  Kernel* kernel = Change(kernel_id);
-  if (!kernel || !Current(hold)) return Status::FailedPrecondition("kernel " + kernel_id + " is not being restarted");
+  Kernel* kernel = Current(hold) ? Change(hold.kernel_id()) : nullptr;
+  if (!kernel) return Status::FailedPrecondition("kernel " + hold.kernel_id() + " is not being restarted");
   kernel->restarts = restarts;
-  if (!started) {
-    Release(hold);
-    return Status::Ok();
-  }
-  Result<Kernel*> k = Check(T::kPolicyRestarted, kernel_id, kRunning);
-  if (!k.ok()) {
-    Release(hold);
-    return k.status();
-  }
-  EndHold(hold);
-  RunAgain(**k, T::kPolicyRestarted, {{"restarts", restarts}});
-  return Status::Ok();
+  return EndRestart(hold, T::kPolicyRestarted, started, {{"restarts", restarts}});
 }
 
 Status KernelTable::Stopping(const std::string& kernel_id, const KernelHold* by) {

@@ -232,6 +232,10 @@ class KernelTable {
   KernelHold NewHold(const std::string& kernel_id, Act act, std::string why);
   // Whether `hold` is the hold on its kernel now.
   bool Current(const KernelHold& hold) const;
+  // Ends a restart's Current `hold`: `transition` (kRestarted or
+  // kPolicyRestarted, its event carrying `extra`) when `restarted`,
+  // otherwise Release.
+  Status EndRestart(KernelHold& hold, Transition transition, bool restarted, nlohmann::json extra);
   // Ends `hold`, which is Current, keeping what its act took.
   void EndHold(KernelHold& hold);
   // Drops the hold on `kernel_id` and wakes those waiting for it.

@@ -10,10 +10,11 @@ StopQueue::StopQueue(int max_workers) : max_workers_(std::max(1, max_workers)) {
 
 StopQueue::~StopQueue() {
   std::vector<std::thread> workers;
+  std::deque<std::function<void()>> dropped;  // destroyed unlocked: a stop may hold what takes another lock
   {
     MutexLock lock(mutex_);
     ending_ = true;
-    queue_.clear();
+    dropped.swap(queue_);
     workers.swap(workers_);
   }
   work_cv_.notify_all();

@@ -70,13 +70,23 @@ TEST_F(AgentTest, AProbeThatFindsAKernelUnhealthyNeverWaitsOnItsStop) {
 // until its restart policy has decided: a restart asked meanwhile is
 // refused, naming the stop, and a delete waits for it, then wins. The
 // pending stop is never overwritten.
-TEST_F(AgentTest, AnUnhealthyKernelsStopIsItsOneOwnerUntilItsPolicyDecides) {
-  const Kernel k = MustCreate(Request("k1", {{"cpu", 1}},
-                                      {{"health", {{"exec", {"true"}}, {"failures", 1}, {"on_unhealthy", "restart"}}},
-                                       {"restart", {{"policy", "on-failure"}}}}));
-  engine_.HoldNext(Method::kStop);
-  agent_->owners().health.RecordCheck("k1", k.container_id, {false, "exit code 1"}, false);
-  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStop));
+class UnhealthyKernelTest : public AgentTest {
+ protected:
+  // Kernel "k1" with `restart_policy`, found unhealthy by its one failed
+  // check (on_unhealthy "restart"), its stop held by the engine.
+  Kernel UnhealthyWithItsStopHeld(const std::string& restart_policy) {
+    const Kernel k = MustCreate(Request("k1", {{"cpu", 1}},
+                                        {{"health", {{"exec", {"true"}}, {"failures", 1}, {"on_unhealthy", "restart"}}},
+                                         {"restart", {{"policy", restart_policy}}}}));
+    engine_.HoldNext(Method::kStop);
+    agent_->owners().health.RecordCheck("k1", k.container_id, {false, "exit code 1"}, false);
+    EXPECT_TRUE(engine_.WaitUntilHeld(Method::kStop));
+    return k;
+  }
+};
+
+TEST_F(UnhealthyKernelTest, ItsStopIsItsOneOwnerUntilItsPolicyDecides) {
+  const Kernel k = UnhealthyWithItsStopHeld("on-failure");
 
   const Result<Kernel> restarted = agent_->RestartKernel("k1");
   ASSERT_FALSE(restarted.ok());
@@ -95,13 +105,8 @@ TEST_F(AgentTest, AnUnhealthyKernelsStopIsItsOneOwnerUntilItsPolicyDecides) {
   EXPECT_EQ(engine_.CallCount(Method::kStop), 1);
 }
 
-TEST_F(AgentTest, ADeleteDuringAnUnhealthyKernelsStopWaitsForItAndThenWins) {
-  const Kernel k = MustCreate(Request("k1", {{"cpu", 1}},
-                                      {{"health", {{"exec", {"true"}}, {"failures", 1}, {"on_unhealthy", "restart"}}},
-                                       {"restart", {{"policy", "always"}}}}));
-  engine_.HoldNext(Method::kStop);
-  agent_->owners().health.RecordCheck("k1", k.container_id, {false, "exit code 1"}, false);
-  ASSERT_TRUE(engine_.WaitUntilHeld(Method::kStop));
+TEST_F(UnhealthyKernelTest, ADeleteDuringItsStopWaitsForItAndThenWins) {
+  UnhealthyWithItsStopHeld("always");
   Result<Kernel> deleted = Status::Internal("not run");
   std::thread deleter([&] { deleted = agent_->DeleteKernel("k1"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
