@@ -28,8 +28,8 @@ Result<Kernel> KernelEnds::Delete(const std::string& kernel_id, const KernelHold
     // A call that holds the kernel finishes first: a delete comes after it,
     // never in its middle.
     if (!held)
-      store_.mutex.Wait(store_.table.Released(),
-                        [&]() REQUIRES(store_.mutex) { return !store_.table.HoldOf(kernel_id); });
+      store_.mutex.Wait(store_.table.holds().Released(),
+                        [&]() REQUIRES(store_.mutex) { return !store_.table.holds().Of(kernel_id); });
     const Kernel* k = store_.table.Find(kernel_id);
     if (!k) return store_.Unknown(kernel_id);
     if (Status s = store_.table.Stopping(kernel_id, held); !s.ok()) return s;
@@ -83,7 +83,7 @@ void KernelEnds::StopToRestart(KernelHold hold, const ToStop& kernel) {
     const ContainerStopper::Outcome stop = stopper_.Stop(kernel.container_id, kernel.contract);
     const bool stopped = stop.stopped.ok() || stop.stopped.code() == Status::Code::kNotFound;
     MutexLock lock(store_.mutex);
-    const KernelTable::HoldRecord* record = store_.table.HoldOf(kernel.kernel_id);
+    const KernelHolds::Entry* record = store_.table.holds().Of(kernel.kernel_id);
     const std::string why = record ? record->why : "";
     const Kernel* k = store_.table.Find(kernel.kernel_id);
     if (stopped && k && k->container_id == kernel.container_id && k->state() == KernelState::kRunning) {

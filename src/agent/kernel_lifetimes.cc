@@ -157,7 +157,8 @@ std::optional<int64_t> KernelLifetimes::RestartDue(int64_t now_ms) {
     MutexLock lock(store_.mutex);
     const Kernel* k = store_.table.Find(d.kernel_id);
     if (!k || k->container_id != d.container_id) continue;
-    (void)store_.table.FinishPolicyRestart(d.hold, renamed.ok() ? restarts : d.restarts, started.ok());
+    if (renamed.ok()) store_.table.Change(d.kernel_id)->restarts = restarts;  // its name records it now
+    (void)store_.table.FinishRestart(d.hold, started.ok());
     if (!verified.ok()) {
       ends_.Ended(store_, d.kernel_id, KernelEnd{std::nullopt, false, now_ms, verified.message(), true, true});
       continue;

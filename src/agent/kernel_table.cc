@@ -22,26 +22,13 @@ constexpr Place kTerminated = KernelState::kTerminated;
 
 json ExitCodeJson(std::optional<int> code) { return code ? json(*code) : json(nullptr); }
 
+// Whether `kernel` is in a state that a call owns by being in it.
+bool StateIsACalls(const Kernel& kernel) {
+  return kernel.state() == KernelState::kPulling || kernel.state() == KernelState::kPreparing ||
+         kernel.state() == KernelState::kTerminating;
+}
+
 }  // namespace
-
-KernelHold::KernelHold(KernelHold&& other) noexcept
-    : table_(other.table_), kernel_id_(std::move(other.kernel_id_)), ticket_(std::exchange(other.ticket_, 0)) {}
-
-KernelHold& KernelHold::operator=(KernelHold&& other) noexcept {
-  if (this != &other) {
-    KernelHold old(std::move(*this));  // gives back what this held, once `other` is taken
-    table_ = other.table_;
-    kernel_id_ = std::move(other.kernel_id_);
-    ticket_ = std::exchange(other.ticket_, 0);
-  }
-  return *this;
-}
-
-KernelHold::~KernelHold() {
-  if (!table_ || ticket_ == 0) return;
-  MutexLock lock(table_->mutex_);
-  table_->Release(*this);
-}
 
 KernelTable::KernelTable(std::string agent_id, Mutex& mutex, std::vector<std::unique_ptr<ResourcePlugin>>& plugins,
                          EventHub& hub, const Clock& clock)
@@ -121,7 +108,7 @@ Kernel KernelTable::Remove(const std::string& kernel_id) {
   kernels_.erase(kernel_id);
   records_.erase(kernel_id);
   before_stopping_.erase(kernel_id);
-  DropHold(kernel_id);
+  holds_.Drop(kernel_id);
   removed_at_seq_[kernel_id] = ++seq_;
   return final_record;
 }
@@ -208,26 +195,27 @@ Result<KernelHold> KernelTable::BeginRestart(const std::string& kernel_id) {
   Result<Kernel*> k = Check(T::kRestartHeld, kernel_id, found ? Place(found->state()) : kNone);
   if (!k.ok()) return k.status();
   if (Status s = Claim(**k); !s.ok()) return s;
-  return NewHold(kernel_id, Act::kRestart, "");
+  return KernelHold(*this, kernel_id, holds_.Add(kernel_id, Act::kRestart, ""));
 }
 
 Status KernelTable::FinishRestart(KernelHold& hold, bool restarted) {
-  if (!Current(hold)) return Status::FailedPrecondition("kernel " + hold.kernel_id() + " is not being restarted");
-  return EndRestart(hold, T::kRestarted, restarted, json::object());
-}
-
-Status KernelTable::EndRestart(KernelHold& hold, Transition transition, bool restarted, json extra) {
+  const std::string kernel_id = hold.kernel_id();
+  if (!hold.CurrentIn(*this, holds_))
+    return Status::FailedPrecondition("kernel " + kernel_id + " is not being restarted");
   if (!restarted) {
     Release(hold);
     return Status::Ok();
   }
-  Result<Kernel*> k = Check(transition, hold.kernel_id(), kRunning);
+  const bool by_policy = holds_.Of(kernel_id)->act == Act::kPolicyRestart;
+  const Transition transition = by_policy ? T::kPolicyRestarted : T::kRestarted;
+  Result<Kernel*> k = Check(transition, kernel_id, kRunning);
   if (!k.ok()) {
     Release(hold);
     return k.status();
   }
-  EndHold(hold);
-  RunAgain(**k, transition, std::move(extra));
+  hold.ticket_ = 0;
+  holds_.Drop(kernel_id);
+  RunAgain(**k, transition, by_policy ? json{{"restarts", (*k)->restarts}} : json::object());
   return Status::Ok();
 }
 
@@ -252,18 +240,13 @@ Status KernelTable::BackOff(const std::string& kernel_id, std::optional<int> exi
 Result<KernelHold> KernelTable::BeginPolicyRestart(const std::string& kernel_id) {
   if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy)) return Busy(*busy);
   if (Result<Kernel*> k = Check(T::kPolicyRestarted, kernel_id, kRunning); !k.ok()) return k.status();
-  return BeginRestart(kernel_id);  // kRestartHeld; a BACKOFF kernel holds its resources already
-}
-
-Status KernelTable::FinishPolicyRestart(KernelHold& hold, int64_t restarts, bool started) {
-  Kernel* kernel = Current(hold) ? Change(hold.kernel_id()) : nullptr;
-  if (!kernel) return Status::FailedPrecondition("kernel " + hold.kernel_id() + " is not being restarted");
-  kernel->restarts = restarts;
-  return EndRestart(hold, T::kPolicyRestarted, started, {{"restarts", restarts}});
+  // kRestartHeld; a BACKOFF kernel holds its resources already.
+  if (Result<Kernel*> k = Check(T::kRestartHeld, kernel_id, kBackoff); !k.ok()) return k.status();
+  return KernelHold(*this, kernel_id, holds_.Add(kernel_id, Act::kPolicyRestart, ""));
 }
 
 Status KernelTable::Stopping(const std::string& kernel_id, const KernelHold* by) {
-  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy) && !(by && Current(*by) && !StateIsACalls(*busy)))
+  if (const Kernel* busy = Find(kernel_id); busy && OwnedByACall(*busy) && !(by && by->CurrentIn(*this, holds_) && !StateIsACalls(*busy)))
     return Busy(*busy);
   Result<Kernel*> k = Check(T::kStopping, kernel_id, kTerminating);
   if (!k.ok()) return k.status();
@@ -352,19 +335,12 @@ void KernelTable::SetContainer(const std::string& kernel_id, const std::string& 
 }
 
 bool KernelTable::OwnedByACall(const Kernel& kernel) const {
-  return StateIsACalls(kernel) || holds_.count(kernel.id()) > 0;
+  return StateIsACalls(kernel) || holds_.Of(kernel.id()) != nullptr;
 }
 
 Status KernelTable::Busy(const Kernel& kernel) const {
-  std::string doing = KernelStateName(kernel.state());
-  if (const HoldRecord* hold = HoldOf(kernel.id()); hold && !StateIsACalls(kernel)) {
-    switch (hold->act) {
-      case Act::kRestart: doing = "restarting"; break;
-      case Act::kGiveWarm: doing = "being given to a create"; break;
-      case Act::kRemoveWarm: doing = "being removed from its warm pool"; break;
-      case Act::kEnd: doing = "being stopped: " + hold->why; break;
-    }
-  }
+  const KernelHolds::Entry* hold = holds_.Of(kernel.id());
+  const std::string doing = hold && !StateIsACalls(kernel) ? KernelHolds::Doing(*hold) : KernelStateName(kernel.state());
   return Status::FailedPrecondition("kernel " + kernel.id() + " is busy (" + doing + "); retry when that finishes");
 }
 
@@ -372,52 +348,19 @@ Result<KernelHold> KernelTable::Hold(const std::string& kernel_id, Act act, std:
   const Kernel* kernel = Find(kernel_id);
   if (!kernel) return Status::NotFound("kernel " + kernel_id + " is not known to agent " + agent_id_);
   if (OwnedByACall(*kernel)) return Busy(*kernel);
-  return NewHold(kernel_id, act, std::move(why));
+  return KernelHold(*this, kernel_id, holds_.Add(kernel_id, act, std::move(why)));
 }
 
 void KernelTable::Release(KernelHold& hold) {
-  if (!Current(hold)) {
-    hold.ticket_ = 0;
-    return;
-  }
   const std::string kernel_id = hold.kernel_id();
-  const Act act = holds_.at(kernel_id).act;
+  const bool current = hold.CurrentIn(*this, holds_);
   hold.ticket_ = 0;
+  if (!current) return;
   const KernelState state = Find(kernel_id)->state();
-  if (act == Act::kRestart && state != KernelState::kRunning && state != KernelState::kBackoff) {
+  if (holds_.Of(kernel_id)->act == Act::kRestart && state != KernelState::kRunning && state != KernelState::kBackoff) {
     if (Result<Kernel*> k = Check(T::kRestartUnheld, kernel_id, Place(state)); k.ok()) Free(**k);
   }
-  DropHold(kernel_id);
-}
-
-const KernelTable::HoldRecord* KernelTable::HoldOf(const std::string& kernel_id) const {
-  auto it = holds_.find(kernel_id);
-  return it == holds_.end() ? nullptr : &it->second;
-}
-
-KernelHold KernelTable::NewHold(const std::string& kernel_id, Act act, std::string why) {
-  const uint64_t ticket = next_ticket_++;
-  holds_[kernel_id] = HoldRecord{act, std::move(why), ticket};
-  return KernelHold(*this, kernel_id, ticket);
-}
-
-bool KernelTable::Current(const KernelHold& hold) const {
-  const HoldRecord* record = hold.table_ == this && hold.held() ? HoldOf(hold.kernel_id()) : nullptr;
-  return record && record->ticket == hold.ticket_;
-}
-
-void KernelTable::EndHold(KernelHold& hold) {
-  hold.ticket_ = 0;
-  DropHold(hold.kernel_id());
-}
-
-void KernelTable::DropHold(const std::string& kernel_id) {
-  if (holds_.erase(kernel_id) > 0) released_.notify_all();
-}
-
-bool KernelTable::StateIsACalls(const Kernel& kernel) {
-  return kernel.state() == KernelState::kPulling || kernel.state() == KernelState::kPreparing ||
-         kernel.state() == KernelState::kTerminating;
+  holds_.Drop(kernel_id);
 }
 
 reconcile::Known KernelTable::KnownOf(const Kernel& kernel) const {

@@ -17,7 +17,6 @@
 // mutex that guards the plugins this table claims from and frees to.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,6 +27,7 @@
 #include <vector>
 
 #include "agent/event_hub.h"
+#include "agent/kernel_holds.h"
 #include "model/kernel.h"
 #include "model/kernel_rules.h"
 #include "model/reconcile.h"
@@ -38,37 +38,6 @@
 
 namespace slotd {
 
-class KernelTable;
-
-// A call's hold of one kernel (KernelTable::Hold, BeginRestart,
-// BeginPolicyRestart): while held, the kernel is OwnedByACall. Given back
-// by the transition that ends its act, by KernelTable::Release, or by the
-// destructor, which takes the table's lock and undoes what the hold took
-// (a restart's claim): never destroy a held one with that lock held.
-// Movable, not copyable.
-class KernelHold {
- public:
-  KernelHold() = default;
-  KernelHold(KernelHold&& other) noexcept;
-  KernelHold& operator=(KernelHold&& other) noexcept;
-  KernelHold(const KernelHold&) = delete;
-  KernelHold& operator=(const KernelHold&) = delete;
-  ~KernelHold();
-
-  // Whether it still holds its kernel.
-  bool held() const { return ticket_ != 0; }
-  const std::string& kernel_id() const { return kernel_id_; }
-
- private:
-  friend class KernelTable;
-  KernelHold(KernelTable& table, std::string kernel_id, uint64_t ticket)
-      : table_(&table), kernel_id_(std::move(kernel_id)), ticket_(ticket) {}
-
-  KernelTable* table_ = nullptr;
-  std::string kernel_id_;
-  uint64_t ticket_ = 0;  // 0: not held
-};
-
 class KernelTable {
  public:
   // The kernel's state machine (model/kernel_rules.h).
@@ -76,13 +45,7 @@ class KernelTable {
   using Place = KernelPlace;
   using Rule = KernelRule;
 
-  // What a call that holds a kernel does (KernelHold).
-  enum class Act {
-    kRestart,     // RestartKernel's restart or its restart policy's
-    kGiveWarm,    // a WARM kernel being given to a create
-    kRemoveWarm,  // a warm pool's kernel being removed
-    kEnd,         // a stop the agent caused, for the kernel's restart policy to decide on (its why: the end's reason)
-  };
+  using Act = KernelHolds::Act;
 
   // `mutex` is the lock every caller holds (a KernelHold's destructor takes
   // it); `plugins` are guarded by it. All must outlive the table, as must
@@ -118,21 +81,20 @@ class KernelTable {
   // claiming its allocation (the plugins' refusal when it cannot); Busy
   // when a call owns it. Its state does not change.
   Result<KernelHold> BeginRestart(const std::string& kernel_id);
-  // Ends `hold` (BeginRestart's or BeginPolicyRestart's): kRestarted when
-  // `restarted`; otherwise kRestartUnheld, as Release.
+  // kRestartHeld for a BACKOFF kernel that its restart policy restarts
+  // (it holds its resources already); Busy when a call owns it.
+  Result<KernelHold> BeginPolicyRestart(const std::string& kernel_id);
+  // Ends `hold` (BeginRestart's or BeginPolicyRestart's): when
+  // `restarted`, kRestarted, or kPolicyRestarted (its event carrying the
+  // kernel's `restarts`, which the caller has set); otherwise
+  // kRestartUnheld, as Release. A BACKOFF kernel whose policy restart
+  // failed stays BACKOFF for the caller to decide again.
   Status FinishRestart(KernelHold& hold, bool restarted);
   // kBackedOff: the kernel's container ended (`exit_code`, `reason`, at
   // `terminated_at`) and its restart policy starts it again at
   // `next_restart_at_ms`; it keeps its resources.
   Status BackOff(const std::string& kernel_id, std::optional<int> exit_code, const std::string& reason,
                  std::optional<int64_t> terminated_at, int64_t next_restart_at_ms);
-  // kRestartHeld for a BACKOFF kernel that its restart policy restarts
-  // (it holds its resources already); Busy when a call owns it.
-  Result<KernelHold> BeginPolicyRestart(const std::string& kernel_id);
-  // Ends BeginPolicyRestart's `hold`. The kernel's name now records
-  // `restarts`; kPolicyRestarted when `started`, else it stays BACKOFF for
-  // the caller to decide again.
-  Status FinishPolicyRestart(KernelHold& hold, int64_t restarts, bool started);
   // kStopping; the state before is kept for StopFailed. Busy when a call
   // owns the kernel, unless that call is `by` (the caller's own hold).
   Status Stopping(const std::string& kernel_id, const KernelHold* by = nullptr);
@@ -174,16 +136,8 @@ class KernelTable {
   // kernel was removed. A restart's hold gives back what BeginRestart
   // claimed unless the kernel is RUNNING or BACKOFF (kRestartUnheld).
   void Release(KernelHold& hold);
-  // A hold on a kernel: what for, and the ticket that gives it back.
-  struct HoldRecord {
-    Act act;
-    std::string why;
-    uint64_t ticket;
-  };
-  // The hold on `kernel_id`, or nullptr.
-  const HoldRecord* HoldOf(const std::string& kernel_id) const;
-  // Notified, under the lock, each time a hold is given back.
-  std::condition_variable& Released() { return released_; }
+  // Who holds which kernel (its Released condition is what a delete waits on).
+  const KernelHolds& holds() const { return holds_; }
   // Whether a call acts on `kernel` now (its state is a call's, or a call
   // holds it), so that no other call, event or relist may change it. The
   // one test of it.
@@ -225,22 +179,6 @@ class KernelTable {
   Kernel Remove(const std::string& kernel_id);
   // Sets `kernel`'s state to `to` and publishes the rule's event (if any) with `extra`.
   void Enter(Kernel& kernel, Transition transition, KernelState to, nlohmann::json extra = nlohmann::json::object());
-  // Whether `kernel` is in a state that a call owns by being in it
-  // (PULLING, PREPARING, TERMINATING).
-  static bool StateIsACalls(const Kernel& kernel);
-  // A new hold of `kernel_id` for `act`.
-  KernelHold NewHold(const std::string& kernel_id, Act act, std::string why);
-  // Whether `hold` is the hold on its kernel now.
-  bool Current(const KernelHold& hold) const;
-  // Ends a restart's Current `hold`: `transition` (kRestarted or
-  // kPolicyRestarted, its event carrying `extra`) when `restarted`,
-  // otherwise Release.
-  Status EndRestart(KernelHold& hold, Transition transition, bool restarted, nlohmann::json extra);
-  // Ends `hold`, which is Current, keeping what its act took.
-  void EndHold(KernelHold& hold);
-  // Drops the hold on `kernel_id` and wakes those waiting for it.
-  void DropHold(const std::string& kernel_id);
-
   friend class KernelHold;  // its destructor takes mutex_ and calls Release
 
   const std::string agent_id_;
@@ -252,9 +190,7 @@ class KernelTable {
   // kernel id -> its Record; an entry is dropped by every way to change the kernel (Change, Remove).
   mutable std::unordered_map<std::string, std::shared_ptr<const std::string>> records_;
   std::map<std::string, KernelState> before_stopping_;  // kernel id -> its state before kStopping
-  std::map<std::string, HoldRecord> holds_;              // kernel id -> the call that holds it
-  uint64_t next_ticket_ = 1;
-  std::condition_variable released_;
+  KernelHolds holds_;
   std::map<std::string, uint64_t> removed_at_seq_;       // kernel id -> seq when removed
   uint64_t seq_ = 0;
 };

@@ -159,7 +159,9 @@ class Lifecycle {
       case T::kBackedOff: return table_.BackOff("k", 1, "exited with code 1", 1'800'000'100, 1'800'000'101'000);
       case T::kPolicyRestarted: {
         Result<KernelHold> hold = table_.BeginPolicyRestart("k");
-        return hold.ok() ? table_.FinishPolicyRestart(*hold, 1, true) : hold.status();
+        if (!hold.ok()) return hold.status();
+        table_.Change("k")->restarts = 1;
+        return table_.FinishRestart(*hold, true);
       }
       case T::kStopping: return table_.Stopping("k");
       case T::kStopFailed: return table_.StopFailed("k");
@@ -308,7 +310,8 @@ TEST_F(KernelTableTest, OneCallAtATimeHoldsAKernelAndOnlyItsHoldMayStopIt) {
   Enter(KernelState::kWarm);
   Result<KernelHold> giving = table_.Hold("k", KernelTable::Act::kGiveWarm);
   ASSERT_TRUE(giving.ok());
-  for (KernelTable::Act act : {KernelTable::Act::kRestart, KernelTable::Act::kRemoveWarm, KernelTable::Act::kEnd}) {
+  for (KernelTable::Act act : {KernelTable::Act::kRestart, KernelTable::Act::kPolicyRestart,
+                              KernelTable::Act::kRemoveWarm, KernelTable::Act::kEnd}) {
     const Result<KernelHold> second = table_.Hold("k", act, "unhealthy");
     ASSERT_FALSE(second.ok());
     EXPECT_NE(second.status().message().find("busy (being given to a create)"), std::string::npos)
