@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "model/kernel.h"
+#include "testing/eventually.h"
 
 extern char** environ;
 
@@ -421,7 +422,8 @@ bool AgentProcess::Start() {
   if (posix_spawn(&pid_, bin.c_str(), &actions, nullptr, args.data(), environ) != 0) return false;
   posix_spawn_file_actions_destroy(&actions);
   static const std::regex kReady(R"(slotd ready: agent \S+ api http://[0-9.]+:([0-9]+) )");
-  for (int i = 0; i < 300; ++i) {
+  const auto give_up = std::chrono::steady_clock::now() + ScaledLimit(std::chrono::seconds(15));
+  while (std::chrono::steady_clock::now() < give_up) {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -486,7 +488,7 @@ nlohmann::json AgentProcess::CreateKernel(const nlohmann::json& request) const {
 
 nlohmann::json AgentProcess::WaitForState(const std::string& kernel_id, const std::string& state,
                                           std::chrono::milliseconds limit) const {
-  auto deadline = std::chrono::steady_clock::now() + limit;
+  auto deadline = std::chrono::steady_clock::now() + ScaledLimit(limit);
   nlohmann::json last;
   while (std::chrono::steady_clock::now() < deadline) {
     HttpResponse res = Call("GET", "/v1/kernels/" + kernel_id);

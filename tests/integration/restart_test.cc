@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "integration/harness.h"
+#include "testing/eventually.h"
 
 namespace slotd::testing {
 namespace {
@@ -29,7 +30,7 @@ using std::chrono::milliseconds;
 // Polls GET /v1/kernels/{id} until `done` holds, up to `limit`; returns the last record.
 json PollKernelUntil(const AgentProcess& agent, const std::string& id, const std::function<bool(const json&)>& done,
                      milliseconds limit = std::chrono::seconds(20)) {
-  const auto until = std::chrono::steady_clock::now() + limit;
+  const auto until = std::chrono::steady_clock::now() + ScaledLimit(limit);
   json k;
   while (std::chrono::steady_clock::now() < until) {
     k = agent.CallJson("GET", "/v1/kernels/" + id, nullptr, 200);

@@ -11,6 +11,7 @@
 
 #include "common/units.h"
 #include "integration/harness.h"
+#include "testing/eventually.h"
 
 namespace slotd::testing {
 namespace {
@@ -38,7 +39,7 @@ json Kernel(const std::string& id, const std::vector<std::string>& command, cons
 // the last body (the caller asserts on it).
 json PollJson(const AgentProcess& agent, const std::string& path, const std::function<bool(const json&)>& done,
               milliseconds limit = seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+  const auto deadline = std::chrono::steady_clock::now() + ScaledLimit(limit);
   json body;
   do {
     body = agent.CallJson("GET", path, nullptr, 200);
