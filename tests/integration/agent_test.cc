@@ -427,15 +427,19 @@ TEST(Agent, APauseOrAnUpdateBehindTheAgentsBackIsReportedAsTheKernelsCondition) 
   if (EngineIsPodman()) {
     // Podman's compatible API has no update (404). `podman update` moves the
     // kernel with no event, and its inspect keeps the old cpuset: the agent
-    // sees it in the cgroup, at its next stats sweep. The service is one
-    // scripts/podman-start made: its storage and run roots are in its directory.
+    // sees it in the cgroup, at its next stats sweep. A service that
+    // scripts/podman-start made has its storage and run roots in its
+    // directory; the system's own (scripts/test --vm's guest) needs none.
     EXPECT_NE(RunCommand({"docker", "update", "--cpuset-cpus", "1", container}).exit_code, 0);
     const std::string host = DockerHost();
     const std::string dir = host.substr(std::string("unix://").size(), host.rfind('/') - std::string("unix://").size());
+    const std::string run_root = ReadFile(dir + "/run-root");
     const CommandResult update =
-        RunCommand({"env", "CONTAINERS_CONF=" + dir + "/containers.conf", "podman", "--root", dir + "/storage",
-                    "--runroot", ReadFile(dir + "/run-root").substr(0, ReadFile(dir + "/run-root").find('\n')),
-                    "update", "--cpuset-cpus", "1", container});
+        run_root.empty()
+            ? RunCommand({"podman", "update", "--cpuset-cpus", "1", container})
+            : RunCommand({"env", "CONTAINERS_CONF=" + dir + "/containers.conf", "podman", "--root", dir + "/storage",
+                          "--runroot", run_root.substr(0, run_root.find('\n')), "update", "--cpuset-cpus", "1",
+                          container});
     ASSERT_EQ(update.exit_code, 0) << update.out << update.err;
   } else {
     ASSERT_EQ(RunCommand({"docker", "update", "--cpuset-cpus", "1", container}).exit_code, 0);
