@@ -45,9 +45,10 @@ int64_t ImageCollector::LastUse(const ImageInfo& image) const {
 Result<std::vector<std::string>> ImageCollector::CollectOnce() {
   std::vector<std::string> removed;
   if (marks_.high <= 0) return removed;
-  Result<std::string> root = engine_.DataRoot();
-  if (!root.ok()) return root.status();
-  Result<double> used = usage_(*root);
+  Result<EngineInfo> info = engine_.Info();
+  if (!info.ok()) return info.status();
+  const std::string& root = info->data_root;
+  Result<double> used = usage_(root);
   if (!used.ok()) return used.status();
   if (*used < marks_.high) return removed;
 
@@ -74,7 +75,7 @@ Result<std::vector<std::string>> ImageCollector::CollectOnce() {
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   spdlog::info("image gc: the engine's data root {} is {:.1f}% full (image-gc-high {}%); removing unused images "
-               "until below {}%", *root, *used, marks_.high, marks_.low);
+               "until below {}%", root, *used, marks_.high, marks_.low);
   for (const auto& [last_use, image] : candidates) {
     Status gone = engine_.RemoveImage(image.id);
     if (!gone.ok()) {
@@ -92,7 +93,7 @@ Result<std::vector<std::string>> ImageCollector::CollectOnce() {
                   {"size", image.size_bytes},
                   {"reason", "image gc"},
                   {"time", clock_.UnixSeconds()}});
-    used = usage_(*root);
+    used = usage_(root);
     if (!used.ok()) return used.status();
     if (*used < marks_.low) break;
   }

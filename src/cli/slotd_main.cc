@@ -62,7 +62,8 @@ int CheckConfigs(const std::vector<std::string>& paths, const std::string& node_
     if (!engine.ok()) return engine.status().WithPrefix("container.docker-host");
     return std::unique_ptr<slotd::ContainerEngine>(std::move(*engine));
   };
-  const slotd::CheckReport report = slotd::CheckNodeConfigs(paths, host, engine_for);
+  const slotd::CgroupHost cgroups = slotd::DetectCgroupHost();
+  const slotd::CheckReport report = slotd::CheckNodeConfigs(paths, host, engine_for, &cgroups);
   std::cout << report.Text();
   return report.ExitCode();
 }

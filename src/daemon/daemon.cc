@@ -25,6 +25,7 @@
 #include "fleet/registrar.h"
 #include "node/scratch_limits.h"
 #include "resources/agent_config.h"
+#include "stats/cgroup_host.h"
 #include "stats/collector.h"
 
 namespace slotd {
@@ -88,19 +89,24 @@ Result<ConnectedEngine> ConnectEngine(const Config& config) {
   return ConnectedEngine{std::move(*engine), *identity};
 }
 
-// The refusal of [container] mount-allow entries in or over the engine's
-// data root (EngineRootProblems). An engine that does not name its data
-// root leaves them unchecked, with a warning.
-Status CheckEngineRoot(const Config& config, ContainerEngine& engine) {
-  if (config.container.mount_allow.empty()) return Status::Ok();
-  Result<std::string> root = engine.DataRoot();
-  if (!root.ok()) {
-    spdlog::warn("container.mount-allow: not checked against the engine's data root, which the engine did not "
-                 "name: {}", root.status().message());
+// What the engine's info says against the config and the host: the refusal
+// of [container] mount-allow entries in or over the engine's data root
+// (EngineRootProblems), and a warning for each thing about the host's
+// cgroups and the engine's driver that keeps kernels from being measured
+// (CgroupLayoutWarnings, EngineCgroupWarnings). An engine whose info cannot
+// be read leaves them unchecked, with a warning.
+Status CheckEngineInfo(const Config& config, ContainerEngine& engine) {
+  const CgroupHost cgroups = DetectCgroupHost();
+  for (const std::string& warning : CgroupLayoutWarnings(cgroups)) spdlog::warn("{}", warning);
+  Result<EngineInfo> info = engine.Info();
+  if (!info.ok()) {
+    spdlog::warn("the engine's info could not be read, so neither container.mount-allow against its data root nor "
+                 "its cgroup driver against the host's were checked: {}", info.status().message());
     return Status::Ok();
   }
+  for (const std::string& warning : EngineCgroupWarnings(cgroups, *info)) spdlog::warn("{}", warning);
   std::string text;
-  for (const std::string& problem : EngineRootProblems(config, *root)) text += (text.empty() ? "" : "\n  ") + problem;
+  for (const std::string& problem : EngineRootProblems(config, info->data_root)) text += (text.empty() ? "" : "\n  ") + problem;
   return text.empty() ? Status::Ok() : Status::InvalidArgument(text);
 }
 
@@ -326,7 +332,7 @@ int RunDaemon(const std::string& config_path) {
   }
   auto engine = ConnectEngine(*config);
   if (!engine.ok()) return fail(engine.status());
-  if (Status s = CheckEngineRoot(*config, *engine->engine); !s.ok()) return fail(s);
+  if (Status s = CheckEngineInfo(*config, *engine->engine); !s.ok()) return fail(s);
   auto plugins = MakePlugins(*config, host);
   if (!plugins.ok()) return fail(plugins.status());
   const AgentClaims mine = ClaimsOf(*config, ClaimedDevices(*plugins));

@@ -114,8 +114,8 @@ class ContainerEngine {
   virtual Result<std::string> RegistryDigest(const std::string& image, const std::string& registry_auth) = 0;
   // kNotFound when the engine has no such image.
   virtual Result<ImageInfo> InspectImage(const std::string& image) = 0;
-  // The engine's data root (Docker's DockerRootDir), where images live.
-  virtual Result<std::string> DataRoot() = 0;
+  // The engine's info: its data root and cgroup driver and version.
+  virtual Result<EngineInfo> Info() = 0;
   // Every image of the engine (tagged or not), without `user`.
   virtual Result<std::vector<ImageInfo>> ListImages() = 0;
   // Removes the image `id` and its tags; kConflict while a container uses

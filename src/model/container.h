@@ -99,6 +99,14 @@ struct ContainerInfo {
 };
 
 // Who answers at the engine's address, from its /version.
+// What an engine says of itself in its info: where it keeps its data and how
+// it makes its containers' cgroups. A field the engine leaves out is empty.
+struct EngineInfo {
+  std::string data_root;       // Docker's DockerRootDir, where images live; never empty
+  std::string cgroup_driver;   // "systemd" or "cgroupfs"
+  std::string cgroup_version;  // "1" or "2"
+};
+
 struct EngineIdentity {
   std::string name;         // "docker" or "podman" (Podman names itself in its components)
   std::string version;      // the engine's own version: "20.10.24", "4.3.1"

@@ -11,6 +11,7 @@
 #include "node/scratch_limits.h"
 #include "resources/agent_config.h"
 #include "resources/device_kinds.h"
+#include "stats/cgroup_host.h"
 
 namespace slotd {
 namespace {
@@ -171,24 +172,33 @@ std::string CheckReport::Text() const {
 namespace {
 
 // The checks of `config` (loaded from `path`) that ask its engine
-// (`engine_for`): its data root against the mount-allow entries, its images
-// against the warm pools'.
-void CheckWithEngine(const std::string& path, const Config& config, const EngineFor& engine_for, CheckReport& report) {
+// (`engine_for`): its data root against the mount-allow entries, its cgroup
+// driver against the host's cgroups (with `cgroups`), its images against
+// the warm pools'.
+void CheckWithEngine(const std::string& path, const Config& config, const EngineFor& engine_for,
+                     const CgroupHost* cgroups, CheckReport& report) {
+  std::string unchecked;  // what goes unchecked without the engine's info, for a note
+  if (!config.container.mount_allow.empty()) unchecked = "its mount-allow entries against the engine's data root";
+  if (cgroups) unchecked += (unchecked.empty() ? "" : ", ") + std::string("the engine's cgroup driver against the host's");
   Result<std::unique_ptr<ContainerEngine>> engine = engine_for(config);
   if (!engine.ok()) {
-    report.notes.push_back("note: " + path + ": its engine could not be asked, so its mount-allow entries were not " +
-                           "checked against the engine's data root nor its warm pools' images against the engine: " +
+    report.notes.push_back("note: " + path + ": its engine could not be asked, so these were not checked: " +
+                           (unchecked.empty() ? "" : unchecked + ", ") + "its warm pools' images: " +
                            engine.status().message());
     return;
   }
-  if (!config.container.mount_allow.empty()) {
-    Result<std::string> root = (*engine)->DataRoot();
-    if (!root.ok()) {
-      report.notes.push_back("note: " + path + ": its mount-allow entries were not checked against the engine's "
-                             "data root: " + root.status().message() + " (start the engine and check again)");
+  if (!unchecked.empty()) {
+    Result<EngineInfo> info = (*engine)->Info();
+    if (!info.ok()) {
+      report.notes.push_back("note: " + path + ": not checked: " + unchecked + ": " + info.status().message() +
+                             " (start the engine and check again)");
     } else {
-      for (const std::string& problem : EngineRootProblems(config, *root))
-        report.problems.push_back("problem: " + path + ": " + problem);
+      if (!config.container.mount_allow.empty())
+        for (const std::string& problem : EngineRootProblems(config, info->data_root))
+          report.problems.push_back("problem: " + path + ": " + problem);
+      if (cgroups)
+        for (const std::string& warning : EngineCgroupWarnings(*cgroups, *info))
+          report.warnings.push_back("warning: " + path + ": " + warning);
     }
   }
   if (!config.pools.empty()) CheckPoolImages(config, **engine, report);
@@ -197,8 +207,12 @@ void CheckWithEngine(const std::string& path, const Config& config, const Engine
 }  // namespace
 
 CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
-                             const EngineFor& engine_for) {
+                             const EngineFor& engine_for, const CgroupHost* cgroups) {
   CheckReport report;
+  // The host's own layout once (its engines' drivers are per config, below).
+  if (cgroups)
+    for (const std::string& warning : CgroupLayoutWarnings(*cgroups))
+      report.warnings.push_back("warning: this node: " + warning);
   report.files = static_cast<int>(paths.size());
   std::vector<LoadedConfig> loaded;
   std::map<std::filesystem::path, std::string> seen;  // canonical path -> the path as given
@@ -222,8 +236,8 @@ CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFa
     for (const std::string& warning : LocalWarnings(*config)) report.warnings.push_back("warning: " + path + ": " + warning);
     if (config->container.scratch_size > 0 || config->container.scratch_type == ScratchType::kHostFile)
       report.notes.push_back("note: " + path + ": " + ScratchAbilities(*config));
-    if (engine_for && (!config->container.mount_allow.empty() || !config->pools.empty()))
-      CheckWithEngine(path, *config, engine_for, report);
+    if (engine_for && (cgroups || !config->container.mount_allow.empty() || !config->pools.empty()))
+      CheckWithEngine(path, *config, engine_for, cgroups, report);
     ResolvedDevices devices = ResolveDevices(*config);
     for (const std::string& missing : devices.missing) report.problems.push_back("missing: " + path + ": " + missing);
     for (const std::string& note : devices.notes) report.notes.push_back("note: " + path + ": " + note);

@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "engine/container_engine.h"
+#include "stats/cgroup_host.h"
 
 namespace slotd {
 
@@ -54,9 +55,12 @@ using EngineFor = std::function<Result<std::unique_ptr<ContainerEngine>>(const C
 // With `engine_for`, each config's own engine is asked, when the config
 // has what needs it: its data root against mount-allow entries
 // (EngineRootProblems), its images against the warm pools'
-// (CheckPoolImages); an engine that cannot be asked is a note.
+// (CheckPoolImages), and, with `cgroups`, its cgroup driver against the
+// host's; an engine that cannot be asked is a note. With `cgroups` (the
+// node's, DetectCgroupHost), a layout the agents cannot measure is a
+// warning too (CgroupLayoutWarnings, EngineCgroupWarnings).
 CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
-                             const EngineFor& engine_for = {});
+                             const EngineFor& engine_for = {}, const CgroupHost* cgroups = nullptr);
 
 // Adds to `report` a warning for each [[pool]] of `config` whose image
 // `engine` does not have, saying what to do (the agent makes none of its

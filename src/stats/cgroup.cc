@@ -177,6 +177,17 @@ CgroupReader::CgroupReader(std::string root) : root_(std::move(root)) {
   });
 }
 
+CgroupLayout CgroupReader::Layout() const {
+  bool unified = false, v1 = false;
+  for (const Mount& mount : mounts_) {
+    unified = unified || mount.unified;
+    for (const std::string& c : mount.controllers)
+      v1 = v1 || c == "cpu" || c == "cpuacct" || c == "memory" || c == "pids" || c == "blkio" || c == "cpuset";
+  }
+  if (v1) return unified ? CgroupLayout::kHybrid : CgroupLayout::kV1;
+  return unified ? CgroupLayout::kV2 : CgroupLayout::kNone;
+}
+
 std::string CgroupReader::Resolve(bool unified, const std::string& controller, const std::string& path) const {
   for (const Mount& mount : mounts_) {
     if (mount.unified != unified) continue;

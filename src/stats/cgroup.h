@@ -65,6 +65,14 @@ struct CgroupSample {
   uint64_t io_write_bytes = 0;
 };
 
+// How a host mounts its cgroups, as its mountinfo lists them.
+enum class CgroupLayout {
+  kNone,    // no cgroup file system at all
+  kV1,      // v1 hierarchies only (systemd's "legacy" layout)
+  kHybrid,  // v1 controller hierarchies beside a cgroup2 one (systemd's "hybrid" layout)
+  kV2,      // the unified (cgroup2) hierarchy only
+};
+
 // One controller's directory for one process.
 struct CgroupDir {
   std::string path;      // absolute, under the reader's root; empty: not found
@@ -159,6 +167,11 @@ class CgroupReader {
   // sys/fs/cgroup/ tree. When mountinfo cannot be read or lists no cgroup
   // mount, every Locate fails with kFailedPrecondition saying so.
   explicit CgroupReader(std::string root = "/");
+
+  // How the host mounts its cgroups. A v1 hierarchy counts only with a
+  // controller the reader measures (cpu, cpuacct, memory, pids, blkio,
+  // cpuset): systemd's own "name=systemd" hierarchy alone is not one.
+  CgroupLayout Layout() const;
 
   // Finds the cgroup directories of process `pid` (a pid of the reader's pid
   // namespace). Each controller comes from its v1 hierarchy when one is

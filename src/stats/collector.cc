@@ -250,7 +250,10 @@ StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tr
       return {Status::NotFound("container " + target.container_id + " is not running (state " + info->state + ")"),
               SteadyClock::now(), /*container_gone=*/true};
     Result<CgroupPaths> paths = Reader().Locate(info->pid);
-    if (!paths.ok()) return {paths.status(), SteadyClock::now()};
+    // kNotFound: its process has ended though the engine still says it runs
+    // (Podman's cleanup after a kill or removal can take a while): gone.
+    if (!paths.ok())
+      return {paths.status(), SteadyClock::now(), /*container_gone=*/paths.status().code() == Status::Code::kNotFound};
     if (!CgroupPathsName(*paths, target.container_id))  // it ended since the inspect, and its pid is another's
       return {Status::NotFound("process " + std::to_string(info->pid) + " is no longer in container " +
                                target.container_id + "'s cgroups: the container has ended"),

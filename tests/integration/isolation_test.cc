@@ -183,8 +183,9 @@ TEST(Isolation, TheEnginesSocketAndTheAgentsOwnFilesCannotBeMountedEvenFromAnAll
 // containers' and images' files, every tenant's) was accepted, so a kernel
 // could mount another kernel's files.
 TEST(Isolation, AMountAllowEntryInTheEnginesDataRootIsRefusedAtStartAndByCheck) {
-  Result<std::string> root = Engine().DataRoot();
-  ASSERT_TRUE(root.ok()) << root.status().message();
+  Result<EngineInfo> info = Engine().Info();
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  const std::string* root = &info->data_root;
   for (const std::string& entry : {*root + "/containers", *root}) {
     SCOPED_TRACE(entry);
     AgentProcess agent(TwoCoreAgent("root", "mount-allow = [{ path = \"" + entry + "\", mode = \"ro\" }]\n"));

@@ -467,7 +467,7 @@ void FakeEngine::SetImageFile(const std::string& image, const std::string& path,
   image_files_[{image, path}] = content;
 }
 
-Result<std::string> FakeEngine::DataRoot() { return std::string("/fake/data-root"); }
+Result<EngineInfo> FakeEngine::Info() { return EngineInfo{"/fake/data-root", "cgroupfs", "1"}; }
 
 void FakeEngine::AddImageCreatedAt(const std::string& image, int64_t created_unix) {
   MutexLock lock(mutex_);

@@ -116,7 +116,7 @@ class FakeEngine : public ContainerEngine {
   Result<ImageInfo> InspectImage(const std::string& image) override;
   Result<std::vector<ImageInfo>> ListImages() override;
   // "/fake/data-root".
-  Result<std::string> DataRoot() override;
+  Result<EngineInfo> Info() override;
   // kConflict while a container was created from it.
   Status RemoveImage(const std::string& id) override;
   // Calls on_connected, then on_event (in this thread, without the fake's

@@ -2,6 +2,7 @@
 // and hybrid trees (one per Docker cgroup driver), and from this host's real
 // cgroup.
 #include "stats/cgroup.h"
+#include "stats/cgroup_host.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -485,6 +486,69 @@ TEST(CgroupFiles, OffCgroupfsTheyAreReadByPathAndALiveReadLeavesTheRest) {
   EXPECT_TRUE(some->cpuset_cpus.empty());
   host.Remove("sys/fs/cgroup");
   EXPECT_EQ(files.Read(CgroupMeasures::kLive).status().code(), Status::Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace slotd
+
+namespace slotd {
+namespace {
+
+// The layout a reader learns from each kind of mount table, and the host
+// warnings (CgroupLayoutWarnings) and engine warnings (EngineCgroupWarnings)
+// each one gives.
+TEST(CgroupLayout, EachMountTableIsItsLayoutAndOnlyAHostThatCannotBeMeasuredWarns) {
+  const std::string kSystemdOnly = kTmpfsMount + "40 31 0:37 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,name=systemd\n";
+  struct Case {
+    std::string mountinfo;
+    CgroupLayout layout;
+    std::string warning;  // a part of the one warning; empty: none
+  };
+  const Case cases[] = {
+      {"", CgroupLayout::kNone, "no cgroup file system is mounted"},
+      {kTmpfsMount, CgroupLayout::kNone, "no cgroup file system is mounted"},
+      {kSystemdOnly, CgroupLayout::kNone, "no cgroup file system is mounted"},
+      {kV1Mounts, CgroupLayout::kV1, ""},
+      {kV1Mounts + kUnifiedMount, CgroupLayout::kHybrid, "systemd's hybrid layout"},
+      {kV2Mount, CgroupLayout::kV2, ""},
+      {kSystemdOnly + kUnifiedMount, CgroupLayout::kV2, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.mountinfo);
+    CgroupTree host;
+    host.Write("proc/self/mountinfo", c.mountinfo);
+    const CgroupHost detected = DetectCgroupHost(host.root());
+    EXPECT_EQ(detected.layout, c.layout);
+    EXPECT_FALSE(detected.systemd_manages);
+    const std::vector<std::string> warnings = CgroupLayoutWarnings(detected);
+    ASSERT_EQ(warnings.size(), c.warning.empty() ? 0u : 1u);
+    if (!c.warning.empty()) EXPECT_NE(warnings[0].find(c.warning), std::string::npos) << warnings[0];
+  }
+  CgroupTree systemd_host;
+  systemd_host.Write("proc/self/mountinfo", kV2Mount);
+  systemd_host.Write("run/systemd/system/.keep", "");
+  EXPECT_TRUE(DetectCgroupHost(systemd_host.root()).systemd_manages);
+}
+
+TEST(CgroupLayout, OnlyTheCgroupfsDriverOnAV2HostThatSystemdManagesWarns) {
+  struct Case {
+    CgroupHost host;
+    EngineInfo engine;
+    bool warns;
+  };
+  const Case cases[] = {
+      {{CgroupLayout::kV2, true}, {"/var/lib/docker", "cgroupfs", "2"}, true},
+      {{CgroupLayout::kV2, true}, {"/var/lib/docker", "systemd", "2"}, false},
+      {{CgroupLayout::kV2, false}, {"/var/lib/docker", "cgroupfs", "2"}, false},  // no systemd: cgroupfs is the way
+      {{CgroupLayout::kV1, true}, {"/var/lib/docker", "cgroupfs", "1"}, false},
+      {{CgroupLayout::kV2, true}, {"/var/lib/containers/storage", "", ""}, false},  // an engine that does not say
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.engine.cgroup_driver + " v" + c.engine.cgroup_version);
+    const std::vector<std::string> warnings = EngineCgroupWarnings(c.host, c.engine);
+    ASSERT_EQ(warnings.size(), c.warns ? 1u : 0u);
+    if (c.warns) EXPECT_NE(warnings[0].find("native.cgroupdriver=systemd"), std::string::npos) << warnings[0];
+  }
 }
 
 }  // namespace

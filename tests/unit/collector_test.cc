@@ -340,6 +340,24 @@ TEST_F(CollectorTest, AKernelWhoseContainerIsGoneIsSkippedUntilItLeavesTheTarget
   EXPECT_EQ(snapshot->kernels.count("k-b"), 1u);
 }
 
+// Podman reports a killed container running, with its old pid, until its
+// cleanup has run: a process that is gone is a container that is gone.
+TEST_F(CollectorTest, AContainerWhoseProcessEndedBeforeTheEngineSaysSoCostsOneSkippedSample) {
+  const Container a = AddContainer("ka", {1000, kMiB});
+  AddTarget("k-a", a);
+  auto collector = Make(Options());
+  ASSERT_EQ(collector->SweepOnce()->kernels.size(), 1u);
+
+  host_.RemoveCgroup(a.id);
+  host_.Remove("proc/" + std::to_string(a.pid));
+  ASSERT_TRUE(engine_.Peek(a.id)->running);
+  for (int sweep = 0; sweep < 3; ++sweep) {
+    std::shared_ptr<const StatsSnapshot> snapshot = collector->SweepOnce();
+    EXPECT_EQ(snapshot->skipped_samples_total, 1u) << "sweep " << sweep;
+    EXPECT_TRUE(snapshot->kernels.empty());
+  }
+}
+
 TEST_F(CollectorTest, AKernelLeavingTheTargetsDropsOutAndIsForgotten) {
   const Container a = AddContainer("ka", {1000, kMiB});
   const Container b = AddContainer("kb", {2000, kMiB});

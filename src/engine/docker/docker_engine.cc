@@ -741,15 +741,15 @@ Result<std::vector<ImageInfo>> DockerEngine::ListImages() {
   return ParseImageList(response->body, what);
 }
 
-Result<std::string> DockerEngine::DataRoot() {
+Result<EngineInfo> DockerEngine::Info() {
   const std::string what = "reading the engine's info";
   auto response = Call(http_, what, "GET", std::string(kApi) + "/info");
   if (!response.ok()) return response.status();
   auto j = ParseJson(response->body, what);
   if (!j.ok()) return j.status();
-  const std::string root = StringField(*j, "DockerRootDir");
-  if (root.empty()) return Status::Internal(what + ": it names no DockerRootDir");
-  return root;
+  EngineInfo info{StringField(*j, "DockerRootDir"), StringField(*j, "CgroupDriver"), StringField(*j, "CgroupVersion")};
+  if (info.data_root.empty()) return Status::Internal(what + ": it names no DockerRootDir");
+  return info;
 }
 
 Status DockerEngine::RemoveImage(const std::string& id) {

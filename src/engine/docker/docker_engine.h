@@ -88,7 +88,7 @@ class DockerEngine : public ContainerEngine {
   Result<ImageInfo> InspectImage(const std::string& image) override;
   Result<std::vector<ImageInfo>> ListImages() override;
   // GET /info's DockerRootDir.
-  Result<std::string> DataRoot() override;
+  Result<EngineInfo> Info() override;
   // Without force: an image a container uses is kConflict.
   Status RemoveImage(const std::string& id) override;
   Status CreateVolume(const std::string& name, const Labels& labels) override;
