@@ -250,8 +250,8 @@ StatsCollector::TimedSample StatsCollector::Sample(const StatsTarget& target, Tr
       return {Status::NotFound("container " + target.container_id + " is not running (state " + info->state + ")"),
               SteadyClock::now(), /*container_gone=*/true};
     Result<CgroupPaths> paths = Reader().Locate(info->pid);
-    // kNotFound: its process has ended though the engine still says it runs
-    // (Podman's cleanup after a kill or removal can take a while): gone.
+    // kNotFound: its process has ended since the inspect said it runs: the
+    // container has ended.
     if (!paths.ok())
       return {paths.status(), SteadyClock::now(), /*container_gone=*/paths.status().code() == Status::Code::kNotFound};
     if (!CgroupPathsName(*paths, target.container_id))  // it ended since the inspect, and its pid is another's

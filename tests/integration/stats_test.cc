@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -61,6 +62,15 @@ std::string Metrics(const AgentProcess& agent) {
   HttpResponse res = agent.Call("GET", "/metrics");
   EXPECT_EQ(res.status, 200) << res.body;
   return res.body;
+}
+
+// The lines of `text` that contain `part`.
+std::string LinesWith(const std::string& text, const std::string& part) {
+  std::istringstream in(text);
+  std::string found;
+  for (std::string line; std::getline(in, line);)
+    if (line.find(part) != std::string::npos) found += line + "\n";
+  return found;
 }
 
 // Polls a kernel's stats until it is measured with a cpu percent.
@@ -153,7 +163,8 @@ TEST(Stats, AContainerRemovedBehindTheAgentsBackCostsAtMostOneSample) {
   std::this_thread::sleep_for(milliseconds(1000));
   all = agent.CallJson("GET", "/v1/stats", nullptr, 200);
   EXPECT_EQ(KernelIds(all), std::set<std::string>{"stays"}) << all.dump();
-  EXPECT_LE(all["skipped_samples_total"].get<uint64_t>(), skipped_before + 1) << all.dump();
+  EXPECT_LE(all["skipped_samples_total"].get<uint64_t>(), skipped_before + 1) << all.dump() << "\nthe skips:\n"
+                                                                             << LinesWith(agent.log(), "sample skipped");
   EXPECT_EQ(agent.Call("GET", "/health").status, 200);
 }
 

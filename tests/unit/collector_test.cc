@@ -340,8 +340,8 @@ TEST_F(CollectorTest, AKernelWhoseContainerIsGoneIsSkippedUntilItLeavesTheTarget
   EXPECT_EQ(snapshot->kernels.count("k-b"), 1u);
 }
 
-// Podman reports a killed container running, with its old pid, until its
-// cleanup has run: a process that is gone is a container that is gone.
+// An inspect can say a container runs just before its process ends: a
+// process that is gone is a container that is gone, counted once.
 TEST_F(CollectorTest, AContainerWhoseProcessEndedBeforeTheEngineSaysSoCostsOneSkippedSample) {
   const Container a = AddContainer("ka", {1000, kMiB});
   AddTarget("k-a", a);

@@ -74,3 +74,30 @@ TEST(DockerAnswers, ATruncatedOrEmptyArchiveIsAnErrorNotARead) {
 
 }  // namespace
 }  // namespace slotd
+
+namespace slotd {
+namespace {
+
+// Podman answers 500 with a "cause" where Docker answers 404 or 409; a 500
+// with any other cause, or with a body that is not JSON, stays a 500.
+TEST(DockerAnswers, PodmansCausesAreReadAsTheStatusDockerAnswers) {
+  struct Case {
+    long status;
+    std::string body;
+    long docker;
+  };
+  const Case cases[] = {
+      {500, R"({"cause":"no such container","message":"container 3f does not exist in database: no such container","response":500})", 404},
+      {500, R"({"cause":"that name is already in use","message":"...","response":500})", 409},
+      {500, R"({"cause":"container state improper","message":"...","response":500})", 409},
+      {500, R"({"cause":"some other trouble","message":"...","response":500})", 500},
+      {500, "not json \xff", 500},
+      {500, R"({"cause":["no such container"]})", 500},
+      {404, R"({"message":"No such container: 3f"})", 404},
+      {409, R"({"cause":"no such container"})", 409},
+  };
+  for (const Case& c : cases) EXPECT_EQ(DockerStatusOf(c.status, c.body), c.docker) << c.status << " " << c.body;
+}
+
+}  // namespace
+}  // namespace slotd

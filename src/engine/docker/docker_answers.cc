@@ -382,6 +382,14 @@ Result<ArchivedFile> ParseFirstArchivedFile(std::string_view tar) {
   return Status::Internal("the archive holds no file");
 }
 
+long DockerStatusOf(long http_status, const std::string& body) {
+  if (http_status != 500) return http_status;
+  const std::optional<json> j = ParseJsonWithin(body);
+  const std::string cause = j ? StringField(*j, "cause") : "";
+  if (cause == "that name is already in use" || cause == "container state improper") return 409;
+  return cause == "no such container" ? 404 : 500;
+}
+
 Status PullError(long http_status, const std::string& message) {
   auto says = [&](std::initializer_list<const char*> words) {
     return std::any_of(words.begin(), words.end(), [&](const char* w) { return message.find(w) != std::string::npos; });

@@ -70,6 +70,12 @@ std::optional<Result<PullMessage>> ParsePullLine(std::string_view line);
 // otherwise. The message is kept.
 Status PullError(long http_status, const std::string& message);
 
+// The HTTP status Docker answers where Podman answers 500 with a "cause"
+// in `body` that says the same: 409 for a name in use or a container in the
+// wrong state, 404 for a container that does not exist (Podman's inspect of
+// one being removed). Any other answer keeps `http_status`.
+long DockerStatusOf(long http_status, const std::string& body);
+
 // Splits a Docker multiplexed stream (8-byte frame headers: stream byte 1 =
 // stdout, 2 = stderr, 0 = stdin echo counted as stdout; 3 zero bytes; size as
 // big-endian uint32) as it arrives, in pieces cut anywhere.

@@ -109,20 +109,11 @@ std::string EngineMessage(const std::string& body) {
   return message;
 }
 
-// The HTTP status Docker answers where Podman answers 500 with a "cause"
-// that says the same (a name in use, a container in the wrong state): 409.
-long DockerStatusOf(const HttpResponse& response) {
-  if (response.status != 500) return response.status;
-  const std::optional<json> j = ParseJsonWithin(response.body);
-  const std::string cause = j ? StringField(*j, "cause") : "";
-  return cause == "that name is already in use" || cause == "container state improper" ? 409 : 500;
-}
-
 // The engine's error for a non-2xx `response` to the operation `what`,
 // keeping the engine's own message.
 Status EngineError(const std::string& what, const HttpClient& http, const HttpResponse& response) {
   const std::string message = EngineMessage(response.body);
-  return StatusForHttpError(DockerStatusOf(response), what + ": " + message + " (engine at " + http.Describe() +
+  return StatusForHttpError(DockerStatusOf(response.status, response.body), what + ": " + message + " (engine at " + http.Describe() +
                                                           ", HTTP " + std::to_string(response.status) + ")");
 }
 
