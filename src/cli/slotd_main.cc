@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
       "Loads each file, then compares every pair for a shared agent id, API port, ipc or var path, overlapping port "
       "range, CPU core or device, and checks that the memory shares fit in this node. A config with warm pools "
       "([[pool]]) has its engine asked for their images: a warning for each one it lacks. A host whose cgroups "
-      "the agents cannot measure (none mounted, the hybrid layout, an engine's cgroupfs driver on a cgroup v2 host "
+      "the agents cannot measure (none mounted, a measured controller in no v1 hierarchy, an engine's cgroupfs driver on a cgroup v2 host "
       "that systemd manages) is a warning too.\n"
       "Exit status: 0 no problem, 1 problems (each printed with both files and the value), 2 a file does not load.");
   std::vector<std::string> check_paths;

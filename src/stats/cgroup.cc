@@ -188,6 +188,17 @@ CgroupLayout CgroupReader::Layout() const {
   return unified ? CgroupLayout::kV2 : CgroupLayout::kNone;
 }
 
+std::vector<std::string> CgroupReader::UnmountedV1Controllers() const {
+  std::vector<std::string> unmounted;
+  for (const char* controller : {"cpuacct", "memory", "pids", "blkio", "cpuset"}) {
+    bool mounted = false;
+    for (const Mount& mount : mounts_)
+      for (const std::string& c : mount.controllers) mounted = mounted || c == controller;
+    if (!mounted) unmounted.emplace_back(controller);
+  }
+  return unmounted;
+}
+
 std::string CgroupReader::Resolve(bool unified, const std::string& controller, const std::string& path) const {
   for (const Mount& mount : mounts_) {
     if (mount.unified != unified) continue;

@@ -173,6 +173,12 @@ class CgroupReader {
   // cpuset): systemd's own "name=systemd" hierarchy alone is not one.
   CgroupLayout Layout() const;
 
+  // Of the v1 controllers the reader measures (cpuacct, memory, pids,
+  // blkio, cpuset), those no v1 hierarchy has, in that order. Meaningful on
+  // a v1 or hybrid host, where engines make their containers' cgroups in
+  // the v1 hierarchies only.
+  std::vector<std::string> UnmountedV1Controllers() const;
+
   // Finds the cgroup directories of process `pid` (a pid of the reader's pid
   // namespace). Each controller comes from its v1 hierarchy when one is
   // mounted; from the v2 (unified) hierarchy otherwise, as on a pure v2 host

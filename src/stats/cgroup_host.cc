@@ -6,7 +6,10 @@ namespace slotd {
 
 CgroupHost DetectCgroupHost(const std::string& root) {
   CgroupHost host;
-  host.layout = CgroupReader(root).Layout();
+  const CgroupReader reader(root);
+  host.layout = reader.Layout();
+  if (host.layout == CgroupLayout::kV1 || host.layout == CgroupLayout::kHybrid)
+    host.unmounted_v1_controllers = reader.UnmountedV1Controllers();
   struct stat st{};
   const std::string dir = root + (root.empty() || root.back() != '/' ? "/" : "") + "run/systemd/system";
   host.systemd_manages = ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -23,13 +26,20 @@ std::vector<std::string> CgroupLayoutWarnings(const CgroupHost& host) {
           "/sys/fs/cgroup (an agent in a container needs the host's, read-only), or set [container] stats-type = "
           "\"docker\" to measure through the engine");
       break;
-    case CgroupLayout::kHybrid:
-      warnings.push_back(
-          "this host mounts cgroup v1 controllers beside a cgroup v2 hierarchy (systemd's hybrid layout, which "
-          "systemd and the engines deprecate and slotd is not tested on): the agent reads each measure from its "
-          "controller's v1 hierarchy; boot with systemd.unified_cgroup_hierarchy=1 for cgroup v2");
-      break;
     case CgroupLayout::kV1:
+    case CgroupLayout::kHybrid:
+      if (!host.unmounted_v1_controllers.empty()) {
+        std::string names;
+        for (const std::string& c : host.unmounted_v1_controllers) names += (names.empty() ? "" : ", ") + c;
+        warnings.push_back(
+            "this host mounts cgroup v1 hierarchies" +
+            std::string(host.layout == CgroupLayout::kHybrid ? " beside a v2 one (systemd's hybrid layout)" : "") +
+            " but none with the " + names + " controller: engines make their containers' cgroups in the v1 "
+            "hierarchies only, so the agent reports nothing of what " + names + " measure(s) (cpuacct: CPU time; "
+            "memory: memory use and out-of-memory kills; pids: process counts; blkio: I/O; cpuset: the cores a "
+            "kernel is on); mount each v1 controller, or boot cgroup v2 (systemd.unified_cgroup_hierarchy=1)");
+      }
+      break;
     case CgroupLayout::kV2:
       break;
   }

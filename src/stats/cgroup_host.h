@@ -16,6 +16,9 @@ namespace slotd {
 struct CgroupHost {
   CgroupLayout layout = CgroupLayout::kNone;
   bool systemd_manages = false;  // systemd is the init (<root>/run/systemd/system exists)
+  // On a v1 or hybrid host, the measured controllers no v1 hierarchy has
+  // (CgroupReader::UnmountedV1Controllers); empty otherwise.
+  std::vector<std::string> unmounted_v1_controllers;
 };
 
 // Reads the host under `root` ("/"; tests pass a tree with proc/self/mountinfo
@@ -23,8 +26,10 @@ struct CgroupHost {
 CgroupHost DetectCgroupHost(const std::string& root = "/");
 
 // One line for each thing that makes `host` hard or impossible to measure:
-// no cgroup mounted, the hybrid layout. Each says what is wrong and what to
-// do; empty: nothing.
+// no cgroup mounted, or a v1 or hybrid host where a measured controller is
+// in no v1 hierarchy (systemd's hybrid layout with every controller on v1
+// and an empty v2 hierarchy is measured as v1, and is not one). Each says
+// what is wrong and what to do; empty: nothing.
 std::vector<std::string> CgroupLayoutWarnings(const CgroupHost& host);
 
 // The same for an engine of `host`, from its info: the cgroupfs driver on a

@@ -499,6 +499,8 @@ namespace {
 // each one gives.
 TEST(CgroupLayout, EachMountTableIsItsLayoutAndOnlyAHostThatCannotBeMeasuredWarns) {
   const std::string kSystemdOnly = kTmpfsMount + "40 31 0:37 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,name=systemd\n";
+  std::string kNoMemoryV1Mounts = kV1Mounts;
+  kNoMemoryV1Mounts.erase(kNoMemoryV1Mounts.find("35 31"), kNoMemoryV1Mounts.find("38 31") - kNoMemoryV1Mounts.find("35 31"));
   struct Case {
     std::string mountinfo;
     CgroupLayout layout;
@@ -509,7 +511,11 @@ TEST(CgroupLayout, EachMountTableIsItsLayoutAndOnlyAHostThatCannotBeMeasuredWarn
       {kTmpfsMount, CgroupLayout::kNone, "no cgroup file system is mounted"},
       {kSystemdOnly, CgroupLayout::kNone, "no cgroup file system is mounted"},
       {kV1Mounts, CgroupLayout::kV1, ""},
-      {kV1Mounts + kUnifiedMount, CgroupLayout::kHybrid, "systemd's hybrid layout"},
+      // systemd's hybrid layout: every controller on v1, an empty v2 hierarchy: measured as v1.
+      {kV1Mounts + kUnifiedMount, CgroupLayout::kHybrid, ""},
+      {kNoMemoryV1Mounts, CgroupLayout::kV1, "but none with the memory controller"},
+      {kNoMemoryV1Mounts + kUnifiedMount, CgroupLayout::kHybrid,
+       "beside a v2 one (systemd's hybrid layout) but none with the memory controller"},
       {kV2Mount, CgroupLayout::kV2, ""},
       {kSystemdOnly + kUnifiedMount, CgroupLayout::kV2, ""},
   };
@@ -537,11 +543,11 @@ TEST(CgroupLayout, OnlyTheCgroupfsDriverOnAV2HostThatSystemdManagesWarns) {
     bool warns;
   };
   const Case cases[] = {
-      {{CgroupLayout::kV2, true}, {"/var/lib/docker", "cgroupfs", "2"}, true},
-      {{CgroupLayout::kV2, true}, {"/var/lib/docker", "systemd", "2"}, false},
-      {{CgroupLayout::kV2, false}, {"/var/lib/docker", "cgroupfs", "2"}, false},  // no systemd: cgroupfs is the way
-      {{CgroupLayout::kV1, true}, {"/var/lib/docker", "cgroupfs", "1"}, false},
-      {{CgroupLayout::kV2, true}, {"/var/lib/containers/storage", "", ""}, false},  // an engine that does not say
+      {{CgroupLayout::kV2, true, {}}, {"/var/lib/docker", "cgroupfs", "2"}, true},
+      {{CgroupLayout::kV2, true, {}}, {"/var/lib/docker", "systemd", "2"}, false},
+      {{CgroupLayout::kV2, false, {}}, {"/var/lib/docker", "cgroupfs", "2"}, false},  // no systemd: cgroupfs is the way
+      {{CgroupLayout::kV1, true, {}}, {"/var/lib/docker", "cgroupfs", "1"}, false},
+      {{CgroupLayout::kV2, true, {}}, {"/var/lib/containers/storage", "", ""}, false},  // an engine that does not say
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.engine.cgroup_driver + " v" + c.engine.cgroup_version);
