@@ -98,7 +98,6 @@ struct ContainerInfo {
   std::vector<std::string> env;
 };
 
-// Who answers at the engine's address, from its /version.
 // What an engine says of itself in its info: where it keeps its data and how
 // it makes its containers' cgroups. A field the engine leaves out is empty.
 struct EngineInfo {
@@ -107,6 +106,7 @@ struct EngineInfo {
   std::string cgroup_version;  // "1" or "2"
 };
 
+// Who answers at the engine's address, from its /version.
 struct EngineIdentity {
   std::string name;         // "docker" or "podman" (Podman names itself in its components)
   std::string version;      // the engine's own version: "20.10.24", "4.3.1"

@@ -178,13 +178,15 @@ namespace {
 void CheckWithEngine(const std::string& path, const Config& config, const EngineFor& engine_for,
                      const CgroupHost* cgroups, CheckReport& report) {
   std::string unchecked;  // what goes unchecked without the engine's info, for a note
-  if (!config.container.mount_allow.empty()) unchecked = "its mount-allow entries against the engine's data root";
-  if (cgroups) unchecked += (unchecked.empty() ? "" : ", ") + std::string("the engine's cgroup driver against the host's");
+  auto add = [](std::string& list, const char* item) { list += (list.empty() ? "" : ", ") + std::string(item); };
+  if (!config.container.mount_allow.empty()) add(unchecked, "its mount-allow entries against the engine's data root");
+  if (cgroups) add(unchecked, "the engine's cgroup driver against the host's");
   Result<std::unique_ptr<ContainerEngine>> engine = engine_for(config);
   if (!engine.ok()) {
+    std::string without_engine = unchecked;
+    if (!config.pools.empty()) add(without_engine, "its warm pools' images");
     report.notes.push_back("note: " + path + ": its engine could not be asked, so these were not checked: " +
-                           (unchecked.empty() ? "" : unchecked + ", ") + "its warm pools' images: " +
-                           engine.status().message());
+                           without_engine + ": " + engine.status().message());
     return;
   }
   if (!unchecked.empty()) {

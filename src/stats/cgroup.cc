@@ -177,25 +177,25 @@ CgroupReader::CgroupReader(std::string root) : root_(std::move(root)) {
   });
 }
 
-CgroupLayout CgroupReader::Layout() const {
-  bool unified = false, v1 = false;
-  for (const Mount& mount : mounts_) {
-    unified = unified || mount.unified;
+bool CgroupReader::HasV1Controller(std::string_view controller) const {
+  for (const Mount& mount : mounts_)
     for (const std::string& c : mount.controllers)
-      v1 = v1 || c == "cpu" || c == "cpuacct" || c == "memory" || c == "pids" || c == "blkio" || c == "cpuset";
-  }
+      if (c == controller) return true;
+  return false;
+}
+
+CgroupLayout CgroupReader::Layout() const {
+  const bool unified = std::any_of(mounts_.begin(), mounts_.end(), [](const Mount& m) { return m.unified; });
+  bool v1 = HasV1Controller("cpu");
+  for (const char* controller : kMeasuredV1Controllers) v1 = v1 || HasV1Controller(controller);
   if (v1) return unified ? CgroupLayout::kHybrid : CgroupLayout::kV1;
   return unified ? CgroupLayout::kV2 : CgroupLayout::kNone;
 }
 
 std::vector<std::string> CgroupReader::UnmountedV1Controllers() const {
   std::vector<std::string> unmounted;
-  for (const char* controller : {"cpuacct", "memory", "pids", "blkio", "cpuset"}) {
-    bool mounted = false;
-    for (const Mount& mount : mounts_)
-      for (const std::string& c : mount.controllers) mounted = mounted || c == controller;
-    if (!mounted) unmounted.emplace_back(controller);
-  }
+  for (const char* controller : kMeasuredV1Controllers)
+    if (!HasV1Controller(controller)) unmounted.emplace_back(controller);
   return unmounted;
 }
 

@@ -178,6 +178,8 @@ class CgroupReader {
   // a v1 or hybrid host, where engines make their containers' cgroups in
   // the v1 hierarchies only.
   std::vector<std::string> UnmountedV1Controllers() const;
+  // The v1 controllers whose files the reader reads (cpu time is cpuacct's).
+  static constexpr const char* kMeasuredV1Controllers[] = {"cpuacct", "memory", "pids", "blkio", "cpuset"};
 
   // Finds the cgroup directories of process `pid` (a pid of the reader's pid
   // namespace). Each controller comes from its v1 hierarchy when one is
@@ -220,6 +222,9 @@ class CgroupReader {
     bool unified = false;
     std::vector<std::string> controllers;  // v1 only: "cpu", "cpuacct", ...
   };
+
+  // Whether a v1 hierarchy is mounted with `controller`.
+  bool HasV1Controller(std::string_view controller) const;
 
   // The directory of cgroup `path` (as in /proc/<pid>/cgroup) in the first
   // mount of the given kind and v1 controller that holds it; empty when none.

@@ -185,12 +185,12 @@ TEST(Isolation, TheEnginesSocketAndTheAgentsOwnFilesCannotBeMountedEvenFromAnAll
 TEST(Isolation, AMountAllowEntryInTheEnginesDataRootIsRefusedAtStartAndByCheck) {
   Result<EngineInfo> info = Engine().Info();
   ASSERT_TRUE(info.ok()) << info.status().message();
-  const std::string* root = &info->data_root;
-  for (const std::string& entry : {*root + "/containers", *root}) {
+  const std::string& root = info->data_root;
+  for (const std::string& entry : {root + "/containers", root}) {
     SCOPED_TRACE(entry);
     AgentProcess agent(TwoCoreAgent("root", "mount-allow = [{ path = \"" + entry + "\", mode = \"ro\" }]\n"));
     EXPECT_FALSE(agent.Start());
-    EXPECT_NE(agent.log().find("the container engine's data root (" + *root + ")"), std::string::npos) << agent.log();
+    EXPECT_NE(agent.log().find("the container engine's data root (" + root + ")"), std::string::npos) << agent.log();
     const CommandResult checked = Slotd({"check", agent.config_path()});
     EXPECT_EQ(checked.exit_code, 1) << checked.out << checked.err;
     EXPECT_NE(checked.out.find("mount-allow[0]: " + entry), std::string::npos) << checked.out;

@@ -87,7 +87,7 @@ class DockerEngine : public ContainerEngine {
   Result<std::string> RegistryDigest(const std::string& image, const std::string& registry_auth) override;
   Result<ImageInfo> InspectImage(const std::string& image) override;
   Result<std::vector<ImageInfo>> ListImages() override;
-  // GET /info's DockerRootDir.
+  // GET /info's DockerRootDir, CgroupDriver and CgroupVersion.
   Result<EngineInfo> Info() override;
   // Without force: an image a container uses is kConflict.
   Status RemoveImage(const std::string& id) override;
