@@ -23,6 +23,12 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> query;
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  // Where it came from: the unix socket (`local`), or TCP (`peer`) and, over TLS
+  // with client certificates, the subject CN of the client's verified
+  // certificate ("" without one).
+  bool local = false;
+  std::string peer;  // the TCP client's address, "" on the unix socket
+  std::string client_certificate;
 
   // The first header named `name` (case-insensitively); "" when absent.
   std::string Header(std::string_view name) const;

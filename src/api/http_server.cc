@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
@@ -28,6 +29,7 @@
 #include "common/ascii.h"
 #include "api/http_request.h"
 #include "api/responses.h"
+#include "api/server_tls.h"
 #include "common/elastic_pool.h"
 #include "common/mutex.h"
 #include "common/thread_name.h"
@@ -38,6 +40,7 @@ namespace {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
+namespace ssl = boost::asio::ssl;
 using Socket = net::generic::stream_protocol::socket;
 using Clock = std::chrono::steady_clock;
 
@@ -82,6 +85,7 @@ struct Listener {
   std::string description;  // "127.0.0.1:6001", "unix socket /run/x/agent.sock"
   Dispatcher dispatcher;
   Gate gate;  // may be empty
+  TlsSource tls;  // empty: plain HTTP
   std::optional<net::ip::tcp::acceptor> tcp;
   std::optional<net::local::stream_protocol::acceptor> local;
   std::optional<net::steady_timer> backoff;
@@ -135,16 +139,35 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(HttpServer::Impl& server, Listener& listener, Socket socket, std::optional<net::ip::address> peer)
       : server_(server), listener_(listener), socket_(std::move(socket)), timer_(server.io), peer_(std::move(peer)) {
     ++listener_.open;
+    if (listener_.tls) {
+      tls_context_ = listener_.tls();
+      tls_.emplace(socket_, *tls_context_);
+    }
   }
   ~Session() { Close(); }
 
-  void Start() { ReadRequest(); }
+  // Begins with the TLS handshake on a TLS listener: under the request
+  // deadline, and evictable like a connection waiting for headers.
+  void Start() {
+    if (!tls_) return ReadRequest();
+    Arm();
+    StartWaiting();
+    tls_->async_handshake(ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
+      self->StopWaiting();
+      self->timer_.cancel();
+      if (ec) return self->Close();  // not TLS, a refused client certificate, or too slow
+      self->client_certificate_ = ClientCertificateName(self->tls_->native_handle());
+      self->ReadRequest();
+    });
+  }
 
   // Closes the connection now; idempotent. I/O thread only. Closing a
-  // connection handed over by an upgrade only says the server is stopping.
+  // connection handed over by an upgrade only says the server is stopping,
+  // and ends the relay of a TLS one (BridgeUpgraded).
   void Close() {
     if (closed_) {
       gone_ = true;
+      if (bridge_) EndBridge();
       return;
     }
     closed_ = true;
@@ -168,8 +191,10 @@ class Session : public std::enable_shared_from_this<Session> {
     res->body() = std::move(response.body);
     res->prepare_payload();
     Arm();
-    bhttp::async_write(socket_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
-      self->Sent(ec, res->keep_alive());
+    WithStream([&](auto& stream) {
+      bhttp::async_write(stream, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+        self->Sent(ec, res->keep_alive());
+      });
     });
   }
 
@@ -189,8 +214,11 @@ class Session : public std::enable_shared_from_this<Session> {
       buffers->reserve(pieces->size());
       for (const auto& piece : *pieces) buffers->emplace_back(piece->data(), piece->size());
       self->Arm();
-      net::async_write(self->socket_, *buffers,
-                       [self, pieces, buffers, keep_alive](beast::error_code ec, size_t) { self->Sent(ec, keep_alive); });
+      self->WithStream([&](auto& stream) {
+        net::async_write(stream, *buffers, [self, pieces, buffers, keep_alive](beast::error_code ec, size_t) {
+          self->Sent(ec, keep_alive);
+        });
+      });
     });
   }
 
@@ -256,25 +284,31 @@ class Session : public std::enable_shared_from_this<Session> {
   void SendChunk(std::shared_ptr<std::string> data, std::shared_ptr<std::promise<bool>> done) {
     if (closed_) return done->set_value(false);
     Arm();
-    net::async_write(socket_, bhttp::make_chunk(net::buffer(*data)),
-                     [self = shared_from_this(), data, done](beast::error_code ec, size_t) {
-                       self->timer_.cancel();
-                       if (ec) self->Close();
-                       done->set_value(!ec);
-                     });
+    WithStream([&](auto& stream) {
+      net::async_write(stream, bhttp::make_chunk(net::buffer(*data)),
+                       [self = shared_from_this(), data, done](beast::error_code ec, size_t) {
+                         self->timer_.cancel();
+                         if (ec) self->Close();
+                         done->set_value(!ec);
+                       });
+    });
   }
   // Ends a stream: the last chunk, then close.
   void EndStream() {
     if (closed_) return;
     Arm();
-    net::async_write(socket_, bhttp::make_chunk_last(),
-                     [self = shared_from_this()](beast::error_code, size_t) { self->Close(); });
+    WithStream([&](auto& stream) {
+      net::async_write(stream, bhttp::make_chunk_last(),
+                       [self = shared_from_this()](beast::error_code, size_t) { self->Close(); });
+    });
   }
 
-  // Writes the 101 answer, then hands the socket over (see Exchange::Upgrade):
-  // `done` gets a blocking duplicate of it and the bytes read past the
-  // request, or -1; the session's own descriptor is closed without a
-  // shutdown, so the connection lives on in the duplicate.
+  // Writes the 101 answer, then hands the connection over (see
+  // Exchange::Upgrade): `done` gets a blocking duplicate of the socket and
+  // the bytes read past the request, or -1; the session's own descriptor is
+  // closed without a shutdown, so the connection lives on in the duplicate.
+  // A TLS connection cannot be handed over as a socket: the handler gets
+  // one end of a socket pair that the session relays (BridgeUpgraded).
   void SendUpgrade(std::vector<std::pair<std::string, std::string>> headers,
                    std::shared_ptr<std::promise<std::pair<int, std::string>>> done) {
     if (closed_) return done->set_value({-1, ""});
@@ -285,6 +319,7 @@ class Session : public std::enable_shared_from_this<Session> {
     for (const auto& [name, value] : headers) res->set(name, value);
     WriteHead(res, [self = shared_from_this(), done](bool written) {
       if (!written) return done->set_value({-1, ""});
+      if (self->tls_) return self->BridgeUpgraded(done);
       const int fd = ::dup(self->socket_.native_handle());
       std::string early(static_cast<const char*>(self->buffer_.data().data()), self->buffer_.size());
       self->closed_ = true;
@@ -299,11 +334,95 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // The relay of an upgraded TLS connection: the handler gets one end of a
+  // socket pair (blocking, close-on-exec) as if it were the connection, and
+  // the session copies the bytes between the other end and the TLS stream.
+  // The client ending its side ends the handler's reading (end of stream);
+  // the handler ending its side (shutdown or close) ends the client's, and
+  // the client then has the request timeout to hang up before the relay
+  // closes both. Like a handed-over socket, it no longer counts against the
+  // listener's bound.
+  void BridgeUpgraded(std::shared_ptr<std::promise<std::pair<int, std::string>>> done) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+      Close();
+      return done->set_value({-1, ""});
+    }
+    std::string early(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    buffer_.consume(buffer_.size());
+    closed_ = true;
+    --listener_.open;
+    beast::error_code ec;
+    bridge_.emplace(server_.io);
+    bridge_->assign(net::local::stream_protocol(), pair[1], ec);
+    if (ec) {
+      ::close(pair[0]);
+      ::close(pair[1]);
+      bridge_.reset();
+      beast::error_code ignored;
+      socket_.close(ignored);
+      return done->set_value({-1, ""});
+    }
+    RelayToHandler(std::make_shared<std::array<char, 16384>>());
+    RelayToClient(std::make_shared<std::array<char, 16384>>());
+    done->set_value({pair[0], std::move(early)});
+  }
+
   const std::atomic<bool>& gone() const { return gone_; }
   // The TCP client's address; none on the unix socket.
   const std::optional<net::ip::address>& peer() const { return peer_; }
 
  private:
+  // Runs `op` with the connection's byte stream: the TLS stream on a TLS
+  // listener, else the socket itself.
+  template <class Op>
+  void WithStream(Op&& op) {
+    if (tls_) op(*tls_);
+    else op(socket_);
+  }
+
+  // BridgeUpgraded's two directions; each ends with its side.
+  void RelayToHandler(std::shared_ptr<std::array<char, 16384>> bytes) {
+    auto& space = *bytes;
+    tls_->async_read_some(net::buffer(space), [self = shared_from_this(), bytes](beast::error_code ec, size_t n) {
+      if (!self->bridge_) return;
+      if (ec) {  // the client ended its side, or the connection broke
+        beast::error_code ignored;
+        self->bridge_->shutdown(net::socket_base::shutdown_send, ignored);
+        return;
+      }
+      net::async_write(*self->bridge_, net::buffer(bytes->data(), n), [self, bytes](beast::error_code e, size_t) {
+        if (e) return self->EndBridge();  // the handler closed its end
+        self->RelayToHandler(bytes);
+      });
+    });
+  }
+  void RelayToClient(std::shared_ptr<std::array<char, 16384>> bytes) {
+    auto& space = *bytes;
+    bridge_->async_read_some(net::buffer(space), [self = shared_from_this(), bytes](beast::error_code ec, size_t n) {
+      if (!self->bridge_) return;
+      if (ec) {  // the handler ended its side: so does the client's, which has a while to hang up
+        beast::error_code ignored;
+        self->socket_.shutdown(net::socket_base::shutdown_send, ignored);
+        self->Arm();
+        return;
+      }
+      net::async_write(*self->tls_, net::buffer(bytes->data(), n), [self, bytes](beast::error_code e, size_t) {
+        if (e) return self->EndBridge();
+        self->RelayToClient(bytes);
+      });
+    });
+  }
+  // Closes both sides of the relay; its pending operations end with errors.
+  void EndBridge() {
+    gone_ = true;
+    timer_.cancel();
+    beast::error_code ignored;
+    if (bridge_) bridge_->close(ignored);
+    bridge_.reset();
+    socket_.close(ignored);
+  }
+
   // Enters the listener's count of connections waiting for a request's
   // headers, as the newest; StopWaiting leaves it, and may be called again.
   void StartWaiting() {
@@ -351,8 +470,10 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(server_.options.max_body_bytes);
     Arm();
     StartWaiting();
-    bhttp::async_read_header(socket_, buffer_, *parser_,
-                             [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+    WithStream([&](auto& stream) {
+      bhttp::async_read_header(stream, buffer_, *parser_,
+                               [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+    });
   }
 
   // Answers an error the server found itself, then closes: the rest of the
@@ -377,7 +498,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec) {
       // The client left, idled past the deadline, or sent something that is not HTTP.
       if (ec != bhttp::error::end_of_stream && ec != net::error::operation_aborted && ec != net::error::eof &&
-          ec != net::error::connection_reset && ec != net::error::bad_descriptor && !closed_)
+          ec != net::error::connection_reset && ec != net::error::bad_descriptor &&
+          ec.category() != net::error::get_ssl_category() && ec != ssl::error::stream_truncated && !closed_)
         return Refuse(400, "bad_request", "malformed HTTP request: " + ec.message());
       return Close();
     }
@@ -391,7 +513,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (parser_->content_length() && *parser_->content_length() > server_.options.max_body_bytes) return RefuseBody();
     keep_alive_ = head.keep_alive();
     if (listener_.gate) {
-      if (std::optional<Response> refused = listener_.gate(RequestOf(head))) {
+      if (std::optional<Response> refused = listener_.gate(RequestOf(head, client_certificate_))) {
         keep_alive_ = false;  // the body, if any, is never read
         unread_body_ = parser_->content_length().value_or(0) > 0 || parser_->chunked();
         return Send(std::move(*refused));
@@ -400,9 +522,11 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto expect = head[bhttp::field::expect];
     if (EqualsIgnoringAsciiCase(std::string_view(expect.data(), expect.size()), "100-continue")) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      net::async_write(socket_, net::buffer(kContinue), [self = shared_from_this()](beast::error_code ec, size_t) {
-        if (ec) return self->Close();
-        self->ReadBody();
+      WithStream([&](auto& stream) {
+        net::async_write(stream, net::buffer(kContinue), [self = shared_from_this()](beast::error_code ec, size_t) {
+          if (ec) return self->Close();
+          self->ReadBody();
+        });
       });
       return;
     }
@@ -417,17 +541,23 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void ReadBody() {
-    bhttp::async_read(socket_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->timer_.cancel();
-      if (ec == bhttp::error::body_limit) return self->RefuseBody();
-      if (ec) return self->Close();
-      self->OnRequest();
+    WithStream([&](auto& stream) {
+      bhttp::async_read(stream, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+        self->timer_.cancel();
+        if (ec == bhttp::error::body_limit) return self->RefuseBody();
+        if (ec) return self->Close();
+        self->OnRequest();
+      });
     });
   }
 
-  // The request line and headers of `head`, without a body.
-  static Request RequestOf(const bhttp::request_header<>& head) {
+  // The request line and headers of `head`, without a body, from a client
+  // whose certificate names `client_certificate`.
+  Request RequestOf(const bhttp::request_header<>& head, const std::string& client_certificate) const {
     Request request;
+    request.local = !peer_.has_value();
+    if (peer_) request.peer = peer_->to_string();
+    request.client_certificate = client_certificate;
     request.method = std::string(head.method_string());
     request.target = std::string(head.target());
     const size_t question = request.target.find('?');
@@ -441,7 +571,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnRequest() {
     auto message = parser_->release();
     parser_.reset();
-    Request request = RequestOf(message.base());
+    Request request = RequestOf(message.base(), client_certificate_);
     request.body = std::move(message.body());
 
     Dispatch dispatch = listener_.dispatcher(request);
@@ -460,6 +590,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // (read already or waiting) the client is plainly there and the watch
   // ends. Waits for readiness only with nothing unread in the socket, so
   // that a later read is never queued behind a wait no new byte would end.
+  // On TLS the peek sees records, not requests: a client that ends with a
+  // TLS alert before its FIN is not seen to go until the answer is written.
   void WatchWhileAnswered() {
     if (closed_ || !awaiting_answer_ || buffer_.size() > 0) return;
     char byte;
@@ -477,18 +609,27 @@ class Session : public std::enable_shared_from_this<Session> {
   // While a stream is sent the client has nothing more to say: a read that
   // ends means it hung up.
   void WatchForHangUp() {
-    socket_.async_read_some(net::buffer(hang_up_probe_), [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec) {
-        self->gone_ = true;
-        return;
-      }
-      if (!self->closed_) self->WatchForHangUp();
+    WithStream([&](auto& stream) {
+      stream.async_read_some(net::buffer(hang_up_probe_), [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (ec) {
+          self->gone_ = true;
+          return;
+        }
+        if (!self->closed_) self->WatchForHangUp();
+      });
     });
   }
 
   HttpServer::Impl& server_;
   Listener& listener_;
   Socket socket_;
+  // On a TLS listener: the context this connection began with, the TLS
+  // stream over socket_ (destroyed before it), and the client's
+  // certificate name once the handshake is done.
+  std::shared_ptr<ssl::context> tls_context_;
+  std::optional<ssl::stream<Socket&>> tls_;
+  std::string client_certificate_;
+  std::optional<net::local::stream_protocol::socket> bridge_;  // an upgraded TLS connection's relay (BridgeUpgraded)
   net::steady_timer timer_;
   const std::optional<net::ip::address> peer_;
   std::optional<std::list<Session*>::iterator> waiting_at_;  // in listener_.waiting while waiting for headers
@@ -694,7 +835,7 @@ HttpServer::HttpServer(ServerOptions options) : impl_(std::make_unique<Impl>(opt
 
 HttpServer::~HttpServer() { Stop(); }
 
-Status HttpServer::ListenTcp(const std::string& host, int port, Dispatcher dispatcher, Gate gate) {
+Status HttpServer::ListenTcp(const std::string& host, int port, Dispatcher dispatcher, Gate gate, TlsSource tls) {
   const std::string where = host + ":" + std::to_string(port) + " (rpc-listen-addr)";
   beast::error_code ec;
   net::ip::tcp::resolver resolver(impl_->io);
@@ -704,6 +845,7 @@ Status HttpServer::ListenTcp(const std::string& host, int port, Dispatcher dispa
   Listener& listener = impl_->listeners.emplace_back();
   listener.dispatcher = std::move(dispatcher);
   listener.gate = std::move(gate);
+  listener.tls = std::move(tls);
   listener.backoff.emplace(impl_->io);
   auto& acceptor = listener.tcp.emplace(impl_->io);
   acceptor.open(endpoint.protocol(), ec);

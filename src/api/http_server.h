@@ -42,6 +42,10 @@
 #include "common/http_client.h"
 #include "common/status.h"
 
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace slotd::http {
 
 // PercentDecode (common/http_client.h), for the router and the query.
@@ -113,6 +117,10 @@ using Dispatcher = std::function<Dispatch(const Request&)>;
 // the I/O thread: it must not block (a token check).
 using Gate = std::function<std::optional<Response>(const Request&)>;
 
+// The TLS context a new connection of a TLS listener takes (its certificate,
+// rules and client CAs); each connection keeps the one it began with.
+using TlsSource = std::function<std::shared_ptr<boost::asio::ssl::context>()>;
+
 struct ServerOptions {
   std::chrono::milliseconds request_timeout{10'000};  // to receive one whole request; also each write
   uint64_t max_body_bytes = 1 << 20;                  // larger bodies: 413
@@ -136,8 +144,12 @@ class HttpServer {
 
   // Listens on TCP `host`:`port` (port 0: a free port, see tcp_port()) with
   // the system's backlog. Errors name the address.
-  // `gate`, when given, sees each request's headers first.
-  Status ListenTcp(const std::string& host, int port, Dispatcher dispatcher, Gate gate = nullptr);
+  // `gate`, when given, sees each request's headers first. With `tls`,
+  // each connection begins with a TLS handshake, under the request timeout
+  // and holding its place like a connection waiting for headers (see the
+  // file comment); a failed one closes the connection.
+  Status ListenTcp(const std::string& host, int port, Dispatcher dispatcher, Gate gate = nullptr,
+                   TlsSource tls = nullptr);
   // Listens on the unix socket `path` (mode 0600), replacing a stale file.
   Status ListenUnix(const std::string& path, Dispatcher dispatcher);
   int tcp_port() const { return tcp_port_; }

@@ -26,9 +26,12 @@ bool IsPlaceholder(std::string_view segment) {
 
 }  // namespace
 
-void Router::Add(std::string method, std::string_view pattern, http::Lane lane, Handler handler) {
+void Router::Add(std::string method, std::string_view pattern, std::optional<Role> role, http::Lane lane,
+                 Handler handler) {
   Route route;
   route.method = std::move(method);
+  route.pattern = std::string(pattern);
+  route.role = role;
   for (std::string_view segment : Split(pattern)) route.segments.emplace_back(segment);
   route.lane = lane;
   route.handler = std::move(handler);

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "api/http_server.h"
+#include "config/choices.h"
 
 namespace slotd {
 
@@ -20,14 +22,17 @@ class Router {
 
   struct Route {
     std::string method;                 // "GET"
+    std::string pattern;                // "/v1/kernels/{id}"
     std::vector<std::string> segments;  // "/v1/kernels/{id}" -> {"v1", "kernels", "{id}"}
+    std::optional<Role> role;           // what a caller needs; nullopt: anyone
     http::Lane lane = http::Lane::kQuick;
     Handler handler;
   };
 
   // Adds a route. `pattern` is a path whose segments are literal or a
-  // placeholder "{name}", which matches any one non-empty segment.
-  void Add(std::string method, std::string_view pattern, http::Lane lane, Handler handler);
+  // placeholder "{name}", which matches any one non-empty segment. `role`:
+  // what a caller needs (nullopt: anyone).
+  void Add(std::string method, std::string_view pattern, std::optional<Role> role, http::Lane lane, Handler handler);
 
   struct Match {
     enum class Outcome { kFound, kNoRoute, kWrongMethod };

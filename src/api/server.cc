@@ -97,15 +97,6 @@ std::map<std::string, int> CountByState(const std::vector<Kernel>& kernels) {
   return counts;
 }
 
-// Compares in a time that depends only on the length of `expected`, never on
-// where the first difference is.
-bool ConstantTimeEquals(std::string_view given, std::string_view expected) {
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < expected.size(); ++i)
-    diff |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
-  return diff == 0;
-}
-
 // A whole number in a query parameter, at least `min`; nullopt when not one.
 std::optional<long> WholeNumber(const std::string& text, long min) {
   if (text.empty() || text.size() > 18) return std::nullopt;
@@ -155,6 +146,62 @@ json WarmJson(const KernelService& agent) {
   return {{"kernels", warm}, {"pools", pools}};
 }
 
+// Unix ms now, for the audit log.
+int64_t NowMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The audit entry of `request` for `route` (its pattern, or the path when
+// none matched) with its placeholders' values `params`: who asked is
+// filled in by the caller.
+AuditEntry AuditEntryOf(const http::Request& request, const std::string& route, const Router::Params& params) {
+  AuditEntry entry;
+  entry.time_ms = NowMillis();
+  entry.method = request.method;
+  entry.route = route;
+  entry.peer = request.peer;
+  if (route.starts_with("/v1/kernels/{id}") && !params.empty()) {
+    entry.kernel_id = params[0];
+  } else if (route == "/v1/kernels" && request.method == "POST") {
+    // The one field of a create's body that is kept: which kernel it makes.
+    const json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_object() && body.contains("kernel_id") && body["kernel_id"].is_string())
+      entry.kernel_id = body["kernel_id"].get<std::string>().substr(0, 256);
+  }
+  return entry;
+}
+
+// An Exchange that passes everything to `inner` and keeps the status it
+// answered with, for the audit line written when the handler is done.
+class AuditedExchange : public http::Exchange {
+ public:
+  explicit AuditedExchange(Exchange& inner) : inner_(inner) {}
+  const http::Request& request() const override { return inner_.request(); }
+  void Reply(http::Response response) override {
+    if (!inner_.Answered()) status_ = response.status;
+    inner_.Reply(std::move(response));
+  }
+  bool BeginStream(int status, const std::string& content_type,
+                   const std::vector<std::pair<std::string, std::string>>& headers) override {
+    if (!inner_.Answered()) status_ = status;
+    return inner_.BeginStream(status, content_type, headers);
+  }
+  bool Write(std::string_view data) override { return inner_.Write(data); }
+  int Upgrade(const std::vector<std::pair<std::string, std::string>>& headers, std::string& early) override {
+    if (!inner_.Answered()) status_ = 101;
+    return inner_.Upgrade(headers, early);
+  }
+  const std::atomic<bool>& Gone() const override { return inner_.Gone(); }
+  bool Answered() const override { return inner_.Answered(); }
+  // The status answered; 500 when none was (the server then answers so).
+  int status() const { return status_; }
+
+ private:
+  Exchange& inner_;
+  int status_ = 500;
+};
+
 }  // namespace
 
 namespace {
@@ -168,12 +215,12 @@ http::ServerOptions WithLongLane(http::ServerOptions options, int max_exec_sessi
 
 }  // namespace
 
-ApiServer::ApiServer(KernelService& service, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
+ApiServer::ApiServer(KernelService& service, EventHub& hub, const StatsCollector& collector, const ApiAccess& access,
                      http::ServerOptions options, int max_exec_sessions, int max_oneshot_execs)
     : service_(service),
       hub_(hub),
       collector_(collector),
-      token_(std::move(token)),
+      access_(access),
       server_(WithLongLane(options, max_exec_sessions, max_oneshot_execs)),
       write_timeout_(options.request_timeout),
       exec_sessions_(max_exec_sessions),
@@ -209,9 +256,12 @@ json ApiServer::KernelStatsJson(const Kernel& kernel, const StatsSnapshot& lates
 }
 
 Status ApiServer::Bind(const std::string& host, int port, const std::string& unix_path) {
-  http::Gate gate;
-  if (token_) gate = [this](const http::Request& r) { return Unauthorized(r); };
-  if (Status s = server_.ListenTcp(host, port, [this](const http::Request& r) { return Dispatch(r); }, gate); !s.ok())
+  http::TlsSource tls;
+  if (tls_ != nullptr) tls = [this] { return tls_->Current(); };
+  if (Status s = server_.ListenTcp(
+          host, port, [this](const http::Request& r) { return Dispatch(r); },
+          [this](const http::Request& r) { return Refuse(r); }, std::move(tls));
+      !s.ok())
     return s;
   if (Status s = server_.ListenUnix(unix_path, [this](const http::Request& r) { return Dispatch(r); }); !s.ok())
     return s;
@@ -229,27 +279,36 @@ void ApiServer::Stop() {
   unix_path_.clear();
 }
 
-bool ApiServer::Authorized(const http::Request& request) const {
-  const std::string header = request.Header("Authorization");
-  std::string_view value = header;
-  constexpr std::string_view kScheme = "bearer";
-  if (value.size() <= kScheme.size() || value[kScheme.size()] != ' ') return false;
-  if (!StartsWithIgnoringAsciiCase(value, kScheme)) return false;
-  value.remove_prefix(kScheme.size());
-  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-  while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
-  return ConstantTimeEquals(value, *token_);
+void ApiServer::Record(const AuditEntry& entry) const {
+  if (audit_ != nullptr) audit_->Record(entry);
 }
 
-std::optional<http::Response> ApiServer::Unauthorized(const http::Request& request) const {
+std::optional<http::Response> ApiServer::Refuse(const http::Request& request) const {
   const Router::Match match = router_.Find(request.method, request.path);
-  const bool health = match.route != nullptr && match.route->segments == std::vector<std::string>{"health"};
-  if (health || Authorized(request)) return std::nullopt;
-  http::Response refused = ErrorResponse(401, "unauthorized",
-                                         "missing or wrong bearer token: send \"Authorization: Bearer <token>\" with "
-                                         "the token from this agent's token-file");
-  refused.headers.emplace_back("WWW-Authenticate", "Bearer");
-  return refused;
+  const Router::Route* route = match.route;
+  if (route != nullptr && !route->role) return std::nullopt;  // open to anyone: GET /health
+  const std::string pattern = route != nullptr ? route->pattern : request.path;
+  std::variant<Caller, Refusal> who = access_.Authenticate(request);
+  std::optional<Refusal> refusal;
+  if (auto* refused = std::get_if<Refusal>(&who)) {
+    refusal = std::move(*refused);
+  } else if (route != nullptr) {
+    refusal = Authorize(route->role, std::get<Caller>(who), request.method + " " + pattern);
+  }
+  if (!refusal) return std::nullopt;
+  AuditEntry entry = AuditEntryOf(request, pattern, match.params);
+  entry.caller = refusal->name;
+  if (auto* caller = std::get_if<Caller>(&who)) {
+    entry.role = caller->role;
+    entry.via = caller->via;
+  } else if (refusal->status == 403) {
+    entry.via = "certificate";
+  }
+  entry.status = refusal->status;
+  Record(entry);
+  http::Response answer = ErrorResponse(refusal->status, refusal->code, refusal->message);
+  if (refusal->status == 401) answer.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return answer;
 }
 
 http::Dispatch ApiServer::Dispatch(const http::Request& request) const {
@@ -269,8 +328,36 @@ http::Dispatch ApiServer::Dispatch(const http::Request& request) const {
       break;
   }
   dispatch.lane = match.route->lane;
-  dispatch.handler = [handler = match.route->handler, params = std::move(match.params)](Exchange& ex) {
-    handler(ex, params);
+  if (audit_ == nullptr || request.method == "GET") {
+    dispatch.handler = [handler = match.route->handler, params = std::move(match.params)](Exchange& ex) {
+      handler(ex, params);
+    };
+    return dispatch;
+  }
+  // A request that changes something: audited with who asked and how it ended.
+  AuditEntry entry = AuditEntryOf(request, match.route->pattern, match.params);
+  const std::variant<Caller, Refusal> who = access_.Authenticate(request);
+  if (const auto* caller = std::get_if<Caller>(&who)) {
+    entry.caller = caller->name;
+    entry.role = caller->role;
+    entry.via = caller->via;
+  }
+  dispatch.handler = [this, handler = match.route->handler, params = std::move(match.params),
+                      entry = std::move(entry)](Exchange& ex) mutable {
+    const auto began = std::chrono::steady_clock::now();
+    AuditedExchange audited(ex);
+    try {
+      handler(audited, params);
+    } catch (...) {
+      entry.status = 500;
+      entry.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began).count();
+      Record(entry);
+      throw;
+    }
+    entry.status = audited.status();
+    entry.duration_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began).count();
+    Record(entry);
   };
   return dispatch;
 }
@@ -282,55 +369,61 @@ const std::vector<ApiServer::RouteEntry>& ApiServer::RouteTable() {
   using Params = Router::Params;
   using S = ApiServer;
   constexpr bool kEngine = true;  // the route waits on the engine
+  // The role each route needs (docs/security.md "Roles"). Logs and execs
+  // carry what kernels print and run code in them: never a viewer's.
+  constexpr std::optional<Role> kAnyone;
+  constexpr std::optional<Role> kViewer = Role::kViewer;
+  constexpr std::optional<Role> kOperator = Role::kOperator;
+  constexpr std::optional<Role> kAdmin = Role::kAdmin;
   static const std::vector<RouteEntry> kTable = {
-      {"GET", "/health", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.Health(ex); }},
-      {"GET", "/v1/agent", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.DescribeAgent(ex); }},
-      {"GET", "/v1/kernels", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.ListKernels(ex); }},
-      {"POST", "/v1/kernels", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.CreateKernel(ex); }, kEngine},
-      {"GET", "/v1/kernels/{id}", Lane::kQuick,
+      {"GET", "/health", kAnyone, Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.Health(ex); }},
+      {"GET", "/v1/agent", kViewer, Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.DescribeAgent(ex); }},
+      {"GET", "/v1/kernels", kViewer, Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.ListKernels(ex); }},
+      {"POST", "/v1/kernels", kOperator, Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.CreateKernel(ex); }, kEngine},
+      {"GET", "/v1/kernels/{id}", kViewer, Lane::kQuick,
        [](S& s, Exchange& ex, const Params& p) { s.GetKernel(ex, p[0]); }},
-      {"DELETE", "/v1/kernels/{id}", Lane::kLong,
+      {"DELETE", "/v1/kernels/{id}", kOperator, Lane::kLong,
        [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.service_.DeleteKernel(p[0])); }, kEngine},
-      {"POST", "/v1/kernels/{id}/restart", Lane::kLong,
+      {"POST", "/v1/kernels/{id}/restart", kOperator, Lane::kLong,
        [](S& s, Exchange& ex, const Params& p) { s.ReplyKernel(ex, s.service_.RestartKernel(p[0])); }, kEngine},
-      {"POST", "/v1/kernels/{id}/exec", Lane::kLong,
+      {"POST", "/v1/kernels/{id}/exec", kOperator, Lane::kLong,
        [](S& s, Exchange& ex, const Params& p) { s.Exec(ex, p[0]); }, kEngine},
-      {"GET", "/v1/kernels/{id}/exec/{exec}", Lane::kLong,
+      {"GET", "/v1/kernels/{id}/exec/{exec}", kOperator, Lane::kLong,
        [](S& s, Exchange& ex, const Params& p) { s.ExecState(ex, p[0], p[1]); }, kEngine},
-      {"POST", "/v1/kernels/{id}/exec/{exec}/resize", Lane::kLong,
+      {"POST", "/v1/kernels/{id}/exec/{exec}/resize", kOperator, Lane::kLong,
        [](S& s, Exchange& ex, const Params& p) { s.ResizeExec(ex, p[0], p[1]); }, kEngine},
-      {"GET", "/v1/kernels/{id}/logs", Lane::kLong,
+      {"GET", "/v1/kernels/{id}/logs", kOperator, Lane::kLong,
        [](S& s, Exchange& ex, const Params& p) { s.Logs(ex, p[0]); }, kEngine},
-      {"GET", "/v1/kernels/{id}/stats", Lane::kQuick,
+      {"GET", "/v1/kernels/{id}/stats", kViewer, Lane::kQuick,
        [](S& s, Exchange& ex, const Params& p) { s.KernelStats(ex, p[0]); }},
-      {"GET", "/v1/stats", Lane::kQuick,
+      {"GET", "/v1/stats", kViewer, Lane::kQuick,
        [](S& s, Exchange& ex, const Params&) { ex.Reply(JsonResponse(200, ToJson(*s.collector_.Latest()))); }},
-      {"GET", "/metrics", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.Metrics(ex); }},
-      {"GET", "/v1/events", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.Events(ex); }},
-      {"POST", "/v1/agent/drain", Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.SetDraining(ex, true); }},
-      {"POST", "/v1/agent/undrain", Lane::kQuick,
+      {"GET", "/metrics", kViewer, Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.Metrics(ex); }},
+      {"GET", "/v1/events", kViewer, Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.Events(ex); }},
+      {"POST", "/v1/agent/drain", kAdmin, Lane::kQuick, [](S& s, Exchange& ex, const Params&) { s.SetDraining(ex, true); }},
+      {"POST", "/v1/agent/undrain", kAdmin, Lane::kQuick,
        [](S& s, Exchange& ex, const Params&) { s.SetDraining(ex, false); }},
-      {"POST", "/v1/devices/{id}/drain", Lane::kQuick,
+      {"POST", "/v1/devices/{id}/drain", kAdmin, Lane::kQuick,
        [](S& s, Exchange& ex, const Params& p) { s.ChangeDevice(ex, p[0], "drain"); }},
-      {"POST", "/v1/devices/{id}/undrain", Lane::kQuick,
+      {"POST", "/v1/devices/{id}/undrain", kAdmin, Lane::kQuick,
        [](S& s, Exchange& ex, const Params& p) { s.ChangeDevice(ex, p[0], "undrain"); }},
-      {"POST", "/v1/devices/{id}/clear", Lane::kQuick,
+      {"POST", "/v1/devices/{id}/clear", kAdmin, Lane::kQuick,
        [](S& s, Exchange& ex, const Params& p) { s.ChangeDevice(ex, p[0], "clear"); }},
-      {"GET", "/v1/images", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.ListImages(ex); }, kEngine},
-      {"POST", "/v1/images/pull", Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.PullImage(ex); }, kEngine},
+      {"GET", "/v1/images", kViewer, Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.ListImages(ex); }, kEngine},
+      {"POST", "/v1/images/pull", kOperator, Lane::kLong, [](S& s, Exchange& ex, const Params&) { s.PullImage(ex); }, kEngine},
   };
   return kTable;
 }
 
 std::vector<ApiServer::RouteName> ApiServer::Routes() {
   std::vector<RouteName> names;
-  for (const RouteEntry& route : RouteTable()) names.push_back({route.method, route.pattern});
+  for (const RouteEntry& route : RouteTable()) names.push_back({route.method, route.pattern, route.role});
   return names;
 }
 
 void ApiServer::AddRoutes() {
   for (const RouteEntry& route : RouteTable())
-    router_.Add(route.method, route.pattern, route.lane,
+    router_.Add(route.method, route.pattern, route.role, route.lane,
                 [this, handle = route.handle, engine = route.waits_on_engine](Exchange& ex, const Router::Params& p) {
                   // A hung engine would hold the request for the engine call's whole timeout (60 s).
                   if (engine && service_.EngineKnownDown()) return ex.Reply(EngineUnreachable());
@@ -471,6 +564,12 @@ void ApiServer::DescribeAgent(Exchange& ex) const {
                               {"commit", kSlotdCommit},
                               {"scaling_group", c.agent.scaling_group},
                               {"api_address", host_ + ":" + std::to_string(port_)},
+                              {"api_scheme", tls_ != nullptr ? "https" : "http"},
+                              {"tls", tls_ != nullptr
+                                          ? json{{"fingerprint_sha256", tls_->Fingerprint()},
+                                                 {"client_certificates", tls_->AsksClientCertificates()},
+                                                 {"min_version", WordOf(TlsVersionWords(), tls_->files().min_version)}}
+                                          : json(nullptr)},
                               {"ipc_base_path", c.agent.ipc_base_path},
                               {"unix_socket", unix_path_},
                               {"port_range", {c.container.port_range_start, c.container.port_range_end}},

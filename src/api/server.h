@@ -1,9 +1,12 @@
 // ApiServer: the agent's HTTP API (SPEC.md "HTTP API", docs/api.md), served
-// by one http::HttpServer on TCP at rpc-listen-addr and on the unix socket
-// <ipc-base-path>/agent.sock (mode 0600). With a token, every TCP request but
-// GET /health needs "Authorization: Bearer <token>" (the scheme in any case;
-// the token compared in constant time); the unix socket is guarded by its
-// mode. Routes answered from memory (health, agent, kernels, stats, metrics)
+// by one http::HttpServer on TCP at rpc-listen-addr (over TLS when given
+// one) and on the unix socket <ipc-base-path>/agent.sock (mode 0600). Every
+// route declares the role it needs (RouteTable); on TCP a request's
+// credential (ApiAccess: a bearer token or a client certificate) is judged
+// from its headers, before its body is read, and refused with 401 or 403;
+// the unix socket is guarded by its mode and acts as admin. Each request
+// that changes something, and each refused one, is a line of the audit log.
+// Routes answered from memory (health, agent, kernels, stats, metrics)
 // run on the server's quick lane; routes that call the engine or stream
 // (create, delete, restart, exec, logs, events) each run on their own thread.
 // The stats routes serve the collector's latest snapshot and never wait for
@@ -17,7 +20,10 @@
 
 #include "agent/kernel_service.h"
 #include "agent/event_hub.h"
+#include "api/access.h"
+#include "api/audit_log.h"
 #include "api/http_server.h"
+#include "api/server_tls.h"
 #include "api/router.h"
 #include "common/mutex.h"
 #include "fleet/registrar.h"
@@ -31,14 +37,19 @@ class ApiServer {
   // restarts, logs, event streams, image calls), beside the execs' own bounds.
   static constexpr int kOtherLongRequests = 256;
 
-  // `service`, `hub` and `collector` must outlive the server. `token`: nullopt
-  // disables auth. `options`, `max_exec_sessions` and `max_oneshot_execs`:
-  // the limits of [api]; the long lane takes both bounds plus
-  // kOtherLongRequests.
-  ApiServer(KernelService& service, EventHub& hub, const StatsCollector& collector, std::optional<std::string> token,
+  // `service`, `hub`, `collector` and `access` must outlive the server.
+  // `options`, `max_exec_sessions` and `max_oneshot_execs`: the limits of
+  // [api]; the long lane takes both bounds plus kOtherLongRequests.
+  ApiServer(KernelService& service, EventHub& hub, const StatsCollector& collector, const ApiAccess& access,
             http::ServerOptions options, int max_exec_sessions, int max_oneshot_execs);
   ~ApiServer();
 
+  // Serves TCP over `tls` (it must outlive the server; its context is taken
+  // by each new connection, so a reload needs no call here). Call before Bind.
+  void UseTls(const ServerTls* tls) { tls_ = tls; }
+  // Writes the audit trail to `audit` (it must outlive the server). Call
+  // before Start. Without: nothing is audited.
+  void Audit(AuditLog* audit) { audit_ = audit; }
   // Binds both listeners. Port 0 picks a free port (see port()). The unix
   // socket replaces a stale file at `unix_path`. Errors name the address.
   Status Bind(const std::string& host, int port, const std::string& unix_path);
@@ -58,10 +69,12 @@ class ApiServer {
   // Stops accepting, ends open streams, waits for the requests in flight.
   void Stop();
 
-  // A route as registered: its method and path pattern ("/v1/kernels/{id}").
+  // A route as registered: its method, path pattern ("/v1/kernels/{id}")
+  // and the role it needs (nullopt: anyone, without a credential).
   struct RouteName {
     std::string method;
     std::string pattern;
+    std::optional<Role> role;
   };
   // Every route the server answers, in the order they are matched: the same
   // table AddRoutes registers, so docs/openapi.yaml can be checked against it.
@@ -74,6 +87,7 @@ class ApiServer {
   struct RouteEntry {
     const char* method;
     const char* pattern;
+    std::optional<Role> role;  // what a caller needs; nullopt: anyone
     http::Lane lane;
     void (*handle)(ApiServer&, http::Exchange&, const Router::Params&);
     bool waits_on_engine = false;
@@ -81,13 +95,15 @@ class ApiServer {
   static const std::vector<RouteEntry>& RouteTable();
   // Registers RouteTable() with the router.
   void AddRoutes();
-  // How to answer `request` (its token already checked, see Unauthorized).
+  // How to answer `request` (on TCP its credential already judged, see
+  // Refuse): its route's handler, audited when it changes something.
   http::Dispatch Dispatch(const http::Request& request) const;
-  // The TCP listener's gate when a token is set: 401 for a request (its
-  // headers; the body is not read yet) without the token, but GET /health.
-  std::optional<http::Response> Unauthorized(const http::Request& request) const;
-  // Whether `request` carries the bearer token (constant-time comparison).
-  bool Authorized(const http::Request& request) const;
+  // The TCP listener's gate: the 401 or 403 for a request (its headers; the
+  // body is not read yet) whose credential does not give its route's role;
+  // nullopt lets it go on. An unknown route needs any known credential.
+  std::optional<http::Response> Refuse(const http::Request& request) const;
+  // Writes `entry`'s line to the audit log, when there is one.
+  void Record(const AuditEntry& entry) const;
   // The 503 of a route that waits on the engine while KernelService::EngineKnownDown():
   // at once, rather than after the engine call's timeout.
   http::Response EngineUnreachable() const;
@@ -144,7 +160,9 @@ class ApiServer {
   KernelService& service_;
   EventHub& hub_;
   const StatsCollector& collector_;
-  const std::optional<std::string> token_;
+  const ApiAccess& access_;
+  const ServerTls* tls_ = nullptr;  // null: plain TCP
+  AuditLog* audit_ = nullptr;       // null: nothing audited
   Router router_;
   http::HttpServer server_;
   std::string host_;

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <iterator>
 #include <limits>
+#include <map>
+#include <string_view>
 
 #include "common/units.h"
 #include "config/pool_schema.h"
@@ -298,6 +300,67 @@ void ResolveDefaultDockerHost(ContainerConfig& container, ConfigReader& reader) 
 
 // ------------------------------------------------------------- the tables
 
+// Whether `host` (of rpc-listen-addr) names only this machine: "localhost",
+// 127.0.0.0/8 or ::1.
+bool IsLoopbackHost(std::string_view host) {
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host == "localhost" || host.starts_with("127.") || host == "::1";
+}
+
+// The problem of a TCP listener that would send tokens in clear text off
+// this machine: rpc-listen-addr not on loopback, and no certificate or
+// tls-self-signed. "" when there is none. Asked when tls-self-signed is read
+// (present or not), after rpc-listen-addr and tls-cert-file.
+std::string PlainListenerProblem(const ConfigReader& reader, bool self_signed) {
+  if (self_signed || reader.OutcomeOf("agent.tls-cert-file").node != nullptr) return "";
+  const KeyOutcome listen = reader.OutcomeOf("agent.rpc-listen-addr");
+  if (listen.node != nullptr && !listen.ok) return "";  // its own problem is reported
+  const toml::node* address = listen.node;
+  const std::string text = address != nullptr && address->is_string() ? address->as_string()->get() : "";
+  const size_t colon = text.rfind(':');
+  if (text.empty() || colon == std::string::npos || IsLoopbackHost(std::string_view(text).substr(0, colon))) return "";
+  return "rpc-listen-addr \"" + text + "\" is reachable from other hosts, and the API would send its tokens there "
+         "in clear text; give the agent a certificate (tls-cert-file and tls-key-file; `slotctl tls cert --agent "
+         "<id>` makes one from a CA of yours), or set tls-self-signed = true for one the agent makes and clients "
+         "pin by its fingerprint, or listen on 127.0.0.1";
+}
+
+// An inline table of client certificate names and their roles:
+// { "mgr-1" = "operator", "prometheus" = "viewer" }.
+ValueType<std::map<std::string, Role>> ClientRolesType() {
+  ValueType<std::map<std::string, Role>> type;
+  type.name = "table of roles";
+  type.doc = "Each role one of `viewer`, `operator`, `admin`.";
+  type.text = [](const std::map<std::string, Role>& roles) {
+    std::string out;
+    for (const auto& [name, role] : roles) out += (out.empty() ? "" : ", ") + ("\"" + name + "\" = \"" + WordOf(RoleWords(), role) + "\"");
+    return "{ " + out + " }";
+  };
+  type.read = [](const Field& field, ConfigReader& reader) -> std::optional<std::map<std::string, Role>> {
+    const toml::table* table = field.node->as_table();
+    if (table == nullptr) {
+      reader.Report(field, "expected a table like { \"mgr-1\" = \"operator\" }, found " + TypeName(*field.node));
+      return std::nullopt;
+    }
+    std::map<std::string, Role> roles;
+    bool ok = true;
+    for (auto&& [name, value] : *table) {
+      const Field entry{&value, field.path + ".\"" + std::string(name.str()) + "\""};
+      const std::optional<Role> role =
+          value.is_string() ? ChoiceOf(RoleWords(), value.as_string()->get()) : std::nullopt;
+      if (!role) {
+        reader.Report(entry, "expected a role, \"viewer\", \"operator\" or \"admin\"");
+        ok = false;
+        continue;
+      }
+      roles[std::string(name.str())] = *role;
+    }
+    if (!ok) return std::nullopt;
+    return roles;
+  };
+  return type;
+}
+
 KeyTable<AgentConfig> AgentKeys() {
   return {"agent", "[agent]", {
     MemberKey("id", &AgentConfig::id, StringType(),
@@ -339,8 +402,78 @@ KeyTable<AgentConfig> AgentKeys() {
               "`<var-base-path>/api.token` (mode 0600), and requires that one: the TCP API never goes without a "
               "token. `slotctl --config` reads either.")
         .DefaultDoc("`<var-base-path>/api.token`, made by the agent"),
+    MemberKey("tokens-file", &AgentConfig::tokens_file, PathType(),
+              "File of named API tokens, one `<name> <role> <token>` a line (`#` starts a comment): a request "
+              "with one of them acts as `<name>` with `<role>` (`viewer`, `operator` or `admin`, see "
+              "docs/security.md). Read at start and again on SIGHUP; like `token-file` it must not be readable "
+              "by other users. `token-file`'s token, beside it, stays one admin token.")
+        .DefaultDoc("none"),
     MemberKey("scaling-group", &AgentConfig::scaling_group, StringType(),
               "The scaling group the agent belongs to.", {NotEmpty()}),
+    MemberKey("tls-cert-file", &AgentConfig::tls_cert_file, PathType(),
+              "The TCP listener's certificate (PEM, the chain after it): the API is then served over TLS "
+              "(the unix socket stays plain). Needs `tls-key-file`. Read again on SIGHUP and when the file "
+              "changes; a new pair that does not load is refused (logged) and the old one kept.")
+        .DefaultDoc("none: plain HTTP, allowed only on a loopback rpc-listen-addr"),
+    StoredKey<AgentConfig, std::string>(
+        "tls-key-file", PathType(), "The private key (PEM) of `tls-cert-file`; mode 0600.", {},
+        [](AgentConfig& agent, std::string&& path) { agent.tls_key_file = std::move(path); },
+        [](const AgentConfig&) { return std::string("none"); })
+        .DefaultsTo("none", [](AgentConfig& agent, ConfigReader& reader) {
+          if (agent.tls_cert_file)
+            reader.Report(nullptr, "agent.tls-key-file", "missing; tls-cert-file needs its private key in tls-key-file");
+        }),
+    MemberKey("tls-self-signed", &AgentConfig::tls_self_signed, BoolType(),
+              "With no `tls-cert-file`: serve TLS with a key and a self-signed certificate the agent makes at "
+              "first start, `<var-base-path>/tls/agent.crt` and `agent.key` (0600), and keeps across restarts. "
+              "Its SHA-256 fingerprint is logged and shown in `GET /v1/agent`; clients pin it (`slotctl "
+              "--fingerprint`).",
+              {Rule<bool>("", [](const bool& self_signed, const Field&, const ConfigReader& reader) -> std::string {
+                 if (self_signed && reader.OutcomeOf("agent.tls-cert-file").node != nullptr)
+                   return "true beside tls-cert-file; choose one: the given certificate, or one the agent makes";
+                 return PlainListenerProblem(reader, self_signed);
+               })})
+        .DefaultsTo("`false`",
+                    [](AgentConfig&, ConfigReader& reader) {
+                      if (std::string problem = PlainListenerProblem(reader, false); !problem.empty())
+                        reader.Report(nullptr, "agent.rpc-listen-addr", problem);
+                    }),
+    MemberKey("tls-min-version", &AgentConfig::tls_min_version, ChoiceType(TlsVersionWords()),
+              "The oldest TLS version the listener accepts. TLS 1.0, 1.1 and SSL are never accepted; "
+              "renegotiation is refused; the ciphers are OpenSSL's forward-secret AEAD ones."),
+    MemberKey("tls-client-ca-file", &AgentConfig::tls_client_ca_file, PathType(),
+              "Mutual TLS: the CA certificates (PEM) that sign clients' certificates. A client without a "
+              "certificate from one of them is refused in the handshake; a client's certificate names it by its "
+              "subject CN, which `client-roles` maps to a role. Needs TLS (`tls-cert-file` or "
+              "`tls-self-signed`). Read again with the certificate.",
+              {Rule<std::string>("", [](const std::string&, const Field&, const ConfigReader& reader) -> std::string {
+                 const toml::node* self_signed = reader.OutcomeOf("agent.tls-self-signed").node;
+                 const bool tls = reader.OutcomeOf("agent.tls-cert-file").node != nullptr ||
+                                  (self_signed != nullptr && self_signed->value_or(false));
+                 return tls ? "" : "client certificates need TLS; set tls-cert-file and tls-key-file, or "
+                                   "tls-self-signed = true";
+               })})
+        .DefaultDoc("none: no client certificate is asked for"),
+    MemberKey("client-roles", &AgentConfig::client_roles, ClientRolesType(),
+              "The role of each client certificate, by its subject CN: `{ \"mgr-1\" = \"operator\", "
+              "\"prometheus\" = \"viewer\" }`. A certificate whose name is not here is refused (`403`). Needs "
+              "`tls-client-ca-file`.",
+              {Rule<std::map<std::string, Role>>(
+                  "", [](const std::map<std::string, Role>&, const Field&, const ConfigReader& reader) -> std::string {
+                    return reader.OutcomeOf("agent.tls-client-ca-file").node != nullptr
+                               ? ""
+                               : "names clients by certificate, and no certificate is asked for; set "
+                                 "tls-client-ca-file to the CA that signs them";
+                  })})
+        .DefaultDoc("none"),
+    MemberKey("audit-log-max-size", &AgentConfig::audit_log_max_size, SizeType(),
+              "The size at which `<var-base-path>/audit.log` (a JSON line for each request that changes "
+              "something or is refused) is rotated: it becomes `audit.log.1`, and the three newest old files are "
+              "kept.",
+              {Rule<uint64_t>("64k or more.", [](const uint64_t& size, const Field&, const ConfigReader&) {
+                 return size < (64u << 10) ? std::string("is under 64k; an audit file must hold a few hundred lines")
+                                           : std::string();
+               })}),
   }};
 }
 
@@ -698,6 +831,17 @@ KeyTable<EtcdConfig> EtcdKeys() {
     MemberKey("password", &EtcdConfig::password, StringType(), "The etcd user's password.").DefaultDoc("none"),
     MemberKey("password-file", &EtcdConfig::password_file, PathType(),
               "A file holding the etcd user's password (its first line), instead of `password`.")
+        .DefaultDoc("none"),
+    MemberKey("ca-file", &EtcdConfig::ca_file, PathType(),
+              "For `https://` endpoints: the CA certificates (PEM) that sign etcd's certificate, as etcd's "
+              "`--trusted-ca-file` names them for its clients. The certificate must name the endpoint's host.")
+        .DefaultDoc("the system's trusted CAs"),
+    MemberKey("cert-file", &EtcdConfig::cert_file, PathType(),
+              "For an etcd that checks its clients' certificates (`--client-cert-auth`): the agent's client "
+              "certificate (PEM), signed by a CA in etcd's `--trusted-ca-file`. Needs `key-file`.")
+        .DefaultDoc("none"),
+    MemberKey("key-file", &EtcdConfig::key_file, PathType(),
+              "The private key (PEM) of `cert-file`; readable by the agent only.")
         .DefaultDoc("none"),
   }};
 }

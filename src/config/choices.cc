@@ -19,4 +19,15 @@ const ChoiceWords<PullPolicy>& PullPolicyWords() {
   return words;
 }
 
+const ChoiceWords<Role>& RoleWords() {
+  static const ChoiceWords<Role> words = {
+      {Role::kViewer, "viewer"}, {Role::kOperator, "operator"}, {Role::kAdmin, "admin"}};
+  return words;
+}
+
+const ChoiceWords<TlsVersion>& TlsVersionWords() {
+  static const ChoiceWords<TlsVersion> words = {{TlsVersion::k12, "1.2"}, {TlsVersion::k13, "1.3"}};
+  return words;
+}
+
 }  // namespace slotd

@@ -32,6 +32,18 @@ enum class PullPolicy {
   kDigest,  // also when its tag now names another digest in the registry
 };
 
+// What a client of the API may do (SPEC.md "Roles"), each role able to do
+// everything the ones before it can: the order of the enumerators is the
+// order of the roles.
+enum class Role {
+  kViewer,    // reads the node, its kernels and their usage; never logs or execs
+  kOperator,  // also creates, stops, deletes and restarts kernels, execs, reads logs, pulls
+  kAdmin,     // also drains the agent and its devices: anything agent-wide
+};
+
+// The oldest TLS version the API's TCP listener accepts ([agent] tls-min-version).
+enum class TlsVersion { k12, k13 };
+
 // A choice and the word agent.toml and the API write for it.
 template <typename E>
 using ChoiceWords = std::vector<std::pair<E, std::string>>;
@@ -40,6 +52,8 @@ using ChoiceWords = std::vector<std::pair<E, std::string>>;
 const ChoiceWords<ScratchType>& ScratchTypeWords();
 const ChoiceWords<StatsType>& StatsTypeWords();
 const ChoiceWords<PullPolicy>& PullPolicyWords();
+const ChoiceWords<Role>& RoleWords();
+const ChoiceWords<TlsVersion>& TlsVersionWords();
 
 // The word of `choice`.
 template <typename E>

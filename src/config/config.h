@@ -44,7 +44,25 @@ struct AgentConfig {
   std::string ipc_base_path;      // default: DefaultIpcBasePath(id)
   std::string var_base_path;      // default: DefaultVarBasePath(id)
   std::optional<std::string> token_file;
+  // Named tokens with roles: "<name> <role> <token>" a line.
+  std::optional<std::string> tokens_file;
   std::string scaling_group = "default";
+  // TLS on the TCP listener: a PEM certificate (chain) and its key, both or
+  // neither; with neither and tls_self_signed, the agent's own pair under
+  // var_base_path.
+  std::optional<std::string> tls_cert_file;
+  std::optional<std::string> tls_key_file;
+  bool tls_self_signed = false;
+  TlsVersion tls_min_version = TlsVersion::k12;
+  // Mutual TLS: the CAs whose client certificates the listener accepts;
+  // a client without one is refused in the handshake.
+  std::optional<std::string> tls_client_ca_file;
+  // A client certificate's subject CN -> its role.
+  std::map<std::string, Role> client_roles;
+  uint64_t audit_log_max_size = 16ull << 20;  // audit.log's size before it is rotated
+
+  // Whether the TCP listener speaks TLS.
+  bool Tls() const { return tls_cert_file.has_value() || tls_self_signed; }
 
   bool operator==(const AgentConfig&) const = default;
 };
@@ -185,6 +203,12 @@ struct EtcdConfig {
   std::string user;                        // empty: etcd without authentication
   std::string password;                    // with user, unless password_file
   std::string password_file;               // with user: a file holding the password
+  // TLS to https:// endpoints: the CAs that sign etcd's certificate (empty:
+  // the system's), and a client certificate and its key for etcd's
+  // --client-cert-auth (empty: none).
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
 
   bool operator==(const EtcdConfig&) const = default;
 };

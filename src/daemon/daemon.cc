@@ -1,11 +1,19 @@
 #include "daemon/daemon.h"
 
+#include <arpa/inet.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <functional>
 #include <iostream>
+#include <mutex>
 #include <stop_token>
 #include <thread>
 
@@ -15,6 +23,7 @@
 #include "agent/watcher.h"
 #include "api/server.h"
 #include "common/thread_name.h"
+#include "common/tls_certs.h"
 #include "common/token_file.h"
 #include "common/version.h"
 #include "config/config.h"
@@ -219,16 +228,111 @@ std::jthread KeepPoolsFilled(Agent& agent, EventHub& hub) {
   });
 }
 
-// Waits for a stop signal of `signals`; each SIGHUP meanwhile reads the
-// registry credentials again. Returns the stop signal.
-int WaitForStop(const sigset_t& signals, Agent& agent) {
-  int signal_number = 0;
-  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
-    if (Status s = agent.owners().images.LoadCredentials(); !s.ok())
-      spdlog::error("SIGHUP: {}; the credentials read before stay in use", s.message());
-    else
-      spdlog::info("SIGHUP: read the registry credentials again");
+// The API's credentials: `token` (token-file's or the agent's own) as
+// admin, tokens-file's named tokens, and client-roles. The error when
+// tokens-file cannot be read.
+Result<std::unique_ptr<ApiAccess>> ApiAccessOf(const Config& config, std::string token) {
+  std::vector<NamedToken> fixed = {
+      {config.agent.token_file ? "token-file" : "api.token", Role::kAdmin, std::move(token)}};
+  auto access = std::make_unique<ApiAccess>(std::move(fixed), config.agent.tokens_file, config.agent.client_roles);
+  if (Status s = access->Reload(); !s.ok()) return s;
+  return access;
+}
+
+// The TCP listener's TLS: tls-cert-file's pair, or with tls-self-signed the
+// agent's own under <var-base-path>/tls, made at first start; null without
+// TLS. Logs the certificate's fingerprint.
+Result<std::unique_ptr<ServerTls>> ServerTlsOf(const Config& config) {
+  const AgentConfig& agent = config.agent;
+  if (!agent.Tls()) return std::unique_ptr<ServerTls>();
+  ServerTlsFiles files{agent.tls_cert_file.value_or(""), agent.tls_key_file.value_or(""), agent.tls_client_ca_file,
+                       agent.tls_min_version};
+  if (!agent.tls_cert_file) {
+    const std::string dir = agent.var_base_path + "/tls";
+    files.cert_file = dir + "/agent.crt";
+    files.key_file = dir + "/agent.key";
+    std::error_code ec;
+    if (!std::filesystem::exists(files.cert_file, ec) || !std::filesystem::exists(files.key_file, ec)) {
+      if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+        return Status::Unavailable("cannot make " + dir + " for the agent's self-signed certificate: " +
+                                   std::strerror(errno));
+      CertificateRequest request;
+      request.common_name = agent.id;
+      request.dns_names = {agent.node, "localhost"};
+      request.ip_addresses = {"127.0.0.1", "::1"};
+      in6_addr address{};
+      if (agent.rpc_host != "0.0.0.0" && agent.rpc_host != "::" && agent.rpc_host != "127.0.0.1" &&
+          (::inet_pton(AF_INET, agent.rpc_host.c_str(), &address) == 1 ||
+           ::inet_pton(AF_INET6, agent.rpc_host.c_str(), &address) == 1))
+        request.ip_addresses.push_back(agent.rpc_host);
+      request.use = CertificateRequest::Use::kServer;
+      request.valid_for = std::chrono::hours(24 * 3650);
+      Result<PemPair> made = MakeSelfSigned(request);
+      if (!made.ok()) return made.status().WithPrefix("the agent's self-signed certificate");
+      if (Status s = WritePemPair(*made, files.cert_file, files.key_file); !s.ok()) return s;
+      spdlog::info("tls-self-signed: made a key and a self-signed certificate for {} in {}", agent.id, dir);
+    }
   }
+  auto tls = ServerTls::Load(std::move(files));
+  if (!tls.ok()) return tls.status();
+  spdlog::info("TLS on {}:{}: certificate {} (SHA-256 fingerprint {}), TLS {} and later{}", agent.rpc_host,
+               agent.rpc_port, (*tls)->files().cert_file, (*tls)->Fingerprint(),
+               WordOf(TlsVersionWords(), agent.tls_min_version),
+               (*tls)->AsksClientCertificates() ? ", client certificates required" : "");
+  return tls;
+}
+
+// Reads again what SIGHUP reloads: the registry credentials, tokens-file,
+// and the TLS certificate, key and client CAs. What fails keeps what was
+// read before, and says so.
+void ReloadOnHangUp(Agent& agent, ApiAccess& access, ServerTls* tls) {
+  if (Status s = agent.owners().images.LoadCredentials(); !s.ok())
+    spdlog::error("SIGHUP: {}; the credentials read before stay in use", s.message());
+  else
+    spdlog::info("SIGHUP: read the registry credentials again");
+  if (Status s = access.Reload(); !s.ok())
+    spdlog::error("SIGHUP: {}; the tokens read before stay in use", s.message());
+  else
+    spdlog::info("SIGHUP: read the API tokens again ({} accepted)", access.TokenCount());
+  if (tls == nullptr) return;
+  if (Status s = tls->Reload(); !s.ok())
+    spdlog::error("SIGHUP: TLS: {}; the certificate served before stays in use", s.message());
+  else
+    spdlog::info("SIGHUP: TLS: serving {} (SHA-256 fingerprint {}) to new connections", tls->files().cert_file,
+                 tls->Fingerprint());
+}
+
+// Until asked to stop, reloads `tls` when one of its files changes
+// (checked every 2 s); none without TLS.
+std::jthread WatchTlsFiles(ServerTls* tls) {
+  if (tls == nullptr) return {};
+  return std::jthread([tls](std::stop_token stop) {
+    NameThisThread("tls-watch");
+    std::mutex mutex;
+    std::condition_variable_any wake;
+    while (!stop.stop_requested()) {
+      {
+        std::unique_lock lock(mutex);
+        wake.wait_for(lock, stop, std::chrono::seconds(2), [] { return false; });
+      }
+      if (stop.stop_requested()) return;
+      const std::optional<Status> reloaded = tls->ReloadIfChanged();
+      if (!reloaded) continue;
+      if (reloaded->ok())
+        spdlog::info("TLS: a file changed; serving {} (SHA-256 fingerprint {}) to new connections",
+                     tls->files().cert_file, tls->Fingerprint());
+      else
+        spdlog::error("TLS: a file changed and the new pair does not load: {}; the certificate served before "
+                      "stays in use", reloaded->message());
+    }
+  });
+}
+
+// Waits for a stop signal of `signals`, calling `reload` at each SIGHUP
+// meanwhile. Returns the stop signal.
+int WaitForStop(const sigset_t& signals, const std::function<void()>& reload) {
+  int signal_number = 0;
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) reload();
   return signal_number;
 }
 
@@ -238,6 +342,12 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
              std::vector<std::unique_ptr<ResourcePlugin>> plugins, Admission& admission, const std::optional<EtcdSeat>& etcd, const sigset_t& signals) {
   auto token = ApiToken(config);
   if (!token.ok()) return token.status();
+  auto access = ApiAccessOf(config, std::move(*token));
+  if (!access.ok()) return access.status();
+  auto tls = ServerTlsOf(config);
+  if (!tls.ok()) return tls.status();
+  AuditLog audit(config.agent.var_base_path + "/audit.log", config.agent.audit_log_max_size);
+  if (Status s = audit.Open(); !s.ok()) return s;
   EventHub hub;
   Agent agent(config, engine, std::move(plugins), hub);
   if (Status s = agent.owners().images.LoadCredentials(); !s.ok()) return s;
@@ -265,9 +375,11 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   limits.max_connections = config.api.max_connections;
   limits.request_timeout = config.api.request_timeout;
   limits.max_body_bytes = config.api.max_body_size;
-  ApiServer api(agent, hub, collector, *token, limits, config.api.max_exec_sessions,
+  ApiServer api(agent, hub, collector, **access, limits, config.api.max_exec_sessions,
                 config.api.max_oneshot_execs);
   api.ShowEngine(identity);
+  api.UseTls(tls->get());
+  api.Audit(&audit);
   const std::string socket = config.agent.ipc_base_path + "/agent.sock";
   if (Status s = api.Bind(config.agent.rpc_host, config.agent.rpc_port, socket); !s.ok()) return s;
   if (Status s = admission.claims->SetApiPort(api.port()); !s.ok()) return s;
@@ -287,13 +399,16 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   std::unique_ptr<EventHub::Listener> early_sweeps = SweepWhenKernelsStart(hub, collector);
   std::jthread pool_keeper = KeepPoolsFilled(agent, hub);
   api.Start();
+  std::jthread tls_watch = WatchTlsFiles(tls->get());
   if (registrar) registrar->Start();
-  spdlog::info("slotd ready: agent {} api http://{}:{} socket {} pid {}", config.agent.id, config.agent.rpc_host,
-               api.port(), socket, getpid());
+  spdlog::info("slotd ready: agent {} api {}://{}:{} socket {} pid {}", config.agent.id,
+               *tls ? "https" : "http", config.agent.rpc_host, api.port(), socket, getpid());
 
-  const int stop_signal = WaitForStop(signals, agent);
+  const int stop_signal =
+      WaitForStop(signals, [&agent, &access, &tls] { ReloadOnHangUp(agent, **access, tls->get()); });
   spdlog::info("received {}; shutting down (kernels keep running)", strsignal(stop_signal));
   if (registrar) registrar->Stop(/*deregister=*/true);  // first, so that no scheduler picks this agent any more
+  tls_watch = {};
   api.Stop();
   pool_keeper = {};
   early_sweeps.reset();

@@ -56,7 +56,7 @@ class ServedApi {
       : dir_("api_server_test"),
         collector_(StatsCollector::Options{.agent_id = "fake"}, [] { return std::vector<StatsTarget>{}; }, engine_,
                    {}),
-        server_(service_, hub_, collector_, std::nullopt, http::ServerOptions{}, 2, max_oneshot_execs),
+        server_(service_, hub_, collector_, access_, http::ServerOptions{}, 2, max_oneshot_execs),
         client_(HttpClient::Unix(dir_.root() + "/agent.sock")) {
     const Status bound = server_.Bind("127.0.0.1", 0, dir_.root() + "/agent.sock");
     EXPECT_TRUE(bound.ok()) << bound.message();
@@ -80,6 +80,7 @@ class ServedApi {
   EventHub hub_;
   FakeEngine engine_;
   StatsCollector collector_;
+  ApiAccess access_{{}, std::nullopt, {}};  // the unix socket needs no credential
   ApiServer server_;
   HttpClient client_;
 };

@@ -368,7 +368,8 @@ TEST(ConfigTest, UnknownTopLevelAndNestedSections) {
 TEST(ConfigTest, UnknownKeyListsTheKnownKeysOfItsSection) {
   EXPECT_EQ(ErrorOf("[agent]\nid = \"a1\"\n\n  idd = \"a1\"\n"),
             "agent.toml:4: agent.idd: unknown key; known keys of [agent]: id, node, rpc-listen-addr, ipc-base-path, "
-            "var-base-path, token-file, scaling-group");
+            "var-base-path, token-file, tokens-file, scaling-group, tls-cert-file, tls-key-file, tls-self-signed, "
+            "tls-min-version, tls-client-ca-file, client-roles, audit-log-max-size");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[node]\nclaims_dir = \"/x\"\n"),
             "agent.toml:4: node.claims_dir: unknown key; known keys of [node]: claims-dir");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nports = [1, 2]\n"),
@@ -395,7 +396,8 @@ TEST(ConfigTest, KeysOutsideAnySectionAreUnknown) {
 TEST(ConfigTest, OddKeysAreQuotedInThePath) {
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "\"a.b\" = 1\n"),
             "agent.toml:3: agent.\"a.b\": unknown key; known keys of [agent]: id, node, rpc-listen-addr, "
-            "ipc-base-path, var-base-path, token-file, scaling-group");
+            "ipc-base-path, var-base-path, token-file, tokens-file, scaling-group, tls-cert-file, tls-key-file, "
+            "tls-self-signed, tls-min-version, tls-client-ca-file, client-roles, audit-log-max-size");
 }
 
 // ---------------------------------------------------------------- wrong types
@@ -422,7 +424,8 @@ TEST(ConfigTest, WrongTypesNameWhatWasExpectedAndFound) {
 TEST(ConfigTest, KnownSectionThatIsNotATable) {
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "container = \"docker\"\n"),
             "agent.toml:3: agent.container: unknown key; known keys of [agent]: id, node, rpc-listen-addr, "
-            "ipc-base-path, var-base-path, token-file, scaling-group");
+            "ipc-base-path, var-base-path, token-file, tokens-file, scaling-group, tls-cert-file, tls-key-file, "
+            "tls-self-signed, tls-min-version, tls-client-ca-file, client-roles, audit-log-max-size");
   EXPECT_EQ(ErrorOf("container = 1\n" + std::string(kMinimal)),
             "agent.toml:1: container: expected a table, found an integer");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[resource]\ncpu = 4\n"),
@@ -456,6 +459,41 @@ TEST(ConfigTest, AgentIdMustMatchThePattern) {
   EXPECT_EQ(ErrorOf("[agent]\nid = \"Gpu1\"\n"), "agent.toml:2: agent.id: \"Gpu1" + advice);
 }
 
+TEST(ConfigTest, TlsKeysComeInPairsAndNeedWhatTheyName) {
+  const std::string agent = "[agent]\nid = \"a1\"\n";
+  struct Row {
+    std::string keys;
+    std::string problem;  // "" when the file is good
+  };
+  const std::vector<Row> rows = {
+      {"tls-cert-file = \"/c.pem\"\ntls-key-file = \"/k.pem\"\n", ""},
+      {"tls-self-signed = true\nrpc-listen-addr = \"0.0.0.0:6001\"\n", ""},
+      {"tls-cert-file = \"/c.pem\"\n", "agent.tls-key-file: missing; tls-cert-file needs its private key"},
+      {"tls-cert-file = \"/c.pem\"\ntls-key-file = \"/k.pem\"\ntls-self-signed = true\n",
+       "agent.tls-self-signed: true beside tls-cert-file; choose one"},
+      {"tls-client-ca-file = \"/ca.pem\"\n", "agent.tls-client-ca-file: client certificates need TLS"},
+      {"tls-self-signed = true\ntls-client-ca-file = \"/ca.pem\"\nclient-roles = { \"mgr-1\" = \"operator\" }\n", ""},
+      {"tls-self-signed = true\nclient-roles = { \"mgr-1\" = \"operator\" }\n",
+       "agent.client-roles: names clients by certificate, and no certificate is asked for"},
+      {"tls-self-signed = true\ntls-client-ca-file = \"/ca.pem\"\nclient-roles = { \"mgr-1\" = \"root\" }\n",
+       "agent.client-roles.\"mgr-1\": expected a role, \"viewer\", \"operator\" or \"admin\""},
+      {"tls-self-signed = true\ntls-min-version = \"1.1\"\n", "agent.tls-min-version: \"1.1\" is not one of 1.2, 1.3"},
+      {"rpc-listen-addr = \"0.0.0.0:6001\"\n", "reachable from other hosts, and the API would send its tokens there "
+                                               "in clear text; give the agent a certificate"},
+      {"rpc-listen-addr = \"0.0.0.0:6001\"\ntls-self-signed = false\n", "agent.tls-self-signed: rpc-listen-addr"},
+      {"rpc-listen-addr = \"localhost:6001\"\n", ""},
+      {"rpc-listen-addr = \"127.0.0.2:6001\"\n", ""},
+  };
+  for (const Row& row : rows) {
+    if (row.problem.empty()) {
+      const Result<Config> config = Parse(agent + row.keys, TestHost());
+      EXPECT_TRUE(config.ok()) << row.keys << config.status().message();
+    } else {
+      EXPECT_THAT(ErrorOf(agent + row.keys), ::testing::HasSubstr(row.problem)) << row.keys;
+    }
+  }
+}
+
 TEST(ConfigTest, RpcListenAddrIsIpv4OrLocalhostAndAPort) {
   auto error_of = [](const std::string& addr) {
     return ErrorOf(std::string(kMinimal) + "rpc-listen-addr = \"" + addr + "\"\n");
@@ -480,7 +518,8 @@ TEST(ConfigTest, RpcListenAddrIsIpv4OrLocalhostAndAPort) {
     EXPECT_FALSE(config.ok()) << bad;
   }
 
-  Result<Config> config = Parse(std::string(kMinimal) + "rpc-listen-addr = \"0.0.0.0:65535\"\n");
+  Result<Config> config =
+      Parse(std::string(kMinimal) + "rpc-listen-addr = \"0.0.0.0:65535\"\ntls-self-signed = true\n");
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->agent.rpc_host, "0.0.0.0");
   EXPECT_EQ(config->agent.rpc_port, 65535);
@@ -923,7 +962,8 @@ reserved-cpu = "two"
             "suffix k, m, g or t (binary, e.g. 512m)\n"
             "agent.toml:5: agent.id: expected a string, found an integer\n"
             "agent.toml:6: agent.frobnicate: unknown key; known keys of [agent]: id, node, rpc-listen-addr, "
-            "ipc-base-path, var-base-path, token-file, scaling-group\n"
+            "ipc-base-path, var-base-path, token-file, tokens-file, scaling-group, tls-cert-file, tls-key-file, "
+            "tls-self-signed, tls-min-version, tls-client-ca-file, client-roles, audit-log-max-size\n"
             "agent.toml:9: container.port-range: start 31000 is above end 30000\n"
             "agent.toml:10: container.network: \"nat\" is not one of none, host, bridge\n"
             "agent.toml:13: resource.cuda.allowed-devices[0]: expected a string, found the integer 0; quote GPU "

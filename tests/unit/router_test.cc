@@ -14,11 +14,11 @@ using Outcome = Router::Match::Outcome;
 Router Routes() {
   Router router;
   auto nothing = [](http::Exchange&, const Router::Params&) {};
-  router.Add("GET", "/v1/kernels", http::Lane::kQuick, nothing);
-  router.Add("POST", "/v1/kernels", http::Lane::kLong, nothing);
-  router.Add("GET", "/v1/kernels/{id}", http::Lane::kQuick, nothing);
-  router.Add("DELETE", "/v1/kernels/{id}", http::Lane::kLong, nothing);
-  router.Add("GET", "/v1/kernels/{id}/logs", http::Lane::kLong, nothing);
+  router.Add("GET", "/v1/kernels", Role::kViewer, http::Lane::kQuick, nothing);
+  router.Add("POST", "/v1/kernels", Role::kViewer, http::Lane::kLong, nothing);
+  router.Add("GET", "/v1/kernels/{id}", Role::kViewer, http::Lane::kQuick, nothing);
+  router.Add("DELETE", "/v1/kernels/{id}", Role::kViewer, http::Lane::kLong, nothing);
+  router.Add("GET", "/v1/kernels/{id}/logs", Role::kViewer, http::Lane::kLong, nothing);
   return router;
 }
 
