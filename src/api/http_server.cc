@@ -155,7 +155,11 @@ class Session : public std::enable_shared_from_this<Session> {
     tls_->async_handshake(ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
       self->StopWaiting();
       self->timer_.cancel();
-      if (ec) return self->Close();  // not TLS, a refused client certificate, or too slow
+      if (ec) {  // not TLS, a refused client certificate, a refused version or cipher, or too slow
+        spdlog::debug("API {}: TLS handshake with {} failed: {}", self->listener_.description,
+                      self->peer_ ? self->peer_->to_string() : "?", ec.message());
+        return self->Close();
+      }
       self->client_certificate_ = ClientCertificateName(self->tls_->native_handle());
       self->ReadRequest();
     });
@@ -445,12 +449,14 @@ class Session : public std::enable_shared_from_this<Session> {
     res->version(11);
     auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
     Arm();
-    bhttp::async_write_header(socket_, *serializer,
-                              [self = shared_from_this(), res, serializer, then](beast::error_code ec, size_t) {
-                                self->timer_.cancel();
-                                if (ec) self->Close();
-                                then(!ec);
-                              });
+    WithStream([&](auto& stream) {
+      bhttp::async_write_header(stream, *serializer,
+                                [self = shared_from_this(), res, serializer, then](beast::error_code ec, size_t) {
+                                  self->timer_.cancel();
+                                  if (ec) self->Close();
+                                  then(!ec);
+                                });
+    });
   }
 
   // Starts the deadline of the read or write about to begin: past it the

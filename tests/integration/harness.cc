@@ -383,6 +383,7 @@ void AgentProcess::WriteConfig() const {
   std::string agent_lines;
   if (!options_.node.empty()) agent_lines += "node = \"" + options_.node + "\"\n";
   if (!options_.token.empty()) agent_lines += "token-file = \"" + dir_.path() + "/token\"\n";
+  agent_lines += options_.agent_toml;
   WriteFile(config_path_, "[agent]\n"
                           "id = \"" + options_.id + "\"\n"
                           "rpc-listen-addr = \"127.0.0.1:" + std::to_string(options_.rpc_port) + "\"\n"
@@ -421,7 +422,7 @@ bool AgentProcess::Start() {
                              const_cast<char*>("--log-level"), const_cast<char*>("debug"), nullptr};
   if (posix_spawn(&pid_, bin.c_str(), &actions, nullptr, args.data(), environ) != 0) return false;
   posix_spawn_file_actions_destroy(&actions);
-  static const std::regex kReady(R"(slotd ready: agent \S+ api http://[0-9.]+:([0-9]+) )");
+  static const std::regex kReady(R"(slotd ready: agent \S+ api https?://[0-9.]+:([0-9]+) )");
   const auto give_up = std::chrono::steady_clock::now() + ScaledLimit(std::chrono::seconds(15));
   while (std::chrono::steady_clock::now() < give_up) {
     int status = 0;

@@ -158,6 +158,7 @@ struct AgentOptions {
   std::string auto_pull = "none";
   bool allow_root = true;
   std::string stop_timeout = "1s";  // container.stop-timeout: short, so that deletes are quick
+  std::string agent_toml;     // lines added to the [agent] section verbatim
   std::string container_toml; // lines added to the [container] section verbatim
   std::string extra_toml;     // appended verbatim
   std::string docker_host;    // container.docker-host; empty: $DOCKER_HOST

@@ -22,6 +22,8 @@
 #include "integration/etcd.h"
 #include "integration/harness.h"
 #include "testing/eventually.h"
+#include "common/ascii.h"
+#include "config/choices.h"
 #include "testing/openapi_validator.h"
 
 namespace slotd::testing {
@@ -278,6 +280,19 @@ TEST(OpenApi, TheDocumentListsExactlyTheRoutesTheServerRegisters) {
     for (const auto& [method, operation] : item.items())
       if (kMethods.count(method)) documented.insert(Upper(method) + " " + pattern);
   EXPECT_EQ(documented, registered);
+}
+
+TEST(OpenApi, EachOperationNamesTheRoleItsRouteNeedsAndListsTheRefusals) {
+  const json& paths = Document().document()["paths"];
+  for (const ApiServer::RouteName& route : ApiServer::Routes()) {
+    const std::string method = AsciiLowered(route.method);
+    const json& operation = paths[route.pattern][method];
+    const std::string name = route.method + " " + route.pattern;
+    EXPECT_EQ(operation.value("x-slotd-role", ""), route.role ? WordOf(RoleWords(), *route.role) : "anyone") << name;
+    if (!route.role) continue;
+    EXPECT_TRUE(operation["responses"].contains("401")) << name;
+    EXPECT_TRUE(operation["responses"].contains("403")) << name;
+  }
 }
 
 TEST(OpenApi, TheDocumentMapsExactlyTheEventTypesTheAgentAnnounces) {
