@@ -60,6 +60,8 @@ Clock::time_point PollUntil(const std::function<bool()>& done, std::chrono::mill
 class Samples {
  public:
   void Add(double ms) { values_.push_back(ms); }
+  // Adds every value of `other`.
+  void Add(const Samples& other) { values_.insert(values_.end(), other.values_.begin(), other.values_.end()); }
   size_t size() const { return values_.size(); }
   // The middle value (the mean of the two middle ones for an even count).
   double Median() const;

@@ -24,6 +24,7 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <spdlog/spdlog.h>
 
 #include "common/ascii.h"
@@ -633,7 +634,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // stream over socket_ (destroyed before it), and the client's
   // certificate name once the handshake is done.
   std::shared_ptr<ssl::context> tls_context_;
-  std::optional<ssl::stream<Socket&>> tls_;
+  // beast's ssl_stream: a gathered write (a head and its body) goes out as
+  // one TLS record, not one record and system call per piece.
+  std::optional<beast::ssl_stream<Socket&>> tls_;
   std::string client_certificate_;
   std::optional<net::local::stream_protocol::socket> bridge_;  // an upgraded TLS connection's relay (BridgeUpgraded)
   net::steady_timer timer_;
