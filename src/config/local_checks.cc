@@ -83,6 +83,8 @@ void CheckSecretMode(const std::string& key, const std::string& path, std::vecto
 std::vector<std::string> LocalWarnings(const Config& config) {
   std::vector<std::string> warnings;
   if (config.agent.token_file) CheckSecretMode("agent.token-file", *config.agent.token_file, warnings);
+  if (config.agent.tokens_file) CheckSecretMode("agent.tokens-file", *config.agent.tokens_file, warnings);
+  if (config.agent.tls_key_file) CheckSecretMode("agent.tls-key-file", *config.agent.tls_key_file, warnings);
   CheckSecretMode("container.registry-auth-file", config.container.registry_auth_file, warnings);
   for (const auto& [name, value] : config.container.ulimits) {
     rlimit own{};
@@ -134,6 +136,10 @@ std::vector<OwnPath> AgentOwnPaths(const Config& config) {
   };
   if (config.agent.token_file)
     paths.push_back({*config.agent.token_file, "the agent's token-file", "agent.token-file", true});
+  if (config.agent.tokens_file)
+    paths.push_back({*config.agent.tokens_file, "the agent's tokens-file", "agent.tokens-file", true});
+  if (config.agent.tls_key_file)
+    paths.push_back({*config.agent.tls_key_file, "the agent's TLS key", "agent.tls-key-file", true});
   if (!config.container.registry_auth_file.empty())
     paths.push_back({config.container.registry_auth_file, "the agent's registry-auth-file",
                      "container.registry-auth-file", true});

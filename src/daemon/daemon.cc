@@ -185,13 +185,15 @@ std::vector<Agent::KernelActivity> ActivityOf(const StatsSnapshot& snapshot) {
 }
 
 // The agent as its etcd registration shows it, with `address` ("host:port")
-// as its API address: ids, drain, each slot's capacity/used/free, the
-// devices' health, the users' kernels not yet ended, and the WARM kernels.
+// as its API address (https with TLS): ids, drain, each slot's
+// capacity/used/free, the devices' health, the users' kernels not yet
+// ended, and the WARM kernels.
 AgentDocument FleetDocumentOf(const Agent& agent, const Config& config, const std::string& address) {
   AgentDocument doc;
   doc.id = config.agent.id;
   doc.node = config.agent.node;
   doc.address = address;
+  doc.scheme = config.agent.Tls() ? "https" : "http";
   doc.version = kSlotdVersion;
   doc.scaling_group = config.agent.scaling_group;
   const Agent::Drain drain = agent.Draining();

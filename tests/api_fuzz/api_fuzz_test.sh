@@ -40,6 +40,9 @@ fail() { echo "api_fuzz: FAILED: $*" >&2; tail -30 "$work/slotd.log" >&2; exit 1
 token=fuzz-token-$$
 echo "$token" >"$work/token"
 chmod 600 "$work/token"
+viewer_token=fuzz-viewer-token-$$
+echo "fuzz-viewer viewer $viewer_token" >"$work/tokens"
+chmod 600 "$work/tokens"
 cat >"$work/agent.toml" <<TOML
 [agent]
 id = "$id"
@@ -47,6 +50,7 @@ rpc-listen-addr = "127.0.0.1:0"
 ipc-base-path = "$work/ipc"
 var-base-path = "$work/var"
 token-file = "$work/token"
+tokens-file = "$work/tokens"
 [node]
 claims-dir = "$work/claims"
 [container]
@@ -83,7 +87,7 @@ done
 cp "$repo/tests/api_fuzz/fuzz.mjs" "$modules_dir/fuzz.mjs"
 rc=0
 node "$modules_dir/fuzz.mjs" --doc "$repo/docs/openapi.yaml" --tcp "127.0.0.1:$port" --socket "$work/ipc/agent.sock" \
-  --token "$token" --image slotd-test/busybox:latest --devices mock0,mock1 --registry 127.0.0.1:1 \
+  --token "$token" --viewer-token "$viewer_token" --image slotd-test/busybox:latest --devices mock0,mock1 --registry 127.0.0.1:1 \
   --seed "${SLOTD_FUZZ_SEED:-20240611}" --runs 3000 --time-limit-s 40 "$@" || rc=$?
 
 kill -0 "$slotd_pid" 2>/dev/null || fail "the agent died during the run"

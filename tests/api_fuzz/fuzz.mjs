@@ -6,7 +6,8 @@
 // json-schema-faker, then, for about half of them, broken by fast-check's
 // arbitraries (a required field dropped, a value of the wrong type, huge
 // numbers, duplicate keys, bytes that are not JSON, path parameters with
-// "../" and "%2f", a wrong token, a method the path does not take). Every
+// "../" and "%2f", a wrong token, a viewer's token on a route that needs
+// more, a method the path does not take). Every
 // answer is held to the document (ajv, JSON Schema 2020-12): its status is one
 // the operation lists (or, for a target that is no route, 404/405), its
 // Content-Type is listed, its required headers are there, its JSON body fits
@@ -29,7 +30,7 @@
 // request's index and bytes. The same seed replays the same sequence.
 //
 // Usage: node fuzz.mjs --doc FILE --tcp HOST:PORT --socket PATH --token TOKEN
-//          --image NAME --devices ID,ID --registry HOST:PORT
+//          --viewer-token TOKEN --image NAME --devices ID,ID --registry HOST:PORT
 //          [--seed N] [--runs N] [--time-limit-s N] [--verbose]
 import fs from "node:fs";
 import http from "node:http";
@@ -46,6 +47,7 @@ const { values: args } = parseArgs({
     tcp: { type: "string" },
     socket: { type: "string" },
     token: { type: "string" },
+    "viewer-token": { type: "string" },
     image: { type: "string" },
     devices: { type: "string", default: "" },
     registry: { type: "string" },
@@ -55,7 +57,7 @@ const { values: args } = parseArgs({
     verbose: { type: "boolean", default: false },
   },
 });
-for (const required of ["doc", "tcp", "socket", "token", "image", "registry"])
+for (const required of ["doc", "tcp", "socket", "token", "viewer-token", "image", "registry"])
   if (!args[required]) {
     console.error(`fuzz.mjs: --${required} is required (see the usage at the top of the file)`);
     process.exit(2);
@@ -110,6 +112,7 @@ for (const [pattern, item] of Object.entries(doc.paths)) {
       body: body ? deref(body, `${base}/requestBody/content/application~1json/schema`) : null,
       responses: op.responses,
       responsesPointer: `${base}/responses`,
+      role: op["x-slotd-role"],
     });
   }
 }
@@ -172,7 +175,7 @@ const choicesArb = fc.record({
   op: fc.nat({ max: operations.length - 1 }),
   jsfSeed,
   transport: fc.constantFrom("tcp", "tcp", "tcp", "unix"),
-  auth: fc.constantFrom("token", "token", "token", "token", "token", "token", "none", "wrong", "lower", "basic"),
+  auth: fc.constantFrom("token", "token", "token", "token", "token", "viewer", "none", "wrong", "lower", "basic"),
   wrongMethod: rarely(fc.constantFrom("GET", "POST", "DELETE", "PUT", "PATCH"), 15),
   // path parameters: [kind, random parts]
   params: fc.array(fc.record({
@@ -366,7 +369,8 @@ function build(c) {
   const target = path + queryString(op, c.query, c.jsfSeed);
   const headers = { Connection: "close" };
   if (c.transport === "tcp") {
-    const auth = { token: `Bearer ${args.token}`, lower: `bearer ${args.token}`, wrong: "Bearer wrong", basic: "Basic Zm9vOmJhcg==", none: null }[c.auth];
+    const auth = { token: `Bearer ${args.token}`, viewer: `Bearer ${args["viewer-token"]}`, lower: `bearer ${args.token}`,
+                   wrong: "Bearer wrong", basic: "Basic Zm9vOmJhcg==", none: null }[c.auth];
     if (auth) headers.Authorization = auth;
   }
   if (op.id === "exec" && c.upgrade) {
@@ -470,7 +474,9 @@ function problemsOf(req, answer) {
   const code = json?.error?.code;
   const r = route(req.method, req.target.split("?")[0]);
   const server = [400, 413, 414, 431];  // what the server may answer before routing
-  const authorized = req.transport === "unix" || /^bearer /i.test(req.headers.Authorization ?? "") && req.headers.Authorization.endsWith(` ${args.token}`);
+  const viewer = req.transport === "tcp" && req.headers.Authorization === `Bearer ${args["viewer-token"]}`;
+  const authorized = req.transport === "unix" || viewer ||
+                     /^bearer /i.test(req.headers.Authorization ?? "") && req.headers.Authorization.endsWith(` ${args.token}`);
   if (!authorized) server.push(401);
   if (!r.op) {
     const expected = r.allow ? 405 : 404;
@@ -483,6 +489,11 @@ function problemsOf(req, answer) {
     return problems;
   }
   const op = r.op;
+  // A viewer's credential on a route that needs more is 403, whatever else the request holds.
+  if (viewer && (op.role === "operator" || op.role === "admin") && status !== 403 && !server.includes(status))
+    problems.push(`status ${status} for a viewer on ${op.method} ${op.pattern}, which needs ${op.role} (expected 403)`);
+  if (status === 403 && code === "forbidden" && !(viewer && op.role !== "viewer" && op.role !== "anyone"))
+    problems.push(`403 forbidden on ${op.method} ${op.pattern} (role ${op.role}) for a caller that has the role`);
   const listed = op.responses[String(status)];
   if (!listed) {
     problems.push(`status ${status} is not listed for ${op.method} ${op.pattern}`);
