@@ -6,6 +6,8 @@
 #   slotctl run --pull <TAB>   -> digest tag none (CLI11's choices)
 #   slotctl device <TAB>       -> drain undrain clear
 #   slotctl --socket PATH rm <TAB>, no agent there -> nothing, quietly
+#   slotctl tls <TAB>          -> ca cert fingerprint
+#   slotctl tls cert --role <TAB> -> viewer operator admin
 #   slotd ch<TAB>              -> check
 #   slotd --log-format <TAB>   -> text json
 # Usage: completion_test.sh REPO_ROOT BIN_DIR
@@ -48,6 +50,8 @@ expect "digest tag none" slotctl run --pull ""
 expect "drain undrain clear" slotctl device ""
 expect "" slotctl --socket /nonexistent/agent.sock rm ""
 expect "--json" slotctl --js
+expect "ca cert fingerprint" slotctl tls ""
+expect "viewer operator admin" slotctl tls cert --role ""
 expect "check" slotd ch
 expect "text json" slotd --log-format ""
 ((fail == 0)) && echo "completion: all cases complete as expected"

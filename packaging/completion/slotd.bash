@@ -73,6 +73,8 @@ _slotd_complete() {
       case $prev in
         --config | -c | --token-file | --socket | --base-config | --etcd-password-file | --out | -o | --sysfs-root)
           mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
+        --dir | --ca-dir | --out-dir)
+          mapfile -t COMPREPLY < <(compgen -d -- "$cur") ;;
       esac
       return 0
     fi
@@ -92,7 +94,7 @@ _slotd_complete() {
         timeout 2 "$program" "${agent_flags[@]}" --json kernels 2>/dev/null |
           grep -o '"kernel_id": *"[^"]*"' | sed 's/.*"\([^"]*\)"$/\1/')
     fi
-    if [[ $name == slotd && ${path[0]:-} == check ]]; then
+    if [[ ($name == slotd && ${path[0]:-} == check) || ($name == slotctl && ${path[*]} == "tls fingerprint") ]]; then
       mapfile -t COMPREPLY < <(compgen -f -- "$cur")
       return 0
     fi

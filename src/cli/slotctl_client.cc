@@ -3,9 +3,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "config/defaults.h"
+#include "common/tls_certs.h"
 #include "common/token_file.h"
 #include "resources/agent_config.h"
 
@@ -66,7 +70,70 @@ Exit ExitForStreamStatus(const slotd::Status& status) {
 constexpr char kUnreachableAdvice[] =
     "; is slotd running there? Name its agent with --socket PATH, --agent URL or --config FILE";
 
+// Whether the failure `message` of a call that reached no agent already says
+// what to change: a failed TLS handshake, or a server of the other scheme
+// (slotd::TlsPeerCheck::Explain and HttpClient word them so). The agent
+// answered those: kUnreachableAdvice would mislead.
+bool SaysWhatToChange(const std::string& message) {
+  return message.find("certificate") != std::string::npos || message.find("the server speaks") != std::string::npos;
+}
+
+// The failure of a call whose Status carries an HTTP error as
+// HttpClient::Stream and Upgrade write it ("...: HTTP 403: {"error": ...}"):
+// the agent's own message and the status, when there is one.
+Failure FailureOfHttpStatus(const slotd::Status& status) {
+  const std::string& text = status.message();
+  const size_t http = text.find(": HTTP ");
+  const size_t brace = http == std::string::npos ? std::string::npos : text.find('{', http);
+  if (brace == std::string::npos) return Failure{ExitForStreamStatus(status), text};
+  const std::string code = text.substr(http + 7, text.find(':', http + 7) - http - 7);
+  const std::string body = text.substr(brace);
+  return Failure{ExitForStreamStatus(status), ErrorMessage(body) + " (HTTP " + code + ")", ErrorCode(body)};
+}
+
+constexpr TlsFlagNames kAgentTlsFlags{"--cacert", "--cert", "--key", "--fingerprint"};
+
+// The SHA-256 fingerprint of the certificate that the agent of `config`
+// serves on TCP: its tls-cert-file's, or that of the one it made itself
+// (tls-self-signed: <var-base-path>/tls/agent.crt). kFailure when it cannot
+// be read, saying what to give instead.
+Outcome<std::string> ServedCertificateFingerprint(const slotd::Config& config) {
+  const std::string path =
+      config.agent.tls_cert_file ? *config.agent.tls_cert_file : config.agent.var_base_path + "/tls/agent.crt";
+  const std::string instead = "; give --cacert FILE (the CA that signed the agent's certificate) or --fingerprint "
+                              "SHA256 (the fingerprint the agent logs)";
+  std::ifstream in(path);
+  if (!in)
+    return Failure{Exit::kFailure, "cannot read " + path + ", the certificate the agent of " + config.path +
+                                       " serves: " + slotd::ErrnoText(errno) + instead};
+  std::stringstream pem;
+  pem << in.rdbuf();
+  auto fingerprint = slotd::CertificateFingerprint(pem.str());
+  if (!fingerprint.ok()) return Failure{Exit::kFailure, path + ": " + fingerprint.status().message() + instead};
+  return *fingerprint;
+}
+
 }  // namespace
+
+std::optional<Failure> CheckTlsFlags(const slotd::TlsClientOptions& tls, const TlsFlagNames& names) {
+  if (!tls.fingerprint.empty()) {
+    if (!slotd::IsSha256Fingerprint(tls.fingerprint))
+      return Failure{Exit::kUsage, std::string(names.fingerprint) + " " + tls.fingerprint +
+                                       ": expected a SHA-256 fingerprint, 32 hex pairs like AB:CD:... as the agent "
+                                       "logs it (or `openssl x509 -noout -fingerprint -sha256` prints it)"};
+    if (!tls.ca_file.empty())
+      return Failure{Exit::kUsage, std::string(names.fingerprint) + " and " + names.ca +
+                                       " go apart: a pinned certificate is trusted by itself, give one of them"};
+  }
+  if (!tls.key_file.empty() && tls.cert_file.empty())
+    return Failure{Exit::kUsage, std::string(names.key) + " needs " + names.cert + ", the certificate it belongs to"};
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{names.ca, tls.ca_file},
+                                   {names.cert, tls.cert_file}, {names.key, tls.key_file}}) {
+    if (!path.empty() && access(path.c_str(), R_OK) != 0)
+      return Failure{Exit::kFailure, std::string(flag) + " " + path + ": cannot read it: " + slotd::ErrnoText(errno)};
+  }
+  return std::nullopt;
+}
 
 Exit ExitForHttpStatus(long status) {
   switch (status) {
@@ -102,7 +169,11 @@ int Report(const Failure& failure) {
 }
 
 Outcome<AgentClient> AgentClient::Connect(const AgentTarget& target) {
+  if (auto bad = CheckTlsFlags(target.tls, kAgentTlsFlags)) return *bad;
   std::string token_file = target.token_file;
+  slotd::TlsClientOptions tls = target.tls;
+  tls.ca_setting = "--cacert";
+  tls.cert_setting = "--cert and --key";
   std::optional<slotd::HttpClient> http;
   if (!target.socket_path.empty()) {
     http = slotd::HttpClient::Unix(target.socket_path);
@@ -115,7 +186,15 @@ Outcome<AgentClient> AgentClient::Connect(const AgentTarget& target) {
     if (access(socket.c_str(), R_OK | W_OK) == 0) {
       http = slotd::HttpClient::Unix(socket);
     } else {
-      http = slotd::HttpClient::Tcp("http://" + config->agent.rpc_host + ":" + std::to_string(config->agent.rpc_port));
+      const bool https = config->agent.Tls();
+      http = slotd::HttpClient::Tcp((https ? "https://" : "http://") + config->agent.rpc_host + ":" +
+                                    std::to_string(config->agent.rpc_port));
+      // The agent's own certificate, trusted by its fingerprint: this is its node.
+      if (https && tls.ca_file.empty() && tls.fingerprint.empty()) {
+        Outcome<std::string> served = ServedCertificateFingerprint(*config);
+        if (!served.ok()) return served.failure();
+        tls.fingerprint = *served;
+      }
       // Its token-file, or else the token the agent made for itself.
       if (token_file.empty())
         token_file = config->agent.token_file ? *config->agent.token_file
@@ -129,6 +208,7 @@ Outcome<AgentClient> AgentClient::Connect(const AgentTarget& target) {
     if (!token.ok()) return FailureOf(token.status(), Exit::kFailure);
     http->SetBearerToken(*token);
   }
+  http->SetTls(std::move(tls));
   return AgentClient(std::move(*http));
 }
 
@@ -149,7 +229,8 @@ Outcome<std::string> AgentClient::Exchange(const std::string& method, const std:
     const bool unreachable =
         code == slotd::Status::Code::kUnavailable || code == slotd::Status::Code::kDeadlineExceeded;
     return Failure{unreachable ? Exit::kUnreachable : Exit::kFailure,
-                   res.status().message() + (unreachable ? kUnreachableAdvice : "")};
+                   res.status().message() +
+                       (unreachable && !SaysWhatToChange(res.status().message()) ? kUnreachableAdvice : "")};
   }
   if (res->status < 200 || res->status >= 300)
     return Failure{ExitForHttpStatus(res->status),
@@ -180,18 +261,12 @@ std::optional<Failure> AgentClient::Stream(const std::string& path,
   const std::atomic<bool> never{false};
   slotd::Status s = http_.Stream("GET", path, "", on_connected, on_chunk, stop ? *stop : never, /*end_is_ok=*/true);
   if (s.ok()) return std::nullopt;
-  return Failure{ExitForStreamStatus(s), s.message()};
+  return FailureOfHttpStatus(s);
 }
 
 Outcome<slotd::UpgradedConnection> AgentClient::Upgrade(const std::string& path, const json& body) const {
   auto upgraded = http_.Upgrade("POST", path, body.dump(), {}, std::chrono::seconds(60));
-  if (!upgraded.ok()) {
-    const slotd::Status& s = upgraded.status();
-    // "...: HTTP 404: {"error": ...}": the agent's own message when there is one.
-    const size_t brace = s.message().find('{');
-    const std::string message = brace == std::string::npos ? s.message() : ErrorMessage(s.message().substr(brace));
-    return Failure{ExitForStreamStatus(s), message};
-  }
+  if (!upgraded.ok()) return FailureOfHttpStatus(upgraded.status());
   return std::move(*upgraded);
 }
 

@@ -81,15 +81,33 @@ struct AgentTarget {
   std::string socket_path;  // --socket
   std::string config_path;  // --config
   std::string token_file;   // --token-file
+  slotd::TlsClientOptions tls;  // --cacert, --cert, --key, --fingerprint: for an https agent
 };
+
+// The flags that set one server's TLS settings, for messages.
+struct TlsFlagNames {
+  const char* ca;           // "--cacert"
+  const char* cert;         // "--cert"
+  const char* key;          // "--key"
+  const char* fingerprint;  // "--fingerprint"; nullptr: no such flag
+};
+
+// `tls`, as the flags `names` set it, checked: a fingerprint that is one
+// (slotd::IsSha256Fingerprint) and not beside a CA, a key only with its
+// certificate (kUsage); files this user can read (kFailure). Each failure
+// names the flag.
+std::optional<Failure> CheckTlsFlags(const slotd::TlsClientOptions& tls, const TlsFlagNames& names);
 
 // The one client of the agent a run talks to, made once from the global flags.
 class AgentClient {
  public:
   // --socket, else --agent, else --config (its unix socket when this user
-  // can open it, else its rpc-listen-addr with its token-file), else
-  // slotd::DefaultApiUrl(); with the token of --token-file (ReadTokenFile) when
-  // given. kFailure when the config or the token file cannot be read.
+  // can open it, else its rpc-listen-addr with its token-file, over https
+  // when the agent serves TLS, its certificate pinned unless --cacert or
+  // --fingerprint is given), else slotd::DefaultApiUrl(); with the token of
+  // --token-file (ReadTokenFile) when given, and the TLS flags for an https
+  // URL. kFailure when the config, the token file or a TLS file cannot be
+  // read; kUsage for TLS flags that do not go together.
   static Outcome<AgentClient> Connect(const AgentTarget& target);
 
   // Sends one request (`body`, unless null, as JSON) and returns the agent's

@@ -51,6 +51,16 @@ Outcome<Fleet> OpenFleet(const FleetArgs& args, const Options& options) {
     config.password.clear();
     config.password_file = args.etcd_password_file;
   }
+  slotd::TlsClientOptions flags;
+  flags.ca_file = args.etcd_cacert;
+  flags.cert_file = args.etcd_cert;
+  flags.key_file = args.etcd_key;
+  if (auto bad = CheckTlsFlags(flags, {"--etcd-cacert", "--etcd-cert", "--etcd-key", nullptr})) return *bad;
+  if (!args.etcd_cacert.empty()) config.ca_file = args.etcd_cacert;
+  if (!args.etcd_cert.empty()) {
+    config.cert_file = args.etcd_cert;
+    config.key_file = args.etcd_key.empty() ? args.etcd_cert : args.etcd_key;
+  }
   if (config.endpoints.empty())
     return Failure{Exit::kUsage, "which etcd? give --etcd URL (repeatable), or --config with an agent.toml that has [etcd]"};
   for (const std::string& url : config.endpoints)
@@ -60,6 +70,8 @@ Outcome<Fleet> OpenFleet(const FleetArgs& args, const Options& options) {
     return Failure{Exit::kUsage, "--namespace " + config.key_namespace + ": expected a key prefix like /slotd"};
   auto etcd_options = slotd::EtcdOptionsFor(config);
   if (!etcd_options.ok()) return FailureOf(etcd_options.status(), Exit::kUsage);
+  etcd_options->tls.ca_setting = "--etcd-cacert (or [etcd] ca-file of --config)";
+  etcd_options->tls.cert_setting = "--etcd-cert and --etcd-key (or [etcd] cert-file and key-file of --config)";
   return Fleet{std::make_unique<slotd::EtcdClient>(*etcd_options), slotd::AgentsPrefix(config.key_namespace)};
 }
 
@@ -122,6 +134,10 @@ std::string DeviceSlots(const AgentDocument& agent) {
   return text.empty() ? "-" : text;
 }
 
+// The agent's API address as the table shows it: "host:port", or its URL
+// "https://host:port" when it speaks TLS.
+std::string Shown(const AgentDocument& agent) { return agent.scheme == "https" ? agent.Url() : agent.address; }
+
 // "ready", "draining", with " (2 unhealthy)" when devices are not healthy.
 std::string StateOf(const AgentDocument& agent) {
   int unhealthy = 0;
@@ -139,7 +155,7 @@ void PrintFleet(const Registered& registered, const Options& options) {
   }
   std::vector<std::vector<std::string>> rows;
   for (const AgentDocument& a : agents)
-    rows.push_back({a.node, a.id, a.address, a.scaling_group, StateOf(a), std::to_string(a.kernels),
+    rows.push_back({a.node, a.id, Shown(a), a.scaling_group, StateOf(a), std::to_string(a.kernels),
                     FreeOfAll(a, "cpu"), FreeOfAll(a, "mem"), DeviceSlots(a)});
   std::cout << FormatTable({"NODE", "AGENT", "ADDRESS", "GROUP", "STATE", "KERNELS", "FREE CPU", "FREE MEM",
                             "FREE DEVICES"},
@@ -162,7 +178,7 @@ void PrintChange(const std::string& event, const AgentDocument& agent, const Opt
     PrintJson({{"event", event}, {"agent", agent.ToJson()}}, -1);
   } else {
     const char* mark = event == "registered" ? "+" : event == "left" ? "-" : "~";
-    std::cout << Clock() << " " << mark << " " << agent.id << " (node " << agent.node << ", " << agent.address << ") "
+    std::cout << Clock() << " " << mark << " " << agent.id << " (node " << agent.node << ", " << Shown(agent) << ") "
               << event << "\n";
   }
   std::cout.flush();
@@ -287,7 +303,11 @@ int RunPlaced(const CreateArgs& args, const PlaceArgs& place, const Options& opt
     if (ranked.empty()) return Report({Exit::kNoRoom, slotd::NoPlacementMessage(agents, *request)});
     for (size_t index : ranked) {
       const AgentDocument& chosen = agents[index];
-      auto agent = AgentClient::Connect({"http://" + chosen.address, "", "", options.target.token_file});
+      AgentTarget target;
+      target.agent_url = chosen.Url();
+      target.token_file = options.target.token_file;
+      target.tls = options.target.tls;
+      auto agent = AgentClient::Connect(target);
       if (!agent.ok()) return Report(agent.failure());
       Outcome<Answer> answer = Failure{Exit::kFailure, ""};
       {
@@ -295,7 +315,7 @@ int RunPlaced(const CreateArgs& args, const PlaceArgs& place, const Options& opt
         answer = agent->Call("POST", "/v1/kernels", *body, kPullWait);
       }
       if (answer.ok()) {
-        std::cerr << "slotctl: placed on agent " << chosen.id << " (node " << chosen.node << ", " << chosen.address
+        std::cerr << "slotctl: placed on agent " << chosen.id << " (node " << chosen.node << ", " << Shown(chosen)
                   << ")\n";
         if (!args.wait_ready) return PrintKernel(*answer, options, *agent);
         Outcome<Answer> ready = WaitReady(answer->Root()["kernel_id"].String(), *agent);

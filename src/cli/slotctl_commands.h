@@ -89,6 +89,9 @@ struct FleetArgs {
   std::string key_namespace;       // --namespace; empty: --config's [etcd] namespace, else /slotd
   std::string etcd_user;           // --etcd-user; empty: --config's
   std::string etcd_password_file;  // --etcd-password-file
+  std::string etcd_cacert;         // --etcd-cacert; empty: --config's [etcd] ca-file
+  std::string etcd_cert;           // --etcd-cert (with --etcd-key); empty: --config's [etcd] cert-file and key-file
+  std::string etcd_key;            // --etcd-key
 };
 
 // `slotctl cluster [--watch] [--prometheus-sd FILE]`.
@@ -134,7 +137,8 @@ int RunNode(const NodeArgs& args, const Options& options);
 int RunCluster(const ClusterArgs& args, const Options& options);
 // Creates the kernel of `args` on the registered agent that fits it best,
 // trying the next one when an agent answers 422 (or cannot be reached, or
-// has begun draining); --token-file's token goes to every agent.
+// has begun draining); --token-file's token and the TLS flags (--cacert,
+// --cert, --key) go to every agent, over the scheme its document names.
 int RunPlaced(const CreateArgs& args, const PlaceArgs& place, const Options& options);
 
 // Shared by the commands' files.

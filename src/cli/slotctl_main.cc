@@ -11,6 +11,7 @@
 
 #include "cli/slotctl_client.h"
 #include "cli/slotctl_commands.h"
+#include "cli/slotctl_tls.h"
 #include "common/version.h"
 #include "config/defaults.h"
 
@@ -34,6 +35,19 @@ void AddGlobalFlags(CLI::App& app, Options& o) {
   app.add_option("--socket", o.target.socket_path, "agent unix socket, e.g. /run/slotd/gpu1-a/agent.sock");
   app.add_option("--config", o.target.config_path, "read the agent's socket, address and token from its agent.toml");
   app.add_option("--token-file", o.target.token_file, "file holding the API bearer token");
+  app.add_option("--cacert", o.target.tls.ca_file,
+                 "https: PEM file of the CAs that sign the agent's certificate (default: the system's; with --config: "
+                 "the agent's own certificate, pinned)")
+      ->envname("SLOTCTL_CACERT");
+  app.add_option("--cert", o.target.tls.cert_file,
+                 "https: PEM client certificate, for an agent that asks for one (tls-client-ca-file)")
+      ->envname("SLOTCTL_CERT");
+  app.add_option("--key", o.target.tls.key_file, "https: the private key of --cert (default: in the --cert file)")
+      ->envname("SLOTCTL_KEY");
+  app.add_option("--fingerprint", o.target.tls.fingerprint,
+                 "https: trust only the agent certificate of this SHA-256 fingerprint (AB:CD:..., as the agent "
+                 "logs it), instead of a CA and host name check")
+      ->envname("SLOTCTL_FINGERPRINT");
   app.add_flag("--json", o.json_output, "print machine-readable JSON");
 }
 
@@ -43,7 +57,8 @@ Subcommand AddPlain(CLI::App& app, const char* name, const char* help,
   return {app.add_subcommand(name, help), run, nullptr};
 }
 
-// --etcd, --namespace, --etcd-user and --etcd-password-file of `command`, bound to `fleet`.
+// --etcd, --namespace, --etcd-user, --etcd-password-file and the etcd TLS
+// flags of `command`, bound to `fleet`.
 std::vector<CLI::Option*> AddFleetFlags(CLI::App* command, slotctl::FleetArgs& fleet) {
   return {command->add_option("--etcd", fleet.etcd,
                               "etcd URL where the agents register, repeatable (default: [etcd] endpoints of --config)")
@@ -51,7 +66,14 @@ std::vector<CLI::Option*> AddFleetFlags(CLI::App* command, slotctl::FleetArgs& f
           command->add_option("--namespace", fleet.key_namespace,
                               "the agents' etcd key prefix (default: --config's [etcd] namespace, else /slotd)"),
           command->add_option("--etcd-user", fleet.etcd_user, "etcd user (with --etcd-password-file)"),
-          command->add_option("--etcd-password-file", fleet.etcd_password_file, "file holding the etcd user's password")};
+          command->add_option("--etcd-password-file", fleet.etcd_password_file, "file holding the etcd user's password"),
+          command->add_option("--etcd-cacert", fleet.etcd_cacert,
+                              "https etcd: PEM file of the CAs that sign etcd's certificate (default: --config's "
+                              "[etcd] ca-file, else the system's)"),
+          command->add_option("--etcd-cert", fleet.etcd_cert,
+                              "https etcd: PEM client certificate for etcd's --client-cert-auth (default: --config's "
+                              "[etcd] cert-file)"),
+          command->add_option("--etcd-key", fleet.etcd_key, "https etcd: the private key of --etcd-cert")};
 }
 
 Subcommand AddCluster(CLI::App& app) {
@@ -255,6 +277,12 @@ Subcommand AddNode(CLI::App& app) {
   return {node, nullptr, [args](const Options& o) { return slotctl::RunNode(*args, o); }};
 }
 
+// `slotctl tls` (slotctl_tls.h), which talks to no agent.
+Subcommand AddTls(CLI::App& app) {
+  slotctl::TlsCommand tls = slotctl::AddTlsCommands(app);
+  return {tls.app, nullptr, [run = tls.run](const Options&) { return run(); }};
+}
+
 // Runs `command`: with the run's one client of the agent, made here, when it talks to one.
 int Run(const Subcommand& command, const Options& options) {
   if (command.local) return command.local(options);
@@ -280,7 +308,7 @@ int main(int argc, char** argv) {
       AddPlain(app, "images", "list the node's images: size, last use, this agent's kernels on each",
                slotctl::RunImages),
       AddRun(app), AddCluster(app), AddPull(app), AddRemove(app), AddDevice(app), AddDrain(app), AddUndrain(app), AddRestart(app), AddExec(app), AddLogs(app), AddNode(app), AddStats(app),
-      AddTop(app)};
+      AddTop(app), AddTls(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

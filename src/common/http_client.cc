@@ -7,6 +7,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -18,6 +20,7 @@
 #include <cstring>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "common/ascii.h"
@@ -32,9 +35,85 @@ constexpr int kStreamPollMs = 100;
 constexpr long kReadBufferBytes = 64 * 1024;
 
 // curl_global_init is not thread-safe; a function-local static runs it once.
+// OpenSSL is told first not to clean itself up at exit: an upgraded https
+// connection's bridge thread may still be running then.
 void EnsureCurlInitialized() {
-  static const CURLcode init = curl_global_init(CURL_GLOBAL_DEFAULT);
+  static const CURLcode init = [] {
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+    return curl_global_init(CURL_GLOBAL_DEFAULT);
+  }();
   (void)init;
+}
+
+bool IsHttps(const std::string& url) { return url.rfind("https://", 0) == 0; }
+
+// The host and port of a base URL ("https://[::1]:6001/x"): the port is the
+// scheme's when the URL has none; an IPv6 host loses its brackets.
+struct HostPort {
+  std::string host;
+  std::string port;
+};
+HostPort HostOf(const std::string& url) {
+  const size_t scheme = url.find("://");
+  std::string host_port = url.substr(scheme == std::string::npos ? 0 : scheme + 3);
+  host_port = host_port.substr(0, host_port.find('/'));
+  HostPort parts{host_port, IsHttps(url) ? "443" : "80"};
+  const size_t bracket = host_port.rfind(']');
+  const size_t colon = host_port.rfind(':');
+  if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
+    parts.host = host_port.substr(0, colon);
+    parts.port = host_port.substr(colon + 1);
+  }
+  if (parts.host.size() >= 2 && parts.host.front() == '[' && parts.host.back() == ']')
+    parts.host = parts.host.substr(1, parts.host.size() - 2);
+  return parts;
+}
+
+// Connects to a unix socket path, or to the host of a base URL.
+Result<int> Connect(bool unix_socket, const std::string& target, const std::string& where) {
+  if (unix_socket) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (target.size() >= sizeof addr.sun_path) {
+      ::close(fd);
+      return Status::InvalidArgument(where + ": the socket path is too long");
+    }
+    std::memcpy(addr.sun_path, target.c_str(), target.size() + 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      const std::string why = ErrnoText(errno);
+      ::close(fd);
+      return Status::Unavailable(where + " failed: cannot connect: " + why);
+    }
+    return fd;
+  }
+  const HostPort server = HostOf(target);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(server.host.c_str(), server.port.c_str(), &hints, &found); rc != 0)
+    return Status::Unavailable(where + " failed: " + server.host + ": " + gai_strerror(rc));
+  std::string why = "no address";
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      ::freeaddrinfo(found);
+      return fd;
+    }
+    why = ErrnoText(errno);
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return Status::Unavailable(where + " failed: cannot connect: " + why);
+}
+
+// Whether the server of the http:// `base_url` answers TLS instead: for the
+// message of a request it answered with nothing HTTP.
+bool ServerSpeaksTls(const std::string& base_url) {
+  Result<int> fd = Connect(false, base_url, "");
+  return fd.ok() && AnswersTlsHandshake(*fd);
 }
 
 }  // namespace
@@ -147,7 +226,14 @@ struct PreparedRequest {
   EasyHandle easy;
   HeaderList headers;
   char error[CURL_ERROR_SIZE] = {0};
+  std::optional<TlsPeerCheck> check;  // of an https request's handshake
 };
+
+// curl's hook into a new https connection's OpenSSL context: the pin.
+CURLcode InstallPeerCheck(CURL*, void* ssl_ctx, void* check) {
+  static_cast<TlsPeerCheck*>(check)->Install(static_cast<SSL_CTX*>(ssl_ctx));
+  return CURLE_OK;
+}
 
 bool MethodCarriesBody(const std::string& method) {
   return method == "POST" || method == "PUT" || method == "PATCH";
@@ -163,6 +249,28 @@ std::string CurlErrorText(CURLcode code, const char* detail) {
     if (d != text) text += " (" + d + ")";
   }
   return text;
+}
+
+// The status of a transfer to the base URL `target` that failed with
+// `code`: TLS's failures and a server of the other scheme said in words,
+// the rest with curl's reason.
+Status TransferFailure(CURLcode code, const PreparedRequest& req, bool unix_socket, const std::string& target,
+                       const std::string& where) {
+  const std::string detail = CurlErrorText(code, req.error);
+  if (req.check) {
+    if (code == CURLE_SSL_CACERT_BADFILE || code == CURLE_SSL_CERTPROBLEM)
+      return Status::InvalidArgument(where + ": cannot use the TLS files given: " + detail);
+    // A read or write after the handshake failed (TLS 1.3 refuses a client
+    // certificate so), or the handshake did.
+    const bool in_handshake = code != CURLE_RECV_ERROR && code != CURLE_SEND_ERROR;
+    if (std::string words = req.check->Explain(detail, in_handshake); !words.empty())
+      return Status::Unavailable(where + " failed: " + words);
+  } else if (!unix_socket && (code == CURLE_GOT_NOTHING || code == CURLE_WEIRD_SERVER_REPLY ||
+                              code == CURLE_RECV_ERROR || code == CURLE_UNSUPPORTED_PROTOCOL) &&
+             ServerSpeaksTls(target)) {
+    return Status::Unavailable(where + " failed: the server speaks https: use https://");
+  }
+  return Status::Unavailable(where + " failed: " + detail);
 }
 
 }  // namespace
@@ -186,20 +294,54 @@ HttpClient HttpClient::Tcp(std::string base_url) {
 
 void HttpClient::SetBearerToken(std::string token) { bearer_token_ = std::move(token); }
 
+void HttpClient::SetTls(TlsClientOptions options) {
+  tls_ = std::move(options);
+  idle_handles_ = std::make_shared<CurlHandlePool>();  // connections made under other settings stay with the copies
+}
+
 namespace {
 
+// Sets up `req` for an https request as `tls` says. kInternal when this
+// curl cannot hook into OpenSSL to check a pinned fingerprint.
+Status PrepareTls(PreparedRequest& req, const TlsClientOptions& tls, const std::string& target) {
+  CURL* easy = req.easy.get();
+  req.check.emplace(tls, HostOf(target).host);
+  curl_easy_setopt(easy, CURLOPT_SSLVERSION, static_cast<long>(CURL_SSLVERSION_TLSv1_2));
+  if (!tls.cert_file.empty()) {
+    curl_easy_setopt(easy, CURLOPT_SSLCERT, tls.cert_file.c_str());
+    curl_easy_setopt(easy, CURLOPT_SSLKEY, (tls.key_file.empty() ? tls.cert_file : tls.key_file).c_str());
+  }
+  if (tls.fingerprint.empty()) {
+    if (!tls.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, tls.ca_file.c_str());
+    return Status::Ok();
+  }
+  // Pinned: the check installed in each new connection's context is the
+  // only one; no CA, host name, or session resumed without it.
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
+  curl_easy_setopt(easy, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+  if (curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, &InstallPeerCheck) != CURLE_OK ||
+      curl_easy_setopt(easy, CURLOPT_SSL_CTX_DATA, &*req.check) != CURLE_OK)
+    return Status::Internal("this libcurl cannot check a pinned fingerprint (it is not built with OpenSSL)");
+  return Status::Ok();
+}
+
 // Builds an easy handle for `method` `path` with `body` against the target,
-// taken from `pool` (and given back to it) when there is one. Returns null
-// only when curl cannot allocate a handle.
-std::unique_ptr<PreparedRequest> Prepare(CurlHandlePool* pool, bool unix_socket, const std::string& target,
-                                         const std::string& bearer_token, const std::string& method,
-                                         const std::string& path, const std::string& body,
-                                         const std::vector<std::string>& extra_headers) {
+// taken from `pool` (and given back to it) when there is one; `tls` applies
+// to an https target. kInternal when curl cannot allocate a handle or
+// cannot check a pinned fingerprint.
+Result<std::unique_ptr<PreparedRequest>> Prepare(CurlHandlePool* pool, bool unix_socket, const std::string& target,
+                                                 const TlsClientOptions& tls, const std::string& bearer_token,
+                                                 const std::string& method, const std::string& path,
+                                                 const std::string& body,
+                                                 const std::vector<std::string>& extra_headers) {
   EnsureCurlInitialized();
   auto req = std::make_unique<PreparedRequest>();
   req->easy = EasyHandle(pool != nullptr ? pool->Take() : curl_easy_init(), EasyDeleter{pool});
-  if (!req->easy) return nullptr;
+  if (!req->easy) return Status::Internal("cannot allocate a curl handle");
   CURL* easy = req->easy.get();
+  if (!unix_socket && IsHttps(target))
+    if (Status s = PrepareTls(*req, tls, target); !s.ok()) return s;
 
   std::string url;
   if (unix_socket) {
@@ -210,6 +352,7 @@ std::unique_ptr<PreparedRequest> Prepare(CurlHandlePool* pool, bool unix_socket,
     curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
   }
   curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));  // also over TLS: no HTTP/2
   curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method.c_str());
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
   // A large body (a list of a thousand kernels, an engine's list) in 64 KiB
@@ -234,7 +377,7 @@ std::unique_ptr<PreparedRequest> Prepare(CurlHandlePool* pool, bool unix_socket,
     curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
     curl_easy_setopt(easy, CURLOPT_COPYPOSTFIELDS, body.c_str());
   }
-  return req;
+  return std::move(req);
 }
 
 // The most of a 2xx body's declared length (Content-Length) that Request
@@ -310,8 +453,10 @@ Result<HttpResponse> HttpClient::Transfer(const std::string& method, const std::
                                           std::string* whole_body, const std::atomic<bool>* stop,
                                           const std::vector<std::string>& headers) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
-  auto req = Prepare(idle_handles_.get(), unix_socket_, target_, bearer_token_, method, path_and_query, body, headers);
-  if (!req) return Status::Internal(where + ": cannot allocate a curl handle");
+  auto prepared =
+      Prepare(idle_handles_.get(), unix_socket_, target_, tls_, bearer_token_, method, path_and_query, body, headers);
+  if (!prepared.ok()) return prepared.status().WithPrefix(where);
+  const std::unique_ptr<PreparedRequest>& req = *prepared;
   CURL* easy = req->easy.get();
 
   HttpResponse response;
@@ -338,9 +483,7 @@ Result<HttpResponse> HttpClient::Transfer(const std::string& method, const std::
   }
   if (code == CURLE_ABORTED_BY_CALLBACK && stop != nullptr && stop->load())
     return Status::Unavailable(where + ": abandoned, its caller stopped waiting");
-  if (code != CURLE_OK) {
-    return Status::Unavailable(where + " failed: " + CurlErrorText(code, req->error));
-  }
+  if (code != CURLE_OK) return TransferFailure(code, *req, unix_socket_, target_, where);
   curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &response.status);
   return response;
 }
@@ -399,9 +542,11 @@ Status HttpClient::Stream(const std::string& method, const std::string& path_and
                           const std::atomic<bool>& stop, bool end_is_ok,
                           const std::vector<std::string>& headers) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
-  auto req = Prepare(nullptr, unix_socket_, target_, bearer_token_, method, path_and_query, body, headers);
+  auto prepared = Prepare(nullptr, unix_socket_, target_, tls_, bearer_token_, method, path_and_query, body, headers);
+  if (!prepared.ok()) return prepared.status().WithPrefix(where);
+  const std::unique_ptr<PreparedRequest>& req = *prepared;
   MultiHandle multi(curl_multi_init());
-  if (!req || !multi) return Status::Internal(where + ": cannot allocate a curl handle");
+  if (!multi) return Status::Internal(where + ": cannot allocate a curl handle");
   CURL* easy = req->easy.get();
 
   StreamState state;
@@ -436,9 +581,7 @@ Status HttpClient::Stream(const std::string& method, const std::string& path_and
   curl_multi_remove_handle(multi.get(), easy);
 
   if (!done || state.stopped_by_callback) return Status::Ok();
-  if (result != CURLE_OK) {
-    return Status::Unavailable(where + " failed: " + CurlErrorText(result, req->error));
-  }
+  if (result != CURLE_OK) return TransferFailure(result, *req, unix_socket_, target_, where);
   if (!state.connected) {
     return StatusForHttpError(
         state.status, where + ": HTTP " + std::to_string(state.status) + ": " + state.error_body);
@@ -524,61 +667,56 @@ namespace {
 // The most an answer's head (status line and headers) may take.
 constexpr size_t kMaxHead = 64 * 1024;
 
-// Connects to a unix socket path, or to "http://host:port".
-Result<int> Connect(bool unix_socket, const std::string& target, const std::string& where) {
-  if (unix_socket) {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (target.size() >= sizeof addr.sun_path) {
-      ::close(fd);
-      return Status::InvalidArgument(where + ": the socket path is too long");
-    }
-    std::memcpy(addr.sun_path, target.c_str(), target.size() + 1);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      const std::string why = ErrnoText(errno);
-      ::close(fd);
-      return Status::Unavailable(where + " failed: cannot connect: " + why);
-    }
-    return fd;
-  }
-  std::string host_port = target.substr(target.find("://") == std::string::npos ? 0 : target.find("://") + 3);
-  host_port = host_port.substr(0, host_port.find('/'));
-  const size_t colon = host_port.rfind(':');
-  const std::string host = colon == std::string::npos ? host_port : host_port.substr(0, colon);
-  const std::string port = colon == std::string::npos ? "80" : host_port.substr(colon + 1);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0)
-    return Status::Unavailable(where + " failed: " + host + ": " + gai_strerror(rc));
-  std::string why = "no address";
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-      ::freeaddrinfo(found);
-      return fd;
-    }
-    why = ErrnoText(errno);
-    ::close(fd);
-  }
-  ::freeaddrinfo(found);
-  return Status::Unavailable(where + " failed: cannot connect: " + why);
-}
+using Deadline = std::chrono::steady_clock::time_point;
 
-// Waits until `fd` is readable (or writable) before `deadline`.
-bool WaitFor(int fd, short events, std::chrono::steady_clock::time_point deadline) {
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) return false;
-    pollfd p{fd, events, 0};
-    const int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
-    if (rc > 0) return true;
-    if (rc < 0 && errno != EINTR) return false;
+// The connection of one Upgrade: a blocking socket, or TLS over one. Its
+// errors say what failed, not where.
+class UpgradeLink {
+ public:
+  explicit UpgradeLink(int fd) : fd_(fd) {}
+  explicit UpgradeLink(TlsConnection tls) : tls_(std::move(tls)) {}
+  ~UpgradeLink() {
+    if (fd_ >= 0) ::close(fd_);
   }
-}
+  UpgradeLink(const UpgradeLink&) = delete;
+  UpgradeLink& operator=(const UpgradeLink&) = delete;
+
+  Status SendAll(std::string_view bytes, Deadline deadline) {
+    if (tls_) return tls_->Write(bytes, deadline);
+    while (!bytes.empty()) {
+      if (!WaitForSocket(fd_, POLLOUT, deadline)) return Status::DeadlineExceeded("could not send the request in time");
+      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return Status::Unavailable(ErrnoText(errno));
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return Status::Ok();
+  }
+
+  // Appends what arrives next to `out`; 0 when the server closed the connection.
+  Result<size_t> ReadSome(std::string& out, Deadline deadline) {
+    if (tls_) return tls_->Read(out, deadline);
+    if (!WaitForSocket(fd_, POLLIN, deadline)) return Status::DeadlineExceeded("no answer in time");
+    char chunk[4096];
+    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (n < 0) return Status::Unavailable(ErrnoText(errno));
+    out.append(chunk, static_cast<size_t>(n));
+    return static_cast<size_t>(n);
+  }
+
+  // The caller's socket: this one, or over TLS the end of a bridge's socket pair.
+  Result<int> Release() {
+    if (tls_) {
+      TlsConnection tls = std::move(*tls_);
+      tls_.reset();
+      return std::move(tls).Bridge();
+    }
+    return std::exchange(fd_, -1);
+  }
+
+ private:
+  int fd_ = -1;
+  std::optional<TlsConnection> tls_;
+};
 
 }  // namespace
 
@@ -592,14 +730,26 @@ Result<UpgradedConnection> HttpClient::Upgrade(const std::string& method, const 
                                                const std::string& body, const std::vector<std::string>& headers,
                                                std::chrono::milliseconds timeout, bool accept_200) const {
   const std::string where = method + " " + path_and_query + " on " + description_;
-  const std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + timeout;
+  const Deadline deadline = std::chrono::steady_clock::now() + timeout;
+  EnsureCurlInitialized();  // OpenSSL's too
   Result<int> connected = Connect(unix_socket_, target_, where);
   if (!connected.ok()) return connected.status();
-  const int fd = *connected;
-  auto fail = [fd](Status status) -> Result<UpgradedConnection> {
-    ::close(fd);
-    return status;
+  std::optional<UpgradeLink> link;
+  if (!unix_socket_ && IsHttps(target_)) {
+    auto tls = TlsConnection::Handshake(*connected, tls_, HostOf(target_).host, deadline);
+    if (!tls.ok()) return tls.status().WithPrefix(where + " failed");
+    link.emplace(std::move(*tls));
+  } else {
+    link.emplace(*connected);
+  }
+  // Whether a plain request got nothing HTTP back because the server speaks
+  // https: its answer is a TLS record (an alert), or it closed without one
+  // and answers a TLS handshake.
+  const bool plain_tcp = !unix_socket_ && !IsHttps(target_);
+  auto tls_record = [](std::string_view bytes) {
+    return bytes.size() >= 2 && (bytes[0] == 0x15 || bytes[0] == 0x16) && bytes[1] == 0x03;
   };
+  const std::string use_https = where + " failed: the server speaks https: use https://";
 
   std::string request = method + " " + path_and_query + " HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\n"
                         "Upgrade: tcp\r\n";
@@ -607,23 +757,20 @@ Result<UpgradedConnection> HttpClient::Upgrade(const std::string& method, const 
   for (const std::string& header : headers) request += header + "\r\n";
   if (!body.empty()) request += "Content-Type: application/json\r\n";
   request += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-  for (size_t sent = 0; sent < request.size();) {
-    if (!WaitFor(fd, POLLOUT, deadline)) return fail(Status::DeadlineExceeded(where + ": could not send the request in time"));
-    const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return fail(Status::Unavailable(where + " failed: " + ErrnoText(errno)));
-    sent += static_cast<size_t>(n);
-  }
+  if (Status s = link->SendAll(request, deadline); !s.ok()) return s.WithPrefix(where + " failed");
 
   std::string received;
   size_t head_end = std::string::npos;
   while ((head_end = received.find("\r\n\r\n")) == std::string::npos) {
-    if (received.size() > kMaxHead) return fail(Status::Internal(where + ": the answer's head is over 64 KiB"));
-    if (!WaitFor(fd, POLLIN, deadline))
-      return fail(Status::DeadlineExceeded(where + ": no answer within " + std::to_string(timeout.count()) + " ms"));
-    char chunk[4096];
-    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-    if (n <= 0) return fail(Status::Unavailable(where + " failed: the connection closed before an answer"));
-    received.append(chunk, static_cast<size_t>(n));
+    if (received.size() > kMaxHead) return Status::Internal(where + ": the answer's head is over 64 KiB");
+    auto read = link->ReadSome(received, deadline);
+    if (!read.ok() && read.status().code() == Status::Code::kDeadlineExceeded)
+      return Status::DeadlineExceeded(where + ": no answer within " + std::to_string(timeout.count()) + " ms");
+    if (!read.ok()) return read.status().WithPrefix(where + " failed");
+    if (*read == 0)
+      return Status::Unavailable(plain_tcp && (tls_record(received) || ServerSpeaksTls(target_))
+                                     ? use_https
+                                     : where + " failed: the connection closed before an answer");
   }
   // The head, read by Beast's parser; its body (an error's) is read below.
   boost::beast::http::response_parser<boost::beast::http::empty_body> parser;
@@ -631,8 +778,10 @@ Result<UpgradedConnection> HttpClient::Upgrade(const std::string& method, const 
   parser.skip(true);
   boost::beast::error_code error;
   parser.put(boost::asio::buffer(received.data(), head_end + 4), error);
-  if (error || !parser.is_header_done())
-    return fail(Status::Internal(where + ": the answer's head is not HTTP: " + error.message()));
+  if (error || !parser.is_header_done()) {
+    if (plain_tcp && tls_record(received)) return Status::Unavailable(use_https);
+    return Status::Internal(where + ": the answer's head is not HTTP: " + error.message());
+  }
   UpgradedConnection upgraded;
   upgraded.early = received.substr(head_end + 4);
   const auto& answer = parser.get();
@@ -640,20 +789,19 @@ Result<UpgradedConnection> HttpClient::Upgrade(const std::string& method, const 
   for (const auto& field : answer)
     upgraded.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   if (status == 101 || (accept_200 && status == 200)) {
-    upgraded.fd = fd;
+    auto fd = link->Release();
+    if (!fd.ok()) return fd.status().WithPrefix(where);
+    upgraded.fd = *fd;
     return upgraded;
   }
   // An error: its body, as much as comes before the deadline.
   std::string error_body = upgraded.early;
   const uint64_t length = parser.content_length().value_or(0);
-  while (error_body.size() < length && error_body.size() < kMaxHttpErrorBody &&
-         WaitFor(fd, POLLIN, deadline)) {
-    char chunk[4096];
-    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-    if (n <= 0) break;
-    error_body.append(chunk, static_cast<size_t>(n));
+  while (error_body.size() < length && error_body.size() < kMaxHttpErrorBody) {
+    auto read = link->ReadSome(error_body, deadline);
+    if (!read.ok() || *read == 0) break;
   }
-  return fail(StatusForHttpError(status, where + ": HTTP " + std::to_string(status) + ": " + error_body));
+  return StatusForHttpError(status, where + ": HTTP " + std::to_string(status) + ": " + error_body);
 }
 
 }  // namespace slotd

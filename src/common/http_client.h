@@ -1,15 +1,16 @@
 // HttpClient: a small HTTP/1.1 client on libcurl, for the Docker Engine API
-// (over its unix socket) and for slotctl talking to an agent (unix socket or
-// TCP). Two kinds of call: Request (one exchange, the whole body returned)
-// and Stream (a long-lived response delivered chunk by chunk until the caller
-// stops it).
+// (over its unix socket), for etcd, and for slotctl talking to an agent
+// (unix socket or TCP, plain or https). Two kinds of call: Request (one
+// exchange, the whole body returned) and Stream (a long-lived response
+// delivered chunk by chunk until the caller stops it); and Upgrade, which
+// turns a connection into a raw stream.
 //
 // Thread-safety: a const HttpClient may be used from any number of threads at
 // once; every call uses a curl handle of its own while it runs. Request and
 // RequestStreamed keep a few handles between calls (copies of a client share
 // them), each with its connection open, so that a later call need not
 // connect again; a handle unused for 5 s is closed at a later call. Stream
-// and Upgrade always connect anew. SetBearerToken
+// and Upgrade always connect anew. SetBearerToken and SetTls
 // must not run concurrently with calls.
 #pragma once
 
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/tls_client.h"
 
 namespace slotd {
 
@@ -38,7 +40,7 @@ struct HttpResponse {
 
 // A connection handed over by an HTTP upgrade: raw bytes both ways.
 struct UpgradedConnection {
-  int fd = -1;  // a connected, blocking socket; the caller closes it
+  int fd = -1;  // a connected, blocking socket (over https, one end of a socket pair); the caller closes it
   std::vector<std::pair<std::string, std::string>> headers;  // of the answer
   std::string early;  // bytes that came after the answer's head: the start of the stream
 
@@ -52,12 +54,20 @@ class HttpClient {
  public:
   // A client for the server listening on the unix socket `socket_path`.
   static HttpClient Unix(std::string socket_path);
-  // A client for the server at `base_url` ("http://127.0.0.1:6001"; a
-  // trailing "/" is ignored).
+  // A client for the server at `base_url` ("http://127.0.0.1:6001", or
+  // "https://..." for TLS, checked as SetTls says; a trailing "/" is ignored).
   static HttpClient Tcp(std::string base_url);
 
   // Sends "Authorization: Bearer <token>" with every later call; empty: none.
   void SetBearerToken(std::string token);
+
+  // How later calls to an https:// base URL check the server and prove
+  // themselves (without it: the system's CAs, no client certificate). They
+  // connect anew: no connection kept from before is reused. Failures of the
+  // handshake are kUnavailable saying what was wrong (TlsPeerCheck::Explain);
+  // a CA, certificate or key file that cannot be used is kInvalidArgument
+  // naming it.
+  void SetTls(TlsClientOptions options);
 
   // Where this client connects, for messages: "unix socket /run/x.sock" or
   // the base URL.
@@ -69,7 +79,8 @@ class HttpClient {
   // PUT and PATCH always carry a Content-Length (0 for no body).
   // `headers` ("Name: value") are sent besides the client's own.
   // Errors: kUnavailable when the server cannot be reached or the connection
-  // breaks (the message names the target and curl's reason);
+  // breaks (the message names the target and curl's reason, or says that
+  // the server speaks https to an http:// URL, or plain HTTP to https://);
   // kDeadlineExceeded when the exchange takes longer than `timeout`.
   Result<HttpResponse> Request(const std::string& method, const std::string& path_and_query,
                                const std::string& body = "",
@@ -93,7 +104,9 @@ class HttpClient {
   // answered 101 (or 200 with `accept_200`: older Docker engines answer so).
   // Another status is the error StatusForHttpError gives, with the body;
   // kUnavailable when the server cannot be reached; kDeadlineExceeded when
-  // the answer's head takes longer than `timeout`.
+  // the answer's head takes longer than `timeout`. Over https the handshake
+  // is made here (TlsConnection) and the connection handed over through a
+  // bridge thread: UpgradedConnection::fd behaves as the plain socket would.
   Result<UpgradedConnection> Upgrade(const std::string& method, const std::string& path_and_query,
                                      const std::string& body, const std::vector<std::string>& headers,
                                      std::chrono::milliseconds timeout, bool accept_200 = false) const;
@@ -131,6 +144,7 @@ class HttpClient {
   std::string target_;
   std::string description_;  // see Describe()
   std::string bearer_token_;
+  TlsClientOptions tls_;  // for an https:// target_
   // Idle curl handles with their connections, shared by the copies of this client.
   std::shared_ptr<CurlHandlePool> idle_handles_;
 };

@@ -89,8 +89,8 @@ Result<CertPtr> ReadCertificate(std::string_view pem) {
   MemBioPtr bio = ReadingBio(pem);
   CertPtr cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
   if (!cert)
-    return Status::InvalidArgument("not a PEM certificate: no \"-----BEGIN CERTIFICATE-----\" block OpenSSL can read (" +
-                                   OpenSslReason() + ")");
+    return Status::InvalidArgument(
+        "not a PEM certificate: no \"-----BEGIN CERTIFICATE-----\" block OpenSSL can read (" + OpenSslReason() + ")");
   return cert;
 }
 
@@ -365,7 +365,8 @@ Result<std::string> CertificateCommonName(std::string_view cert_pem) {
   if (index < 0) return Status::InvalidArgument("the certificate's subject has no common name (CN)");
   unsigned char* utf8 = nullptr;
   const int size = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, index)));
-  if (size < 0) return Status::InvalidArgument("the certificate's common name (CN) is not text (" + OpenSslReason() + ")");
+  if (size < 0)
+    return Status::InvalidArgument("the certificate's common name (CN) is not text (" + OpenSslReason() + ")");
   std::string name(reinterpret_cast<const char*>(utf8), static_cast<size_t>(size));
   OPENSSL_free(utf8);
   return name;

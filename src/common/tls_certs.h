@@ -35,8 +35,9 @@ struct CertificateRequest {
 // A new certificate authority: a P-256 key and a self-signed certificate
 // with CN `common_name`, a random 128-bit serial, valid from 5 minutes ago
 // until `valid_for` from now, with basicConstraints CA:TRUE (critical),
-// keyUsage keyCertSign and cRLSign (critical) and a subjectKeyIdentifier. kInvalidArgument when the name or the validity is
-// out of bounds; kInternal, with OpenSSL's reason, when OpenSSL fails.
+// keyUsage keyCertSign and cRLSign (critical) and a subjectKeyIdentifier.
+// kInvalidArgument when the name or the validity is out of bounds;
+// kInternal, with OpenSSL's reason, when OpenSSL fails.
 Result<PemPair> MakeCertificateAuthority(const std::string& common_name, std::chrono::hours valid_for);
 
 // OK when `request` can be a certificate: kInvalidArgument naming the first

@@ -833,8 +833,8 @@ KeyTable<EtcdConfig> EtcdKeys() {
               "A file holding the etcd user's password (its first line), instead of `password`.")
         .DefaultDoc("none"),
     MemberKey("ca-file", &EtcdConfig::ca_file, PathType(),
-              "For `https://` endpoints: the CA certificates (PEM) that sign etcd's certificate, as etcd's "
-              "`--trusted-ca-file` names them for its clients. The certificate must name the endpoint's host.")
+              "For `https://` endpoints: the CA certificates (PEM) that sign etcd's own certificate (its "
+              "`--cert-file`), which must name each endpoint's host.")
         .DefaultDoc("the system's trusted CAs"),
     MemberKey("cert-file", &EtcdConfig::cert_file, PathType(),
               "For an etcd that checks its clients' certificates (`--client-cert-auth`): the agent's client "

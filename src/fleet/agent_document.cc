@@ -69,6 +69,7 @@ json AgentDocument::ToJson() const {
   return {{"id", id},
           {"node", node},
           {"address", address},
+          {"scheme", scheme},
           {"version", version},
           {"scaling_group", scaling_group},
           {"draining", draining},
@@ -90,6 +91,11 @@ Result<AgentDocument> AgentDocument::FromJson(std::string_view text) {
     root["id"].Problem("\"" + doc.id + "\" is not an agent id ([a-z0-9][a-z0-9._-]{0,63})");
   doc.node = Text(root["node"]);
   doc.address = Text(root["address"]);
+  if (const JsonField scheme = root.Optional("scheme"); !scheme.IsNull()) {
+    doc.scheme = Text(scheme);
+    if (doc.scheme != "http" && doc.scheme != "https")
+      scheme.Problem("is \"" + doc.scheme + "\", expected \"http\" or \"https\"");
+  }
   doc.version = OptionalText(root.Optional("version"));
   doc.scaling_group = OptionalText(root.Optional("scaling_group"));
   doc.draining = root.Optional("draining").Bool();

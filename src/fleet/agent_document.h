@@ -50,6 +50,7 @@ struct AgentDocument {
   std::string id;
   std::string node;
   std::string address;  // "host:port" of the agent's HTTP API
+  std::string scheme = "http";  // how the API at `address` speaks: "http", or "https" (TLS); an older agent's: "http"
   std::string version;
   std::string scaling_group;
   bool draining = false;
@@ -67,9 +68,13 @@ struct AgentDocument {
   void SetResources(const nlohmann::json& described);
 
   nlohmann::json ToJson() const;
+  // The base URL of the agent's API: "<scheme>://<address>".
+  std::string Url() const { return scheme + "://" + address; }
+
   // Reads a document from etcd: anything not an object with a valid id, or
-  // with a field of the wrong type, is an error naming the field. Unknown
-  // fields are ignored (a newer agent may add some).
+  // with a field of the wrong type (or a scheme other than http and https),
+  // is an error naming the field. Unknown fields are ignored (a newer agent
+  // may add some).
   static Result<AgentDocument> FromJson(std::string_view text);
 };
 

@@ -1,10 +1,13 @@
 #include "fleet/etcd_client.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <optional>
 #include <string_view>
 #include <fstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -79,9 +82,36 @@ bool TokenExpired(const std::string& message) {
 
 }  // namespace
 
+namespace {
+
+// The TLS files of `config`, each checked to be readable; errors name the key.
+Result<TlsClientOptions> EtcdTlsFor(const EtcdConfig& config) {
+  if (!config.cert_file.empty() && config.key_file.empty())
+    return Status::InvalidArgument("etcd.cert-file: the client certificate needs its private key in etcd.key-file");
+  if (config.cert_file.empty() && !config.key_file.empty())
+    return Status::InvalidArgument("etcd.key-file: a private key needs its client certificate in etcd.cert-file");
+  for (const auto& [key, path] : {std::pair<const char*, const std::string&>{"ca-file", config.ca_file},
+                                  {"cert-file", config.cert_file}, {"key-file", config.key_file}}) {
+    if (!path.empty() && ::access(path.c_str(), R_OK) != 0)
+      return Status::InvalidArgument(std::string("etcd.") + key + ": cannot read " + path + ": " + ErrnoText(errno));
+  }
+  TlsClientOptions tls;
+  tls.ca_file = config.ca_file;
+  tls.cert_file = config.cert_file;
+  tls.key_file = config.key_file;
+  tls.ca_setting = "[etcd] ca-file";
+  tls.cert_setting = "[etcd] cert-file and key-file";
+  return tls;
+}
+
+}  // namespace
+
 Result<EtcdOptions> EtcdOptionsFor(const EtcdConfig& config) {
   EtcdOptions options;
   options.endpoints = config.endpoints;
+  auto tls = EtcdTlsFor(config);
+  if (!tls.ok()) return tls.status();
+  options.tls = std::move(*tls);
   if (config.user.empty()) {
     if (!config.password.empty() || !config.password_file.empty())
       return Status::InvalidArgument("etcd.password: a password needs etcd.user, the user it belongs to");
@@ -117,7 +147,10 @@ std::string PrefixRangeEnd(const std::string& prefix) {
 }
 
 EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
-  for (const std::string& url : options_.endpoints) endpoints_.push_back(HttpClient::Tcp(url));
+  for (const std::string& url : options_.endpoints) {
+    endpoints_.push_back(HttpClient::Tcp(url));
+    endpoints_.back().SetTls(options_.tls);
+  }
 }
 
 std::string EtcdClient::Describe() const {

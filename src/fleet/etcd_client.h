@@ -1,6 +1,7 @@
 // EtcdClient: the few calls of etcd's v3 API that agent registration and
 // `slotctl cluster` need, through etcd's JSON gateway (POST /v3/...) over
-// HTTP. Keys and values are bytes; the gateway's base64 and its 64-bit
+// HTTP or HTTPS (with a client certificate for etcd's --client-cert-auth).
+// Keys and values are bytes; the gateway's base64 and its 64-bit
 // numbers written as strings stay inside this file.
 //
 // Several endpoints may be given: a call goes to the one that answered last
@@ -28,10 +29,11 @@
 namespace slotd {
 
 struct EtcdOptions {
-  std::vector<std::string> endpoints;  // "http://127.0.0.1:2379"; at least one
+  std::vector<std::string> endpoints;  // "http://127.0.0.1:2379" or "https://..."; at least one
   std::string user;                    // empty: no authentication
   std::string password;
   std::chrono::milliseconds timeout{2'000};  // per call (not per watch)
+  TlsClientOptions tls;                // for https:// endpoints
 };
 
 // One key as etcd holds it.
@@ -109,9 +111,11 @@ class EtcdClient {
   mutable std::string token_ GUARDED_BY(mutex_);   // the authentication token, when authenticated
 };
 
-// The options of the [etcd] section `config`: its endpoints and, with a
-// user, the password (read from password-file when given). Errors name the
-// key: a user without a password, a password file that cannot be read.
+// The options of the [etcd] section `config`: its endpoints, its TLS files
+// and, with a user, the password (read from password-file when given).
+// Errors name the key: a user without a password, a password file that
+// cannot be read, a TLS file that cannot be read, a client certificate
+// without its key or a key without its certificate.
 Result<EtcdOptions> EtcdOptionsFor(const EtcdConfig& config);
 
 // The end of the key range of every key starting with `prefix` (etcd's

@@ -1,6 +1,7 @@
 // Prometheus file-based service discovery for a fleet of agents: one target
 // per registered agent (its API address, whose /metrics Prometheus scrapes)
-// with the labels node, agent_id and scaling_group.
+// with the labels node, agent_id and scaling_group, and __scheme__ "https"
+// for an agent whose API speaks TLS.
 #pragma once
 
 #include <string>

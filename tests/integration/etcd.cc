@@ -22,6 +22,22 @@ TestEtcd::TestEtcd()
   if (!Start()) ADD_FAILURE() << "etcd does not start (scripts/setup installs etcd-server):\n" << log();
 }
 
+TestEtcd::TestEtcd(const TestCertificates& certs)
+    : certs_(&certs),
+      url_("https://127.0.0.1:" + std::to_string(FreeLoopbackPort())),
+      peer_url_("http://127.0.0.1:" + std::to_string(FreeLoopbackPort())) {
+  if (!Start()) ADD_FAILURE() << "etcd does not start with TLS (scripts/setup installs etcd-server):\n" << log();
+}
+
+TlsClientOptions TestEtcd::client_tls() const {
+  TlsClientOptions tls;
+  if (certs_ == nullptr) return tls;
+  tls.ca_file = certs_->Cert("ca");
+  tls.cert_file = certs_->Cert("client");
+  tls.key_file = certs_->Key("client");
+  return tls;
+}
+
 TestEtcd::~TestEtcd() { Stop(); }
 
 std::string TestEtcd::log() const { return ReadFile(dir_.path() + "/log"); }
@@ -42,6 +58,9 @@ bool TestEtcd::Start() {
                                    "--initial-advertise-peer-urls=" + peer_url_,
                                    "--initial-cluster=test=" + peer_url_,
                                    "--log-level=warn"};
+  if (certs_ != nullptr)
+    argv.insert(argv.end(), {"--cert-file=" + certs_->Cert("server"), "--key-file=" + certs_->Key("server"),
+                             "--trusted-ca-file=" + certs_->Cert("ca"), "--client-cert-auth"});
   std::vector<char*> args;
   for (std::string& arg : argv) args.push_back(arg.data());
   args.push_back(nullptr);
@@ -49,7 +68,8 @@ bool TestEtcd::Start() {
   const int spawned = posix_spawnp(&pid, "etcd", &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) return false;
-  const HttpClient client = HttpClient::Tcp(url_);
+  HttpClient client = HttpClient::Tcp(url_);
+  client.SetTls(client_tls());
   for (int i = 0; i < 200; ++i) {
     auto health = client.Request("GET", "/health", "", std::chrono::seconds(1));
     if (health.ok() && health->status == 200 && health->body.find("true") != std::string::npos) {

@@ -1,8 +1,9 @@
 // Agents of several nodes in one real etcd: registration and its document,
 // ids unique in the cluster, departures (clean and by lease expiry), life
 // without etcd, `slotctl cluster` (table, --json, --watch, --prometheus-sd)
-// and `slotctl run --place`. The "nodes" are agents with different node
-// names and claims directories on this machine and its one engine.
+// and `slotctl run --place`, an etcd that wants client certificates. The
+// "nodes" are agents with different node names and claims directories on
+// this machine and its one engine.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -20,6 +21,7 @@
 #include "integration/etcd.h"
 #include "integration/harness.h"
 #include "testing/eventually.h"
+#include "testing/tls_fixtures.h"
 
 extern char** environ;
 
@@ -48,7 +50,7 @@ AgentOptions FleetAgent(const TestEtcd& etcd, const std::string& name, const std
 
 // The documents registered in `etcd`, by agent id.
 std::map<std::string, AgentDocument> Registered(const TestEtcd& etcd) {
-  EtcdClient client(EtcdOptions{{etcd.url()}, "", "", std::chrono::seconds(2)});
+  EtcdClient client(EtcdOptions{{etcd.url()}, "", "", std::chrono::seconds(2), etcd.client_tls()});
   std::map<std::string, AgentDocument> docs;
   auto listing = client.GetPrefix(AgentsPrefix(kNamespace));
   if (!listing.ok()) return docs;
@@ -218,7 +220,7 @@ TEST(Fleet, AnIdTakenWhileTheAgentWasAwayIsNotTakenBack) {
   // The agent is cut off (stopped) past its lease; meanwhile an agent of
   // another node registers the same id, as it would from its own machine.
   ::kill(a.pid(), SIGSTOP);
-  EtcdClient client(EtcdOptions{{etcd.url()}, "", "", std::chrono::seconds(2)});
+  EtcdClient client(EtcdOptions{{etcd.url()}, "", "", std::chrono::seconds(2), etcd.client_tls()});
   ASSERT_TRUE(Eventually([&] { return Registered(etcd).count(a.options().id) == 0; }, std::chrono::seconds(20)));
   auto lease = client.GrantLease(std::chrono::seconds(60));
   ASSERT_TRUE(lease.ok()) << lease.status().message();
@@ -365,6 +367,29 @@ TEST(Fleet, AnEtcdWithAuthenticationTakesTheAgentsCredentials) {
   EXPECT_EQ(listed.exit_code, 0) << listed.err;
   EXPECT_NE(listed.out.find(agent.options().id), std::string::npos) << listed.out;
   // --config reads the agent's [etcd]: endpoints, namespace and credentials.
+  CommandResult from_config = Slotctl({"--config", agent.config_path(), "cluster"});
+  EXPECT_EQ(from_config.exit_code, 0) << from_config.err;
+  EXPECT_NE(from_config.out.find(agent.options().id), std::string::npos) << from_config.out;
+}
+
+TEST(Fleet, AnEtcdThatWantsClientCertificatesTakesTheAgentsAndSlotctls) {
+  TestCertificates certs;
+  TestEtcd etcd(certs);
+  ASSERT_TRUE(etcd.started()) << etcd.log();
+  const TlsClientOptions tls = etcd.client_tls();
+  AgentOptions o = FleetAgent(etcd, "tls", "node-1", 0);
+  o.extra_toml += "ca-file = \"" + tls.ca_file + "\"\ncert-file = \"" + tls.cert_file + "\"\nkey-file = \"" +
+                  tls.key_file + "\"\n";
+  AgentProcess agent(o);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  EXPECT_EQ(agent.CallJson("GET", "/health", nullptr, 200)["etcd"]["state"], "registered");
+  EXPECT_EQ(Registered(etcd).count(agent.options().id), 1u);
+
+  CommandResult listed = Slotctl({"cluster", "--etcd", etcd.url(), "--namespace", kNamespace, "--etcd-cacert",
+                                  tls.ca_file, "--etcd-cert", tls.cert_file, "--etcd-key", tls.key_file});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_NE(listed.out.find(agent.options().id), std::string::npos) << listed.out;
+  // --config reads the agent's [etcd]: its endpoint and its TLS files.
   CommandResult from_config = Slotctl({"--config", agent.config_path(), "cluster"});
   EXPECT_EQ(from_config.exit_code, 0) << from_config.err;
   EXPECT_NE(from_config.out.find(agent.options().id), std::string::npos) << from_config.out;

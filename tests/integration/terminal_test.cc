@@ -3,6 +3,7 @@
 // and the exit status, over the unix socket and over TCP with the token.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -93,6 +94,31 @@ TEST(Terminal, OverTcpWithTheTokenAndRefusedWithoutIt) {
   const CommandResult half = Slotctl({"--socket", agent.socket_path(), "exec", "-i", "shell", "--", "sh"});
   EXPECT_EQ(half.exit_code, 2) << half.err;
   EXPECT_NE(half.err.find("-i and -t go together"), std::string::npos) << half.err;
+  agent.CallJson("DELETE", "/v1/kernels/shell", nullptr, 200);
+}
+
+// Over TLS the connection cannot be handed to the exec as a socket: the
+// agent relays it through a socket pair, and slotctl through one of its own.
+TEST(Terminal, OverTlsRelayedBothWaysToTheEnd) {
+  AgentOptions options = TerminalAgent("tty-tls");
+  options.token = "terminal-token-" + RunTag();
+  options.agent_toml = "tls-self-signed = true\n";
+  AgentProcess agent(options);
+  ASSERT_TRUE(agent.Start()) << agent.log();
+  CreateShellKernel(agent, "shell");
+  const std::string fingerprint = agent.CallJson("GET", "/v1/agent", nullptr, 200)["tls"]["fingerprint_sha256"];
+  const std::string url = "https://127.0.0.1:" + std::to_string(agent.port());
+  TempDir dir;
+  WriteFile(dir.path() + "/token", options.token + "\n");
+  PtySession term(SlotctlCommand({"--agent", url, "--token-file", dir.path() + "/token", "--fingerprint", fingerprint,
+                                  "exec", "-it", "shell", "--", "sh", "-c",
+                                  "read line; echo got:$line; head -c 300000 /dev/zero | tr '\\0' x; echo; exit 5"}),
+                  24, 80);
+  ASSERT_TRUE(term.started());
+  ASSERT_TRUE(term.Type("abc\r"));
+  EXPECT_TRUE(term.WaitFor("got:abc")) << term.shown();
+  EXPECT_EQ(term.Wait(), 5) << term.shown();
+  EXPECT_GE(std::count(term.shown().begin(), term.shown().end(), 'x'), 300000) << "the relay lost output";
   agent.CallJson("DELETE", "/v1/kernels/shell", nullptr, 200);
 }
 

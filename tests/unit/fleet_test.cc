@@ -81,6 +81,20 @@ TEST(AgentDocumentTest, WhatIsNotADocumentIsRefusedNamingTheField) {
   EXPECT_EQ(problem(R"({"id": "a", "node": "n", "address": "a", "devices": [{"id": "x"}]})"), "devices[0].slot is missing");
   // A newer agent's extra fields are no problem.
   EXPECT_EQ(problem(R"({"id": "a", "node": "n", "address": "a", "gpu_topology": {"x": 1}})"), "accepted");
+  EXPECT_EQ(problem(R"({"id": "a", "node": "n", "address": "a", "scheme": "ftp"})"),
+            "scheme is \"ftp\", expected \"http\" or \"https\"");
+}
+
+TEST(AgentDocumentTest, TheSchemeSaysHowToReachTheApiAndAnOlderAgentsIsHttp) {
+  AgentDocument doc = Agent("a", 1, 1);
+  doc.scheme = "https";
+  EXPECT_EQ(doc.ToJson()["scheme"], "https");
+  EXPECT_EQ(doc.Url(), "https://127.0.0.1:6001");
+  EXPECT_EQ(AgentDocument::FromJson(doc.ToJson().dump()).value().scheme, "https");
+  auto older = AgentDocument::FromJson(R"({"id": "a", "node": "n", "address": "127.0.0.1:6001"})");
+  ASSERT_TRUE(older.ok()) << older.status().message();
+  EXPECT_EQ(older->scheme, "http");
+  EXPECT_EQ(older->Url(), "http://127.0.0.1:6001");
 }
 
 TEST(FleetPlacementTest, BestFitLeavesLargeSlicesWhole) {
@@ -134,6 +148,14 @@ TEST(PrometheusTargetsTest, OneTargetPerAgentWithItsLabelsInIdOrder) {
   EXPECT_EQ(PrometheusTargets({}), "[]\n");
 }
 
+TEST(PrometheusTargetsTest, AnAgentThatSpeaksTlsIsScrapedOverHttps) {
+  std::vector<AgentDocument> agents = {Agent("a", 1, 1), Agent("b", 1, 1)};
+  agents[1].scheme = "https";
+  const json targets = json::parse(PrometheusTargets(agents));
+  EXPECT_FALSE(targets[0]["labels"].contains("__scheme__")) << targets.dump();
+  EXPECT_EQ(targets[1]["labels"]["__scheme__"], "https") << targets.dump();
+}
+
 TEST(EtcdTest, APrefixRangeEndsPastEveryKeyWithThePrefix) {
   EXPECT_EQ(PrefixRangeEnd("/slotd/agents/"), "/slotd/agents0");
   EXPECT_EQ(PrefixRangeEnd(std::string("a\xff", 2)), "b");
@@ -163,6 +185,31 @@ TEST(EtcdTest, OptionsNeedAPasswordForAUserAndReadItFromItsFile) {
   EtcdConfig stray;
   stray.password = "x";
   EXPECT_NE(EtcdOptionsFor(stray).status().message().find("needs etcd.user"), std::string::npos);
+}
+
+TEST(EtcdTest, OptionsCarryTheTlsFilesAndRefuseOnesThatCannotBeReadOrAKeyAlone) {
+  TempTree dir("fleet-test");
+  dir.Write("ca.crt", "a CA");
+  dir.Write("client.crt", "a certificate");
+  dir.Write("client.key", "a key");
+  EtcdConfig config;
+  config.endpoints = {"https://127.0.0.1:2379"};
+  config.ca_file = dir.root() + "/ca.crt";
+  config.cert_file = dir.root() + "/client.crt";
+  config.key_file = dir.root() + "/client.key";
+  auto options = EtcdOptionsFor(config);
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  EXPECT_EQ(options->tls.ca_file, config.ca_file);
+  EXPECT_EQ(options->tls.cert_file, config.cert_file);
+  EXPECT_EQ(options->tls.key_file, config.key_file);
+  EXPECT_EQ(options->tls.ca_setting, "[etcd] ca-file");
+
+  config.key_file.clear();
+  EXPECT_EQ(EtcdOptionsFor(config).status().message(),
+            "etcd.cert-file: the client certificate needs its private key in etcd.key-file");
+  config.key_file = dir.root() + "/absent.key";
+  EXPECT_EQ(EtcdOptionsFor(config).status().message(),
+            "etcd.key-file: cannot read " + dir.root() + "/absent.key: No such file or directory");
 }
 
 }  // namespace
