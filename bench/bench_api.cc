@@ -23,10 +23,7 @@
 // new connection, handshake, one GET /health, close), and the TLS p99
 // under siege: 200 connections that never start their handshake and 20
 // TLS /v1/events subscribers held open (target: under 10 ms).
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <openssl/ssl.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -38,6 +35,7 @@
 #include <tuple>
 
 #include "common.h"
+#include "testing/loopback.h"
 
 namespace slotd::bench {
 namespace {
@@ -151,15 +149,8 @@ double HandshakesPerSecond(int port, std::chrono::seconds span) {
   int done = 0;
   const auto began = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - began < span) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-      ::close(fd);
-      throw BenchFailure("cannot connect to the TLS agent");
-    }
+    const int fd = testing::ConnectToLoopback(port);
+    if (fd < 0) throw BenchFailure("cannot connect to the TLS agent");
     SSL* ssl = SSL_new(context);
     SSL_set_fd(ssl, fd);
     const std::string request = "GET /health HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n";

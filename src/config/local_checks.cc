@@ -85,6 +85,7 @@ std::vector<std::string> LocalWarnings(const Config& config) {
   if (config.agent.token_file) CheckSecretMode("agent.token-file", *config.agent.token_file, warnings);
   if (config.agent.tokens_file) CheckSecretMode("agent.tokens-file", *config.agent.tokens_file, warnings);
   if (config.agent.tls_key_file) CheckSecretMode("agent.tls-key-file", *config.agent.tls_key_file, warnings);
+  if (config.etcd) CheckSecretMode("etcd.key-file", config.etcd->key_file, warnings);
   CheckSecretMode("container.registry-auth-file", config.container.registry_auth_file, warnings);
   for (const auto& [name, value] : config.container.ulimits) {
     rlimit own{};
@@ -143,6 +144,8 @@ std::vector<OwnPath> AgentOwnPaths(const Config& config) {
   if (!config.container.registry_auth_file.empty())
     paths.push_back({config.container.registry_auth_file, "the agent's registry-auth-file",
                      "container.registry-auth-file", true});
+  if (config.etcd && !config.etcd->key_file.empty())
+    paths.push_back({config.etcd->key_file, "the agent's etcd client key", "etcd.key-file", true});
   if (config.etcd && !config.etcd->password_file.empty())
     paths.push_back({config.etcd->password_file, "the agent's etcd password-file", "etcd.password-file", true});
   if (!config.path.empty()) paths.push_back({config.path, "the agent's config file", "the config file", true});

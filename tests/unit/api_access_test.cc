@@ -4,7 +4,6 @@
 // TCP. A route added without a row in kExpectedRoles fails the walk.
 #include "api/access.h"
 
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "stats/collector.h"
 #include "testing/fake_engine.h"
 #include "testing/fake_kernel_service.h"
+#include "testing/loopback.h"
 #include "testing/temp_tree.h"
 
 namespace slotd {
@@ -193,17 +193,10 @@ TEST(ApiAccess, TokensFileReloadKeepsTheOldTokensWhenTheNewFileIsBad) {
 // The status line's code of one request to 127.0.0.1:`port`, read from a
 // fresh connection that is then closed (a stream's head is enough).
 int StatusOf(int port, const std::string& method, const std::string& path, const std::string& token) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = testing::ConnectToLoopback(port);
+  if (fd < 0) return -1;
   timeval wait{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    return -1;
-  }
   std::string request = method + " " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n";
   if (!token.empty()) request += "Authorization: Bearer " + token + "\r\n";
   request += "\r\n";
