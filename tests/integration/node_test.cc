@@ -36,6 +36,7 @@ bool HasLine(const std::string& text, const std::string& line) {
 struct CheckAgent {
   std::string id;
   std::string listen = "127.0.0.1:0";
+  std::string agent_toml;  // added to [agent] verbatim
   std::string ipc;
   std::string var;
   std::string claims_dir;
@@ -69,7 +70,7 @@ struct CheckAgent {
                     "id = \"" + id + "\"\n"
                     "rpc-listen-addr = \"" + listen + "\"\n"
                     "ipc-base-path = \"" + ipc + "\"\n"
-                    "var-base-path = \"" + var + "\"\n"
+                    "var-base-path = \"" + var + "\"\n" + agent_toml +
                     "[node]\n"
                     "claims-dir = \"" + claims_dir + "\"\n"
                     "[container]\n"
@@ -244,6 +245,7 @@ TEST(Check, SameFixedApiPortIsAClash) {
   ExpectClash([](CheckAgent& a, CheckAgent& b) {
     a.listen = "127.0.0.1:46123";
     b.listen = "0.0.0.0:46123";
+    b.agent_toml = "tls-self-signed = true\n";  // an address other hosts reach needs TLS
     return "API port (agent.rpc-listen-addr) 46123";
   });
 }

@@ -135,12 +135,12 @@ TEST(Tls, ASelfSignedAgentKeepsItsCertificateAndClientsPinItsFingerprint) {
 }
 
 // An agent with mutual TLS: a CA's certificate for 127.0.0.1 and
-// localhost, and three clients of that CA (mgr-1 an operator, prom a
-// viewer, stranger unlisted) and one of another CA.
+// agent.test (not localhost), and three clients of that CA (mgr-1 an
+// operator, prom a viewer, stranger unlisted) and one of another CA.
 class MutualTls : public ::testing::Test {
  protected:
   void SetUp() override {
-    pki_.Issue("agent", CertificateRequest::Use::kServer, {"localhost"}, {"127.0.0.1"});
+    pki_.Issue("agent", CertificateRequest::Use::kServer, {"agent.test"}, {"127.0.0.1"});
     pki_.Issue("mgr-1", CertificateRequest::Use::kClient);
     pki_.Issue("prom", CertificateRequest::Use::kClient);
     pki_.Issue("stranger", CertificateRequest::Use::kClient);
@@ -163,20 +163,22 @@ class MutualTls : public ::testing::Test {
   // Nomad's four cases, then a viewer and a stranger.
   void CheckTheFourCases() {
     const std::string url = Base(*agent_) + "/v1/kernels";
-    // A valid certificate, by IP and by host name.
+    // A valid certificate, by IP and by the host name it names (resolved to loopback).
+    const std::string port = std::to_string(agent_->port());
     CurlResult valid = Curl(url, As("mgr-1"));
     EXPECT_EQ(valid.status, 200) << valid.error;
-    EXPECT_EQ(Curl("https://localhost:" + std::to_string(agent_->port()) + "/v1/kernels", As("mgr-1")).status, 200);
-    // A host name the agent's certificate does not name (resolved to loopback).
-    const std::string port = std::to_string(agent_->port());
-    CurlResult mismatch = Curl("https://wrong.name:" + port + "/v1/kernels",
-                               [&] {
-                                 auto a = As("mgr-1");
-                                 a.insert(a.end(), {"--resolve", "wrong.name:" + port + ":127.0.0.1"});
-                                 return a;
-                               }());
+    EXPECT_EQ(Curl("https://agent.test:" + port + "/v1/kernels",
+                   [&] {
+                     auto a = As("mgr-1");
+                     a.insert(a.end(), {"--resolve", "agent.test:" + port + ":127.0.0.1"});
+                     return a;
+                   }())
+                  .status,
+              200);
+    // A host name the agent's certificate does not name.
+    CurlResult mismatch = Curl("https://localhost:" + port + "/v1/kernels", As("mgr-1"));
     EXPECT_EQ(mismatch.status, 0);
-    EXPECT_THAT(mismatch.error, HasSubstr("wrong.name"));
+    EXPECT_THAT(mismatch.error, HasSubstr("localhost"));
     // The agent's CA unknown to the client.
     CurlResult unknown = Curl(url, {"--cacert", other_.CaFile(), "--cert", pki_.Cert("mgr-1"), "--key", pki_.Key("mgr-1")});
     EXPECT_EQ(unknown.status, 0);
@@ -201,6 +203,39 @@ class MutualTls : public ::testing::Test {
     CurlResult stranger = Curl(url, As("stranger"));
     EXPECT_EQ(stranger.status, 403);
     EXPECT_THAT(stranger.body, HasSubstr("client-roles gives no role"));
+    CheckSlotctl();
+  }
+
+  // The same cases for slotctl: each failure names what is wrong.
+  void CheckSlotctl() {
+    const std::string port = std::to_string(agent_->port());
+    auto slotctl = [&](const std::string& host, std::vector<std::string> tls, std::vector<std::string> command) {
+      std::vector<std::string> args = {"--agent", "https://" + host + ":" + port};
+      args.insert(args.end(), tls.begin(), tls.end());
+      args.insert(args.end(), command.begin(), command.end());
+      return Slotctl(args);
+    };
+    const std::vector<std::string> mgr = {"--cacert", pki_.CaFile(), "--cert", pki_.Cert("mgr-1"), "--key",
+                                          pki_.Key("mgr-1")};
+    const CommandResult valid = slotctl("127.0.0.1", mgr, {"kernels"});
+    EXPECT_EQ(valid.exit_code, 0) << valid.err;
+    const CommandResult mismatch = slotctl("localhost", mgr, {"kernels"});
+    EXPECT_NE(mismatch.exit_code, 0);
+    EXPECT_THAT(mismatch.err, HasSubstr("localhost")) << mismatch.err;
+    EXPECT_THAT(mismatch.err, HasSubstr("name mismatch")) << mismatch.err;
+    const CommandResult unknown = slotctl(
+        "127.0.0.1", {"--cacert", other_.CaFile(), "--cert", pki_.Cert("mgr-1"), "--key", pki_.Key("mgr-1")},
+        {"kernels"});
+    EXPECT_NE(unknown.exit_code, 0);
+    EXPECT_THAT(unknown.err, HasSubstr("unknown CA")) << unknown.err;
+    const CommandResult bare = slotctl("127.0.0.1", {"--cacert", pki_.CaFile()}, {"kernels"});
+    EXPECT_NE(bare.exit_code, 0);
+    EXPECT_THAT(bare.err, HasSubstr("client certificate")) << bare.err;
+    const CommandResult viewer = slotctl(
+        "127.0.0.1", {"--cacert", pki_.CaFile(), "--cert", pki_.Cert("prom"), "--key", pki_.Key("prom")},
+        {"drain"});
+    EXPECT_EQ(viewer.exit_code, 7) << viewer.err;  // refused: 401 or 403
+    EXPECT_THAT(viewer.err, HasSubstr("needs role admin")) << viewer.err;
   }
 
   TempDir dir_;
@@ -226,7 +261,7 @@ TEST_F(MutualTls, NomadsFourCasesBeforeAndAfterTheCertificateIsReplaced) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
   // A new pair, written in place: picked up within seconds, without a signal.
-  pki_.Issue("agent", CertificateRequest::Use::kServer, {"localhost"}, {"127.0.0.1"});
+  pki_.Issue("agent", CertificateRequest::Use::kServer, {"agent.test"}, {"127.0.0.1"});
   std::string after = before;
   for (int i = 0; i < 100 && after == before; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
