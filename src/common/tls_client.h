@@ -5,7 +5,7 @@
 // to its caller as a plain socket served by a bridge thread.
 #pragma once
 
-#include <openssl/ssl.h>
+#include <openssl/types.h>  // SSL_CTX and X509_STORE_CTX only: http_client.h includes this header
 
 #include <chrono>
 #include <memory>
