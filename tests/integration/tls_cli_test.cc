@@ -91,9 +91,9 @@ TEST(TlsCli, RefusesWhatItMustNot) {
   EXPECT_EQ(r.exit_code, kTlsUsage) << r.err;
   EXPECT_TRUE(Has(r.err, "--agent ID")) << r.err;
 
-  r = Slotctl({"tls", "cert", "--ca-dir", ca_dir, "--agent", "agent1", "--ip", "10.0.0.300"});
+  r = Slotctl({"tls", "cert", "--ca-dir", ca_dir, "--agent", "agent1", "--ip", "127.0.0.300"});
   EXPECT_EQ(r.exit_code, kTlsUsage) << r.err;
-  EXPECT_TRUE(Has(r.err, "\"10.0.0.300\" is not an IP address")) << r.err;
+  EXPECT_TRUE(Has(r.err, "\"127.0.0.300\" is not an IP address")) << r.err;
 
   r = Slotctl({"tls", "cert", "--ca-dir", ca_dir, "--agent", "ca"});
   EXPECT_EQ(r.exit_code, kTlsUsage) << r.err;
