@@ -3,13 +3,17 @@
 // self-signed agent pinned by fingerprint; mutual TLS with Nomad's four
 // cases (wrong host name, unknown CA, no client certificate, a valid one)
 // before and after a certificate is replaced; roles by certificate; the
-// handshake's rules (versions, ciphers, renegotiation, ALPN); clients that
-// never finish a handshake or send no TLS at all; the audit trail.
+// handshake's rules (versions, ciphers, renegotiation, ALPN), also as
+// sslscan finds them; clients that never finish a handshake or send no TLS
+// at all; the audit trail.
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <fstream>
+#include <map>
+#include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -351,6 +355,63 @@ TEST_F(MutualTls, TheHandshakeRefusesOldVersionsWeakCiphersRenegotiationAndOther
   EXPECT_THAT(renegotiate.out, HasSubstr("RENEGOTIATING"));
   EXPECT_THAT(renegotiate.out, HasSubstr("no renegotiation"));
   EXPECT_EQ(Curl(Base(*agent_) + "/v1/kernels", As("mgr-1")).status, 200);
+}
+
+// The attributes of each `<element ...>` line of sslscan's XML report, by
+// element name in the report's order: {"protocol", {{"version","1.2"},...}}.
+std::vector<std::pair<std::string, std::map<std::string, std::string>>> SslscanElements(const std::string& xml) {
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>> elements;
+  static const std::regex element(R"(<([a-z]+)((?:\s+[a-z]+="[^"]*")+)\s*/?>)");
+  static const std::regex attribute(R"re(([a-z]+)="([^"]*)")re");
+  for (std::sregex_iterator it(xml.begin(), xml.end(), element), end; it != end; ++it) {
+    std::map<std::string, std::string> attributes;
+    const std::string text = (*it)[2];
+    for (std::sregex_iterator a(text.begin(), text.end(), attribute); a != end; ++a) attributes[(*a)[1]] = (*a)[2];
+    elements.emplace_back((*it)[1], std::move(attributes));
+  }
+  return elements;
+}
+
+// What a third-party scanner (sslscan, as an auditor would run it) finds:
+// TLS 1.2 and 1.3 only, every accepted cipher forward-secret AEAD, no
+// renegotiation, no compression where sslscan can tell, no Heartbleed.
+TEST_F(MutualTls, SslscanFindsOnlyTls12And13WithForwardSecretAeadCiphers) {
+  const CommandResult scan =
+      RunCommand({"sslscan", "--no-colour", "--xml=-", "--timeout=5", "--certs=" + pki_.Cert("mgr-1"),
+                  "--pk=" + pki_.Key("mgr-1"), "127.0.0.1:" + std::to_string(agent_->port())});
+  ASSERT_EQ(scan.exit_code, 0) << scan.err;
+  std::set<std::string> enabled;
+  std::set<std::string> seen;
+  int ciphers = 0;
+  for (const auto& element : SslscanElements(scan.out)) {
+    const std::string& name = element.first;
+    const std::map<std::string, std::string>& attributes = element.second;
+    seen.insert(name);
+    auto value = [&attributes](const std::string& key) {
+      auto it = attributes.find(key);
+      return it == attributes.end() ? std::string("(missing)") : it->second;
+    };
+    if (name == "protocol" && value("enabled") == "1") enabled.insert(value("type") + value("version"));
+    if (name == "renegotiation") EXPECT_EQ(value("supported"), "0") << "renegotiation is offered";
+    if (name == "compression") EXPECT_EQ(value("supported"), "0") << "TLS compression is offered";
+    if (name == "heartbleed") EXPECT_EQ(value("vulnerable"), "0") << value("sslversion");
+    if (name == "cipher") {
+      ++ciphers;
+      const std::string cipher = value("cipher");
+      EXPECT_THAT(value("sslversion"), ::testing::AnyOf("TLSv1.2", "TLSv1.3")) << cipher;
+      // sslscan 2.0.7 calls TLS 1.3's suites "acceptable", never "strong".
+      EXPECT_THAT(value("strength"), ::testing::AnyOf("strong", "acceptable")) << cipher;
+      const bool aead = cipher.find("GCM") != std::string::npos || cipher.find("CHACHA20") != std::string::npos;
+      const bool forward_secret = value("sslversion") == "TLSv1.3" || cipher.rfind("ECDHE-", 0) == 0;
+      EXPECT_TRUE(aead && forward_secret) << cipher << " is accepted";
+    }
+  }
+  EXPECT_EQ(enabled, (std::set<std::string>{"tls1.2", "tls1.3"})) << scan.out;
+  EXPECT_GE(ciphers, 4) << scan.out;
+  // (Debian's sslscan, built on OpenSSL 3, has no compression probe.)
+  for (const char* checked : {"renegotiation", "heartbleed"})
+    EXPECT_TRUE(seen.count(checked)) << "sslscan's report has no " << checked << ":\n" << scan.out;
+  EXPECT_EQ(Curl(Base(*agent_) + "/v1/kernels", As("mgr-1")).status, 200) << "the scan left the agent serving";
 }
 
 TEST_F(MutualTls, ClientsThatNeverFinishAHandshakeOrSpeakNoTlsDoNotStallTheAgent) {
