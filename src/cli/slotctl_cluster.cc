@@ -294,6 +294,9 @@ int RunPlaced(const CreateArgs& args, const PlaceArgs& place, const Options& opt
   Outcome<Fleet> fleet = OpenFleet(place.fleet, options);
   if (!fleet.ok()) return Report(fleet.failure());
   std::string last_refusal;  // the last agent's 422 or unreachability, for the final message
+  // Agents that refused this credential (401/403), by id with what they
+  // said: never asked again, and named if no other agent takes the kernel.
+  std::map<std::string, std::string> credential_refused;
   for (int round = 0; round < kPlacementRounds; ++round) {
     if (round > 0) std::this_thread::sleep_for(kPlacementPause);
     Outcome<Registered> registered = ReadFleet(*fleet);
@@ -301,8 +304,11 @@ int RunPlaced(const CreateArgs& args, const PlaceArgs& place, const Options& opt
     const std::vector<AgentDocument> agents = registered->Agents();
     const std::vector<size_t> ranked = slotd::RankAgents(agents, *request);
     if (ranked.empty()) return Report({Exit::kNoRoom, slotd::NoPlacementMessage(agents, *request)});
+    size_t asked = 0;
     for (size_t index : ranked) {
       const AgentDocument& chosen = agents[index];
+      if (credential_refused.count(chosen.id)) continue;
+      ++asked;
       AgentTarget target;
       target.agent_url = chosen.Url();
       target.token_file = options.target.token_file;
@@ -322,15 +328,35 @@ int RunPlaced(const CreateArgs& args, const PlaceArgs& place, const Options& opt
         if (!ready.ok()) return Report(ready.failure());
         return PrintKernel(*ready, options, *agent);
       }
-      // Full since it wrote its document, draining since, or not reached at all: the next agent.
+      // Full since it wrote its document, draining since, not reached at
+      // all, or not accepting this credential: the next agent.
       const Failure& refusal = answer.failure();
       const bool not_reached = refusal.exit == Exit::kUnreachable && refusal.code.empty();
+      if (refusal.exit == Exit::kRefused) {
+        std::cerr << "slotctl: agent " << chosen.id << " (node " << chosen.node << ", " << Shown(chosen)
+                  << ") refused the credential: " << refusal.message << "; trying the next agent\n";
+        credential_refused[chosen.id] = refusal.message;
+        continue;
+      }
       if (refusal.exit != Exit::kNoRoom && refusal.code != "draining" && !not_reached) return Report(refusal);
       last_refusal = "agent " + chosen.id + ": " + refusal.message;
     }
+    if (asked == 0) break;  // every agent with room refused the credential
+  }
+  if (!credential_refused.empty() && last_refusal.empty()) {
+    std::string named;
+    for (const auto& [id, message] : credential_refused) named += (named.empty() ? "" : "; ") + id + ": " + message;
+    return Report({Exit::kRefused, "every agent with room for " + slotd::DescribeSlots(request->slots) +
+                                       " refused the credential (" + named +
+                                       "): give each of them this token (a fleet's shared tokens-file, "
+                                       "docs/fleet.md) or pass the one they take with --token-file"});
   }
   return Report({Exit::kNoRoom, "no agent took " + slotd::DescribeSlots(request->slots) + " after " +
-                                    std::to_string(kPlacementRounds) + " rounds; the last refusal: " + last_refusal});
+                                    std::to_string(kPlacementRounds) + " rounds; the last refusal: " + last_refusal +
+                                    (credential_refused.empty()
+                                         ? ""
+                                         : " (" + std::to_string(credential_refused.size()) +
+                                               " agent(s) refused the credential)")});
 }
 
 }  // namespace slotctl

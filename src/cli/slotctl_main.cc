@@ -34,7 +34,9 @@ void AddGlobalFlags(CLI::App& app, Options& o) {
                  std::string("agent API base URL (without --socket and --config: ") + slotd::DefaultApiUrl() + ")");
   app.add_option("--socket", o.target.socket_path, "agent unix socket, e.g. /run/slotd/gpu1-a/agent.sock");
   app.add_option("--config", o.target.config_path, "read the agent's socket, address and token from its agent.toml");
-  app.add_option("--token-file", o.target.token_file, "file holding the API bearer token");
+  app.add_option("--token-file", o.target.token_file,
+                 "file holding the API bearer token (a fleet's: sent to every agent --place tries)")
+      ->envname("SLOTCTL_TOKEN_FILE");
   app.add_option("--cacert", o.target.tls.ca_file,
                  "https: PEM file of the CAs that sign the agent's certificate (default: the system's; with --config: "
                  "the agent's own certificate, pinned)")

@@ -1,7 +1,8 @@
 // Agents of several nodes in one real etcd: registration and its document,
 // ids unique in the cluster, departures (clean and by lease expiry), life
 // without etcd, `slotctl cluster` (table, --json, --watch, --prometheus-sd)
-// and `slotctl run --place`, an etcd that wants client certificates. The
+// and `slotctl run --place`, docs/fleet.md's recipes (one credential for the
+// fleet, Prometheus) as written, an etcd that wants client certificates. The
 // "nodes" are agents with different node names and claims directories on
 // this machine and its one engine.
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 
 #include <future>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -294,46 +296,127 @@ TEST(Fleet, PlaceSpreadsABurstSkipsDrainedAgentsAndSaysWhenTheFleetIsFull) {
   EXPECT_NE(elsewhere.err.find("3 in other scaling groups"), std::string::npos) << elsewhere.err;
 }
 
-TEST(Fleet, OnePrometheusScrapesEveryAgentThroughTheDiscoveryFile) {
+// The first ````lang` block after the line `heading` of `doc`, with every
+// "/etc/slotd/" and "/etc/prometheus/" in it moved to `dir`/; "" when there
+// is none.
+std::string RecipeOf(const std::string& doc, const std::string& heading, const std::string& lang,
+                     const std::string& dir) {
+  const size_t section = doc.find("\n" + heading + "\n");
+  if (section == std::string::npos) return "";
+  const size_t open = doc.find("\n```" + lang + "\n", section);
+  if (open == std::string::npos) return "";
+  const size_t body = open + lang.size() + 5;
+  const size_t close = doc.find("\n```\n", body);
+  if (close == std::string::npos) return "";
+  std::string recipe = doc.substr(body, close + 1 - body);
+  for (const std::string from : {"/etc/slotd/", "/etc/prometheus/"})
+    for (size_t at = recipe.find(from); at != std::string::npos; at = recipe.find(from, at))
+      recipe.replace(at, from.size(), dir + "/");
+  return recipe;
+}
+
+// docs/fleet.md's recipes, run as written (paths under a temporary directory
+// instead of /etc): the fleet's tokens file on two agents, Prometheus
+// scraping them with the viewer token through slotctl's discovery file, and
+// placement with the operator token passing over an agent that lacks the
+// file.
+TEST(Fleet, TheRecipesOfFleetMdWorkAsWritten) {
+  const std::string doc = ReadFile(std::string(SLOTD_SOURCE_DIR) + "/docs/fleet.md");
+  TempDir dir;
+  const std::string make_tokens = RecipeOf(doc, "## One credential for the fleet", "sh", dir.path());
+  ASSERT_NE(make_tokens.find("openssl rand"), std::string::npos) << make_tokens;
+  CommandResult made = RunCommand({"sh", "-ec", make_tokens});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string agent_toml = RecipeOf(doc, "## One credential for the fleet", "toml", dir.path());
+  ASSERT_EQ(agent_toml.rfind("[agent]\n", 0), 0u) << agent_toml;
+
   TestEtcd etcd;
   ASSERT_TRUE(etcd.started());
-  AgentProcess a(FleetAgent(etcd, "sd-a", "node-1", 0)), b(FleetAgent(etcd, "sd-b", "node-2", 1));
-  for (AgentProcess* agent : {&a, &b}) ASSERT_TRUE(agent->Start()) << agent->log();
-  TempDir dir;
-  const std::string targets = dir.path() + "/targets.json";
-  CommandResult written =
-      Slotctl({"cluster", "--etcd", etcd.url(), "--namespace", kNamespace, "--prometheus-sd", targets});
+  // a and b have the fleet's file; c, the tightest fit for the kernel below, has not.
+  AgentOptions with_file_a = FleetAgent(etcd, "ra", "node-1", 0), with_file_b = FleetAgent(etcd, "rb", "node-2", 1),
+               without = FleetAgent(etcd, "rc", "node-3", 2);
+  with_file_a.agent_toml = with_file_b.agent_toml = agent_toml.substr(std::string("[agent]\n").size());
+  without.memory = "256m";
+  AgentProcess a(with_file_a), b(with_file_b), c(without);
+  for (AgentProcess* agent : {&a, &b, &c}) ASSERT_TRUE(agent->Start()) << agent->log();
+
+  const std::string scrape = RecipeOf(doc, "## One Prometheus for the fleet", "yaml", dir.path());
+  ASSERT_NE(scrape.find("credentials_file: " + dir.path() + "/slotd.token"), std::string::npos) << scrape;
+  CommandResult written = Slotctl({"cluster", "--etcd", etcd.url(), "--namespace", kNamespace, "--prometheus-sd",
+                                   dir.path() + "/slotd-targets.json"});
   ASSERT_EQ(written.exit_code, 0) << written.err;
-  const json groups = json::parse(ReadFile(targets));
-  ASSERT_EQ(groups.size(), 2u) << groups.dump();
-  EXPECT_EQ(groups[0]["targets"][0], "127.0.0.1:" + std::to_string(a.port()));
+  const json groups = json::parse(ReadFile(dir.path() + "/slotd-targets.json"));
+  ASSERT_EQ(groups.size(), 3u) << groups.dump();
   EXPECT_EQ(groups[0]["labels"]["node"], "node-1");
 
-  // A real Prometheus, on loopback, finds the agents through the file alone.
+  // A real Prometheus, on loopback, with the recipe's scrape config (and a
+  // global interval of a second, so that the test need not wait a minute).
   const int port = FreeLoopbackPort();
-  WriteFile(dir.path() + "/prometheus.yml", "global:\n  scrape_interval: 1s\n"
-                                            "scrape_configs:\n  - job_name: slotd\n    honor_labels: true\n"
-                                            "    authorization:\n      credentials_file: " + a.dir() + "/token\n"
-                                            "    file_sd_configs:\n      - files: [\"" + targets + "\"]\n"
-                                            "        refresh_interval: 1s\n");
+  WriteFile(dir.path() + "/prometheus.yml", "global:\n  scrape_interval: 1s\n" + scrape);
   Background prometheus({"prometheus", "--config.file=" + dir.path() + "/prometheus.yml",
                          "--storage.tsdb.path=" + dir.path() + "/data",
                          "--web.listen-address=127.0.0.1:" + std::to_string(port)});
   const HttpClient api = HttpClient::Tcp("http://127.0.0.1:" + std::to_string(port));
-  json series;
+  std::map<std::string, std::string> up;  // agent address -> "1" or "0"
+  std::string last_answer;
   const bool scraped = Eventually(
       [&] {
-        auto answer = api.Request("GET", "/api/v1/query?query=slotd_agent_draining", "", std::chrono::seconds(2));
+        auto answer = api.Request("GET", "/api/v1/query?query=up", "", std::chrono::seconds(2));
         if (!answer.ok() || answer->status != 200) return false;
-        series = json::parse(answer->body, nullptr, false)["data"]["result"];
-        return series.is_array() && series.size() == 2;
+        last_answer = answer->body;
+        up.clear();
+        const json parsed = json::parse(answer->body, nullptr, false);
+        if (!parsed.is_object() || !parsed.contains("data")) return false;
+        for (const json& one : parsed["data"]["result"])
+          up[one["metric"].value("instance", std::string())] = one["value"][1].get<std::string>();
+        return up.size() == 3;
       },
       std::chrono::seconds(60));
-  ASSERT_TRUE(scraped) << series.dump() << "\n" << prometheus.output();
+  ASSERT_TRUE(scraped) << up.size() << " targets seen in " << last_answer << "; the config:\n" << ReadFile(dir.path() + "/prometheus.yml")
+                       << prometheus.output();
+  auto address = [](const AgentProcess& agent) { return "127.0.0.1:" + std::to_string(agent.port()); };
+  EXPECT_EQ(up[address(a)], "1");
+  EXPECT_EQ(up[address(b)], "1");
+  EXPECT_EQ(up[address(c)], "0") << "an agent without the fleet's file refuses the viewer token";
   std::set<std::pair<std::string, std::string>> seen;
-  for (const json& one : series)
-    seen.emplace(one["metric"].value("agent_id", std::string()), one["metric"].value("node", std::string()));
-  EXPECT_EQ(seen, (std::set<std::pair<std::string, std::string>>{{a.options().id, "node-1"}, {b.options().id, "node-2"}}));
+  Eventually([&] {
+    auto answer = api.Request("GET", "/api/v1/query?query=slotd_agent_draining", "", std::chrono::seconds(2));
+    if (!answer.ok() || answer->status != 200) return false;
+    seen.clear();
+    const json parsed = json::parse(answer->body, nullptr, false);
+    if (!parsed.is_object() || !parsed.contains("data")) return false;
+    for (const json& one : parsed["data"]["result"])
+      seen.emplace(one["metric"].value("agent_id", std::string()), one["metric"].value("node", std::string()));
+    return seen.size() == 2;
+  });
+  EXPECT_EQ(seen, (std::set<std::pair<std::string, std::string>>{{a.options().id, "node-1"},
+                                                                  {b.options().id, "node-2"}}));
+
+  // Placement with the operator's token: c fits best, refuses, and is named.
+  auto place = [&](const std::string& token_file, const std::string& id) {
+    return Slotctl({"--token-file", token_file, "run", "--place", "--etcd", etcd.url(), "--namespace", kNamespace,
+                    "--id", id, "--cpu", "1", "--mem", "64m", kTestImage, "--", "sleep", "3600"});
+  };
+  CommandResult placed = place(dir.path() + "/ops.token", "fleet-recipe");
+  EXPECT_EQ(placed.exit_code, 0) << placed.err;
+  EXPECT_NE(placed.err.find("agent " + c.options().id + " (node node-3, " + address(c) + ") refused the credential"),
+            std::string::npos)
+      << placed.err;
+  EXPECT_NE(placed.err.find("placed on agent"), std::string::npos) << placed.err;
+  EXPECT_EQ(c.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size(), 0u);
+  const size_t on_a = a.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size();
+  EXPECT_EQ(on_a + b.CallJson("GET", "/v1/kernels", nullptr, 200)["kernels"].size(), 1u);
+
+  // The viewer's token may read but not create: the two agents with a core
+  // left refuse it (403 with the file, 401 without), and both are named.
+  CommandResult viewer = place(dir.path() + "/slotd.token", "fleet-recipe-2");
+  EXPECT_EQ(viewer.exit_code, 7) << viewer.err;
+  EXPECT_NE(viewer.err.find("every agent with room for cpu 1, mem 64m refused the credential ("), std::string::npos)
+      << viewer.err;
+  for (const AgentProcess* agent : {on_a == 1 ? &b : &a, &c})
+    EXPECT_NE(viewer.err.find(agent->options().id + ": "), std::string::npos) << viewer.err;
+  EXPECT_NE(viewer.err.find("role viewer, and POST /v1/kernels needs role operator"), std::string::npos)
+      << viewer.err;
 }
 
 TEST(Fleet, AnEtcdWithAuthenticationTakesTheAgentsCredentials) {
