@@ -27,8 +27,14 @@ want=$(sort <<'LIST'
 /usr/share/bash-completion/completions/slotd
 /usr/share/doc/slotd/changelog.Debian.gz
 /usr/share/doc/slotd/copyright
+/usr/share/doc/slotd/api.md
+/usr/share/doc/slotd/cli.md
+/usr/share/doc/slotd/config.md
+/usr/share/doc/slotd/engines.md
 /usr/share/doc/slotd/examples/agent.toml
+/usr/share/doc/slotd/fleet.md
 /usr/share/doc/slotd/multi-agent.md
+/usr/share/doc/slotd/security.md
 /usr/share/man/man1/slotctl.1.gz
 /usr/share/man/man5/agent.toml.5.gz
 /usr/share/man/man8/slotd.8.gz

@@ -41,9 +41,11 @@ std::string ShellWord(const std::string& word) {
 
 // Runs `slotd check`: prints every problem of `paths` as agents of one node
 // and a summary. The node is this machine, except for the cores and memory
-// that `node_cores` and `node_memory` give when not empty. Returns 0 when
+// that `node_cores` and `node_memory` give when not empty; with `focus`,
+// only that file's problems count (CheckNodeConfigs). Returns 0 when
 // there is no problem, 1 for problems, 2 when a file (or a flag) is invalid.
-int CheckConfigs(const std::vector<std::string>& paths, const std::string& node_cores, const std::string& node_memory) {
+int CheckConfigs(const std::vector<std::string>& paths, const std::string& node_cores, const std::string& node_memory,
+                 const std::string& focus) {
   slotd::HostFacts host = slotd::HostFacts::Detect();
   if (!node_cores.empty()) {
     auto cores = slotd::ParseCoreList(node_cores);
@@ -63,7 +65,7 @@ int CheckConfigs(const std::vector<std::string>& paths, const std::string& node_
     return std::unique_ptr<slotd::ContainerEngine>(std::move(*engine));
   };
   const slotd::CgroupHost cgroups = slotd::DetectCgroupHost();
-  const slotd::CheckReport report = slotd::CheckNodeConfigs(paths, host, engine_for, &cgroups);
+  const slotd::CheckReport report = slotd::CheckNodeConfigs(paths, host, engine_for, &cgroups, focus);
   std::cout << report.Text();
   return report.ExitCode();
 }
@@ -91,14 +93,19 @@ int main(int argc, char** argv) {
       "([[pool]]) has its engine asked for their images: a warning for each one it lacks. A host whose cgroups "
       "the agents cannot measure (none mounted, a measured controller in no v1 hierarchy, an engine's cgroupfs driver on a cgroup v2 host "
       "that systemd manages) is a warning too.\n"
+      "With --for FILE (one of the files), only FILE's agent's problems count: its own, and its clashes with the "
+      "others; another file that does not load is a note (the check before one agent's start, so that one "
+      "agent's broken file stops no other agent).\n"
       "Exit status: 0 no problem, 1 problems (each printed with both files and the value), 2 a file does not load.");
   std::vector<std::string> check_paths;
-  std::string node_cores, node_memory;
+  std::string node_cores, node_memory, check_focus;
   check->add_option("files", check_paths, "the agent.toml files of the node's agents")->required();
   check->add_option("--node-cores", node_cores,
                     "check for a node with these cores (e.g. 0-191) instead of this machine's cpuset");
   check->add_option("--node-memory", node_memory,
                     "check for a node with this much memory (e.g. 2t) instead of this machine's");
+  check->add_option("--for", check_focus,
+                    "count only this file's problems (one of the files): its own and its clashes with the others");
   check->excludes(config_option);
 
   auto* split = app.add_subcommand("split", "divide this node (or one recorded under --sysfs-root) into the configs "
@@ -129,7 +136,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   SetUpLogging(log_format, log_level);
-  if (*check) return CheckConfigs(check_paths, node_cores, node_memory);
+  if (*check) return CheckConfigs(check_paths, node_cores, node_memory, check_focus);
   if (*split) {
     split_options.by_numa = split_by == "numa";
     for (int i = 0; i < argc; ++i) split_options.command_line += (i == 0 ? "slotd" : " " + ShellWord(argv[i]));

@@ -556,6 +556,12 @@ KeyTable<ContainerConfig> ContainerKeys() {
               {DockerHostScheme()})
         .DefaultsTo("`$DOCKER_HOST` if set, else " + StringType().Show(ContainerConfig{}.docker_host),
                     ResolveDefaultDockerHost),
+    // Longer than an hour, a start that cannot find its engine should say so.
+    MemberKey("engine-wait", &ContainerConfig::engine_wait, DurationType(),
+              "How long the agent's start waits for an engine that does not answer yet (a boot where the engine "
+              "starts after the agent), asking every 2 s and logging why every 10 s; past it the start fails. "
+              "`0s`: fail at once.",
+              {DurationRange(milliseconds(0), milliseconds(3'600'000))}),
     StoredKey<ContainerConfig, PortRange>(
         "port-range", PortRangeType(),
         "`[start, end]`, inclusive: the host ports this agent may give to kernels. Agents on one node need ranges "

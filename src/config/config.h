@@ -95,6 +95,7 @@ struct MountAllow {
 
 struct ContainerConfig {
   std::string docker_host{kDefaultDockerHost};  // unless $DOCKER_HOST is set
+  std::chrono::milliseconds engine_wait{120'000};  // how long a start waits for the engine to answer; 0: not at all
   int port_range_start = 30000;
   int port_range_end = 30999;     // inclusive
   std::string network = "none";   // none | host | bridge

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <thread>
 
@@ -22,6 +24,8 @@
 #include "agent/agent.h"
 #include "agent/watcher.h"
 #include "api/server.h"
+#include "common/http_client.h"
+#include "common/service_notify.h"
 #include "common/thread_name.h"
 #include "common/tls_certs.h"
 #include "common/token_file.h"
@@ -86,16 +90,50 @@ struct ConnectedEngine {
   std::unique_ptr<DockerEngine> engine;
   EngineIdentity identity;
 };
-Result<ConnectedEngine> ConnectEngine(const Config& config) {
+// Connects to the engine, asking again every 2 s for up to [container]
+// engine-wait while it does not answer (logged every 10 s, and given to the
+// service manager as the start's STATUS). A stop signal of `signals` while
+// waiting ends the wait: the result is then empty, and `*stop_signal` says
+// which. The refusal names the engine and what to do.
+std::optional<Result<ConnectedEngine>> ConnectEngine(const Config& config, const sigset_t& signals,
+                                                     const ServiceNotifier& notifier, int* stop_signal) {
   auto engine = DockerEngine::FromHost(config.container.docker_host);
   if (!engine.ok()) return engine.status().WithPrefix("container.docker-host");
-  auto identity = (*engine)->Identify();
-  if (!identity.ok())
-    return identity.status().WithPrefix("cannot reach the engine at " + config.container.docker_host +
-                                        " (start it, or set container.docker-host or DOCKER_HOST)");
-  spdlog::info("engine {} {} (API {}) at {}", identity->name, identity->version, identity->api_version,
-               config.container.docker_host);
-  return ConnectedEngine{std::move(*engine), *identity};
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point started = Clock::now();
+  const Clock::time_point deadline = started + config.container.engine_wait;
+  Clock::time_point logged{};
+  const long long wait_seconds = std::chrono::duration_cast<std::chrono::seconds>(config.container.engine_wait).count();
+  for (;;) {
+    auto identity = (*engine)->Identify();
+    if (identity.ok()) {
+      spdlog::info("engine {} {} (API {}) at {}", identity->name, identity->version, identity->api_version,
+                   config.container.docker_host);
+      return ConnectedEngine{std::move(*engine), *identity};
+    }
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline)
+      return identity.status().WithPrefix(
+          "cannot reach the engine at " + config.container.docker_host +
+          (wait_seconds > 0 ? " after waiting " + std::to_string(wait_seconds) + " s (container.engine-wait)" : "") +
+          " (start it, or set container.docker-host or DOCKER_HOST)");
+    const std::string waiting = "waiting for the engine at " + config.container.docker_host + " (up to " +
+                                std::to_string(wait_seconds) + " s, container.engine-wait): " +
+                                identity.status().message();
+    if (now - logged >= std::chrono::seconds(10)) {
+      spdlog::warn("{}", waiting);
+      logged = now;
+    }
+    notifier.Notify(StatusLine(waiting));
+    const auto pause = std::min<Clock::duration>(std::chrono::seconds(2), deadline - now);
+    const auto pause_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(pause).count();
+    const timespec timeout{static_cast<time_t>(pause_ns / 1'000'000'000), static_cast<long>(pause_ns % 1'000'000'000)};
+    const int signal_number = sigtimedwait(&signals, nullptr, &timeout);
+    if (signal_number > 0 && signal_number != SIGHUP) {
+      *stop_signal = signal_number;
+      return std::nullopt;
+    }
+  }
 }
 
 // What the engine's info says against the config and the host: the refusal
@@ -330,6 +368,33 @@ std::jthread WatchTlsFiles(ServerTls* tls) {
   });
 }
 
+// While the service manager wants watchdog pings (WatchdogSec=), a thread
+// that asks the API for /health on its unix socket every half interval and
+// pings only when it answers: an API that stops answering (its I/O thread
+// stuck) goes unpinged, and the manager restarts the agent, which adopts
+// its kernels. An empty thread when no pings are wanted.
+std::jthread PingWatchdog(const ServiceNotifier& notifier, const std::string& socket) {
+  const std::optional<std::chrono::microseconds> interval = notifier.watchdog_interval();
+  if (!interval) return {};
+  const auto period = std::chrono::duration_cast<std::chrono::milliseconds>(*interval / 2);
+  const auto timeout = std::max(std::chrono::milliseconds(500), period / 2);
+  return std::jthread([&notifier, period, timeout, client = HttpClient::Unix(socket)](std::stop_token stop) {
+    NameThisThread("watchdog");
+    std::mutex mutex;
+    std::condition_variable_any wake;
+    while (!stop.stop_requested()) {
+      auto answer = client.Request("GET", "/health", "", timeout);
+      if (answer.ok())
+        notifier.Notify("WATCHDOG=1");
+      else
+        spdlog::warn("watchdog: the API did not answer /health on its socket ({}); no ping this time",
+                     answer.status().message());
+      std::unique_lock lock(mutex);
+      wake.wait_for(lock, stop, period, [] { return false; });
+    }
+  });
+}
+
 // Waits for a stop signal of `signals`, calling `reload` at each SIGHUP
 // meanwhile. Returns the stop signal.
 int WaitForStop(const sigset_t& signals, const std::function<void()>& reload) {
@@ -341,7 +406,8 @@ int WaitForStop(const sigset_t& signals, const std::function<void()>& reload) {
 // The parts an admitted agent runs, assembled, served until a stop signal,
 // and stopped in order. The refusal when one cannot start.
 Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity& identity,
-             std::vector<std::unique_ptr<ResourcePlugin>> plugins, Admission& admission, const std::optional<EtcdSeat>& etcd, const sigset_t& signals) {
+             std::vector<std::unique_ptr<ResourcePlugin>> plugins, Admission& admission, const std::optional<EtcdSeat>& etcd, const sigset_t& signals,
+             const ServiceNotifier& notifier) {
   auto token = ApiToken(config);
   if (!token.ok()) return token.status();
   auto access = ApiAccessOf(config, std::move(*token));
@@ -405,10 +471,16 @@ Status Serve(const Config& config, ContainerEngine& engine, const EngineIdentity
   if (registrar) registrar->Start();
   spdlog::info("slotd ready: agent {} api {}://{}:{} socket {} pid {}", config.agent.id,
                *tls ? "https" : "http", config.agent.rpc_host, api.port(), socket, getpid());
+  notifier.Notify("READY=1\n" + StatusLine("serving agent " + config.agent.id + " on " + (*tls ? "https" : "http") +
+                                           "://" + config.agent.rpc_host + ":" + std::to_string(api.port()) +
+                                           " and " + socket));
+  std::jthread watchdog = PingWatchdog(notifier, socket);
 
   const int stop_signal =
       WaitForStop(signals, [&agent, &access, &tls] { ReloadOnHangUp(agent, **access, tls->get()); });
   spdlog::info("received {}; shutting down (kernels keep running)", strsignal(stop_signal));
+  notifier.Notify("STOPPING=1\n" + StatusLine("stopping; kernels keep running"));
+  watchdog = {};
   if (registrar) registrar->Stop(/*deregister=*/true);  // first, so that no scheduler picks this agent any more
   tls_watch = {};
   api.Stop();
@@ -431,13 +503,17 @@ int RunDaemon(const std::string& config_path) {
     std::cerr << "slotd: invalid configuration:\n" << config.status().message() << "\n";
     return 2;
   }
-  auto fail = [](const Status& s) {
+  const ServiceNotifier* status_to = nullptr;  // the service manager, once known
+  auto fail = [&status_to](const Status& s) {
+    if (status_to != nullptr) status_to->Notify(StatusLine("cannot start: " + s.message()));
     spdlog::critical("cannot start: {}", s.message());
     std::cerr << "slotd: cannot start: " << s.message() << "\n";
     return 1;
   };
   if (Status s = CheckOnThisHost(*config); !s.ok()) return fail(s);
   const sigset_t signals = BlockWaitedSignals();
+  const ServiceNotifier notifier = ServiceNotifier::FromEnvironment();
+  status_to = &notifier;
 
   std::optional<EtcdClient> etcd_client;
   std::optional<EtcdSeat> etcd;
@@ -447,7 +523,13 @@ int RunDaemon(const std::string& config_path) {
     etcd_client.emplace(*options);
     etcd = EtcdSeatOf(*config, *etcd_client);
   }
-  auto engine = ConnectEngine(*config);
+  int stop_signal = 0;
+  std::optional<Result<ConnectedEngine>> connected = ConnectEngine(*config, signals, notifier, &stop_signal);
+  if (!connected) {
+    spdlog::info("received {} while waiting for the engine; exiting", strsignal(stop_signal));
+    return 0;
+  }
+  Result<ConnectedEngine>& engine = *connected;
   if (!engine.ok()) return fail(engine.status());
   if (Status s = CheckEngineInfo(*config, *engine->engine); !s.ok()) return fail(s);
   auto plugins = MakePlugins(*config, host);
@@ -455,7 +537,8 @@ int RunDaemon(const std::string& config_path) {
   const AgentClaims mine = ClaimsOf(*config, ClaimedDevices(*plugins));
   auto admission = AdmitAgent(*config, *engine->engine, mine, host.memory_bytes, etcd);
   if (!admission.ok()) return fail(admission.status());
-  if (Status s = Serve(*config, *engine->engine, engine->identity, std::move(*plugins), *admission, etcd, signals);
+  if (Status s = Serve(*config, *engine->engine, engine->identity, std::move(*plugins), *admission, etcd, signals,
+                       notifier);
       !s.ok())
     return fail(s);
   return 0;

@@ -1,5 +1,7 @@
 #include "node/check.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -209,8 +211,21 @@ void CheckWithEngine(const std::string& path, const Config& config, const Engine
 }  // namespace
 
 CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
-                             const EngineFor& engine_for, const CgroupHost* cgroups) {
+                             const EngineFor& engine_for, const CgroupHost* cgroups, const std::string& focus) {
   CheckReport report;
+  std::error_code focus_error;
+  const std::filesystem::path focus_canonical =
+      focus.empty() ? std::filesystem::path() : std::filesystem::weakly_canonical(focus, focus_error);
+  // Whether `path` is the focus's file (every file is, without a focus).
+  auto counts = [&](const std::string& path) {
+    if (focus.empty()) return true;
+    std::error_code ec;
+    const std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
+    return path == focus || (!ec && !focus_error && canonical == focus_canonical);
+  };
+  if (!focus.empty() && std::none_of(paths.begin(), paths.end(), counts))
+    report.errors.push_back("error: " + focus + " is not one of the files given; give it among them");
+  size_t focus_index = SIZE_MAX;  // in `loaded`, once loaded
   // The host's own layout once (its engines' drivers are per config, below).
   if (cgroups)
     for (const std::string& warning : CgroupLayoutWarnings(*cgroups))
@@ -229,10 +244,22 @@ CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFa
       }
     }
     auto config = LoadConfig(path, host);
+    const bool mine = counts(path);
     if (!config.ok()) {
-      AddLines("error: ", config.status().message(), report.errors);
+      if (mine)
+        AddLines("error: ", config.status().message(), report.errors);
+      else
+        report.notes.push_back("note: " + path + " does not load, so " + focus +
+                               " was checked without it (its own agent's start will say why)");
       continue;
     }
+    if (!mine) {  // another agent's file: only its claims, to compare the focus's with
+      ResolvedDevices devices = ResolveDevices(*config);
+      AgentClaims claims = ClaimsOf(*config, devices.ids);
+      loaded.push_back({std::move(*config), std::move(devices), std::move(claims)});
+      continue;
+    }
+    if (!focus.empty()) focus_index = loaded.size();
     for (const std::string& problem : LocalProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
     for (const std::string& problem : ScratchProblems(*config)) report.problems.push_back("problem: " + path + ": " + problem);
     for (const std::string& warning : LocalWarnings(*config)) report.warnings.push_back("warning: " + path + ": " + warning);
@@ -249,7 +276,8 @@ CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFa
   report.loaded = static_cast<int>(loaded.size());
 
   for (size_t i = 0; i < loaded.size(); ++i)
-    for (size_t j = i + 1; j < loaded.size(); ++j) ComparePair(loaded[i], loaded[j], report.problems);
+    for (size_t j = i + 1; j < loaded.size(); ++j)
+      if (focus.empty() || i == focus_index || j == focus_index) ComparePair(loaded[i], loaded[j], report.problems);
   CompareMemory(loaded, host.memory_bytes, report.problems);
   CompareImageGc(loaded, report.notes);
   return report;

@@ -59,8 +59,15 @@ using EngineFor = std::function<Result<std::unique_ptr<ContainerEngine>>(const C
 // host's; an engine that cannot be asked is a note. With `cgroups` (the
 // node's, DetectCgroupHost), a layout the agents cannot measure is a
 // warning too (CgroupLayoutWarnings, EngineCgroupWarnings).
+// With `focus` (one of `paths`), only that agent's own problems count: its
+// load errors, its local problems and warnings, its clashes with each other
+// file and the node's memory; another file that does not load is a note
+// (the check goes on without it), and clashes between two other files are
+// not looked for. This is the check before one agent's start: another
+// agent's broken file must not stop it.
 CheckReport CheckNodeConfigs(const std::vector<std::string>& paths, const HostFacts& host,
-                             const EngineFor& engine_for = {}, const CgroupHost* cgroups = nullptr);
+                             const EngineFor& engine_for = {}, const CgroupHost* cgroups = nullptr,
+                             const std::string& focus = "");
 
 // Adds to `report` a warning for each [[pool]] of `config` whose image
 // `engine` does not have, saying what to do (the agent makes none of its

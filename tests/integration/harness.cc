@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -420,7 +421,20 @@ bool AgentProcess::Start() {
   std::string bin = options_.binary.empty() ? std::string(SLOTD_BIN_DIR) + "/slotd" : options_.binary;
   std::vector<char*> args = {bin.data(), const_cast<char*>("--config"), config_path_.data(),
                              const_cast<char*>("--log-level"), const_cast<char*>("debug"), nullptr};
-  if (posix_spawn(&pid_, bin.c_str(), &actions, nullptr, args.data(), environ) != 0) return false;
+  // This process's environment, with options().env's variables in place of any of the same name.
+  std::vector<std::string> env_strings = options_.env;
+  for (char** variable = environ; *variable != nullptr; ++variable) {
+    const std::string entry = *variable;
+    const std::string name = entry.substr(0, entry.find('='));
+    const bool replaced = std::any_of(options_.env.begin(), options_.env.end(), [&](const std::string& mine) {
+      return mine.compare(0, name.size() + 1, name + "=") == 0;
+    });
+    if (!replaced) env_strings.push_back(entry);
+  }
+  std::vector<char*> env;
+  for (std::string& entry : env_strings) env.push_back(entry.data());
+  env.push_back(nullptr);
+  if (posix_spawn(&pid_, bin.c_str(), &actions, nullptr, args.data(), env.data()) != 0) return false;
   posix_spawn_file_actions_destroy(&actions);
   static const std::regex kReady(R"(slotd ready: agent \S+ api https?://[0-9.]+:([0-9]+) )");
   const auto give_up = std::chrono::steady_clock::now() + ScaledLimit(std::chrono::seconds(15));

@@ -163,6 +163,7 @@ struct AgentOptions {
   std::string extra_toml;     // appended verbatim
   std::string docker_host;    // container.docker-host; empty: $DOCKER_HOST
   std::string binary;         // the slotd to run (an installed one); empty: the build's
+  std::vector<std::string> env;  // "NAME=value" added to (or replacing in) the agent's environment
 };
 
 // One slotd process with its own directory, config and log.

@@ -202,6 +202,46 @@ TEST(Check, ItReportsWhatTheAgentWouldRefuseToStartOnAndTheAgentRefusesIt) {
   EXPECT_NE(r.out.find("agent.var-base-path: /proc/slotd is on /proc"), std::string::npos) << r.out;
 }
 
+// The check before one agent's start (slotd@.service's ExecStartPre, the
+// package's slotd-check-node CONFIG): that agent's own problems stop it;
+// another agent's broken file, or a clash between two other agents, does not.
+TEST(Check, OneAgentsStartIsStoppedByItsOwnProblemsOnlyNeverByAnothersFile) {
+  TempDir dir;
+  CheckAgent a = CheckAgent::Clean(dir.path(), 0), b = CheckAgent::Clean(dir.path(), 1),
+             c = CheckAgent::Clean(dir.path(), 2);
+  c.id = b.id;  // b and c clash with each other, not with a
+  c.cores = b.cores;  // (and this machine may have two cores only)
+  const std::string path_a = a.Write(dir.path() + "/a.toml"), path_b = b.Write(dir.path() + "/b.toml"),
+                    path_c = c.Write(dir.path() + "/c.toml"), broken = dir.path() + "/broken.toml";
+  WriteFile(broken, "[agent\nid = \"typo\"\n");
+  auto check_node = [&](const std::string& config) {
+    return RunCommand({"env", "SLOTD_CONFIG_DIR=" + dir.path(), std::string("SLOTD=") + SLOTD_BIN_DIR + "/slotd", "sh",
+                       std::string(SLOTD_SOURCE_DIR) + "/packaging/systemd/slotd-check-node", config});
+  };
+  CommandResult mine = check_node(path_a);
+  EXPECT_EQ(mine.exit_code, 0) << mine.out << mine.err;
+  EXPECT_TRUE(HasLine(mine.out, "note: " + broken + " does not load, so " + path_a +
+                                    " was checked without it (its own agent's start will say why)"))
+      << mine.out;
+  EXPECT_EQ(mine.out.find("clash:"), std::string::npos) << "b and c's clash is not a's: " << mine.out;
+
+  CommandResult clashing = check_node(path_b);
+  EXPECT_EQ(clashing.exit_code, 1) << clashing.out << clashing.err;
+  EXPECT_TRUE(HasLine(clashing.out, "clash: " + path_b + " and " + path_c + " both claim agent id " + b.id))
+      << clashing.out;
+  CommandResult own_typo = check_node(broken);
+  EXPECT_EQ(own_typo.exit_code, 2) << own_typo.out << own_typo.err;
+  EXPECT_NE(own_typo.out.find("error: " + broken), std::string::npos) << own_typo.out;
+  // Without a config, the whole set counts, as `slotd check` of every file.
+  CommandResult all = RunCommand({"env", "SLOTD_CONFIG_DIR=" + dir.path(),
+                                  std::string("SLOTD=") + SLOTD_BIN_DIR + "/slotd", "sh",
+                                  std::string(SLOTD_SOURCE_DIR) + "/packaging/systemd/slotd-check-node"});
+  EXPECT_EQ(all.exit_code, 2) << all.out << all.err;
+  CommandResult outsider = Slotd({"check", "--for", dir.path() + "/elsewhere.toml", path_a, path_b});
+  EXPECT_EQ(outsider.exit_code, 2) << outsider.out;
+  EXPECT_NE(outsider.out.find("is not one of the files given"), std::string::npos) << outsider.out;
+}
+
 TEST(Check, ACleanSetOfThreeConfigsPassesWithExitZero) {
   TempDir dir;
   // This machine may have fewer than three cores: check for a node with three.

@@ -373,7 +373,7 @@ TEST(ConfigTest, UnknownKeyListsTheKnownKeysOfItsSection) {
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[node]\nclaims_dir = \"/x\"\n"),
             "agent.toml:4: node.claims_dir: unknown key; known keys of [node]: claims-dir");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "[container]\nports = [1, 2]\n"),
-            "agent.toml:4: container.ports: unknown key; known keys of [container]: docker-host, port-range, "
+            "agent.toml:4: container.ports: unknown key; known keys of [container]: docker-host, engine-wait, port-range, "
             "network, stats-type, stats-interval, stop-timeout, init, restart-max, restart-backoff-initial, restart-backoff-max, "
             "idle-for, idle-cpu-below, idle-gpu-below, health-interval, health-min-interval, health-timeout, "
             "pids-limit, log-max-size, max-lifetime, scratch-root, "
